@@ -1,0 +1,111 @@
+package ir
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Severity of a diagnostic.
+type Severity uint8
+
+const (
+	SevError Severity = iota
+	SevWarning
+)
+
+func (s Severity) String() string {
+	if s == SevWarning {
+		return "warning"
+	}
+	return "error"
+}
+
+// Diagnostic is one problem in a plan, located by its JSON path
+// (gpus[1].threadblocks[0].ops[3].dst_buff[0].index) or, for malformed
+// JSON, by line and column of the file.
+type Diagnostic struct {
+	Severity Severity
+	Path     string // JSON path; empty for syntax errors
+	Line     int    // 1-based; 0 when the path says where
+	Col      int
+	Msg      string
+}
+
+func (d Diagnostic) String() string {
+	var b strings.Builder
+	b.WriteString(d.Severity.String())
+	b.WriteString(": ")
+	if d.Line > 0 {
+		fmt.Fprintf(&b, "%d:%d: ", d.Line, d.Col)
+	}
+	if d.Path != "" {
+		b.WriteString(d.Path)
+		b.WriteString(": ")
+	}
+	b.WriteString(d.Msg)
+	return b.String()
+}
+
+// Diagnostics is a list of problems; the codec and validator collect
+// rather than stop at the first.
+type Diagnostics []Diagnostic
+
+// HasErrors reports whether any diagnostic is an error.
+func (ds Diagnostics) HasErrors() bool {
+	for _, d := range ds {
+		if d.Severity == SevError {
+			return true
+		}
+	}
+	return false
+}
+
+// Errors returns only the errors.
+func (ds Diagnostics) Errors() Diagnostics {
+	var out Diagnostics
+	for _, d := range ds {
+		if d.Severity == SevError {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func (ds Diagnostics) String() string {
+	var b strings.Builder
+	for _, d := range ds {
+		b.WriteString(d.String())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// Err returns ds as an error when it holds any error, else nil.
+func (ds Diagnostics) Err() error {
+	if !ds.HasErrors() {
+		return nil
+	}
+	return &DiagError{Diags: ds}
+}
+
+// DiagError wraps diagnostics as a Go error.
+type DiagError struct{ Diags Diagnostics }
+
+func (e *DiagError) Error() string {
+	errs := e.Diags.Errors()
+	if len(errs) == 1 {
+		return errs[0].String()
+	}
+	return fmt.Sprintf("%d errors:\n%s", len(errs), strings.TrimRight(errs.String(), "\n"))
+}
+
+// diagSink collects diagnostics while walking a plan.
+type diagSink struct{ ds Diagnostics }
+
+func (s *diagSink) errorf(path, format string, args ...any) {
+	s.ds = append(s.ds, Diagnostic{Severity: SevError, Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (s *diagSink) warnf(path, format string, args ...any) {
+	s.ds = append(s.ds, Diagnostic{Severity: SevWarning, Path: path, Msg: fmt.Sprintf(format, args...)})
+}

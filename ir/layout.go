@@ -1,0 +1,129 @@
+package ir
+
+import "fmt"
+
+// BufferBytes returns the input and output buffer sizes of every rank for
+// a message of msg bytes as nccl-tests counts it: allgather counts output
+// bytes, every other collective input bytes.
+func (p *Plan) BufferBytes(msg int64) (in, out int64, err error) {
+	n := int64(len(p.GPUs))
+	if n == 0 {
+		return 0, 0, fmt.Errorf("plan has no gpus")
+	}
+	if msg <= 0 {
+		return 0, 0, fmt.Errorf("message size must be positive, got %d", msg)
+	}
+	switch p.Collective {
+	case AllGather:
+		if msg%n != 0 {
+			return 0, 0, fmt.Errorf("allgather size %d is not a multiple of the %d ranks", msg, n)
+		}
+		return msg / n, msg, nil
+	case ReduceScatter:
+		if msg%n != 0 {
+			return 0, 0, fmt.Errorf("reducescatter size %d is not a multiple of the %d ranks", msg, n)
+		}
+		return msg, msg / n, nil
+	default:
+		return msg, msg, nil
+	}
+}
+
+// Layout is the byte geometry of one rank's buffers for given buffer sizes:
+// every buffer is cut into chunks with the reference buffer's geometry
+// (the input when it has chunks, else the output), as upstream does.
+type Layout struct {
+	Align     int64
+	RefBytes  int64 // S: size of the reference buffer
+	RefChunks int64 // N: its chunk count
+	Input     int64
+	Output    int64
+	// Scratch is the payload bytes of one scratch half: scratch_chunks
+	// times the largest chunk. Packet ops address twice their payload.
+	Scratch      int64
+	ScratchAlloc int64 // bytes allocated: ×2 for LL packets, ×2 again with double scratch
+}
+
+// Layout computes rank's geometry for the given buffer sizes. It fails
+// when the sizes are not multiples of the plan's alignment or the
+// reference buffer has fewer alignment units than chunks.
+func (p *Plan) Layout(rank int, in, out int64) (*Layout, error) {
+	if rank < 0 || rank >= len(p.GPUs) {
+		return nil, fmt.Errorf("rank %d out of range (plan has %d gpus)", rank, len(p.GPUs))
+	}
+	g := &p.GPUs[rank]
+	a := int64(p.BufferAlignment)
+	if a <= 0 {
+		return nil, fmt.Errorf("buffer_alignment must be positive, got %d", a)
+	}
+	if in%a != 0 || out%a != 0 {
+		return nil, fmt.Errorf("buffer sizes (input %d, output %d bytes) must be multiples of the plan's %d-byte alignment", in, out, a)
+	}
+	l := &Layout{Align: a, Input: in, Output: out}
+	switch {
+	case g.InputChunks > 0:
+		l.RefBytes, l.RefChunks = in, int64(g.InputChunks)
+	case g.OutputChunks > 0:
+		l.RefBytes, l.RefChunks = out, int64(g.OutputChunks)
+	default:
+		return nil, fmt.Errorf("gpus[%d]: input_chunks and output_chunks are both 0", rank)
+	}
+	if l.RefBytes/a < l.RefChunks {
+		return nil, fmt.Errorf("size %d bytes cannot be split into %d chunks of at least %d bytes", l.RefBytes, l.RefChunks, a)
+	}
+	l.Scratch = int64(g.ScratchChunks) * l.MaxChunk()
+	l.ScratchAlloc = l.Scratch
+	if p.Protocol == LL {
+		l.ScratchAlloc *= 2
+	}
+	if p.DoubleScratch {
+		l.ScratchAlloc *= 2
+	}
+	return l, nil
+}
+
+// ChunkOffset is the byte offset where chunk c starts:
+// (c*floor(u/N) + min(c, u mod N)) * A with u = S/A.
+func (l *Layout) ChunkOffset(c int64) int64 {
+	u := l.RefBytes / l.Align
+	return (c*(u/l.RefChunks) + min(c, u%l.RefChunks)) * l.Align
+}
+
+// MaxChunk is the size of the largest chunk.
+func (l *Layout) MaxChunk() int64 {
+	u := l.RefBytes / l.Align
+	return (u + l.RefChunks - 1) / l.RefChunks * l.Align
+}
+
+// Range returns the byte range [off, off+n) covered by chunks
+// [index, index+size).
+func (l *Layout) Range(index, size int) (off, n int64) {
+	off = l.ChunkOffset(int64(index))
+	return off, l.ChunkOffset(int64(index+size)) - off
+}
+
+// TBGSlice narrows [off, off+n) to the part thread block tbID of a group
+// of tbgSize handles, in alignment units, as upstream's calcOffset does.
+func (l *Layout) TBGSlice(off, n int64, tbID, tbgSize int) (int64, int64) {
+	if tbgSize <= 1 {
+		return off, n
+	}
+	u := n / l.Align
+	s, id := int64(tbgSize), int64(tbID)
+	start := (id*(u/s) + min(id, u%s)) * l.Align
+	end := ((id+1)*(u/s) + min(id+1, u%s)) * l.Align
+	return off + start, end - start
+}
+
+// BufferSize is the payload size of buffer t (scratch: one half).
+func (l *Layout) BufferSize(t BufferType) int64 {
+	switch t {
+	case BufInput:
+		return l.Input
+	case BufOutput:
+		return l.Output
+	case BufScratch:
+		return l.Scratch
+	}
+	return 0
+}

@@ -1,0 +1,239 @@
+package ir
+
+// Plan is one execution plan: the same schedule seen from every rank.
+// Field names follow the MSCCL++ JSON keys; see codec.go for the mapping.
+type Plan struct {
+	Name               string
+	Collective         Collective
+	Protocol           Protocol
+	InPlace            bool
+	ReuseResources     bool
+	DoubleScratch      bool   // use_double_scratch_buffer
+	BufferAlignment    int    // bytes; 16 when absent
+	MinMessageSize     uint64 // bytes as nccl-tests counts them
+	MaxMessageSize     uint64 // ^uint64(0) when absent
+	NumThreadsPerBlock int    // 1024 when absent
+	GPUs               []GPU  // indexed by rank; GPUs[r].ID == r
+}
+
+// Collective names the collective a plan implements.
+type Collective string
+
+const (
+	AllReduce     Collective = "allreduce"
+	AllGather     Collective = "allgather"
+	ReduceScatter Collective = "reducescatter"
+	AllToAll      Collective = "alltoall"
+	SendRecv      Collective = "sendrecv"
+	Broadcast     Collective = "broadcast"
+)
+
+// Collectives lists every collective the plan format knows.
+var Collectives = []Collective{AllReduce, AllGather, ReduceScatter, AllToAll, SendRecv, Broadcast}
+
+// Protocol is Simple (plain data plus signal/wait) or LL (flagged packets).
+type Protocol string
+
+const (
+	Simple Protocol = "Simple"
+	LL     Protocol = "LL"
+)
+
+// GPU is one rank's part of the plan.
+type GPU struct {
+	ID            int
+	InputChunks   int
+	OutputChunks  int
+	ScratchChunks int
+	Channels      []Channel
+	RemoteBuffers []RemoteBuffer
+	Semaphores    []Semaphore
+	ThreadBlocks  []ThreadBlock
+}
+
+// ChannelType is the transport of a channel.
+type ChannelType uint8
+
+const (
+	ChanNone ChannelType = iota
+	ChanMemory
+	ChanPort
+	ChanSwitch
+)
+
+var channelTypeNames = [...]string{"none", "memory", "port", "switch"}
+
+func (c ChannelType) String() string {
+	if int(c) < len(channelTypeNames) {
+		return channelTypeNames[c]
+	}
+	return "invalid"
+}
+
+// ParseChannelType maps a JSON channel_type string to its value.
+func ParseChannelType(s string) (ChannelType, bool) {
+	for i, n := range channelTypeNames {
+		if n == s {
+			return ChannelType(i), true
+		}
+	}
+	return ChanNone, false
+}
+
+// BufferType is one of a rank's three buffers.
+type BufferType uint8
+
+const (
+	BufNone BufferType = iota
+	BufInput
+	BufOutput
+	BufScratch
+)
+
+var bufferTypeNames = [...]string{"", "i", "o", "s"}
+var bufferTypeLong = [...]string{"none", "input", "output", "scratch"}
+
+// String is the JSON spelling ("i", "o", "s").
+func (b BufferType) String() string {
+	if int(b) < len(bufferTypeNames) {
+		return bufferTypeNames[b]
+	}
+	return "?"
+}
+
+// Long is the spelling used in messages ("input", "output", "scratch").
+func (b BufferType) Long() string {
+	if int(b) < len(bufferTypeLong) {
+		return bufferTypeLong[b]
+	}
+	return "invalid"
+}
+
+// ParseBufferType maps "i", "o", "s" to a BufferType.
+func ParseBufferType(s string) (BufferType, bool) {
+	switch s {
+	case "i":
+		return BufInput, true
+	case "o":
+		return BufOutput, true
+	case "s":
+		return BufScratch, true
+	}
+	return BufNone, false
+}
+
+// Channel is one entry of a GPU's channel list. Memory and port channels
+// list one peer per channel in ConnectedTo (each element is a separate
+// channel, in order); a switch channel names a buffer and rank groups.
+type Channel struct {
+	Type        ChannelType
+	ConnectedTo []int
+	// Switch channels only.
+	BufferType BufferType
+	BuffKey    string // JSON key the buffer type came from: "buffer_type" (default) or "buff"
+	RankGroups []RankGroup
+}
+
+// RankGroup is the set of ranks that share one multicast object.
+type RankGroup struct {
+	Size  int
+	Ranks []int
+}
+
+// RemoteBuffer is a peer's buffer this rank may access.
+type RemoteBuffer struct {
+	Rank               int
+	Type               BufferType
+	AccessChannelTypes []ChannelType
+}
+
+// Semaphore is a cross-block counting semaphore of one rank.
+type Semaphore struct {
+	InitValue int
+}
+
+// ThreadBlock is one CUDA block's program.
+type ThreadBlock struct {
+	ID               int
+	Channels         []TBChannel       // TB-local channel table, per channel type
+	RemoteBufferRefs []RemoteBufferRef // TB-local remote buffer table, per channel type
+	Ops              []Op
+}
+
+// TBChannel maps a block's local channel ids (positions in ChannelIDs) of
+// one type to indices into the GPU's flattened channel list of that type.
+type TBChannel struct {
+	Type       ChannelType
+	ChannelIDs []int
+	Buff       BufferType // optional "buff" key (switch channels in some plans)
+}
+
+// RemoteBufferRef maps a block's local remote buffer ids (positions in
+// RemoteBufferIDs) for one access channel type to GPU remote_buffers.
+type RemoteBufferRef struct {
+	AccessChannelType ChannelType
+	RemoteBufferIDs   []int
+}
+
+// Op is one operation of a thread block. Which fields are meaningful is
+// given by the op table (OpInfo) for Code.
+type Op struct {
+	Code         OpCode
+	Src          []BufRef
+	Dst          []BufRef
+	ChannelType  ChannelType // ChanNone when absent
+	ChannelIDs   []int       // TB-local channel ids of ChannelType
+	ReduceOp     ReduceOp    // "" when absent
+	TBG          *TBGInfo
+	SemaphoreIDs []int
+	BarrierID    int // barrier only
+	NumTBs       int // barrier only: num_threadblocks
+	Iter         *IterContext
+	Ops          []Op // pipeline body
+}
+
+// RefKind says how a buffer reference names its buffer.
+type RefKind uint8
+
+const (
+	RefLocal  RefKind = iota // "type": this rank's i/o/s
+	RefRemote                // "buffer_id": TB-local remote buffer id for the op's channel type
+	RefSwitch                // "switch_channel_id": TB-local switch channel id
+)
+
+// BufRef covers chunks [Index, Index+Size) of one buffer.
+type BufRef struct {
+	Kind     RefKind
+	Type     BufferType // RefLocal
+	BufferID int        // RefRemote
+	SwitchID int        // RefSwitch
+	Index    int
+	Size     int
+}
+
+// TBGInfo splits an op's byte ranges across a group of blocks.
+type TBGInfo struct {
+	TBID    int
+	TBGSize int
+}
+
+// IterContext drives a pipeline: the body runs over windows of UnitSize
+// bytes across NumChunks chunks.
+type IterContext struct {
+	UnitSize  int
+	NumChunks int
+}
+
+// ReduceOp is the reduction of a reducing op.
+type ReduceOp string
+
+const (
+	ReduceNone ReduceOp = ""
+	ReduceSum  ReduceOp = "sum"
+	ReduceMin  ReduceOp = "min"
+	ReduceMax  ReduceOp = "max"
+	ReduceProd ReduceOp = "prod"
+)
+
+// ReduceOps lists the reductions a plan may name.
+var ReduceOps = []ReduceOp{ReduceSum, ReduceMin, ReduceMax, ReduceProd}
