@@ -81,6 +81,9 @@ const (
 type Operand struct {
 	Min, Max    int
 	First, Rest RefMask
+	// Second, when not zero, constrains element 1 instead of Rest
+	// (recspkt: dst[1] is a local packet copy, dst[2:] are remote).
+	Second RefMask
 	// Packet says the referenced bytes hold LL packets (element 0 when
 	// PacketFirst, elements 1.. when PacketRest).
 	PacketFirst, PacketRest bool
@@ -102,10 +105,13 @@ type OpInfo struct {
 	Reduces    bool // takes reduce_op (sum when absent)
 	Semaphores bool // takes semaphore_ids
 	TBG        bool // may carry tbg_info
-	Doc        string
+	// Paired: src_buff[k] is copied to dst_buff[k], so both lists have the
+	// same length (upstream's put/get handlers index both with one k).
+	Paired bool
+	Doc    string
 }
 
-const maxRefs = 10 // upstream limit on buffer refs per op (also in limits.go)
+const maxRefs = MaxRefsPerOp
 
 var none = Operand{}
 
@@ -122,16 +128,16 @@ var opTable = [NumOps]OpInfo{
 	OpSemAcquire: {Name: "sem_acquire", Class: ClassSync, Semaphores: true, Doc: "decrement each semaphore, waiting while it is zero"},
 	OpSemRelease: {Name: "sem_release", Class: ClassSync, Semaphores: true, Doc: "increment each semaphore"},
 
-	OpPut: {Name: "put", Class: ClassData, Chans: MaskMemory | MaskPort, ChannelIDs: MaskPort, TBG: true,
+	OpPut: {Name: "put", Class: ClassData, Chans: MaskMemory | MaskPort, ChannelIDs: MaskPort, TBG: true, Paired: true,
 		Src: Operand{Min: 1, Max: maxRefs, First: Local, Rest: Local},
 		Dst: Operand{Min: 1, Max: maxRefs, First: Remote, Rest: Remote}, Doc: "copy src[k] to remote dst[k]"},
-	OpPws: {Name: "pws", Class: ClassData, Chans: MaskPort, ChannelIDs: MaskPort, TBG: true,
+	OpPws: {Name: "pws", Class: ClassData, Chans: MaskPort, ChannelIDs: MaskPort, TBG: true, Paired: true,
 		Src: Operand{Min: 1, Max: maxRefs, First: Local, Rest: Local},
 		Dst: Operand{Min: 1, Max: maxRefs, First: Remote, Rest: Remote}, Doc: "put, then signal the same channel"},
-	OpPwsf: {Name: "pwsf", Class: ClassData, Chans: MaskPort, ChannelIDs: MaskPort, TBG: true,
+	OpPwsf: {Name: "pwsf", Class: ClassData, Chans: MaskPort, ChannelIDs: MaskPort, TBG: true, Paired: true,
 		Src: Operand{Min: 1, Max: maxRefs, First: Local, Rest: Local},
 		Dst: Operand{Min: 1, Max: maxRefs, First: Remote, Rest: Remote}, Doc: "put, signal, then flush"},
-	OpGet: {Name: "get", Class: ClassData, Chans: MaskMemory, TBG: true,
+	OpGet: {Name: "get", Class: ClassData, Chans: MaskMemory, TBG: true, Paired: true,
 		Src: Operand{Min: 1, Max: maxRefs, First: Remote, Rest: Remote},
 		Dst: Operand{Min: 1, Max: maxRefs, First: Local, Rest: Local}, Doc: "copy remote src[k] to local dst[k]"},
 	OpCopy: {Name: "copy", Class: ClassData, TBG: true,
@@ -150,10 +156,10 @@ var opTable = [NumOps]OpInfo{
 		Src: Operand{Min: 1, Max: maxRefs, First: Local, Rest: Remote},
 		Dst: Operand{Min: 1, Max: maxRefs, First: Local, Rest: Remote}, Doc: "rre, then copy the result to remote dst[1:]"},
 
-	OpPpkt: {Name: "ppkt", Class: ClassPacket, Chans: MaskMemory | MaskPort, ChannelIDs: MaskPort, TBG: true,
+	OpPpkt: {Name: "ppkt", Class: ClassPacket, Chans: MaskMemory | MaskPort, ChannelIDs: MaskPort, TBG: true, Paired: true,
 		Src: Operand{Min: 1, Max: maxRefs, First: Local, Rest: Local},
 		Dst: Operand{Min: 1, Max: maxRefs, First: Remote, Rest: Remote, PacketFirst: true, PacketRest: true}, Doc: "write src[k] as packets into remote dst[k]"},
-	OpRppkt: {Name: "rppkt", Class: ClassPacket, Chans: MaskMemory | MaskPort, ChannelIDs: MaskPort, TBG: true,
+	OpRppkt: {Name: "rppkt", Class: ClassPacket, Chans: MaskMemory | MaskPort, ChannelIDs: MaskPort, TBG: true, Paired: true,
 		Src: Operand{Min: 1, Max: maxRefs, First: Local, Rest: Local, PacketFirst: true, PacketRest: true},
 		Dst: Operand{Min: 1, Max: maxRefs, First: Remote, Rest: Remote, PacketFirst: true, PacketRest: true}, Doc: "forward received packets to remote dst[k]"},
 	OpCpkt: {Name: "cpkt", Class: ClassPacket, TBG: true,
@@ -165,15 +171,15 @@ var opTable = [NumOps]OpInfo{
 	OpRepkt: {Name: "repkt", Class: ClassPacket, Reduces: true, TBG: true,
 		Src: Operand{Min: 2, Max: maxRefs, First: Local, Rest: Local, PacketRest: true},
 		Dst: Operand{Min: 1, Max: 1, First: Local}, Doc: "dst[0] = reduce(src[0], packets src[1:])"},
-	OpRespkt: {Name: "respkt", Class: ClassPacket, Chans: MaskMemory | MaskPort, ChannelIDs: MaskPort, Reduces: true, TBG: true,
+	OpRespkt: {Name: "respkt", Class: ClassPacket, Chans: MaskMemory, Reduces: true, TBG: true,
 		Src: Operand{Min: 2, Max: maxRefs, First: Local, Rest: Local, PacketRest: true},
 		Dst: Operand{Min: 1, Max: maxRefs, First: Local, Rest: Remote, PacketRest: true}, Doc: "repkt, then send the result as packets to remote dst[1:]"},
 	OpRecpkt: {Name: "recpkt", Class: ClassPacket, Reduces: true, TBG: true,
 		Src: Operand{Min: 2, Max: maxRefs, First: Local, Rest: Local, PacketRest: true},
 		Dst: Operand{Min: 2, Max: 2, First: Local, Rest: Local, PacketRest: true}, Doc: "repkt, and also pack the result into local packet dst[1]"},
-	OpRecspkt: {Name: "recspkt", Class: ClassPacket, Chans: MaskMemory | MaskPort, ChannelIDs: MaskPort, Reduces: true, TBG: true,
+	OpRecspkt: {Name: "recspkt", Class: ClassPacket, Chans: MaskMemory, Reduces: true, TBG: true,
 		Src: Operand{Min: 2, Max: maxRefs, First: Local, Rest: Local, PacketRest: true},
-		Dst: Operand{Min: 2, Max: maxRefs, First: Local, Rest: Local | Remote, PacketRest: true}, Doc: "recpkt, then send packets to remote dsts"},
+		Dst: Operand{Min: 2, Max: maxRefs, First: Local, Second: Local, Rest: Remote, PacketRest: true}, Doc: "recpkt, then send packets to remote dst[2:]"},
 
 	OpGlres: {Name: "glres", Class: ClassSwitch, Chans: MaskSwitch, Reduces: true, TBG: true,
 		Src: Operand{Min: 1, Max: 1, First: Switch},

@@ -1,31 +1,258 @@
 package ir
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Validate checks every structural rule of a decoded plan and returns all
 // problems found, each with its JSON path. A plan with no errors can be
-// handed to any executor.
+// handed to any executor: every index it holds is in range, every op has
+// the operands the op table asks for, and it fits the upstream executor's
+// fixed-size tables. Validate never panics, whatever the plan holds, so it
+// is safe on plans built or mutated in memory.
 func Validate(p *Plan) Diagnostics {
-	var s diagSink
+	if p == nil {
+		return Diagnostics{{Severity: SevError, Msg: "no plan"}}
+	}
+	v := &validator{p: p, flat: make([][numChanTypes][]FlatChannel, len(p.GPUs))}
 	for r := range p.GPUs {
-		if p.GPUs[r].ID != r {
-			s.errorf(fmt.Sprintf("gpus[%d].id", r), "gpu at position %d has id %d; gpus must be listed in rank order", r, p.GPUs[r].ID)
+		for t := ChanMemory; t < numChanTypes; t++ {
+			v.flat[r][t] = p.GPUs[r].FlatChannels(t)
 		}
 	}
-	return s.ds
+	v.plan()
+	for r := range p.GPUs {
+		v.gpu(r)
+	}
+	return v.ds
 }
 
-// Load decodes and validates a plan. The error, when not nil, is a
-// *DiagError listing every problem; warnings come back in the diagnostics
-// either way.
-func Load(data []byte) (*Plan, Diagnostics, error) {
-	p, ds := Decode(data)
-	if ds.HasErrors() {
-		return nil, ds, ds.Err()
+const numChanTypes = ChanSwitch + 1
+
+type validator struct {
+	diagSink
+	p    *Plan
+	flat [][numChanTypes][]FlatChannel // per rank, per channel type
+}
+
+func (v *validator) plan() {
+	p := v.p
+	if len(p.GPUs) == 0 {
+		v.errorf("gpus", "plan has no gpus")
 	}
-	ds = append(ds, Validate(p)...)
-	if ds.HasErrors() {
-		return nil, ds, ds.Err()
+	if !knownCollective(p.Collective) {
+		v.errorf("collective", "unknown collective %q (want one of allreduce, allgather, reducescatter, alltoall, sendrecv, broadcast)", p.Collective)
 	}
-	return p, ds, nil
+	if p.Protocol != Simple && p.Protocol != LL {
+		v.errorf("protocol", "unknown protocol %q (want \"Simple\" or \"LL\")", p.Protocol)
+	}
+	if p.BufferAlignment <= 0 {
+		v.errorf("buffer_alignment", "buffer_alignment must be positive, got %d", p.BufferAlignment)
+	}
+	if p.NumThreadsPerBlock < 1 || p.NumThreadsPerBlock > MaxThreadsPerBlock {
+		v.errorf("num_threads_per_block", "num_threads_per_block must be between 1 and %d (CUDA's limit), got %d", MaxThreadsPerBlock, p.NumThreadsPerBlock)
+	}
+	if p.MinMessageSize > p.MaxMessageSize {
+		v.errorf("min_message_size", "min_message_size %d is above max_message_size %d: no message can use this plan", p.MinMessageSize, p.MaxMessageSize)
+	}
+}
+
+func (v *validator) gpu(r int) {
+	g := &v.p.GPUs[r]
+	path := fmt.Sprintf("gpus[%d]", r)
+	if g.ID != r {
+		v.errorf(path+".id", "gpu at position %d has id %d; gpus must be listed in rank order", r, g.ID)
+	}
+	for _, c := range []struct {
+		key string
+		n   int
+	}{{"input_chunks", g.InputChunks}, {"output_chunks", g.OutputChunks}, {"scratch_chunks", g.ScratchChunks}} {
+		if c.n < 0 {
+			v.errorf(path+"."+c.key, "%s must not be negative, got %d", c.key, c.n)
+		}
+	}
+	if g.InputChunks <= 0 && g.OutputChunks <= 0 {
+		v.errorf(path, "input_chunks and output_chunks are both 0: chunk geometry needs one of them")
+	}
+	v.channels(r, path)
+	v.pairing(r)
+	v.remoteBuffers(r, path)
+	for i, s := range g.Semaphores {
+		if s.InitValue < 0 {
+			v.errorf(fmt.Sprintf("%s.semaphores[%d].init_value", path, i), "init_value must not be negative, got %d", s.InitValue)
+		}
+	}
+	for t := range g.ThreadBlocks {
+		v.threadBlock(r, t)
+	}
+}
+
+func (v *validator) channels(r int, path string) {
+	g := &v.p.GPUs[r]
+	n := len(v.p.GPUs)
+	for e := range g.Channels {
+		c := &g.Channels[e]
+		cp := fmt.Sprintf("%s.channels[%d]", path, e)
+		switch c.Type {
+		case ChanMemory, ChanPort:
+			if len(c.ConnectedTo) == 0 {
+				v.warnf(cp+".connected_to", "%s channel entry connects to no rank", c.Type)
+			}
+			for k, peer := range c.ConnectedTo {
+				switch {
+				case peer < 0 || peer >= n:
+					v.errorf(fmt.Sprintf("%s.connected_to[%d]", cp, k), "rank %d out of range, plan has %d gpus", peer, n)
+				case peer == r:
+					v.errorf(fmt.Sprintf("%s.connected_to[%d]", cp, k), "rank %d connects a %s channel to itself", r, c.Type)
+				}
+			}
+		case ChanSwitch:
+			v.switchChannel(r, e, cp)
+		default:
+			v.errorf(cp+".channel_type", "channel_type must be memory, port or switch, got %s", c.Type)
+		}
+	}
+}
+
+func (v *validator) switchChannel(r, e int, cp string) {
+	p, g := v.p, &v.p.GPUs[r]
+	c := &g.Channels[e]
+	key := c.BuffKey
+	if key == "" {
+		key = "buffer_type"
+	}
+	if c.BufferType < BufInput || c.BufferType > BufScratch {
+		v.errorf(cp+"."+key, "switch channel needs a buffer type (\"i\", \"o\" or \"s\")")
+	} else if p.chunks(g, c.BufferType) == 0 {
+		v.errorf(cp+"."+key, "switch channel over the %s buffer, which has no chunks on rank %d", c.BufferType.Long(), r)
+	}
+	if len(c.RankGroups) == 0 {
+		v.errorf(cp+".rank_groups", "switch channel has no rank groups")
+	}
+	for k := range c.RankGroups {
+		rg := &c.RankGroups[k]
+		gp := fmt.Sprintf("%s.rank_groups[%d]", cp, k)
+		if rg.Size != len(rg.Ranks) {
+			v.warnf(gp+".size", "size %d does not match the %d ranks listed", rg.Size, len(rg.Ranks))
+		}
+		self := false
+		for j, m := range rg.Ranks {
+			switch {
+			case m < 0 || m >= len(p.GPUs):
+				v.errorf(fmt.Sprintf("%s.ranks[%d]", gp, j), "rank %d out of range, plan has %d gpus", m, len(p.GPUs))
+				continue
+			case slices.Contains(rg.Ranks[:j], m):
+				v.errorf(fmt.Sprintf("%s.ranks[%d]", gp, j), "rank %d listed twice", m)
+				continue
+			}
+			if m == r {
+				self = true
+				continue
+			}
+			if !v.hasSwitchGroup(m, rg.Ranks, c.BufferType) {
+				v.errorf(fmt.Sprintf("%s.ranks[%d]", gp, j), "rank %d has no switch channel over ranks %v on its %s buffer; every member must create the multicast group", m, rg.Ranks, c.BufferType.Long())
+			}
+		}
+		if !self {
+			v.errorf(gp+".ranks", "rank %d is not a member of its own switch group %v", r, rg.Ranks)
+		}
+	}
+}
+
+// hasSwitchGroup reports whether rank m lists a switch group over the same
+// set of ranks and buffer type.
+func (v *validator) hasSwitchGroup(m int, ranks []int, bt BufferType) bool {
+	for _, fc := range v.flat[m][ChanSwitch] {
+		if fc.BufferType == bt && sameSet(fc.Group.Ranks, ranks) {
+			return true
+		}
+	}
+	return false
+}
+
+func sameSet(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
+}
+
+// pairing warns when rank r lists more channels of a type to a peer than
+// the peer lists back. Upstream loads such plans (it pads the peer with
+// unpaired channels), so this is only a warning; a signal or wait on an
+// unpaired channel is an error, reported at the op.
+func (v *validator) pairing(r int) {
+	n := len(v.p.GPUs)
+	for _, t := range []ChannelType{ChanMemory, ChanPort} {
+		mine := v.flat[r][t]
+		for i, fc := range mine {
+			if fc.Peer < 0 || fc.Peer >= n || fc.Peer == r {
+				continue
+			}
+			back := countTo(v.flat[fc.Peer][t], r)
+			// Warn once per peer, at the first channel without a partner.
+			if fc.Nth == back {
+				v.warnf(v.flatPath(r, mine[i]), "rank %d has %d %s channels to rank %d but rank %d has %d back; upstream pads rank %d with unpaired channels, and no signal or wait may use the extra ones",
+					r, countTo(mine, fc.Peer), t, fc.Peer, fc.Peer, back, fc.Peer)
+			}
+		}
+	}
+}
+
+func countTo(flat []FlatChannel, peer int) int {
+	n := 0
+	for _, fc := range flat {
+		if fc.Peer == peer {
+			n++
+		}
+	}
+	return n
+}
+
+func (v *validator) flatPath(r int, fc FlatChannel) string {
+	if fc.Peer < 0 {
+		return fmt.Sprintf("gpus[%d].channels[%d].rank_groups[%d]", r, fc.Entry, fc.Elem)
+	}
+	return fmt.Sprintf("gpus[%d].channels[%d].connected_to[%d]", r, fc.Entry, fc.Elem)
+}
+
+func (v *validator) remoteBuffers(r int, path string) {
+	p, g := v.p, &v.p.GPUs[r]
+	for i := range g.RemoteBuffers {
+		rb := &g.RemoteBuffers[i]
+		rp := fmt.Sprintf("%s.remote_buffers[%d]", path, i)
+		rankOK := rb.Rank >= 0 && rb.Rank < len(p.GPUs) && rb.Rank != r
+		switch {
+		case rb.Rank < 0 || rb.Rank >= len(p.GPUs):
+			v.errorf(rp+".rank", "rank %d out of range, plan has %d gpus", rb.Rank, len(p.GPUs))
+		case rb.Rank == r:
+			v.errorf(rp+".rank", "remote buffer on rank %d itself; use a local buffer reference", r)
+		}
+		if rb.Type < BufInput || rb.Type > BufScratch {
+			v.errorf(rp+".type", "remote buffer needs a buffer type (\"i\", \"o\" or \"s\")")
+		}
+		if len(rb.AccessChannelTypes) == 0 {
+			v.warnf(rp+".access_channel_types", "remote buffer lists no access channel type, so no op can reach it")
+		}
+		for k, t := range rb.AccessChannelTypes {
+			ap := fmt.Sprintf("%s.access_channel_types[%d]", rp, k)
+			if t != ChanMemory && t != ChanPort {
+				v.errorf(ap, "access channel type must be memory or port, got %s", t)
+				continue
+			}
+			if slices.Contains(rb.AccessChannelTypes[:k], t) {
+				v.errorf(ap, "access channel type %s listed twice", t)
+				continue
+			}
+			if rankOK && countTo(v.flat[r][t], rb.Rank) == 0 && countTo(v.flat[rb.Rank][t], r) == 0 {
+				v.errorf(ap, "no %s channel connects rank %d and rank %d, so the buffer cannot be reached over one", t, r, rb.Rank)
+			}
+		}
+	}
 }

@@ -1,0 +1,234 @@
+package ir
+
+import "fmt"
+
+// signals reports whether op signals or waits on its channels, which then
+// need a partner on the peer.
+func signals(c OpCode) bool {
+	switch c {
+	case OpSignal, OpWait, OpRlxSignal, OpRlxWait, OpFlush, OpPws, OpPwsf:
+		return true
+	}
+	return false
+}
+
+func (v *validator) opChannels(c *blockCtx, op *Op, path string) {
+	in := op.Info()
+	t := op.ChannelType
+	if in.Chans == MaskNone {
+		if t != ChanNone {
+			v.warnf(path+".channel_type", "%s takes no channel; channel_type is ignored", in.Name)
+		}
+		if len(op.ChannelIDs) > 0 {
+			v.warnf(path+".channel_ids", "%s takes no channel; channel_ids is ignored", in.Name)
+		}
+		return
+	}
+	if t == ChanNone {
+		v.errorf(path, "%s needs a channel_type (%s)", in.Name, maskNames(in.Chans))
+		return
+	}
+	if t > ChanSwitch || !in.Chans.Has(t) {
+		v.errorf(path+".channel_type", "%s cannot use %s channels (want %s)", in.Name, t, maskNames(in.Chans))
+		return
+	}
+	if in.ChannelIDs.Has(t) && len(op.ChannelIDs) == 0 {
+		v.errorf(path, "%s over %s channels needs channel_ids", in.Name, t)
+	}
+	if len(op.ChannelIDs) > MaxChannelsPerOp {
+		v.errorf(path+".channel_ids", "%s names %d channels; the upstream executor holds at most %d per op", in.Name, len(op.ChannelIDs), MaxChannelsPerOp)
+	}
+	tbl := c.chans[t]
+	for j, id := range op.ChannelIDs {
+		jp := fmt.Sprintf("%s.channel_ids[%d]", path, j)
+		if id < 0 || id >= len(tbl) {
+			v.errorf(jp, "%s channel %d out of range, the block's %s channel table has %d entries", t, id, t, len(tbl))
+			continue
+		}
+		gi := tbl[id]
+		if gi < 0 || !signals(op.Code) {
+			continue
+		}
+		fc := v.flat[c.r][t][gi]
+		if fc.Peer < 0 || fc.Peer >= len(v.p.GPUs) || fc.Peer == c.r {
+			continue // reported at the channel list
+		}
+		if _, _, ok := v.p.Partner(c.r, t, gi); !ok {
+			v.errorf(jp, "%s uses %s channel %d (gpu channel %d, to rank %d), which has no partner: rank %d has only %d %s channels to rank %d, so nothing there answers it",
+				in.Name, t, id, gi, fc.Peer, fc.Peer, countTo(v.flat[fc.Peer][t], c.r), t, c.r)
+		}
+	}
+}
+
+func maskNames(m ChanMask) string {
+	s := ""
+	for t := ChanMemory; t <= ChanSwitch; t++ {
+		if m.Has(t) {
+			if s != "" {
+				s += " or "
+			}
+			s += t.String()
+		}
+	}
+	return s
+}
+
+var refKindNames = [...]string{RefLocal: "a local buffer (type)", RefRemote: "a remote buffer (buffer_id)", RefSwitch: "a switch channel (switch_channel_id)"}
+
+func refKindName(k RefKind) string {
+	if int(k) < len(refKindNames) {
+		return refKindNames[k]
+	}
+	return "an invalid reference"
+}
+
+func maskKinds(m RefMask) string {
+	s := ""
+	for k := RefLocal; k <= RefSwitch; k++ {
+		if m.Has(k) {
+			if s != "" {
+				s += " or "
+			}
+			s += refKindName(k)
+		}
+	}
+	return s
+}
+
+// refs checks one operand list of op against its table entry.
+func (v *validator) refs(c *blockCtx, op *Op, path, key string, refs []BufRef, spec Operand, packet func(int) bool) {
+	in := op.Info()
+	lp := path + "." + key
+	switch n := len(refs); {
+	case n > MaxRefsPerOp:
+		v.errorf(lp, "%s has %d %s refs; the upstream executor holds at most %d per op", in.Name, n, key, MaxRefsPerOp)
+	case n > spec.Max && spec.Max == 0:
+		v.errorf(lp, "%s takes no %s", in.Name, key)
+	case n > spec.Max:
+		v.errorf(lp, "%s takes at most %d %s refs, got %d", in.Name, spec.Max, key, n)
+	case n < spec.Min && n == 0:
+		v.errorf(path, "%s needs %s", in.Name, key)
+	case n < spec.Min:
+		v.errorf(lp, "%s needs at least %d %s refs, got %d", in.Name, spec.Min, key, n)
+	}
+	for k := range refs {
+		ref := &refs[k]
+		rp := fmt.Sprintf("%s[%d]", lp, k)
+		mask := spec.Rest
+		switch {
+		case k == 0:
+			mask = spec.First
+		case k == 1 && spec.Second != 0:
+			mask = spec.Second
+		}
+		if mask != 0 && !mask.Has(ref.Kind) {
+			v.errorf(rp, "%s %s[%d] must be %s, got %s", in.Name, key, k, maskKinds(mask), refKindName(ref.Kind))
+			continue
+		}
+		v.ref(c, op, rp, ref, packet(k))
+	}
+}
+
+// ref checks that one reference names an existing buffer and stays inside it.
+func (v *validator) ref(c *blockCtx, op *Op, rp string, ref *BufRef, packet bool) {
+	in := op.Info()
+	var (
+		n    int    // chunks in the referenced buffer
+		what string // how messages name it
+		bt   BufferType
+	)
+	switch ref.Kind {
+	case RefLocal:
+		bt = ref.Type
+		if bt < BufInput || bt > BufScratch {
+			v.errorf(rp+".type", "buffer type must be \"i\", \"o\" or \"s\"")
+			return
+		}
+		n, what = v.p.chunks(c.g, bt), bt.Long()
+		if packet && bt != BufScratch {
+			v.errorf(rp+".type", "%s packets live in scratch (sized twice its payload for the flags), not in %s", in.Name, bt.Long())
+		}
+	case RefRemote:
+		t := op.ChannelType
+		if t != ChanMemory && t != ChanPort {
+			v.errorf(rp+".buffer_id", "remote buffer refs need a memory or port channel_type")
+			return
+		}
+		tbl := c.remote[t]
+		if ref.BufferID < 0 || ref.BufferID >= len(tbl) {
+			v.errorf(rp+".buffer_id", "remote buffer %d out of range, the block's %s remote buffer table has %d entries", ref.BufferID, t, len(tbl))
+			return
+		}
+		gi := tbl[ref.BufferID]
+		if gi < 0 {
+			return // reported at the table
+		}
+		rb := &c.g.RemoteBuffers[gi]
+		if rb.Rank < 0 || rb.Rank >= len(v.p.GPUs) || rb.Type < BufInput || rb.Type > BufScratch {
+			return // reported at remote_buffers
+		}
+		bt = rb.Type
+		n, what = v.p.chunks(&v.p.GPUs[rb.Rank], bt), fmt.Sprintf("rank %d's %s", rb.Rank, bt.Long())
+		if packet && bt != BufScratch {
+			v.errorf(rp+".buffer_id", "%s writes packets into the peer's scratch; remote buffer %d is rank %d's %s", in.Name, ref.BufferID, rb.Rank, bt.Long())
+		}
+	case RefSwitch:
+		tbl := c.chans[ChanSwitch]
+		if ref.SwitchID < 0 || ref.SwitchID >= len(tbl) {
+			v.errorf(rp+".switch_channel_id", "switch channel %d out of range, the block's switch channel table has %d entries", ref.SwitchID, len(tbl))
+			return
+		}
+		gi := tbl[ref.SwitchID]
+		if gi < 0 {
+			return
+		}
+		bt = v.flat[c.r][ChanSwitch][gi].BufferType
+		if bt < BufInput || bt > BufScratch {
+			return
+		}
+		n, what = v.p.chunks(c.g, bt), fmt.Sprintf("the %s buffer of switch channel %d", bt.Long(), gi)
+	default:
+		v.errorf(rp, "invalid buffer reference kind %d", ref.Kind)
+		return
+	}
+	switch {
+	case ref.Index < 0:
+		v.errorf(rp+".index", "index must not be negative, got %d", ref.Index)
+	case ref.Size < 1:
+		v.errorf(rp+".size", "size must be at least 1 chunk, got %d", ref.Size)
+	case n == 0:
+		v.errorf(rp, "%s has no chunks", what)
+	case ref.Index >= n:
+		v.errorf(rp+".index", "chunk %d out of range, %s has %d chunks", ref.Index, what, n)
+	case ref.Size > n-ref.Index:
+		v.errorf(rp+".size", "chunks %d..%d out of range, %s has %d chunks", ref.Index, ref.Index+ref.Size-1, what, n)
+	}
+}
+
+// portPeers checks port-channel ops that name one channel per remote
+// destination: channel_ids[k] carries dst_buff[k], so there must be one
+// channel per destination and it must lead to the rank owning the buffer.
+func (v *validator) portPeers(c *blockCtx, op *Op, path string) {
+	in := op.Info()
+	if op.ChannelType != ChanPort || !in.ChannelIDs.Has(ChanPort) || !in.Dst.First.Has(RefRemote) {
+		return
+	}
+	if len(op.ChannelIDs) != len(op.Dst) {
+		v.errorf(path+".channel_ids", "%s over port channels sends dst_buff[k] through channel_ids[k], but has %d channel_ids and %d dst_buff refs", in.Name, len(op.ChannelIDs), len(op.Dst))
+		return
+	}
+	for k := range op.Dst {
+		ref, id := &op.Dst[k], op.ChannelIDs[k]
+		if ref.Kind != RefRemote || id < 0 || id >= len(c.chans[ChanPort]) || ref.BufferID < 0 || ref.BufferID >= len(c.remote[ChanPort]) {
+			continue // reported above
+		}
+		gi, bi := c.chans[ChanPort][id], c.remote[ChanPort][ref.BufferID]
+		if gi < 0 || bi < 0 {
+			continue
+		}
+		peer, owner := v.flat[c.r][ChanPort][gi].Peer, c.g.RemoteBuffers[bi].Rank
+		if peer != owner {
+			v.errorf(fmt.Sprintf("%s.channel_ids[%d]", path, k), "port channel %d leads to rank %d, but dst_buff[%d] is in rank %d's memory", id, peer, k, owner)
+		}
+	}
+}

@@ -1,0 +1,200 @@
+package ir
+
+import (
+	"fmt"
+	"slices"
+)
+
+// blockCtx is what the op checks need to know about the block they are in.
+type blockCtx struct {
+	r    int
+	g    *GPU
+	tb   *ThreadBlock
+	path string
+	// Local tables: chans[t][k] is the GPU channel (index into the flat
+	// list of type t) named by local channel id k; remote[t][k] the GPU
+	// remote buffer named by local buffer id k over channel type t. An
+	// entry is -1 where the table itself holds a bad index (reported once,
+	// at the table).
+	chans  [numChanTypes][]int
+	remote [numChanTypes][]int
+}
+
+func (v *validator) threadBlock(r, t int) {
+	g := &v.p.GPUs[r]
+	tb := &g.ThreadBlocks[t]
+	c := &blockCtx{r: r, g: g, tb: tb, path: fmt.Sprintf("gpus[%d].threadblocks[%d]", r, t)}
+	if tb.ID != t {
+		v.errorf(c.path+".id", "thread block at position %d has id %d; blocks must be listed in id order", t, tb.ID)
+	}
+	v.channelTable(c)
+	v.remoteTable(c)
+	n := 0
+	for i := range tb.Ops {
+		n++
+		if tb.Ops[i].Code == OpPipeline {
+			n += len(tb.Ops[i].Ops)
+		}
+	}
+	if n > MaxOpsPerBlock {
+		v.errorf(c.path+".ops", "block has %d ops counting pipeline bodies; the upstream executor holds at most %d per block", n, MaxOpsPerBlock)
+	}
+	for i := range tb.Ops {
+		v.op(c, &tb.Ops[i], fmt.Sprintf("%s.ops[%d]", c.path, i), false)
+	}
+}
+
+func (v *validator) channelTable(c *blockCtx) {
+	for k, tc := range c.tb.Channels {
+		kp := fmt.Sprintf("%s.channels[%d]", c.path, k)
+		if tc.Type < ChanMemory || tc.Type > ChanSwitch {
+			v.errorf(kp+".channel_type", "channel_type must be memory, port or switch, got %s", tc.Type)
+			continue
+		}
+		flat := v.flat[c.r][tc.Type]
+		for j, id := range tc.ChannelIDs {
+			jp := fmt.Sprintf("%s.channel_ids[%d]", kp, j)
+			if id < 0 || id >= len(flat) {
+				v.errorf(jp, "%s channel %d out of range, gpu %d has %d %s channels", tc.Type, id, c.r, len(flat), tc.Type)
+				id = -1
+			}
+			if len(c.chans[tc.Type]) == MaxChannelsPerBlock {
+				v.errorf(jp, "block uses more than %d %s channels; the upstream executor holds at most %d per type", MaxChannelsPerBlock, tc.Type, MaxChannelsPerBlock)
+			}
+			c.chans[tc.Type] = append(c.chans[tc.Type], id)
+		}
+	}
+}
+
+func (v *validator) remoteTable(c *blockCtx) {
+	for k, rr := range c.tb.RemoteBufferRefs {
+		kp := fmt.Sprintf("%s.remote_buffer_refs[%d]", c.path, k)
+		t := rr.AccessChannelType
+		if t != ChanMemory && t != ChanPort {
+			v.errorf(kp+".access_channel_type", "access_channel_type must be memory or port, got %s", t)
+			continue
+		}
+		for j, id := range rr.RemoteBufferIDs {
+			jp := fmt.Sprintf("%s.remote_buffer_ids[%d]", kp, j)
+			switch {
+			case id < 0 || id >= len(c.g.RemoteBuffers):
+				v.errorf(jp, "remote buffer %d out of range, gpu %d has %d remote buffers", id, c.r, len(c.g.RemoteBuffers))
+				id = -1
+			case !slices.Contains(c.g.RemoteBuffers[id].AccessChannelTypes, t):
+				v.errorf(jp, "remote buffer %d is not accessible over %s channels (its access_channel_types are %v)", id, t, c.g.RemoteBuffers[id].AccessChannelTypes)
+				id = -1
+			}
+			if len(c.remote[t]) == MaxRemoteBuffersPerBlock {
+				v.errorf(jp, "block uses more than %d remote buffers over %s channels; the upstream executor holds at most %d per type", MaxRemoteBuffersPerBlock, t, MaxRemoteBuffersPerBlock)
+			}
+			c.remote[t] = append(c.remote[t], id)
+		}
+	}
+}
+
+// opHasPacket reports whether any operand of the op holds LL packets.
+func opHasPacket(in *OpInfo) bool {
+	return in.Class == ClassPacket || in.Src.PacketFirst || in.Src.PacketRest || in.Dst.PacketFirst || in.Dst.PacketRest
+}
+
+func (v *validator) op(c *blockCtx, op *Op, path string, inPipeline bool) {
+	if op.Code >= NumOps {
+		v.errorf(path+".name", "invalid op code %d", op.Code)
+		return
+	}
+	in := op.Info()
+	if opHasPacket(in) {
+		if v.p.Protocol != LL {
+			v.errorf(path+".name", "%s is an LL packet op but the plan's protocol is %s; packet plans must say \"LL\" so that scratch is sized for the flags", in.Name, v.p.Protocol)
+		}
+		if inPipeline {
+			v.errorf(path+".name", "%s cannot run inside a pipeline: upstream's packet handlers ignore the pipeline window and would redo the whole range every iteration", in.Name)
+		}
+	}
+	v.opChannels(c, op, path)
+	v.refs(c, op, path, "src_buff", op.Src, in.Src, in.IsPacketSrc)
+	v.refs(c, op, path, "dst_buff", op.Dst, in.Dst, in.IsPacketDst)
+	if in.Paired && len(op.Src) != len(op.Dst) && len(op.Src) > 0 && len(op.Dst) > 0 {
+		v.errorf(path+".dst_buff", "%s copies src_buff[k] to dst_buff[k], but has %d src_buff and %d dst_buff refs", in.Name, len(op.Src), len(op.Dst))
+	}
+	v.portPeers(c, op, path)
+	switch {
+	case in.Reduces:
+		if op.ReduceOp != ReduceNone && !slices.Contains(ReduceOps, op.ReduceOp) {
+			v.errorf(path+".reduce_op", "unknown reduce_op %q (want sum, min, max or prod)", op.ReduceOp)
+		}
+	case op.ReduceOp != ReduceNone:
+		v.warnf(path+".reduce_op", "%s does not reduce; reduce_op is ignored", in.Name)
+	}
+	if op.TBG != nil {
+		tp := path + ".tbg_info"
+		switch {
+		case !in.TBG:
+			v.errorf(tp, "%s does not take tbg_info", in.Name)
+		case op.TBG.TBGSize < 1:
+			v.errorf(tp+".tbg_size", "tbg_size must be at least 1, got %d", op.TBG.TBGSize)
+		case op.TBG.TBID < 0 || op.TBG.TBID >= op.TBG.TBGSize:
+			v.errorf(tp+".tb_id", "tb_id %d out of range for a group of %d blocks", op.TBG.TBID, op.TBG.TBGSize)
+		}
+	}
+	v.semaphores(c, op, path)
+	if op.Code == OpBarrier {
+		if op.BarrierID < 0 || op.BarrierID >= MaxBarriers {
+			v.errorf(path+".barrier_id", "barrier_id %d out of range; the upstream executor has %d barriers (0..%d)", op.BarrierID, MaxBarriers, MaxBarriers-1)
+		}
+		if op.NumTBs < 1 || op.NumTBs > len(c.g.ThreadBlocks) {
+			v.errorf(path+".num_threadblocks", "barrier over %d blocks, but gpu %d has %d blocks", op.NumTBs, c.r, len(c.g.ThreadBlocks))
+		}
+	}
+	if op.Code == OpPipeline {
+		v.pipeline(c, op, path, inPipeline)
+	}
+}
+
+func (v *validator) semaphores(c *blockCtx, op *Op, path string) {
+	in := op.Info()
+	sp := path + ".semaphore_ids"
+	if !in.Semaphores {
+		if len(op.SemaphoreIDs) > 0 {
+			v.warnf(sp, "%s does not use semaphores; semaphore_ids is ignored", in.Name)
+		}
+		return
+	}
+	if len(op.SemaphoreIDs) == 0 {
+		v.errorf(path, "%s needs semaphore_ids", in.Name)
+	}
+	if len(op.SemaphoreIDs) > MaxSemaphoresPerOp {
+		v.errorf(sp, "%s names %d semaphores; the upstream executor holds at most %d per op", in.Name, len(op.SemaphoreIDs), MaxSemaphoresPerOp)
+	}
+	for j, id := range op.SemaphoreIDs {
+		if id < 0 || id >= len(c.g.Semaphores) {
+			v.errorf(fmt.Sprintf("%s[%d]", sp, j), "semaphore %d out of range, gpu %d has %d semaphores", id, c.r, len(c.g.Semaphores))
+		}
+	}
+}
+
+func (v *validator) pipeline(c *blockCtx, op *Op, path string, inPipeline bool) {
+	if inPipeline {
+		v.errorf(path+".name", "pipelines cannot nest")
+	}
+	if op.Iter == nil {
+		v.errorf(path, "pipeline needs iter_context")
+	} else {
+		ip := path + ".iter_context"
+		switch {
+		case op.Iter.UnitSize <= 0:
+			v.errorf(ip+".unit_size", "unit_size must be positive, got %d", op.Iter.UnitSize)
+		case v.p.BufferAlignment > 0 && op.Iter.UnitSize%v.p.BufferAlignment != 0:
+			v.errorf(ip+".unit_size", "unit_size %d is not a multiple of buffer_alignment %d; every window would start misaligned", op.Iter.UnitSize, v.p.BufferAlignment)
+		}
+		if op.Iter.NumChunks <= 0 {
+			v.errorf(ip+".num_chunks", "num_chunks must be positive, got %d", op.Iter.NumChunks)
+		}
+	}
+	if len(op.Ops) == 0 {
+		v.errorf(path+".ops", "pipeline body is empty")
+	}
+	for i := range op.Ops {
+		v.op(c, &op.Ops[i], fmt.Sprintf("%s.ops[%d]", path, i), true)
+	}
+}
