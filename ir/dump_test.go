@@ -1,0 +1,104 @@
+package ir
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files (testdata/broken/ir/*.want, ir/testdata/dump/*.want)")
+
+// golden compares got with the file at path, or rewrites it under -update.
+func golden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./ir -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs (go test ./ir -update rewrites it)\ngot:\n%s\nwant:\n%s", path, got, want)
+	}
+}
+
+func loadFixture(t testing.TB, f string) *Plan {
+	t.Helper()
+	data, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ds := Decode(data)
+	if ds.HasErrors() {
+		t.Fatalf("%s: %s", f, ds)
+	}
+	return p
+}
+
+func TestDumpGolden(t *testing.T) {
+	for _, f := range fixtures(t) {
+		name := strings.TrimSuffix(filepath.Base(f), ".json")
+		t.Run(name, func(t *testing.T) {
+			p := loadFixture(t, f)
+			got := Dump(p)
+			if Dump(p) != got {
+				t.Fatal("Dump is not deterministic")
+			}
+			golden(t, filepath.Join("testdata", "dump", name+".want"), got)
+		})
+	}
+}
+
+func TestCloneIsDeep(t *testing.T) {
+	for _, f := range fixtures(t) {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			p := loadFixture(t, f)
+			before := Dump(p)
+			q := p.Clone()
+			if !reflect.DeepEqual(p, q) {
+				t.Fatal("clone differs from the original")
+			}
+			// Scribble over every int the clone holds; the original must not move.
+			scribble(reflect.ValueOf(q).Elem())
+			if reflect.DeepEqual(p, q) {
+				t.Fatal("scribbling changed nothing; the test is broken")
+			}
+			if Dump(p) != before {
+				t.Fatal("mutating the clone changed the original")
+			}
+		})
+	}
+	if (*Plan)(nil).Clone() != nil {
+		t.Error("nil.Clone() != nil")
+	}
+}
+
+// scribble adds 1 to every int reachable from v.
+func scribble(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Int:
+		v.SetInt(v.Int() + 1)
+	case reflect.Pointer:
+		if !v.IsNil() {
+			scribble(v.Elem())
+		}
+	case reflect.Slice:
+		for i := 0; i < v.Len(); i++ {
+			scribble(v.Index(i))
+		}
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			scribble(v.Field(i))
+		}
+	}
+}
