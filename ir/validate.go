@@ -3,6 +3,7 @@ package ir
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // Validate checks every structural rule of a decoded plan and returns all
@@ -102,7 +103,7 @@ func (v *validator) channels(r int, path string) {
 			for k, peer := range c.ConnectedTo {
 				switch {
 				case peer < 0 || peer >= n:
-					v.errorf(fmt.Sprintf("%s.connected_to[%d]", cp, k), "rank %d out of range, plan has %d gpus", peer, n)
+					v.errorf(fmt.Sprintf("%s.connected_to[%d]", cp, k), "rank %d out of range, plan has %s", peer, count(n, "gpu"))
 				case peer == r:
 					v.errorf(fmt.Sprintf("%s.connected_to[%d]", cp, k), "rank %d connects a %s channel to itself", r, c.Type)
 				}
@@ -140,7 +141,7 @@ func (v *validator) switchChannel(r, e int, cp string) {
 		for j, m := range rg.Ranks {
 			switch {
 			case m < 0 || m >= len(p.GPUs):
-				v.errorf(fmt.Sprintf("%s.ranks[%d]", gp, j), "rank %d out of range, plan has %d gpus", m, len(p.GPUs))
+				v.errorf(fmt.Sprintf("%s.ranks[%d]", gp, j), "rank %d out of range, plan has %s", m, count(len(p.GPUs), "gpu"))
 				continue
 			case slices.Contains(rg.Ranks[:j], m):
 				v.errorf(fmt.Sprintf("%s.ranks[%d]", gp, j), "rank %d listed twice", m)
@@ -198,8 +199,8 @@ func (v *validator) pairing(r int) {
 			back := countTo(v.flat[fc.Peer][t], r)
 			// Warn once per peer, at the first channel without a partner.
 			if fc.Nth == back {
-				v.warnf(v.flatPath(r, mine[i]), "rank %d has %d %s channels to rank %d but rank %d has %d back; upstream pads rank %d with unpaired channels, and no signal or wait may use the extra ones",
-					r, countTo(mine, fc.Peer), t, fc.Peer, fc.Peer, back, fc.Peer)
+				v.warnf(v.flatPath(r, mine[i]), "rank %d has %s to rank %d but rank %d has %d back; upstream pads rank %d with unpaired channels, and no signal or wait may use the extra ones",
+					r, count(countTo(mine, fc.Peer), t.String()+" channel"), fc.Peer, fc.Peer, back, fc.Peer)
 			}
 		}
 	}
@@ -230,7 +231,7 @@ func (v *validator) remoteBuffers(r int, path string) {
 		rankOK := rb.Rank >= 0 && rb.Rank < len(p.GPUs) && rb.Rank != r
 		switch {
 		case rb.Rank < 0 || rb.Rank >= len(p.GPUs):
-			v.errorf(rp+".rank", "rank %d out of range, plan has %d gpus", rb.Rank, len(p.GPUs))
+			v.errorf(rp+".rank", "rank %d out of range, plan has %s", rb.Rank, count(len(p.GPUs), "gpu"))
 		case rb.Rank == r:
 			v.errorf(rp+".rank", "remote buffer on rank %d itself; use a local buffer reference", r)
 		}
@@ -255,4 +256,29 @@ func (v *validator) remoteBuffers(r int, path string) {
 			}
 		}
 	}
+}
+// Load decodes and validates a plan. The error, when not nil, is a
+// *DiagError listing every problem; warnings come back in the diagnostics
+// either way.
+func Load(data []byte) (*Plan, Diagnostics, error) {
+	p, ds := Decode(data)
+	if ds.HasErrors() {
+		return nil, ds, ds.Err()
+	}
+	ds = append(ds, Validate(p)...)
+	if ds.HasErrors() {
+		return nil, ds, ds.Err()
+	}
+	return p, ds, nil
+}
+
+// count spells "1 chunk", "2 chunks", "0 entries".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	if strings.HasSuffix(noun, "y") {
+		return fmt.Sprintf("%d %sies", n, noun[:len(noun)-1])
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

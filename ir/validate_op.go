@@ -42,7 +42,7 @@ func (v *validator) opChannels(c *blockCtx, op *Op, path string) {
 	for j, id := range op.ChannelIDs {
 		jp := fmt.Sprintf("%s.channel_ids[%d]", path, j)
 		if id < 0 || id >= len(tbl) {
-			v.errorf(jp, "%s channel %d out of range, the block's %s channel table has %d entries", t, id, t, len(tbl))
+			v.errorf(jp, "%s channel %d out of range, the block's %s channel table has %s", t, id, t, count(len(tbl), "entry"))
 			continue
 		}
 		gi := tbl[id]
@@ -54,8 +54,8 @@ func (v *validator) opChannels(c *blockCtx, op *Op, path string) {
 			continue // reported at the channel list
 		}
 		if _, _, ok := v.p.Partner(c.r, t, gi); !ok {
-			v.errorf(jp, "%s uses %s channel %d (gpu channel %d, to rank %d), which has no partner: rank %d has only %d %s channels to rank %d, so nothing there answers it",
-				in.Name, t, id, gi, fc.Peer, fc.Peer, countTo(v.flat[fc.Peer][t], c.r), t, c.r)
+			v.errorf(jp, "%s uses %s channel %d (gpu channel %d, to rank %d), which has no partner: rank %d has only %s to rank %d, so nothing there answers it",
+				in.Name, t, id, gi, fc.Peer, fc.Peer, count(countTo(v.flat[fc.Peer][t], c.r), t.String()+" channel"), c.r)
 		}
 	}
 }
@@ -156,7 +156,7 @@ func (v *validator) ref(c *blockCtx, op *Op, rp string, ref *BufRef, packet bool
 		}
 		tbl := c.remote[t]
 		if ref.BufferID < 0 || ref.BufferID >= len(tbl) {
-			v.errorf(rp+".buffer_id", "remote buffer %d out of range, the block's %s remote buffer table has %d entries", ref.BufferID, t, len(tbl))
+			v.errorf(rp+".buffer_id", "remote buffer %d out of range, the block's %s remote buffer table has %s", ref.BufferID, t, count(len(tbl), "entry"))
 			return
 		}
 		gi := tbl[ref.BufferID]
@@ -175,7 +175,7 @@ func (v *validator) ref(c *blockCtx, op *Op, rp string, ref *BufRef, packet bool
 	case RefSwitch:
 		tbl := c.chans[ChanSwitch]
 		if ref.SwitchID < 0 || ref.SwitchID >= len(tbl) {
-			v.errorf(rp+".switch_channel_id", "switch channel %d out of range, the block's switch channel table has %d entries", ref.SwitchID, len(tbl))
+			v.errorf(rp+".switch_channel_id", "switch channel %d out of range, the block's switch channel table has %s", ref.SwitchID, count(len(tbl), "entry"))
 			return
 		}
 		gi := tbl[ref.SwitchID]
@@ -199,9 +199,9 @@ func (v *validator) ref(c *blockCtx, op *Op, rp string, ref *BufRef, packet bool
 	case n == 0:
 		v.errorf(rp, "%s has no chunks", what)
 	case ref.Index >= n:
-		v.errorf(rp+".index", "chunk %d out of range, %s has %d chunks", ref.Index, what, n)
+		v.errorf(rp+".index", "chunk %d out of range, %s has %s", ref.Index, what, count(n, "chunk"))
 	case ref.Size > n-ref.Index:
-		v.errorf(rp+".size", "chunks %d..%d out of range, %s has %d chunks", ref.Index, ref.Index+ref.Size-1, what, n)
+		v.errorf(rp+".size", "chunks %d..%d out of range, %s has %s", ref.Index, ref.Index+ref.Size-1, what, count(n, "chunk"))
 	}
 }
 

@@ -55,7 +55,7 @@ func (v *validator) channelTable(c *blockCtx) {
 		for j, id := range tc.ChannelIDs {
 			jp := fmt.Sprintf("%s.channel_ids[%d]", kp, j)
 			if id < 0 || id >= len(flat) {
-				v.errorf(jp, "%s channel %d out of range, gpu %d has %d %s channels", tc.Type, id, c.r, len(flat), tc.Type)
+				v.errorf(jp, "%s channel %d out of range, gpu %d has %s", tc.Type, id, c.r, count(len(flat), tc.Type.String()+" channel"))
 				id = -1
 			}
 			if len(c.chans[tc.Type]) == MaxChannelsPerBlock {
@@ -78,7 +78,7 @@ func (v *validator) remoteTable(c *blockCtx) {
 			jp := fmt.Sprintf("%s.remote_buffer_ids[%d]", kp, j)
 			switch {
 			case id < 0 || id >= len(c.g.RemoteBuffers):
-				v.errorf(jp, "remote buffer %d out of range, gpu %d has %d remote buffers", id, c.r, len(c.g.RemoteBuffers))
+				v.errorf(jp, "remote buffer %d out of range, gpu %d has %s", id, c.r, count(len(c.g.RemoteBuffers), "remote buffer"))
 				id = -1
 			case !slices.Contains(c.g.RemoteBuffers[id].AccessChannelTypes, t):
 				v.errorf(jp, "remote buffer %d is not accessible over %s channels (its access_channel_types are %v)", id, t, c.g.RemoteBuffers[id].AccessChannelTypes)
@@ -143,7 +143,7 @@ func (v *validator) op(c *blockCtx, op *Op, path string, inPipeline bool) {
 			v.errorf(path+".barrier_id", "barrier_id %d out of range; the upstream executor has %d barriers (0..%d)", op.BarrierID, MaxBarriers, MaxBarriers-1)
 		}
 		if op.NumTBs < 1 || op.NumTBs > len(c.g.ThreadBlocks) {
-			v.errorf(path+".num_threadblocks", "barrier over %d blocks, but gpu %d has %d blocks", op.NumTBs, c.r, len(c.g.ThreadBlocks))
+			v.errorf(path+".num_threadblocks", "barrier over %d blocks, but gpu %d has %s", op.NumTBs, c.r, count(len(c.g.ThreadBlocks), "block"))
 		}
 	}
 	if op.Code == OpPipeline {
@@ -168,7 +168,7 @@ func (v *validator) semaphores(c *blockCtx, op *Op, path string) {
 	}
 	for j, id := range op.SemaphoreIDs {
 		if id < 0 || id >= len(c.g.Semaphores) {
-			v.errorf(fmt.Sprintf("%s[%d]", sp, j), "semaphore %d out of range, gpu %d has %d semaphores", id, c.r, len(c.g.Semaphores))
+			v.errorf(fmt.Sprintf("%s[%d]", sp, j), "semaphore %d out of range, gpu %d has %s", id, c.r, count(len(c.g.Semaphores), "semaphore"))
 		}
 	}
 }
