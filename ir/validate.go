@@ -257,6 +257,7 @@ func (v *validator) remoteBuffers(r int, path string) {
 		}
 	}
 }
+
 // Load decodes and validates a plan. The error, when not nil, is a
 // *DiagError listing every problem; warnings come back in the diagnostics
 // either way.
