@@ -1,0 +1,44 @@
+// Package cpu is the CPU reference executor: it runs any valid ir.Plan for
+// a message size, data type and reduction on the CPU and proves it correct
+// or explains why not (deadlock, data race, unbalanced signals, wrong
+// result), and can draw the run as a Chrome trace.
+//
+// The simulation is a deterministic cooperative scheduler rather than one
+// goroutine per thread block: every (rank, block) is a small state machine
+// that runs ops until one of them must wait (a channel token, a packet flag,
+// a semaphore, a barrier, the end of its rank's launch). Determinism makes
+// reports reproducible and golden-testable, and it avoids goroutine and lock
+// overhead on machines with few cores. Ops execute atomically; whether the
+// plan is actually free of races is decided separately by happens-before
+// (vector clocks), so the verdict does not depend on the interleaving that
+// happened to run.
+//
+// Memory-ordering model (DESIGN.md): each block carries two vector clocks,
+// E (execution order) and V (visibility). Release signal/wait, barriers,
+// semaphores, flushes and kernel boundaries carry both; relaxed signal/wait
+// and LL packet arrivals carry only E. A read followed by a conflicting
+// write needs E ordering; a write followed by anything needs V ordering.
+// Whatever a block acquires (wait, flush, semaphore, packet) reaches the
+// rest of the block only at its next nop; ops of one block between two
+// nops are mutually unordered. Port channels run through one in-order proxy
+// agent per rank.
+//
+// Where we differ from upstream MSCCL++ on purpose: reduce_op is honoured
+// ("sum" or absent takes the run's reduction, min/max/prod in a plan are
+// applied as written); flush waits for the proxy; get copies from its
+// source to its destination; packet ops inside a pipeline follow the
+// pipeline's windows; the double-scratch half offset applies to every
+// scratch access, local or remote. Sizes that do not split evenly into
+// chunks are accepted (ir.Layout); an op whose buffer references cover
+// different byte counts moves the smallest count. With reuse_resources the
+// scratch geometry is the plain chunk geometry: upstream only wraps scratch
+// offsets when a chunk exceeds its 64 MiB predefined scratch share, which
+// sizes simulated here never reach (Run refuses larger ones).
+//
+// Collective conventions (from the upstream test drivers): allreduce,
+// allgather, reducescatter and alltoall as in NCCL; sendrecv sends rank r's
+// input to rank (r+1) mod n; broadcast's root is rank 0.
+//
+// This package reads plans and never changes them; it must not import the
+// compiler, the CUDA executor or the runtime.
+package cpu

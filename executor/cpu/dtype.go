@@ -1,0 +1,297 @@
+package cpu
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/msccl-go/msccl-go/ir"
+)
+
+// DType is the element type of a run; plans do not name it.
+type DType uint8
+
+const (
+	F32 DType = iota
+	F16
+	BF16
+	I32
+	U32
+	U8
+)
+
+var dtypeNames = [...]string{"f32", "f16", "bf16", "i32", "u32", "u8"}
+var dtypeSizes = [...]int{4, 2, 2, 4, 4, 1}
+
+// DTypes lists every supported data type.
+var DTypes = []DType{F32, F16, BF16, I32, U32, U8}
+
+// ParseDType maps "f32", "f16", "bf16", "i32", "u32", "u8" to a DType.
+func ParseDType(s string) (DType, error) {
+	for i, n := range dtypeNames {
+		if n == s {
+			return DType(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown data type %q (want one of f32, f16, bf16, i32, u32, u8)", s)
+}
+
+// Size is the element size in bytes.
+func (d DType) Size() int {
+	if int(d) < len(dtypeSizes) {
+		return dtypeSizes[d]
+	}
+	return 1
+}
+
+func (d DType) String() string {
+	if int(d) < len(dtypeNames) {
+		return dtypeNames[d]
+	}
+	return "dtype(" + strconv.Itoa(int(d)) + ")"
+}
+
+func (d DType) valid() bool   { return int(d) < len(dtypeNames) }
+func (d DType) isFloat() bool { return d == F32 || d == F16 || d == BF16 }
+
+// f16ToF32 widens an IEEE half exactly.
+func f16ToF32(h uint16) float32 {
+	sign := uint32(h>>15) << 31
+	exp := uint32(h>>10) & 0x1f
+	man := uint32(h) & 0x3ff
+	switch {
+	case exp == 0x1f:
+		return math.Float32frombits(sign | 0x7f800000 | man<<13)
+	case exp == 0:
+		if man == 0 {
+			return math.Float32frombits(sign)
+		}
+		// Subnormal half: normalise into a float32 normal.
+		e := uint32(127 - 15 + 1)
+		for man&0x400 == 0 {
+			man <<= 1
+			e--
+		}
+		return math.Float32frombits(sign | e<<23 | (man&0x3ff)<<13)
+	}
+	return math.Float32frombits(sign | (exp+127-15)<<23 | man<<13)
+}
+
+// f32ToF16 narrows with round-to-nearest-even, as the GPU's cvt.rn does.
+func f32ToF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int32(b>>23) & 0xff
+	man := b & 0x7fffff
+	if exp == 0xff {
+		if man != 0 {
+			return sign | 0x7e00
+		}
+		return sign | 0x7c00
+	}
+	e := exp - 127 + 15
+	if e >= 0x1f {
+		return sign | 0x7c00
+	}
+	if e <= 0 {
+		if e < -10 {
+			return sign
+		}
+		man |= 0x800000
+		shift := uint32(14 - e)
+		half := uint32(1) << (shift - 1)
+		rest := man & (1<<shift - 1)
+		v := man >> shift
+		if rest > half || (rest == half && v&1 == 1) {
+			v++
+		}
+		return sign | uint16(v)
+	}
+	v := uint32(e)<<10 | man>>13
+	rest := man & 0x1fff
+	if rest > 0x1000 || (rest == 0x1000 && v&1 == 1) {
+		v++ // may carry into the exponent, which is the right answer
+	}
+	return sign | uint16(v)
+}
+
+func bf16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+
+// f32ToBF16 narrows with round-to-nearest-even, keeping NaNs quiet.
+func f32ToBF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	if b&0x7fffffff > 0x7f800000 {
+		return uint16(b>>16) | 0x40
+	}
+	b += 0x7fff + (b>>16)&1
+	return uint16(b >> 16)
+}
+
+// loadF converts n float elements of src into dst.
+func loadF(dt DType, src []byte, dst []float32) {
+	switch dt {
+	case F32:
+		for i := range dst {
+			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
+		}
+	case F16:
+		for i := range dst {
+			dst[i] = f16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
+		}
+	case BF16:
+		for i := range dst {
+			dst[i] = bf16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
+		}
+	}
+}
+
+func storeF(dt DType, src []float32, dst []byte) {
+	switch dt {
+	case F32:
+		for i, v := range src {
+			binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(v))
+		}
+	case F16:
+		for i, v := range src {
+			binary.LittleEndian.PutUint16(dst[2*i:], f32ToF16(v))
+		}
+	case BF16:
+		for i, v := range src {
+			binary.LittleEndian.PutUint16(dst[2*i:], f32ToBF16(v))
+		}
+	}
+}
+
+// loadI widens integer elements so that signed and unsigned compare right;
+// sums and products wrap the same way modulo the element width.
+func loadI(dt DType, src []byte, dst []int64) {
+	switch dt {
+	case I32:
+		for i := range dst {
+			dst[i] = int64(int32(binary.LittleEndian.Uint32(src[4*i:])))
+		}
+	case U32:
+		for i := range dst {
+			dst[i] = int64(binary.LittleEndian.Uint32(src[4*i:]))
+		}
+	case U8:
+		for i := range dst {
+			dst[i] = int64(src[i])
+		}
+	}
+}
+
+func storeI(dt DType, src []int64, dst []byte) {
+	switch dt {
+	case I32, U32:
+		for i, v := range src {
+			binary.LittleEndian.PutUint32(dst[4*i:], uint32(v))
+		}
+	case U8:
+		for i, v := range src {
+			dst[i] = byte(v)
+		}
+	}
+}
+
+// reducer reduces byte slices element-wise, accumulating floats in fp32 in
+// source order and rounding once. Its buffers grow and are reused, so a
+// simulation allocates per op at most, never per element.
+type reducer struct {
+	accF, tmpF []float32
+	accI, tmpI []int64
+}
+
+// reduce writes op(srcs[0], srcs[1], ...) into out; every src holds at
+// least len(out) bytes and out may alias any of them.
+func (r *reducer) reduce(dt DType, op ir.ReduceOp, out []byte, srcs [][]byte) {
+	n := len(out) / dt.Size()
+	if dt.isFloat() {
+		r.accF = grow(r.accF, n)
+		r.tmpF = grow(r.tmpF, n)
+		acc, tmp := r.accF[:n], r.tmpF[:n]
+		loadF(dt, srcs[0], acc)
+		for _, s := range srcs[1:] {
+			loadF(dt, s, tmp)
+			combineF(op, acc, tmp)
+		}
+		storeF(dt, acc, out)
+		return
+	}
+	r.accI = grow(r.accI, n)
+	r.tmpI = grow(r.tmpI, n)
+	acc, tmp := r.accI[:n], r.tmpI[:n]
+	loadI(dt, srcs[0], acc)
+	for _, s := range srcs[1:] {
+		loadI(dt, s, tmp)
+		combineI(op, acc, tmp)
+	}
+	storeI(dt, acc, out)
+}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+func combineF(op ir.ReduceOp, acc, v []float32) {
+	switch op {
+	case ir.ReduceMin:
+		for i, x := range v {
+			acc[i] = min(acc[i], x)
+		}
+	case ir.ReduceMax:
+		for i, x := range v {
+			acc[i] = max(acc[i], x)
+		}
+	case ir.ReduceProd:
+		for i, x := range v {
+			acc[i] *= x
+		}
+	default:
+		for i, x := range v {
+			acc[i] += x
+		}
+	}
+}
+
+func combineI(op ir.ReduceOp, acc, v []int64) {
+	switch op {
+	case ir.ReduceMin:
+		for i, x := range v {
+			acc[i] = min(acc[i], x)
+		}
+	case ir.ReduceMax:
+		for i, x := range v {
+			acc[i] = max(acc[i], x)
+		}
+	case ir.ReduceProd:
+		for i, x := range v {
+			acc[i] *= x
+		}
+	default:
+		for i, x := range v {
+			acc[i] += x
+		}
+	}
+}
+
+// formatElem renders one element for reports.
+func formatElem(dt DType, b []byte) string {
+	switch dt {
+	case F32:
+		return strconv.FormatFloat(float64(math.Float32frombits(binary.LittleEndian.Uint32(b))), 'g', -1, 32)
+	case F16:
+		return strconv.FormatFloat(float64(f16ToF32(binary.LittleEndian.Uint16(b))), 'g', -1, 32)
+	case BF16:
+		return strconv.FormatFloat(float64(bf16ToF32(binary.LittleEndian.Uint16(b))), 'g', -1, 32)
+	case I32:
+		return strconv.FormatInt(int64(int32(binary.LittleEndian.Uint32(b))), 10)
+	case U32:
+		return strconv.FormatUint(uint64(binary.LittleEndian.Uint32(b)), 10)
+	}
+	return strconv.Itoa(int(b[0]))
+}

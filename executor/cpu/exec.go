@@ -1,0 +1,364 @@
+package cpu
+
+import (
+	"fmt"
+
+	"github.com/msccl-go/msccl-go/ir"
+)
+
+// agentCtx is who performs an access: a block, or a rank's proxy acting
+// for a block's port request.
+type agentCtx struct {
+	agent    int
+	epoch    uint32
+	clk      clocks
+	pubAgent int
+	pubEpoch uint32
+}
+
+// blockCtx: the block's writes are published when its launch ends, which
+// is host epoch launch+2 (epoch 1 is the host's write of the first inputs).
+//
+// The context's clocks are the op's own copy: packets an op reads order
+// its later accesses (each thread writes what it computed from the
+// packets it read: a data dependency), see pktRead.
+func (s *sim) blockCtx(b *block) agentCtx {
+	copy(s.opClk.E, b.clk.E)
+	copy(s.opClk.V, b.clk.V)
+	return agentCtx{agent: b.agent, epoch: b.ph, clk: s.opClk, pubAgent: s.ranks[b.rank].host, pubEpoch: uint32(b.launch + 2)}
+}
+
+// proxyCtx: kernel ends do not wait for the proxy, so only flushes and
+// port signals publish its copies.
+func (s *sim) proxyCtx(rs *rankState) agentCtx {
+	return agentCtx{agent: rs.proxy, epoch: rs.proxyEpoch, clk: rs.proxyClk, pubAgent: rs.host, pubEpoch: ^uint32(0)}
+}
+
+// clip narrows a reference to a pipeline window.
+func clip(r *rref, w, unit int64) (off, n int64) {
+	n = min(r.n-w, unit)
+	if n <= 0 {
+		return r.off, 0
+	}
+	return r.off + w, n
+}
+
+// locate maps bytes of a referenced buffer to its backing array.
+func (s *sim) locate(rank int, typ ir.BufferType, off int64, packet bool, launch int) (arr int, raw, base int64) {
+	rs := s.ranks[rank]
+	switch typ {
+	case ir.BufInput:
+		return rs.inArr, rs.inBase + off, rs.inBase
+	case ir.BufOutput:
+		return rs.outArr, rs.outBase + off, rs.outBase
+	}
+	h := int64(0)
+	if s.p.DoubleScratch {
+		h = int64(launch%2) * rs.half
+	}
+	if packet {
+		return arrScratch, h + 2*off, h
+	}
+	return arrScratch, h + off, h
+}
+
+// mem returns n data bytes at (rank, typ, off) and records the access.
+func (s *sim) mem(ctx agentCtx, place int32, rank int, typ ir.BufferType, off, n int64, launch int, write bool) []byte {
+	arr, raw, base := s.locate(rank, typ, off, false, launch)
+	a := acc{agent: int32(ctx.agent), epoch: ctx.epoch, exec: s.exec, place: place, write: write, typ: typ, base: base, pubAgent: int32(ctx.pubAgent), pubEpoch: ctx.pubEpoch}
+	s.det.access(rank, arr, raw, raw+n, a, ctx.clk)
+	return s.ranks[rank].arrs[arr][raw : raw+n]
+}
+
+// pktWrite stores data as packets of this launch's flag at (rank, off).
+func (s *sim) pktWrite(ctx agentCtx, place int32, rank int, off int64, data []byte, launch int, t float64) {
+	arr, raw, base := s.locate(rank, ir.BufScratch, off, true, launch)
+	n := int64(len(data))
+	a := acc{agent: int32(ctx.agent), epoch: ctx.epoch, exec: s.exec, place: place, write: true, typ: ir.BufScratch, base: base, pubAgent: int32(ctx.pubAgent), pubEpoch: ctx.pubEpoch}
+	s.det.access(rank, arr, raw, raw+2*n, a, ctx.clk)
+	rs := s.ranks[rank]
+	p := raw / 2
+	copy(rs.pkt[p:p+n], data)
+	// The packet carries the writer's execution clock including the write
+	// itself: a reader that sees the flag is ordered after it.
+	e := s.slab.copyOf(ctx.clk.E)
+	e[ctx.agent] = ctx.epoch
+	rs.flags.set(p, p+n, uint32(launch+1), clocks{E: e}, t)
+}
+
+// pktReady checks that the packets at (rank, off, n) carry this launch's
+// flag.
+func (s *sim) pktReady(b *block, rank int, off, n int64) (bool, string) {
+	_, raw, _ := s.locate(rank, ir.BufScratch, off, true, b.launch)
+	clear(s.tmpClk.E)
+	ok, _, miss := s.ranks[rank].flags.ready(raw/2, raw/2+n, uint32(b.launch+1), s.tmpClk)
+	if ok {
+		return true, ""
+	}
+	at := miss - raw/2 + off
+	return false, fmt.Sprintf("packets with flag %d at rank %d scratch payload byte %d (packet byte %d) of [%d:%d), which nobody has written this launch", b.launch+1, rank, at, 2*at, off, off+n)
+}
+
+// pktRead returns the payload of ready packets and records the read as
+// ordered after the packets' writes; the block learns their execution
+// order at its next nop.
+func (s *sim) pktRead(b *block, ctx agentCtx, place int32, rank int, off, n int64) []byte {
+	arr, raw, base := s.locate(rank, ir.BufScratch, off, true, b.launch)
+	rs := s.ranks[rank]
+	c := s.tmpClk
+	copy(c.E, ctx.clk.E)
+	copy(c.V, ctx.clk.V)
+	_, t, _ := rs.flags.ready(raw/2, raw/2+n, uint32(b.launch+1), c)
+	join(b.pend.E, c.E)
+	join(ctx.clk.E, c.E)
+	b.t = max(b.t, t)
+	a := acc{agent: int32(b.agent), epoch: b.ph, exec: s.exec, place: place, typ: ir.BufScratch, base: base, pubAgent: int32(s.ranks[b.rank].host), pubEpoch: uint32(b.launch + 2)}
+	s.det.access(rank, arr, raw, raw+2*n, a, c)
+	return rs.pkt[raw/2 : raw/2+n]
+}
+
+func (s *sim) scratchBuf(n int64) []byte {
+	s.tmp = grow(s.tmp, int(n))
+	return s.tmp[:n]
+}
+
+// opBytes is the byte count an op moves in this window: the smallest of
+// its references (they agree in every well-formed plan).
+func opBytes(op *rop, w, unit int64) int64 {
+	n := int64(1 << 62)
+	for i := range op.src {
+		_, k := clip(&op.src[i], w, unit)
+		n = min(n, k)
+	}
+	for i := range op.dst {
+		_, k := clip(&op.dst[i], w, unit)
+		n = min(n, k)
+	}
+	return max(n, 0)
+}
+
+// data runs a data, packet or switch op.
+func (s *sim) data(b *block, op *rop, w, unit int64) (bool, string) {
+	rs := s.ranks[b.rank]
+	ctx := s.blockCtx(b)
+	topo := s.topo()
+	pl := op.place
+	var local, remote int64
+	move := func(n int64, rank int) {
+		if rank == b.rank {
+			local += n
+		} else {
+			remote += n
+		}
+	}
+	switch op.code {
+	case ir.OpPut, ir.OpPws, ir.OpPwsf, ir.OpGet:
+		port := len(op.chans) > 0 && op.chans[0].typ == ir.ChanPort
+		for k := range op.dst {
+			src, dst := &op.src[min(k, len(op.src)-1)], &op.dst[k]
+			so, sn := clip(src, w, unit)
+			do, dn := clip(dst, w, unit)
+			n := min(sn, dn)
+			if n == 0 {
+				continue
+			}
+			c := ctx
+			if port {
+				s.proxyStep(rs, b)
+				c = s.proxyCtx(rs)
+				rs.proxyT += topo.PortLatencyUs + float64(n)/topo.PortGBps/1e3
+			}
+			data := s.mem(c, pl, src.rank, src.typ, so, n, b.launch, false)
+			copy(s.mem(c, pl, dst.rank, dst.typ, do, n, b.launch, true), data)
+			move(n, dst.rank+src.rank-b.rank)
+			if port && op.code != ir.OpPut && k < len(op.chans) {
+				s.signal(b, op, op.chans[k], false)
+			}
+		}
+		if op.code == ir.OpPwsf {
+			b.pend.join(rs.proxyClk)
+			b.t = max(b.t, rs.proxyT)
+		}
+		if port {
+			local, remote = 0, 0
+		}
+		s.cost(b, local, remote, 0, topo)
+		return true, ""
+	case ir.OpCopy:
+		n := opBytes(op, w, unit)
+		if n > 0 {
+			so, _ := clip(&op.src[0], w, unit)
+			do, _ := clip(&op.dst[0], w, unit)
+			data := s.mem(ctx, pl, op.src[0].rank, op.src[0].typ, so, n, b.launch, false)
+			copy(s.mem(ctx, pl, op.dst[0].rank, op.dst[0].typ, do, n, b.launch, true), data)
+			local += 2 * n
+		}
+		s.cost(b, local, 0, 0, topo)
+		return true, ""
+	case ir.OpRe, ir.OpRes, ir.OpRre, ir.OpRres:
+		n := opBytes(op, w, unit)
+		if n > 0 {
+			srcs := make([][]byte, len(op.src))
+			for k := range op.src {
+				o, _ := clip(&op.src[k], w, unit)
+				srcs[k] = s.mem(ctx, pl, op.src[k].rank, op.src[k].typ, o, n, b.launch, false)
+				move(n, op.src[k].rank)
+			}
+			out := s.scratchBuf(n)
+			s.rd.reduce(s.opt.DType, op.reduce, out, srcs)
+			for k := range op.dst {
+				o, _ := clip(&op.dst[k], w, unit)
+				copy(s.mem(ctx, pl, op.dst[k].rank, op.dst[k].typ, o, n, b.launch, true), out)
+				move(n, op.dst[k].rank)
+			}
+		}
+		s.cost(b, local, remote, 0, topo)
+		return true, ""
+	case ir.OpGlres, ir.OpGstore, ir.OpGstorepkt:
+		return s.switchOp(b, op, w, unit)
+	}
+	return s.packetOp(b, op, w, unit)
+}
+
+// packetOp runs the LL packet family. Reads of packets wait for this
+// launch's flag; nothing runs until every packet it needs is there.
+func (s *sim) packetOp(b *block, op *rop, w, unit int64) (bool, string) {
+	rs := s.ranks[b.rank]
+	ctx := s.blockCtx(b)
+	pl := op.place
+	n := opBytes(op, w, unit)
+	topo := s.topo()
+	var local, remote int64
+	pktSrc := func(k int) bool { return op.src[k].packet }
+	if n > 0 {
+		for k := range op.src {
+			if pktSrc(k) {
+				o, _ := clip(&op.src[k], w, unit)
+				if ok, why := s.pktReady(b, op.src[k].rank, o, n); !ok {
+					return false, why
+				}
+			}
+		}
+	}
+	switch op.code {
+	case ir.OpPpkt, ir.OpRppkt:
+		port := len(op.chans) > 0 && op.chans[0].typ == ir.ChanPort
+		for k := range op.dst {
+			if n == 0 {
+				break
+			}
+			src, dst := &op.src[min(k, len(op.src)-1)], &op.dst[k]
+			so, _ := clip(src, w, unit)
+			do, _ := clip(dst, w, unit)
+			var data []byte
+			if src.packet {
+				data = s.pktRead(b, ctx, pl, src.rank, so, n)
+			} else {
+				data = s.mem(ctx, pl, src.rank, src.typ, so, n, b.launch, false)
+			}
+			c := ctx
+			t := b.t + topo.OpLatencyUs + float64(2*n)/topo.NVLinkGBps/1e3
+			if port {
+				s.proxyStep(rs, b)
+				c = s.proxyCtx(rs)
+				rs.proxyT += topo.PortLatencyUs + float64(2*n)/topo.PortGBps/1e3
+				t = rs.proxyT
+			}
+			s.pktWrite(c, pl, dst.rank, do, data, b.launch, t)
+			if !port {
+				remote += 2 * n
+			}
+		}
+	case ir.OpCpkt:
+		if n > 0 {
+			so, _ := clip(&op.src[0], w, unit)
+			do, _ := clip(&op.dst[0], w, unit)
+			data := s.mem(ctx, pl, op.src[0].rank, op.src[0].typ, so, n, b.launch, false)
+			s.pktWrite(ctx, pl, op.dst[0].rank, do, data, b.launch, b.t)
+			local += 3 * n
+		}
+	case ir.OpUpkt:
+		if n > 0 {
+			so, _ := clip(&op.src[0], w, unit)
+			do, _ := clip(&op.dst[0], w, unit)
+			data := s.pktRead(b, ctx, pl, op.src[0].rank, so, n)
+			copy(s.mem(ctx, pl, op.dst[0].rank, op.dst[0].typ, do, n, b.launch, true), data)
+			local += 3 * n
+		}
+	default: // repkt, respkt, recpkt, recspkt
+		if n > 0 {
+			srcs := make([][]byte, len(op.src))
+			for k := range op.src {
+				o, _ := clip(&op.src[k], w, unit)
+				if pktSrc(k) {
+					srcs[k] = s.pktRead(b, ctx, pl, op.src[k].rank, o, n)
+					local += 2 * n
+				} else {
+					srcs[k] = s.mem(ctx, pl, op.src[k].rank, op.src[k].typ, o, n, b.launch, false)
+					local += n
+				}
+			}
+			out := s.scratchBuf(n)
+			s.rd.reduce(s.opt.DType, op.reduce, out, srcs)
+			d0, _ := clip(&op.dst[0], w, unit)
+			copy(s.mem(ctx, pl, op.dst[0].rank, op.dst[0].typ, d0, n, b.launch, true), out)
+			local += n
+			t := b.t + topo.OpLatencyUs + float64(2*n)/topo.NVLinkGBps/1e3
+			for k := 1; k < len(op.dst); k++ {
+				o, _ := clip(&op.dst[k], w, unit)
+				s.pktWrite(ctx, pl, op.dst[k].rank, o, out, b.launch, t)
+				if op.dst[k].rank == b.rank {
+					local += 2 * n
+				} else {
+					remote += 2 * n
+				}
+			}
+		}
+	}
+	s.cost(b, local, remote, 0, topo)
+	return true, ""
+}
+
+// switchOp simulates NVLink multicast: a load-reduce reads the same bytes
+// of every rank in the group, a store writes them on every rank.
+func (s *sim) switchOp(b *block, op *rop, w, unit int64) (bool, string) {
+	ctx := s.blockCtx(b)
+	pl := op.place
+	n := opBytes(op, w, unit)
+	topo := s.topo()
+	if n == 0 {
+		s.cost(b, 0, 0, 0, topo)
+		return true, ""
+	}
+	var data []byte
+	so, _ := clip(&op.src[0], w, unit)
+	if op.code == ir.OpGlres {
+		g := op.src[0].group
+		srcs := make([][]byte, len(g))
+		for i, m := range g {
+			srcs[i] = s.mem(ctx, pl, m, op.src[0].typ, so, n, b.launch, false)
+		}
+		data = s.scratchBuf(n)
+		if len(srcs) > 0 {
+			s.rd.reduce(s.opt.DType, op.reduce, data, srcs)
+		}
+	} else {
+		data = s.mem(ctx, pl, op.src[0].rank, op.src[0].typ, so, n, b.launch, false)
+	}
+	do, _ := clip(&op.dst[0], w, unit)
+	for _, m := range op.dst[0].group {
+		if op.code == ir.OpGstorepkt {
+			s.pktWrite(ctx, pl, m, do, data, b.launch, b.t+topo.OpLatencyUs+float64(2*n)/topo.SwitchGBps/1e3)
+			continue
+		}
+		copy(s.mem(ctx, pl, m, op.dst[0].typ, do, n, b.launch, true), data)
+	}
+	s.cost(b, 0, 0, n*int64(len(op.dst[0].group)), topo)
+	return true, ""
+}
+
+// cost advances the block's simulated clock: per-op latency plus bytes
+// over the bandwidth of the path they take.
+func (s *sim) cost(b *block, local, remote, sw int64, t *Topology) {
+	b.t += t.OpLatencyUs + float64(local)/t.HBMGBps/1e3 + float64(remote)/t.NVLinkGBps/1e3 + float64(sw)/t.SwitchGBps/1e3
+}

@@ -1,0 +1,96 @@
+package cpu
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"github.com/msccl-go/msccl-go/ir"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+const fixtureDir = "../../testdata/peer-plans"
+
+// fixtures returns the upstream plans by file name.
+func fixtures(t testing.TB) map[string]*ir.Plan {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(fixtureDir, "*.json"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no fixtures in %s: %v", fixtureDir, err)
+	}
+	out := map[string]*ir.Plan{}
+	for _, p := range paths {
+		out[filepath.Base(p)] = loadPlan(t, p)
+	}
+	return out
+}
+
+func loadPlan(t testing.TB, path string) *ir.Plan {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ds := ir.Decode(data)
+	if ds.HasErrors() {
+		t.Fatalf("%s: %v", path, ds.Err())
+	}
+	return p
+}
+
+func sortedNames(m map[string]*ir.Plan) []string {
+	var names []string
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// reduces reports whether any op of the plan reduces.
+func reduces(p *ir.Plan) bool {
+	var walk func(ops []ir.Op) bool
+	walk = func(ops []ir.Op) bool {
+		for i := range ops {
+			if ops[i].Info().Reduces || walk(ops[i].Ops) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, g := range p.GPUs {
+		for _, tb := range g.ThreadBlocks {
+			if walk(tb.Ops) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// sizes are the three message sizes every fixture must pass: the
+// smallest (one alignment unit per chunk), 1 MiB, and an uneven one with
+// 1003 alignment units per chunk, an odd count that splits unevenly across
+// tbg_info groups and leaves a partial last pipeline window. Chunks stay
+// equal in size: plans that move chunk i into chunk j need that, and
+// upstream refuses sizes that do not divide into whole chunks.
+func sizes(p *ir.Plan) []int64 {
+	n := int64(len(p.GPUs))
+	a := int64(p.BufferAlignment)
+	ref := int64(1)
+	for _, g := range p.GPUs {
+		c := g.InputChunks
+		if c == 0 {
+			c = g.OutputChunks
+		}
+		ref = max(ref, int64(c))
+	}
+	unit := a * ref
+	if p.Collective == ir.AllGather {
+		unit *= n
+	}
+	return []int64{unit, 1 << 20, unit * 1003}
+}

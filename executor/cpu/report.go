@@ -1,0 +1,165 @@
+package cpu
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/msccl-go/msccl-go/ir"
+)
+
+// Options say what to run a plan on.
+type Options struct {
+	// Size is the message size as nccl-tests counts it: output bytes for
+	// allgather, input bytes for every other collective.
+	Size     int64
+	DType    DType
+	Reduce   ir.ReduceOp // "" means sum
+	Launches int         // back-to-back launches to run and check; 0 means 2
+	LLWidth  int         // LL packet width in bytes, 8 or 16; 0 means 16
+	Seed     uint64
+	Trace    bool      // build a Chrome trace-event JSON of the first launch
+	Topology *Topology // cost model for the trace; nil means H200 NVLink
+	// MaxSteps bounds the op executions of the whole run (fuzzing feeds
+	// plans that would otherwise loop for minutes); 0 means 50 million.
+	MaxSteps int64
+}
+
+// Verdict is the overall finding of a run.
+type Verdict uint8
+
+const (
+	Correct Verdict = iota
+	Deadlock
+	Race
+	Unbalanced
+	WrongResult
+)
+
+var verdictNames = [...]string{"correct", "deadlock", "race", "unbalanced", "wrong result"}
+
+func (v Verdict) String() string {
+	if int(v) < len(verdictNames) {
+		return verdictNames[v]
+	}
+	return "invalid"
+}
+
+// Place names one op of a plan.
+type Place struct {
+	Rank, Block, Op int
+	Inner           int // index in the pipeline body, or -1
+	OpName          string
+}
+
+// Path is the op's JSON path in the plan.
+func (p Place) Path() string {
+	if p.Block < 0 {
+		return fmt.Sprintf("gpus[%d] host (buffers between launches)", p.Rank)
+	}
+	s := fmt.Sprintf("gpus[%d].threadblocks[%d].ops[%d]", p.Rank, p.Block, p.Op)
+	if p.Inner >= 0 {
+		s += fmt.Sprintf(".ops[%d]", p.Inner)
+	}
+	return s
+}
+
+func (p Place) String() string { return p.Path() + " (" + p.OpName + ")" }
+
+// Stuck is a block that can never proceed.
+type Stuck struct {
+	Place
+	Waiting string // what it waits for: channel and peer, packet flag, semaphore, barrier
+}
+
+// Access is one side of a race.
+type Access struct {
+	Place
+	Buffer     ir.BufferType
+	BufferRank int
+	Off, End   int64 // bytes of Buffer (packet bytes for packet accesses)
+	Write      bool
+}
+
+func (a Access) String() string {
+	rw := "reads"
+	if a.Write {
+		rw = "writes"
+	}
+	return fmt.Sprintf("%s %s rank %d %s[%d:%d]", a.Place, rw, a.BufferRank, a.Buffer.Long(), a.Off, a.End)
+}
+
+// RacePair is a pair of conflicting accesses the plan leaves unordered.
+type RacePair struct{ A, B Access }
+
+// UnbalancedSignal is a signal (or semaphore release) no wait consumed.
+type UnbalancedSignal struct {
+	Place
+	Channel string // channel and peer, or semaphore
+	Count   int    // tokens left over
+}
+
+// Mismatch is one wrong output element.
+type Mismatch struct {
+	Launch, Rank int
+	Off          int64 // byte offset in the output buffer
+	Got, Want    string
+}
+
+// maxMismatches caps Report.Wrong; Report.WrongTotal counts them all.
+const maxMismatches = 16
+
+// Report is everything a run found.
+type Report struct {
+	Verdict    Verdict
+	Deadlocks  []Stuck
+	Races      []RacePair
+	Unbalanced []UnbalancedSignal
+	Wrong      []Mismatch
+	WrongTotal int        // wrong elements over all launches and ranks
+	Inputs     [][][]byte // [launch][rank] inputs fed
+	Outputs    [][][]byte // [launch][rank] outputs produced (in-place: the shared buffer)
+	Trace      []byte
+	Steps      int64 // op executions simulated
+}
+
+// OK reports whether the plan is correct and clean.
+func (r *Report) OK() bool {
+	return r.Verdict == Correct && len(r.Races) == 0 && len(r.Deadlocks) == 0 && len(r.Unbalanced) == 0 && r.WrongTotal == 0
+}
+
+func (r *Report) setVerdict() {
+	switch {
+	case len(r.Deadlocks) > 0:
+		r.Verdict = Deadlock
+	case len(r.Races) > 0:
+		r.Verdict = Race
+	case len(r.Unbalanced) > 0:
+		r.Verdict = Unbalanced
+	case r.WrongTotal > 0:
+		r.Verdict = WrongResult
+	default:
+		r.Verdict = Correct
+	}
+}
+
+// String is the human report: the verdict, then every finding.
+func (r *Report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "verdict: %s\n", r.Verdict)
+	for _, s := range r.Deadlocks {
+		fmt.Fprintf(&b, "deadlock: %s waits for %s\n", s.Place, s.Waiting)
+	}
+	for _, x := range r.Races {
+		fmt.Fprintf(&b, "race: %s\n  and %s\n", x.A, x.B)
+	}
+	for _, u := range r.Unbalanced {
+		fmt.Fprintf(&b, "unbalanced: %s: %d signal(s) on %s never waited for\n", u.Place, u.Count, u.Channel)
+	}
+	for _, m := range r.Wrong {
+		fmt.Fprintf(&b, "wrong result: launch %d rank %d output[%d]: got %s, want %s\n", m.Launch, m.Rank, m.Off, m.Got, m.Want)
+	}
+	if n := r.WrongTotal - len(r.Wrong); n > 0 {
+		fmt.Fprintf(&b, "wrong result: %d more wrong elements\n", n)
+	}
+	return b.String()
+}

@@ -1,0 +1,412 @@
+package cpu
+
+import (
+	"fmt"
+
+	"github.com/msccl-go/msccl-go/ir"
+)
+
+// Backing arrays of one rank. In-place plans alias input and output into
+// arrMain; the race detector keys on arrays, so aliases conflict as they
+// do on a GPU.
+const (
+	arrMain    = iota // input, or input and output when in place
+	arrOut            // output of out-of-place plans
+	arrScratch        // scratch (raw bytes: packets take twice their payload)
+	numArrs
+)
+
+// predefinedScratch is upstream's scratch size under reuse_resources.
+const predefinedScratch = 1 << 26
+
+// rref is a resolved buffer reference: whose buffer, which bytes.
+type rref struct {
+	rank   int
+	typ    ir.BufferType
+	off, n int64 // payload bytes in the referenced buffer, after tbg_info
+	packet bool
+	group  []int // switch references: the ranks of the multicast group
+}
+
+// rchan is a resolved channel of an op: the issuing rank's flat channel.
+type rchan struct {
+	typ  ir.ChannelType
+	flat int
+}
+
+// rop is a resolved op; pipelines keep their body.
+type rop struct {
+	code      ir.OpCode
+	place     int32 // index into sim.places
+	src, dst  []rref
+	chans     []rchan
+	sems      []int
+	reduce    ir.ReduceOp
+	barrierID int
+	numTBs    int
+	body      []rop
+	iters     int64
+	unit      int64
+}
+
+// chanEnd is one end of a memory or port channel.
+type chanEnd struct {
+	peer    int
+	partner int // flat index of the paired channel at peer; -1 when unpaired
+	in      tokenQueue
+}
+
+type rankState struct {
+	r                int
+	lay              *ir.Layout
+	arrs             [numArrs][]byte
+	inArr, outArr    int
+	inBase, outBase  int64
+	half             int64 // raw scratch bytes of one half (double scratch) or all of it
+	pkt              []byte
+	flags            flagMap
+	chans            [2][]chanEnd // [0] memory, [1] port
+	switches         [][]int      // flattened (channel, rank group) → member ranks
+	switchBuf        []ir.BufferType
+	sems             []semaphore
+	barriers         map[int]*barrier
+	blocks           []*block
+	done             int // blocks that finished the current launch
+	launch           int
+	proxy, host      int // agent ids
+	proxyClk         clocks
+	proxyEpoch       uint32
+	proxyT           float64
+	hostClk          clocks
+	hostEpoch        uint32
+	firstSem         []int32 // place of the first release per semaphore
+}
+
+func chanSlot(t ir.ChannelType) int {
+	if t == ir.ChanPort {
+		return 1
+	}
+	return 0
+}
+
+// setup builds the simulated machine. Every problem the plan has that
+// would stop an executor from loading it comes back as an error naming
+// the place.
+func (s *sim) setup() error {
+	p := s.p
+	in, out, err := p.BufferBytes(s.opt.Size)
+	if err != nil {
+		return err
+	}
+	s.in, s.out = in, out
+	if ds := int64(s.opt.DType.Size()); in%ds != 0 || out%ds != 0 {
+		return fmt.Errorf("buffer sizes %d and %d bytes are not whole %s elements", in, out, s.opt.DType)
+	}
+	n := len(p.GPUs)
+	s.ranks = make([]*rankState, n)
+	agents := 0
+	for r := range p.GPUs {
+		g := &p.GPUs[r]
+		lay, err := p.Layout(r, in, out)
+		if err != nil {
+			return fmt.Errorf("gpus[%d]: %w", r, err)
+		}
+		if p.ReuseResources && g.ScratchChunks > 0 && lay.MaxChunk() > predefinedScratch/int64(g.ScratchChunks) {
+			return fmt.Errorf("gpus[%d]: chunks of %d bytes exceed the reuse_resources scratch share (%d bytes); the simulator does not wrap scratch offsets", r, lay.MaxChunk(), predefinedScratch/int64(g.ScratchChunks))
+		}
+		rs := &rankState{r: r, lay: lay, barriers: map[int]*barrier{}}
+		switch {
+		case !p.InPlace:
+			rs.arrs[arrMain] = make([]byte, in)
+			rs.arrs[arrOut] = make([]byte, out)
+			rs.inArr, rs.outArr = arrMain, arrOut
+		case p.Collective == ir.AllGather:
+			rs.arrs[arrMain] = make([]byte, out)
+			rs.inBase = int64(r) * in
+		case p.Collective == ir.ReduceScatter:
+			rs.arrs[arrMain] = make([]byte, in)
+			rs.outBase = int64(r) * out
+		default:
+			rs.arrs[arrMain] = make([]byte, max(in, out))
+		}
+		rs.arrs[arrScratch] = make([]byte, lay.ScratchAlloc)
+		rs.half = lay.ScratchAlloc
+		if p.DoubleScratch {
+			rs.half /= 2
+		}
+		rs.pkt = make([]byte, lay.ScratchAlloc/2)
+		for _, c := range g.Channels {
+			if c.Type == ir.ChanSwitch {
+				for _, grp := range c.RankGroups {
+					rs.switches = append(rs.switches, grp.Ranks)
+					rs.switchBuf = append(rs.switchBuf, c.BufferType)
+				}
+				continue
+			}
+			if c.Type != ir.ChanMemory && c.Type != ir.ChanPort {
+				continue
+			}
+			for _, peer := range c.ConnectedTo {
+				rs.chans[chanSlot(c.Type)] = append(rs.chans[chanSlot(c.Type)], chanEnd{peer: peer, partner: -1})
+			}
+		}
+		for _, sm := range g.Semaphores {
+			rs.sems = append(rs.sems, semaphore{free: sm.InitValue, init: sm.InitValue})
+		}
+		rs.firstSem = make([]int32, len(rs.sems))
+		s.ranks[r] = rs
+	}
+	// Pair the k-th channel A→B with the k-th channel B→A of the same type.
+	for r, rs := range s.ranks {
+		for slot := range rs.chans {
+			seen := map[int]int{}
+			for i := range rs.chans[slot] {
+				peer := rs.chans[slot][i].peer
+				k := seen[peer]
+				seen[peer]++
+				if peer < 0 || peer >= n || peer == r {
+					continue
+				}
+				cnt := 0
+				for j, e := range s.ranks[peer].chans[slot] {
+					if e.peer == r {
+						if cnt == k {
+							rs.chans[slot][i].partner = j
+							break
+						}
+						cnt++
+					}
+				}
+			}
+		}
+	}
+	for r := range p.GPUs {
+		rs := s.ranks[r]
+		for b := range p.GPUs[r].ThreadBlocks {
+			tb := &p.GPUs[r].ThreadBlocks[b]
+			ops, err := s.resolveOps(r, b, tb, tb.Ops, -1)
+			if err != nil {
+				return err
+			}
+			blk := &block{agent: agents, rank: r, tb: b, ops: ops}
+			agents++
+			rs.blocks = append(rs.blocks, blk)
+			s.blocks = append(s.blocks, blk)
+		}
+	}
+	for _, rs := range s.ranks {
+		rs.proxy, rs.host = agents, agents+1
+		agents += 2
+	}
+	s.agents = agents
+	return nil
+}
+
+// tbTable is a block's channel and remote-buffer tables by channel type.
+type tbTable struct {
+	chans [4][]int
+	bufs  [4][]int
+}
+
+func newTBTable(tb *ir.ThreadBlock) *tbTable {
+	t := &tbTable{}
+	for _, c := range tb.Channels {
+		if int(c.Type) < len(t.chans) {
+			t.chans[c.Type] = append(t.chans[c.Type], c.ChannelIDs...)
+		}
+	}
+	for _, rb := range tb.RemoteBufferRefs {
+		if int(rb.AccessChannelType) < len(t.bufs) {
+			t.bufs[rb.AccessChannelType] = append(t.bufs[rb.AccessChannelType], rb.RemoteBufferIDs...)
+		}
+	}
+	return t
+}
+
+func (s *sim) resolveOps(r, b int, tb *ir.ThreadBlock, ops []ir.Op, outer int) ([]rop, error) {
+	tab := newTBTable(tb)
+	res := make([]rop, len(ops))
+	for i := range ops {
+		pl := Place{Rank: r, Block: b, Op: i, Inner: -1, OpName: ops[i].Code.String()}
+		if outer >= 0 {
+			pl = Place{Rank: r, Block: b, Op: outer, Inner: i, OpName: ops[i].Code.String()}
+		}
+		ro, err := s.resolveOp(r, tab, tb, &ops[i], pl)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", pl.Path(), err)
+		}
+		res[i] = ro
+	}
+	return res, nil
+}
+
+func (s *sim) addPlace(pl Place) int32 {
+	s.places = append(s.places, pl)
+	return int32(len(s.places) - 1)
+}
+
+func (s *sim) resolveOp(r int, tab *tbTable, tb *ir.ThreadBlock, op *ir.Op, pl Place) (rop, error) {
+	ro := rop{code: op.Code, place: s.addPlace(pl), reduce: op.ReduceOp, barrierID: op.BarrierID, numTBs: op.NumTBs}
+	if op.Code >= ir.NumOps {
+		return ro, fmt.Errorf("invalid op code %d", op.Code)
+	}
+	rs := s.ranks[r]
+	if op.Code == ir.OpPipeline {
+		if pl.Inner >= 0 {
+			return ro, fmt.Errorf("nested pipeline")
+		}
+		if op.Iter == nil || op.Iter.UnitSize <= 0 || op.Iter.NumChunks < 0 {
+			return ro, fmt.Errorf("pipeline needs iter_context with a positive unit_size")
+		}
+		ro.unit = int64(op.Iter.UnitSize)
+		ro.iters = (int64(op.Iter.NumChunks)*rs.lay.MaxChunk() + ro.unit - 1) / ro.unit
+		if ro.iters*int64(len(op.Ops)+1) > s.maxSteps {
+			return ro, fmt.Errorf("pipeline would run %d iterations of %d ops (unit_size %d is too small for this size)", ro.iters, len(op.Ops), ro.unit)
+		}
+		body, err := s.resolveOps(r, pl.Block, tb, op.Ops, pl.Op)
+		if err != nil {
+			return ro, err
+		}
+		ro.body = body
+		return ro, nil
+	}
+	switch ro.reduce {
+	case ir.ReduceNone, ir.ReduceSum:
+		ro.reduce = s.red
+	case ir.ReduceMin, ir.ReduceMax:
+	case ir.ReduceProd:
+		if s.opt.DType.isFloat() {
+			return ro, fmt.Errorf("reduce_op prod is supported for integer types only, not %s", s.opt.DType)
+		}
+	default:
+		return ro, fmt.Errorf("unknown reduce_op %q", ro.reduce)
+	}
+	info := op.Info()
+	tbgID, tbgSize := 0, 1
+	if op.TBG != nil {
+		tbgID, tbgSize = op.TBG.TBID, op.TBG.TBGSize
+		if tbgSize < 1 || tbgID < 0 || tbgID >= tbgSize {
+			return ro, fmt.Errorf("tbg_info tb_id %d out of range for tbg_size %d", tbgID, tbgSize)
+		}
+	}
+	for k := range op.Src {
+		ref, err := s.resolveRef(r, tab, op, &op.Src[k], info.IsPacketSrc(k), tbgID, tbgSize)
+		if err != nil {
+			return ro, fmt.Errorf("src_buff[%d]: %w", k, err)
+		}
+		ro.src = append(ro.src, ref)
+	}
+	for k := range op.Dst {
+		ref, err := s.resolveRef(r, tab, op, &op.Dst[k], info.IsPacketDst(k), tbgID, tbgSize)
+		if err != nil {
+			return ro, fmt.Errorf("dst_buff[%d]: %w", k, err)
+		}
+		ro.dst = append(ro.dst, ref)
+	}
+	if len(ro.src) < info.Src.Min || len(ro.dst) < info.Dst.Min {
+		return ro, fmt.Errorf("%s needs at least %d src and %d dst buffers", info.Name, info.Src.Min, info.Dst.Min)
+	}
+	needChans := info.ChannelIDs.Has(op.ChannelType)
+	if needChans || len(op.ChannelIDs) > 0 && op.ChannelType != ir.ChanSwitch {
+		t := op.ChannelType
+		if t != ir.ChanMemory && t != ir.ChanPort {
+			return ro, fmt.Errorf("channel_ids need a memory or port channel_type")
+		}
+		for j, id := range op.ChannelIDs {
+			if id < 0 || id >= len(tab.chans[t]) {
+				return ro, fmt.Errorf("channel_ids[%d]: block has no %s channel %d", j, t, id)
+			}
+			flat := tab.chans[t][id]
+			if flat < 0 || flat >= len(rs.chans[chanSlot(t)]) {
+				return ro, fmt.Errorf("channel_ids[%d]: gpu has no %s channel %d", j, t, flat)
+			}
+			ro.chans = append(ro.chans, rchan{typ: t, flat: flat})
+		}
+		if needChans && len(ro.chans) == 0 {
+			return ro, fmt.Errorf("%s names no channel", info.Name)
+		}
+		if op.ChannelType == ir.ChanPort && info.Class != ir.ClassSync && len(ro.chans) < len(ro.dst) {
+			return ro, fmt.Errorf("port %s needs one channel per dst buffer", info.Name)
+		}
+	}
+	for j, id := range op.SemaphoreIDs {
+		if id < 0 || id >= len(rs.sems) {
+			return ro, fmt.Errorf("semaphore_ids[%d]: gpu has no semaphore %d", j, id)
+		}
+		ro.sems = append(ro.sems, id)
+	}
+	if op.Code == ir.OpBarrier && op.NumTBs < 1 {
+		return ro, fmt.Errorf("barrier needs num_threadblocks ≥ 1")
+	}
+	return ro, nil
+}
+
+func (s *sim) resolveRef(r int, tab *tbTable, op *ir.Op, br *ir.BufRef, packet bool, tbgID, tbgSize int) (rref, error) {
+	rs := s.ranks[r]
+	ref := rref{rank: r, packet: packet}
+	switch br.Kind {
+	case ir.RefLocal:
+		ref.typ = br.Type
+	case ir.RefRemote:
+		t := op.ChannelType
+		if int(t) >= len(tab.bufs) || br.BufferID < 0 || br.BufferID >= len(tab.bufs[t]) {
+			return ref, fmt.Errorf("block has no remote buffer %d for %s channels", br.BufferID, t)
+		}
+		id := tab.bufs[t][br.BufferID]
+		rbs := s.p.GPUs[r].RemoteBuffers
+		if id < 0 || id >= len(rbs) {
+			return ref, fmt.Errorf("gpu has no remote buffer %d", id)
+		}
+		ref.rank, ref.typ = rbs[id].Rank, rbs[id].Type
+		if ref.rank < 0 || ref.rank >= len(s.ranks) {
+			return ref, fmt.Errorf("remote buffer %d names rank %d of %d", id, ref.rank, len(s.ranks))
+		}
+	case ir.RefSwitch:
+		ids := tab.chans[ir.ChanSwitch]
+		if br.SwitchID < 0 || br.SwitchID >= len(ids) || ids[br.SwitchID] < 0 || ids[br.SwitchID] >= len(rs.switches) {
+			return ref, fmt.Errorf("block has no switch channel %d", br.SwitchID)
+		}
+		g := ids[br.SwitchID]
+		ref.group, ref.typ = rs.switches[g], rs.switchBuf[g]
+		for _, m := range ref.group {
+			if m < 0 || m >= len(s.ranks) {
+				return ref, fmt.Errorf("switch channel %d names rank %d of %d", br.SwitchID, m, len(s.ranks))
+			}
+		}
+	}
+	if ref.typ == ir.BufNone || ref.typ > ir.BufScratch {
+		return ref, fmt.Errorf("no buffer type")
+	}
+	if br.Index < 0 || br.Size < 0 {
+		return ref, fmt.Errorf("negative chunk index or size")
+	}
+	off, n := rs.lay.Range(br.Index, br.Size)
+	ref.off, ref.n = rs.lay.TBGSlice(off, n, tbgID, tbgSize)
+	if packet && ref.typ != ir.BufScratch {
+		return ref, fmt.Errorf("packets live in scratch, not %s", ref.typ.Long())
+	}
+	check := func(rank int) error {
+		o := s.ranks[rank]
+		limit := o.lay.BufferSize(ref.typ)
+		end := ref.off + ref.n
+		if ref.typ == ir.BufScratch {
+			limit = o.half
+			if packet {
+				end *= 2
+			}
+		}
+		if end > limit {
+			return fmt.Errorf("chunks [%d, %d) end at byte %d, past the %d bytes of rank %d's %s", br.Index, br.Index+br.Size, end, limit, rank, ref.typ.Long())
+		}
+		return nil
+	}
+	if ref.group != nil {
+		for _, m := range ref.group {
+			if err := check(m); err != nil {
+				return ref, err
+			}
+		}
+		return ref, nil
+	}
+	return ref, check(ref.rank)
+}

@@ -1,0 +1,499 @@
+package cpu
+
+import (
+	"fmt"
+
+	"github.com/msccl-go/msccl-go/ir"
+)
+
+// sim is one run of a plan.
+type sim struct {
+	p        *ir.Plan
+	opt      Options
+	red      ir.ReduceOp
+	in, out  int64
+	ranks    []*rankState
+	blocks   []*block
+	agents   int
+	places   []Place
+	det      detector
+	slab     slab
+	rd       reducer
+	tmp      []byte
+	tmpClk   clocks
+	opClk    clocks
+	exec     uint64
+	steps    int64
+	maxSteps int64
+	launches int
+	report   *Report
+	lost     []UnbalancedSignal
+	tr       *tracer
+}
+
+// block is one thread block of one rank, run as a state machine.
+type block struct {
+	agent, rank, tb int
+	ops             []rop
+	pc              int
+	iter            int64
+	inner           int
+	launch          int
+	launchDone      bool
+	finished        bool
+	clk, pend       clocks
+	ph              uint32
+	waiting         string
+	inBarrier       bool
+	barGen          int
+	t               float64
+}
+
+// Run simulates opt.Launches back-to-back launches of p and checks them.
+// The error is for runs that cannot start (a size the plan cannot split,
+// an unsupported type or reduction, a reference that does not resolve) or
+// that exceed opt.MaxSteps; every finding about the plan is in the Report.
+func Run(p *ir.Plan, opt Options) (*Report, error) {
+	if p == nil {
+		return nil, fmt.Errorf("no plan")
+	}
+	s := &sim{p: p, opt: opt}
+	if err := s.options(); err != nil {
+		return nil, err
+	}
+	if err := s.setup(); err != nil {
+		return nil, err
+	}
+	if err := s.checkSizes(); err != nil {
+		return nil, err
+	}
+	s.report = &Report{}
+	s.det = detector{mem: make([][numArrs]shadow, len(s.ranks)), seen: map[raceKey]int{}, s: s}
+	s.slab = slab{n: s.agents}
+	s.tmpClk = newClocks(s.agents)
+	s.opClk = newClocks(s.agents)
+	for _, rs := range s.ranks {
+		rs.proxyClk = newClocks(s.agents)
+		rs.hostClk = newClocks(s.agents)
+		for _, b := range rs.blocks {
+			b.clk, b.pend = newClocks(s.agents), newClocks(s.agents)
+		}
+	}
+	if opt.Trace {
+		s.tr = newTracer(s)
+	}
+	s.report.Inputs = make([][][]byte, s.launches)
+	s.report.Outputs = make([][][]byte, s.launches)
+	for l := range s.launches {
+		s.report.Inputs[l] = make([][]byte, len(s.ranks))
+		s.report.Outputs[l] = make([][]byte, len(s.ranks))
+	}
+	hostPlace := make([]int32, len(s.ranks))
+	for r, rs := range s.ranks {
+		hostPlace[r] = s.addPlace(Place{Rank: r, Block: -1, Op: -1, Inner: -1, OpName: "host"})
+		s.boundary(rs, -1, hostPlace[r])
+	}
+	if err := s.schedule(hostPlace); err != nil {
+		return nil, err
+	}
+	s.finish()
+	return s.report, nil
+}
+
+func (s *sim) options() error {
+	o := &s.opt
+	if !o.DType.valid() {
+		return fmt.Errorf("unsupported data type %d", o.DType)
+	}
+	switch o.Reduce {
+	case ir.ReduceNone:
+		s.red = ir.ReduceSum
+	case ir.ReduceSum, ir.ReduceMin, ir.ReduceMax:
+		s.red = o.Reduce
+	case ir.ReduceProd:
+		if o.DType.isFloat() {
+			return fmt.Errorf("reduction prod is supported for integer types only, not %s", o.DType)
+		}
+		s.red = o.Reduce
+	default:
+		return fmt.Errorf("unknown reduction %q (want sum, min, max or prod)", o.Reduce)
+	}
+	s.launches = o.Launches
+	if s.launches == 0 {
+		s.launches = 2
+	}
+	if s.launches < 1 || s.launches > 64 {
+		return fmt.Errorf("launches must be between 1 and 64, got %d", o.Launches)
+	}
+	if o.LLWidth == 0 {
+		o.LLWidth = 16
+	}
+	if o.LLWidth != 8 && o.LLWidth != 16 {
+		return fmt.Errorf("LL packet width must be 8 or 16 bytes, got %d", o.LLWidth)
+	}
+	s.maxSteps = o.MaxSteps
+	if s.maxSteps <= 0 {
+		s.maxSteps = 50_000_000
+	}
+	return nil
+}
+
+// boundary ends launch l of a rank (l = -1: before the first): the
+// kernel's end orders everything its blocks did, then the host reads the
+// outputs and writes the next inputs, then the next launch starts.
+func (s *sim) boundary(rs *rankState, l int, place int32) {
+	j := rs.hostClk
+	for _, b := range rs.blocks {
+		j.join(b.clk)
+		j.join(b.pend)
+		j.E[b.agent], j.V[b.agent] = b.ph, b.ph
+	}
+	// A kernel's end invalidates the rank's caches, so the next kernel
+	// (and the host) may read whatever was execution-ordered before it:
+	// relaxed signals suffice to hand data across launches.
+	copy(j.V, j.E)
+	rs.hostEpoch++
+	j.E[rs.host], j.V[rs.host] = rs.hostEpoch, rs.hostEpoch
+	s.exec++
+	a := acc{agent: int32(rs.host), epoch: rs.hostEpoch, exec: s.exec, place: place, pubAgent: int32(rs.host), pubEpoch: rs.hostEpoch}
+	if l >= 0 {
+		a.typ, a.base = ir.BufOutput, rs.outBase
+		s.det.access(rs.r, rs.outArr, rs.outBase, rs.outBase+s.out, a, j)
+		s.report.Outputs[l][rs.r] = append([]byte(nil), rs.arrs[rs.outArr][rs.outBase:rs.outBase+s.out]...)
+	}
+	next := l + 1
+	rs.launch = next
+	if next < s.launches {
+		in := s.input(next, rs.r)
+		copy(rs.arrs[rs.inArr][rs.inBase:], in)
+		s.report.Inputs[next][rs.r] = in
+		a.typ, a.base, a.write = ir.BufInput, rs.inBase, true
+		s.det.access(rs.r, rs.inArr, rs.inBase, rs.inBase+s.in, a, j)
+	}
+	rs.done = 0
+	tEnd := 0.0
+	for _, b := range rs.blocks {
+		tEnd = max(tEnd, b.t)
+	}
+	for _, b := range rs.blocks {
+		copy(b.clk.E, j.E)
+		copy(b.clk.V, j.V)
+		b.pend.clear()
+		b.ph++
+		b.pc, b.iter, b.inner = 0, 0, 0
+		b.launch = next
+		b.launchDone = next >= s.launches
+		b.finished = b.launchDone
+		b.t = tEnd
+	}
+}
+
+// schedule runs blocks round-robin, each until it blocks, until all are
+// finished or none can move (deadlock).
+func (s *sim) schedule(hostPlace []int32) error {
+	for {
+		progress := false
+		for _, b := range s.blocks {
+			for !b.launchDone {
+				if !s.step(b) {
+					break
+				}
+				progress = true
+				if s.steps > s.maxSteps {
+					return fmt.Errorf("simulation stopped after %d op executions (MaxSteps); the plan may loop far longer than intended", s.steps)
+				}
+			}
+		}
+		for _, rs := range s.ranks {
+			if rs.launch < s.launches && rs.done == len(rs.blocks) {
+				s.boundary(rs, rs.launch, hostPlace[rs.r])
+				progress = true
+			}
+		}
+		all := true
+		for _, rs := range s.ranks {
+			if rs.launch < s.launches {
+				all = false
+			}
+		}
+		if all {
+			return nil
+		}
+		if !progress {
+			for _, b := range s.blocks {
+				if b.launchDone {
+					continue
+				}
+				op, _, _ := b.current()
+				pl := s.places[op.place]
+				s.report.Deadlocks = append(s.report.Deadlocks, Stuck{Place: pl, Waiting: fmt.Sprintf("%s (launch %d)", b.waiting, b.launch)})
+			}
+			return nil
+		}
+	}
+}
+
+// current is the op the block runs next with its pipeline window.
+func (b *block) current() (*rop, int64, int64) {
+	for b.pc < len(b.ops) {
+		op := &b.ops[b.pc]
+		if op.code != ir.OpPipeline {
+			return op, 0, 1 << 62
+		}
+		if b.iter < op.iters && len(op.body) > 0 {
+			return &op.body[b.inner], b.iter * op.unit, op.unit
+		}
+		b.pc++
+		b.iter, b.inner = 0, 0
+	}
+	return nil, 0, 0
+}
+
+func (b *block) advance() {
+	op := &b.ops[b.pc]
+	if op.code == ir.OpPipeline {
+		b.inner++
+		if b.inner < len(op.body) {
+			return
+		}
+		b.inner = 0
+		b.iter++
+		if b.iter < op.iters {
+			return
+		}
+		b.iter = 0
+	}
+	b.pc++
+}
+
+// step runs the block's next op; false means it is blocked.
+func (s *sim) step(b *block) bool {
+	op, w, unit := b.current()
+	if op == nil {
+		b.launchDone = true
+		s.ranks[b.rank].done++
+		return true
+	}
+	t0 := b.t
+	s.exec++
+	s.steps++
+	ok, msg := s.run(b, op, w, unit)
+	if !ok {
+		b.waiting = msg
+		return false
+	}
+	b.waiting = ""
+	if s.tr != nil && b.launch == 0 {
+		s.tr.slice(b, op, t0, w)
+	}
+	b.advance()
+	return true
+}
+
+// own returns the block's clocks including what it has acquired but not
+// yet spread through the block: what a signal or release publishes.
+func (s *sim) own(b *block, relaxed bool) clocks {
+	c := clocks{E: s.slab.take()}
+	for i := range c.E {
+		c.E[i] = max(b.clk.E[i], b.pend.E[i])
+	}
+	if !relaxed {
+		c.V = s.slab.take()
+		for i := range c.V {
+			c.V[i] = max(b.clk.V[i], b.pend.V[i])
+		}
+	}
+	return c
+}
+
+// nop spreads what the block acquired to all its threads and starts a new
+// phase: ops after it are ordered after every op before it.
+func (b *block) nop() {
+	b.clk.join(b.pend)
+	b.pend.clear()
+	b.ph++
+	b.clk.E[b.agent], b.clk.V[b.agent] = b.ph-1, b.ph-1
+}
+
+// proxyStep hands a request to the rank's in-order proxy.
+func (s *sim) proxyStep(rs *rankState, b *block) {
+	rs.proxyClk.join(b.clk)
+	rs.proxyEpoch++
+	rs.proxyClk.E[rs.proxy], rs.proxyClk.V[rs.proxy] = rs.proxyEpoch, rs.proxyEpoch
+	rs.proxyT = max(rs.proxyT, b.t)
+}
+
+func (s *sim) chanName(rs *rankState, c rchan) string {
+	e := &rs.chans[chanSlot(c.typ)][c.flat]
+	return fmt.Sprintf("%s channel %d of rank %d (peer rank %d)", c.typ, c.flat, rs.r, e.peer)
+}
+
+func (s *sim) signal(b *block, op *rop, c rchan, relaxed bool) {
+	rs := s.ranks[b.rank]
+	e := &rs.chans[chanSlot(c.typ)][c.flat]
+	var tk token
+	if c.typ == ir.ChanPort {
+		s.proxyStep(rs, b)
+		rs.proxyT += s.topo().PortLatencyUs
+		tk = token{c: clocks{E: s.slab.copyOf(rs.proxyClk.E), V: s.slab.copyOf(rs.proxyClk.V)}, t: rs.proxyT}
+	} else {
+		tk = token{c: s.own(b, relaxed), t: b.t + s.topo().SignalLatencyUs}
+	}
+	tk.place = op.place
+	if e.partner < 0 || e.peer < 0 || e.peer >= len(s.ranks) {
+		s.lost = append(s.lost, UnbalancedSignal{Place: s.places[op.place], Channel: s.chanName(rs, c) + ", which has no paired channel", Count: 1})
+		return
+	}
+	s.ranks[e.peer].chans[chanSlot(c.typ)][e.partner].in.push(tk)
+}
+
+func (s *sim) wait(b *block, op *rop, relaxed bool) (bool, string) {
+	rs := s.ranks[b.rank]
+	for i, c := range op.chans {
+		need := 1
+		for _, d := range op.chans[:i] {
+			if d == c {
+				need++
+			}
+		}
+		if rs.chans[chanSlot(c.typ)][c.flat].in.len() < need {
+			return false, "a signal on " + s.chanName(rs, c)
+		}
+	}
+	for _, c := range op.chans {
+		tk := rs.chans[chanSlot(c.typ)][c.flat].in.pop()
+		join(b.pend.E, tk.c.E)
+		// Relaxed memory-channel waits order execution only; port waits
+		// always acquire (upstream has no relaxed port wait).
+		if tk.c.V != nil && (!relaxed || c.typ == ir.ChanPort) {
+			join(b.pend.V, tk.c.V)
+		}
+		b.t = max(b.t, tk.t)
+	}
+	return true, ""
+}
+
+// run executes one op; false with a reason when it must wait.
+func (s *sim) run(b *block, op *rop, w, unit int64) (bool, string) {
+	rs := s.ranks[b.rank]
+	topo := s.topo()
+	switch op.code {
+	case ir.OpNop:
+		b.nop()
+		b.t += topo.OpLatencyUs / 4
+	case ir.OpBarrier:
+		return s.barrier(b, op)
+	case ir.OpSignal, ir.OpRlxSignal:
+		for _, c := range op.chans {
+			s.signal(b, op, c, op.code == ir.OpRlxSignal)
+		}
+		b.t += topo.OpLatencyUs / 4
+	case ir.OpWait, ir.OpRlxWait:
+		return s.wait(b, op, op.code == ir.OpRlxWait)
+	case ir.OpFlush:
+		b.pend.join(rs.proxyClk)
+		b.t = max(b.t, rs.proxyT)
+	case ir.OpSemAcquire:
+		for _, id := range op.sems {
+			if rs.sems[id].value() == 0 {
+				return false, fmt.Sprintf("semaphore %d of rank %d (value 0)", id, rs.r)
+			}
+		}
+		for _, id := range op.sems {
+			sm := &rs.sems[id]
+			if sm.free > 0 {
+				sm.free--
+				continue
+			}
+			tk := sm.q.pop()
+			b.pend.join(tk.c)
+			b.t = max(b.t, tk.t)
+		}
+	case ir.OpSemRelease:
+		for _, id := range op.sems {
+			sm := &rs.sems[id]
+			if sm.q.len() == 0 && sm.free == sm.init {
+				rs.firstSem[id] = op.place
+			}
+			sm.q.push(token{c: s.own(b, false), place: op.place, t: b.t})
+		}
+	default:
+		return s.data(b, op, w, unit)
+	}
+	return true, ""
+}
+
+func (s *sim) barrier(b *block, op *rop) (bool, string) {
+	rs := s.ranks[b.rank]
+	st := rs.barriers[op.barrierID]
+	if st == nil {
+		st = &barrier{acc: newClocks(s.agents), results: map[int]barrierResult{}}
+		rs.barriers[op.barrierID] = st
+	}
+	if !b.inBarrier {
+		b.inBarrier, b.barGen = true, st.gen
+		st.acc.join(b.clk)
+		st.acc.join(b.pend)
+		st.acc.E[b.agent], st.acc.V[b.agent] = b.ph, b.ph
+		st.t = max(st.t, b.t)
+		st.arrived++
+		if st.arrived >= op.numTBs {
+			st.results[st.gen] = barrierResult{c: st.acc, t: st.t, pending: st.arrived}
+			st.gen++
+			st.acc, st.arrived, st.t = newClocks(s.agents), 0, 0
+		}
+	}
+	if st.gen <= b.barGen {
+		return false, fmt.Sprintf("barrier %d of rank %d (%d of %d blocks arrived)", op.barrierID, rs.r, st.arrived, op.numTBs)
+	}
+	res := st.results[b.barGen]
+	b.inBarrier = false
+	b.pend.join(res.c)
+	b.nop()
+	b.t = max(b.t, res.t) + s.topo().SignalLatencyUs
+	if res.pending--; res.pending <= 0 {
+		delete(st.results, b.barGen)
+	} else {
+		st.results[b.barGen] = res
+	}
+	return true, ""
+}
+
+// finish checks balance and results once the run is over.
+func (s *sim) finish() {
+	r := s.report
+	r.Races = s.det.races
+	r.Steps = s.steps
+	if len(r.Deadlocks) == 0 {
+		r.Unbalanced = append(r.Unbalanced, s.lost...)
+		for _, rs := range s.ranks {
+			for slot := range rs.chans {
+				for j := range rs.chans[slot] {
+					q := &rs.chans[slot][j].in
+					if q.len() > 0 {
+						tk := q.front()
+						src := s.places[tk.place]
+						r.Unbalanced = append(r.Unbalanced, UnbalancedSignal{Place: src,
+							Channel: fmt.Sprintf("%s channel %d of rank %d (from rank %d)", []ir.ChannelType{ir.ChanMemory, ir.ChanPort}[slot], j, rs.r, src.Rank), Count: q.len()})
+					}
+				}
+			}
+			for id := range rs.sems {
+				sm := &rs.sems[id]
+				if v := sm.value(); v != sm.init {
+					pl := Place{Rank: rs.r, Block: -1, Op: -1, Inner: -1, OpName: "sem_release"}
+					if sm.q.len() > 0 {
+						pl = s.places[sm.q.front().place]
+					}
+					r.Unbalanced = append(r.Unbalanced, UnbalancedSignal{Place: pl,
+						Channel: fmt.Sprintf("semaphore %d of rank %d (ends at %d, starts at %d)", id, rs.r, v, sm.init), Count: v - sm.init})
+				}
+			}
+		}
+		s.check()
+	}
+	if s.tr != nil {
+		r.Trace = s.tr.json()
+	}
+	r.setVerdict()
+}
