@@ -23,6 +23,7 @@ func Validate(p *Plan) Diagnostics {
 		}
 	}
 	v.plan()
+	v.gatherUsage()
 	for r := range p.GPUs {
 		v.gpu(r)
 	}
@@ -35,6 +36,7 @@ type validator struct {
 	diagSink
 	p    *Plan
 	flat [][numChanTypes][]FlatChannel // per rank, per channel type
+	use  []usage                       // per rank
 }
 
 func (v *validator) plan() {

@@ -53,7 +53,10 @@ func (v *validator) opChannels(c *blockCtx, op *Op, path string) {
 		if fc.Peer < 0 || fc.Peer >= len(v.p.GPUs) || fc.Peer == c.r {
 			continue // reported at the channel list
 		}
-		if _, _, ok := v.p.Partner(c.r, t, gi); !ok {
+		peer, pj, ok := v.partner(c.r, t, gi)
+		if ok {
+			v.syncPartner(c, op, jp, id, gi, peer, pj)
+		} else {
 			v.errorf(jp, "%s uses %s channel %d (gpu channel %d, to rank %d), which has no partner: rank %d has only %s to rank %d, so nothing there answers it",
 				in.Name, t, id, gi, fc.Peer, fc.Peer, count(countTo(v.flat[fc.Peer][t], c.r), t.String()+" channel"), c.r)
 		}

@@ -145,6 +145,7 @@ func (v *validator) op(c *blockCtx, op *Op, path string, inPipeline bool) {
 		if op.NumTBs < 1 || op.NumTBs > len(c.g.ThreadBlocks) {
 			v.errorf(path+".num_threadblocks", "barrier over %d blocks, but gpu %d has %s", op.NumTBs, c.r, count(len(c.g.ThreadBlocks), "block"))
 		}
+		v.barrier(c, op, path)
 	}
 	if op.Code == OpPipeline {
 		v.pipeline(c, op, path, inPipeline)
