@@ -1,0 +1,200 @@
+package dsl
+
+import "github.com/alecthomas/participle/v2/lexer"
+
+// File is a parsed program. Statements appear in source order; the header
+// statements (collective, param, option) may be interleaved with the body
+// but are conventionally first.
+type File struct {
+	Filename string
+	Stmts    []*Stmt `parser:"@@*"`
+	// Comments are kept out of the grammar and re-attached by Format.
+	Comments []Comment
+}
+
+// Comment is one `//` comment with its position.
+type Comment struct {
+	Pos  Pos
+	Text string
+}
+
+// Stmt is one statement; exactly one field is set.
+type Stmt struct {
+	Pos    lexer.Position
+	EndPos lexer.Position
+
+	Collective *CollectiveStmt `parser:"(  @@"`
+	Param      *ParamStmt      `parser:" | @@"`
+	Option     *OptionStmt     `parser:" | @@"`
+	Let        *LetStmt        `parser:" | @@"`
+	For        *ForStmt        `parser:" | @@"`
+	If         *IfStmt         `parser:" | @@"`
+	On         *OnStmt         `parser:" | @@"`
+	Pipeline   *PipelineStmt   `parser:" | @@"`
+	Op         *OpStmt         `parser:" | @@ ) \";\"?"`
+}
+
+// CollectiveStmt is the header: `collective allreduce chunks 8 inplace`.
+type CollectiveStmt struct {
+	Pos     lexer.Position
+	EndPos  lexer.Position
+	Kind    string `parser:"\"collective\" @Ident"`
+	Attrs   []*CollectiveAttr `parser:"@@*"`
+}
+
+// CollectiveAttr is `inplace` or `chunks EXPR`.
+type CollectiveAttr struct {
+	Pos     lexer.Position
+	Inplace bool  `parser:"(  @\"inplace\""`
+	Chunks  *Expr `parser:" | \"chunks\" @@ )"`
+}
+
+// ParamStmt declares an integer parameter the CLI may override with -D.
+type ParamStmt struct {
+	Pos     lexer.Position
+	EndPos  lexer.Position
+	Name    string `parser:"\"param\" @Ident \"=\""`
+	Default *Expr  `parser:"@@"`
+}
+
+// OptionStmt sets a plan option: `option protocol = LL`.
+type OptionStmt struct {
+	Pos    lexer.Position
+	EndPos lexer.Position
+	Name   string `parser:"\"option\" @Ident \"=\""`
+	Value  *Expr  `parser:"@@"`
+}
+
+// LetStmt binds a name to an integer for the rest of its block.
+type LetStmt struct {
+	Pos    lexer.Position
+	EndPos lexer.Position
+	Name   string `parser:"\"let\" @Ident \"=\""`
+	Value  *Expr  `parser:"@@"`
+}
+
+// ForStmt loops over the half-open range [From, To) by Step (default 1).
+type ForStmt struct {
+	Pos    lexer.Position
+	EndPos lexer.Position
+	Var    string  `parser:"\"for\" @Ident \"in\""`
+	From   *Expr   `parser:"@@ \"..\""`
+	To     *Expr   `parser:"@@"`
+	Step   *Expr   `parser:"( \"step\" @@ )?"`
+	Body   []*Stmt `parser:"\"{\" @@* \"}\""`
+}
+
+// IfStmt runs Then when Cond is non-zero, else Else or ElseIf.
+type IfStmt struct {
+	Pos    lexer.Position
+	EndPos lexer.Position
+	Cond   *Expr   `parser:"\"if\" @@"`
+	Then   []*Stmt `parser:"\"{\" @@* \"}\""`
+	ElseIf *IfStmt `parser:"( \"else\" ( @@"`
+	Else   []*Stmt `parser:"| \"{\" @@* \"}\" ) )?"`
+}
+
+// OnStmt opens a channel-level block: the ops inside run on one rank's
+// thread block exactly as written.
+type OnStmt struct {
+	Pos    lexer.Position
+	EndPos lexer.Position
+	Rank   *Expr   `parser:"\"on\" \"rank\" \"(\" @@ \")\""`
+	TB     *Expr   `parser:"\"tb\" @@"`
+	Body   []*Stmt `parser:"\"{\" @@* \"}\""`
+}
+
+// PipelineStmt loops its body over windows of Unit bytes (channel level).
+type PipelineStmt struct {
+	Pos    lexer.Position
+	EndPos lexer.Position
+	Unit   *Expr   `parser:"\"pipeline\" \"unit\" @@"`
+	Chunks *Expr   `parser:"\"chunks\" @@"`
+	Body   []*Stmt `parser:"\"{\" @@* \"}\""`
+}
+
+// OpStmt is every operation, chunk level (copy, reduce) or channel level
+// (put, signal, wait, ...): NAME [SRC, ...] [-> DST, ...] [clauses].
+type OpStmt struct {
+	Pos     lexer.Position
+	EndPos  lexer.Position
+	Name    string    `parser:"@Ident"`
+	Src     []*Ref    `parser:"( @@ ( \",\" @@ )* )?"`
+	Arrow   bool      `parser:"( @\"->\""`
+	Dst     []*Ref    `parser:"  @@ ( \",\" @@ )* )?"`
+	Clauses []*Clause `parser:"@@*"`
+}
+
+// Ref is a chunk slice: rank(r).input[c] or rank(r).scratch[lo:hi].
+type Ref struct {
+	Pos    lexer.Position
+	EndPos lexer.Position
+	Rank   *Expr  `parser:"\"rank\" \"(\" @@ \")\" \".\""`
+	Buffer string `parser:"@Ident"`
+	Lo     *Expr  `parser:"\"[\" @@"`
+	Hi     *Expr  `parser:"( \":\" @@ )? \"]\""`
+}
+
+// Clause modifies an op: tb N, via memory|port|get, to PEER[@TB], ...
+type Clause struct {
+	Pos    lexer.Position
+	EndPos lexer.Position
+	Key    string `parser:"@( \"tb\" | \"via\" | \"to\" | \"op\" | \"sem\" | \"tbg\" | \"id\" | \"count\" )"`
+	Args   []*Arg `parser:"@@ ( \",\" @@ )*"`
+}
+
+// Arg is a clause argument; At is the peer thread block of `to p@b`.
+type Arg struct {
+	Pos   lexer.Position
+	Value *Expr `parser:"@@"`
+	At    *Expr `parser:"( \"@\" @@ )?"`
+}
+
+// Expr is a flat chain of binary operations; Eval applies precedence.
+type Expr struct {
+	Pos    lexer.Position
+	EndPos lexer.Position
+	Head   *Unary     `parser:"@@"`
+	Tail   []*BinTail `parser:"@@*"`
+}
+
+// BinTail is one `op operand` of an Expr chain.
+type BinTail struct {
+	Op      string `parser:"@( \"||\" | \"&&\" | \"==\" | \"!=\" | \"<=\" | \">=\" | \"<\" | \">\" | \"+\" | \"-\" | \"*\" | \"/\" | \"%\" )"`
+	Operand *Unary `parser:"@@"`
+}
+
+// Unary is an optionally negated primary.
+type Unary struct {
+	Pos  lexer.Position
+	Op   string   `parser:"@( \"-\" | \"!\" )?"`
+	Prim *Primary `parser:"@@"`
+}
+
+// Primary is a literal, name, call or parenthesised expression.
+type Primary struct {
+	Pos    lexer.Position
+	EndPos lexer.Position
+	Int    *string `parser:"(  @Int"`
+	Str    *string `parser:" | @String"`
+	Call   *Call   `parser:" | @@"`
+	Ident  *string `parser:" | @Ident"`
+	Paren  *Expr   `parser:" | \"(\" @@ \")\" )"`
+}
+
+// Call is a builtin function call: min(a, b), max, abs, log2, pow2.
+type Call struct {
+	Pos  lexer.Position
+	Func string  `parser:"@Ident \"(\""`
+	Args []*Expr `parser:"( @@ ( \",\" @@ )* )? \")\""`
+}
+
+// PosOf converts a lexer position.
+func PosOf(p lexer.Position) Pos {
+	return Pos{Filename: p.Filename, Offset: p.Offset, Line: p.Line, Col: p.Column}
+}
+
+// RangeOf makes a Range from a node's Pos and EndPos.
+func RangeOf(start, end lexer.Position) Range {
+	return Range{Start: PosOf(start), End: PosOf(end)}
+}

@@ -1,0 +1,159 @@
+package dsl
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/alecthomas/participle/v2"
+	"github.com/alecthomas/participle/v2/lexer"
+)
+
+// The lexer keeps comments as tokens (elided from the grammar) so that
+// Format can put them back; Int accepts size suffixes (64K, 1MiB).
+var lex = lexer.MustSimple([]lexer.SimpleRule{
+	{Name: "Comment", Pattern: `//[^\n]*`},
+	{Name: "String", Pattern: `"(\\.|[^"\\\n])*"`},
+	{Name: "Int", Pattern: `0[xX][0-9a-fA-F]+|[0-9]+(KiB|MiB|GiB|K|M|G)?`},
+	{Name: "Ident", Pattern: `[A-Za-z_][A-Za-z0-9_]*`},
+	{Name: "Op", Pattern: `\.\.|->|==|!=|<=|>=|&&|\|\||[-+*/%<>!=(){}\[\],.:;@]`},
+	{Name: "Whitespace", Pattern: `[ \t\r\n]+`},
+})
+
+var parser = participle.MustBuild[File](
+	participle.Lexer(lex),
+	participle.Elide("Whitespace", "Comment"),
+	participle.UseLookahead(4),
+)
+
+// maxSource bounds what Parse accepts so that a hostile input cannot make
+// the parser's backtracking take unbounded time.
+const maxSource = 4 << 20
+
+// Parse parses a program. It returns the syntax tree (nil when the source
+// is not syntactically valid) and every problem found, each positioned at
+// filename:line:col. It never panics.
+func Parse(filename string, src []byte) (f *File, ds Diagnostics) {
+	defer func() {
+		if r := recover(); r != nil {
+			f = nil
+			ds = append(ds, Diagnostic{Severity: Error, Summary: fmt.Sprintf("internal parser error: %v", r),
+				Subject: Range{Start: Pos{Filename: filename, Line: 1, Col: 1}}})
+		}
+	}()
+	if len(src) > maxSource {
+		return nil, Diagnostics{{Severity: Error, Summary: fmt.Sprintf("source is %d bytes; the limit is %d", len(src), maxSource),
+			Subject: Range{Start: Pos{Filename: filename, Line: 1, Col: 1}}}}
+	}
+	comments, lexDiags := scan(filename, src)
+	if len(lexDiags) > 0 {
+		return nil, lexDiags
+	}
+	f, err := parser.ParseBytes(filename, src)
+	if err != nil {
+		return nil, Diagnostics{syntaxDiag(filename, err)}
+	}
+	f.Filename = filename
+	f.Comments = comments
+	return f, nil
+}
+
+// scan lexes the whole source once up front: every illegal character is
+// reported (not just the first), and comments are collected for Format.
+func scan(filename string, src []byte) ([]Comment, Diagnostics) {
+	var comments []Comment
+	var ds Diagnostics
+	rest := src
+	pos := lexer.Position{Filename: filename, Line: 1, Column: 1}
+	for len(rest) > 0 {
+		l, err := lex.LexString(filename, string(rest))
+		if err != nil {
+			return nil, Diagnostics{syntaxDiag(filename, err)}
+		}
+		var bad bool
+		for {
+			tok, err := l.Next()
+			if err != nil {
+				var pe participle.Error
+				p := pos
+				if errors.As(err, &pe) {
+					p = shift(pos, pe.Position())
+				}
+				ds = append(ds, Diagnostic{Severity: Error, Summary: fmt.Sprintf("invalid character %q", firstRune(src[p.Offset:])),
+					Detail:  "the language uses ASCII names, integers, \"strings\", // comments and the operators listed in docs/dsl.md",
+					Subject: Range{Start: PosOf(p), End: PosOf(p)}})
+				// Skip the offending character and lex the rest.
+				skip := p.Offset + len(string(firstRune(src[p.Offset:]))) - pos.Offset
+				adv := pos
+				adv.Advance(string(rest[:skip]))
+				pos = adv
+				rest = rest[skip:]
+				bad = true
+				break
+			}
+			if tok.EOF() {
+				rest = nil
+				break
+			}
+			if tok.Type == lex.Symbols()["Comment"] {
+				p := shift(pos, tok.Pos)
+				comments = append(comments, Comment{Pos: PosOf(p), Text: tok.Value})
+			}
+		}
+		if len(ds) > 20 {
+			break
+		}
+		_ = bad
+	}
+	return comments, ds
+}
+
+// shift turns a position relative to a sub-lexer started at base into an
+// absolute one.
+func shift(base, rel lexer.Position) lexer.Position {
+	p := lexer.Position{Filename: base.Filename, Offset: base.Offset + rel.Offset}
+	if rel.Line == 1 {
+		p.Line, p.Column = base.Line, base.Column+rel.Column-1
+	} else {
+		p.Line, p.Column = base.Line+rel.Line-1, rel.Column
+	}
+	return p
+}
+
+func firstRune(b []byte) rune {
+	for _, r := range string(b) {
+		return r
+	}
+	return 0
+}
+
+func syntaxDiag(filename string, err error) Diagnostic {
+	var pe participle.Error
+	if !errors.As(err, &pe) {
+		return Diagnostic{Severity: Error, Summary: "syntax error: " + err.Error(), Subject: Range{Start: Pos{Filename: filename, Line: 1, Col: 1}}}
+	}
+	p := PosOf(pe.Position())
+	if p.Filename == "" {
+		p.Filename = filename
+	}
+	msg := pe.Message()
+	var ut *participle.UnexpectedTokenError
+	detail := ""
+	if errors.As(err, &ut) {
+		tok := ut.Unexpected
+		if tok.EOF() {
+			msg = "unexpected end of file"
+			detail = "a block or statement is not finished; check for a missing \"}\" or operand"
+		} else {
+			msg = fmt.Sprintf("unexpected %q", tok.Value)
+			if ut.Expect != "" {
+				detail = "expected " + ut.Expect
+			}
+			if tok.Value == "=" {
+				detail = "use \"let NAME = ...\" to bind a name; comparisons are written \"==\""
+			}
+		}
+	}
+	msg = strings.TrimPrefix(msg, "unexpected token ")
+	return Diagnostic{Severity: Error, Summary: "syntax error: " + msg, Detail: detail, Subject: Range{Start: p, End: p}}
+}
