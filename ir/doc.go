@@ -1,8 +1,15 @@
 // Package ir owns the execution plan: the Go types for a plan in the
 // MSCCL++ v0.8+ JSON schema, the op table that drives everything that
-// touches ops, the strict JSON codec, the structural validator, the chunk
-// geometry (which bytes a buffer reference covers at a given message size)
-// and a human-readable text dump.
+// touches ops, the strict JSON codec (Decode, Encode), the structural
+// validator (Validate; Load is both), the upstream executor's limits
+// (limits.go), the chunk geometry (which bytes a buffer reference covers
+// at a given message size), a human-readable text dump (Dump) and deep
+// copies (Plan.Clone) for tests that mutate plans.
+//
+// Problems are data: Decode and Validate return Diagnostics, each located
+// by a JSON path such as gpus[1].threadblocks[0].ops[3].dst_buff[0].index,
+// and report everything they find instead of stopping at the first.
+// Neither panics on any input.
 //
 // ir sits in the middle of the data flow (dsl → compiler → ir → executor):
 // it must not import the compiler, the executors or the runtime. Everything
