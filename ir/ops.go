@@ -89,6 +89,17 @@ type Operand struct {
 	PacketFirst, PacketRest bool
 }
 
+// Kinds returns the reference kinds element k of the list may use.
+func (o Operand) Kinds(k int) RefMask {
+	switch {
+	case k == 0:
+		return o.First
+	case k == 1 && o.Second != 0:
+		return o.Second
+	}
+	return o.Rest
+}
+
 // OpInfo is one row of the op table.
 type OpInfo struct {
 	Code  OpCode

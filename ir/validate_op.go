@@ -117,13 +117,7 @@ func (v *validator) refs(c *blockCtx, op *Op, path, key string, refs []BufRef, s
 	for k := range refs {
 		ref := &refs[k]
 		rp := fmt.Sprintf("%s[%d]", lp, k)
-		mask := spec.Rest
-		switch {
-		case k == 0:
-			mask = spec.First
-		case k == 1 && spec.Second != 0:
-			mask = spec.Second
-		}
+		mask := spec.Kinds(k)
 		if mask != 0 && !mask.Has(ref.Kind) {
 			v.errorf(rp, "%s %s[%d] must be %s, got %s", in.Name, key, k, maskKinds(mask), refKindName(ref.Kind))
 			continue

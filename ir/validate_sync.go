@@ -36,7 +36,12 @@ func (v *validator) gatherUsage() {
 			walk = func(ops []Op, path string) {
 				for i := range ops {
 					op := &ops[i]
-					opPath := fmt.Sprintf("%s.ops[%d]", path, i)
+					// Paths are only needed for barriers and bodies; building
+					// one per op would dominate the cost of this pass.
+					opPath := ""
+					if op.Code == OpBarrier || len(op.Ops) > 0 {
+						opPath = fmt.Sprintf("%s.ops[%d]", path, i)
+					}
 					v.noteUse(u, r, t, op, opPath, &tables)
 					walk(op.Ops, opPath)
 				}
