@@ -1,0 +1,55 @@
+package ir
+
+import "testing"
+
+// TestOpTableConsistent checks the invariants every row of the op table
+// must keep; the codec, validator and executors rely on them.
+func TestOpTableConsistent(t *testing.T) {
+	seen := map[string]bool{}
+	for i, in := range Ops() {
+		if in.Code != OpCode(i) || in.Name == "" {
+			t.Errorf("row %d: code %d name %q", i, in.Code, in.Name)
+		}
+		if seen[in.Name] {
+			t.Errorf("%s: duplicate name", in.Name)
+		}
+		seen[in.Name] = true
+		if c, ok := LookupOp(in.Name); !ok || c != in.Code {
+			t.Errorf("%s: LookupOp = %d, %v", in.Name, c, ok)
+		}
+		if in.ChannelIDs&^in.Chans != 0 {
+			t.Errorf("%s: channel_ids for a channel type the op cannot use", in.Name)
+		}
+		for _, o := range []struct {
+			key string
+			op  Operand
+		}{{"src", in.Src}, {"dst", in.Dst}} {
+			if o.op.Min > o.op.Max || o.op.Max > MaxRefsPerOp {
+				t.Errorf("%s %s: min %d max %d", in.Name, o.key, o.op.Min, o.op.Max)
+			}
+			if o.op.Max > 0 && o.op.First == 0 {
+				t.Errorf("%s %s: element 0 allows no reference kind", in.Name, o.key)
+			}
+			if o.op.Max > 1 && o.op.Rest == 0 {
+				t.Errorf("%s %s: elements 1.. allow no reference kind", in.Name, o.key)
+			}
+			usesRemote := o.op.First.Has(RefRemote) || o.op.Rest.Has(RefRemote) || o.op.Second.Has(RefRemote)
+			if usesRemote && !in.Chans.Has(ChanMemory) && !in.Chans.Has(ChanPort) {
+				t.Errorf("%s %s: remote refs without a memory or port channel type to resolve them", in.Name, o.key)
+			}
+			usesSwitch := o.op.First.Has(RefSwitch) || o.op.Rest.Has(RefSwitch)
+			if usesSwitch && !in.Chans.Has(ChanSwitch) {
+				t.Errorf("%s %s: switch refs on an op that takes no switch channel", in.Name, o.key)
+			}
+		}
+		if in.Class == ClassPacket && !opHasPacket(&in) {
+			t.Errorf("%s: packet op with no packet operand", in.Name)
+		}
+		if in.Paired && (in.Src.Max != in.Dst.Max || in.Src.Min != in.Dst.Min) {
+			t.Errorf("%s: paired op with src and dst bounds that differ", in.Name)
+		}
+	}
+	if len(seen) != int(NumOps) {
+		t.Errorf("%d names for %d ops", len(seen), NumOps)
+	}
+}
