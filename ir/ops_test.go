@@ -42,7 +42,8 @@ func TestOpTableConsistent(t *testing.T) {
 				t.Errorf("%s %s: switch refs on an op that takes no switch channel", in.Name, o.key)
 			}
 		}
-		if in.Class == ClassPacket && !opHasPacket(&in) {
+		packetOperand := in.Src.PacketFirst || in.Src.PacketRest || in.Dst.PacketFirst || in.Dst.PacketRest
+		if in.Class == ClassPacket && !packetOperand {
 			t.Errorf("%s: packet op with no packet operand", in.Name)
 		}
 		if in.Paired && (in.Src.Max != in.Dst.Max || in.Src.Min != in.Dst.Min) {
