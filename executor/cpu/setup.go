@@ -57,29 +57,29 @@ type chanEnd struct {
 }
 
 type rankState struct {
-	r                int
-	lay              *ir.Layout
-	arrs             [numArrs][]byte
-	inArr, outArr    int
-	inBase, outBase  int64
-	half             int64 // raw scratch bytes of one half (double scratch) or all of it
-	pkt              []byte
-	flags            flagMap
-	chans            [2][]chanEnd // [0] memory, [1] port
-	switches         [][]int      // flattened (channel, rank group) → member ranks
-	switchBuf        []ir.BufferType
-	sems             []semaphore
-	barriers         map[int]*barrier
-	blocks           []*block
-	done             int // blocks that finished the current launch
-	launch           int
-	proxy, host      int // agent ids
-	proxyClk         clocks
-	proxyEpoch       uint32
-	proxyT           float64
-	hostClk          clocks
-	hostEpoch        uint32
-	firstSem         []int32 // place of the first release per semaphore
+	r               int
+	lay             *ir.Layout
+	arrs            [numArrs][]byte
+	inArr, outArr   int
+	inBase, outBase int64
+	half            int64 // raw scratch bytes of one half (double scratch) or all of it
+	pkt             []byte
+	flags           flagMap
+	chans           [2][]chanEnd // [0] memory, [1] port
+	switches        [][]int      // flattened (channel, rank group) → member ranks
+	switchBuf       []ir.BufferType
+	sems            []semaphore
+	barriers        map[int]*barrier
+	blocks          []*block
+	done            int // blocks that finished the current launch
+	launch          int
+	proxy, host     int // agent ids
+	proxyClk        clocks
+	proxyEpoch      uint32
+	proxyT          float64
+	hostClk         clocks
+	hostEpoch       uint32
+	firstSem        []int32 // place of the first release per semaphore
 }
 
 func chanSlot(t ir.ChannelType) int {

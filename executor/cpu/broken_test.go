@@ -1,0 +1,57 @@
+package cpu
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const brokenDir = "../../testdata/broken/sim"
+
+// brokenCases are plans derived from the upstream fixtures, each with one
+// defect, and the verdict the simulator must reach. The full report is the
+// golden file next to the plan (go test -run TestBroken -update rewrites it).
+var brokenCases = []struct {
+	file string
+	want Verdict
+	why  string
+}{
+	{"dropped_wait.json", Race, "reduce.json without rank 1's first wait: it reads rank 0's input before rank 0 said it is ready"},
+	{"dropped_signal.json", Deadlock, "reduce.json without rank 0's first signal: rank 1's second wait never gets a token"},
+	{"circular_waits.json", Deadlock, "allreduce.json with block 0 of both ranks waiting before it signals"},
+	{"missing_nop.json", Race, "reduce.json without the nop between rank 0's get into scratch and the res that reads it"},
+	{"put_conflict.json", Race, "reduce.json with rank 1's put aimed at input chunks 0-1 of rank 0, which rank 0 writes itself"},
+	{"wrong_chunk.json", WrongResult, "reduce.json with rank 1 putting scratch chunks 0-1 (its own input) instead of 2-3 (the sums)"},
+	{"packet_unwritten.json", Deadlock, "reduce_pack.json with rank 0 unpacking scratch chunk 2, where no packets are ever written"},
+}
+
+func TestBroken(t *testing.T) {
+	for _, c := range brokenCases {
+		t.Run(strings.TrimSuffix(c.file, ".json"), func(t *testing.T) {
+			p := loadPlan(t, filepath.Join(brokenDir, c.file))
+			rep, err := Run(p, Options{Size: sizes(p)[0] * 4, DType: I32, Seed: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Verdict != c.want {
+				t.Errorf("verdict %s, want %s (%s)\n%s", rep.Verdict, c.want, c.why, rep)
+			}
+			got := "# " + c.why + "\n" + rep.String()
+			golden := filepath.Join(brokenDir, strings.TrimSuffix(c.file, ".json")+".want")
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if got != string(want) {
+				t.Errorf("report differs from %s:\n--- got\n%s--- want\n%s", golden, got, want)
+			}
+		})
+	}
+}
