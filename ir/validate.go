@@ -89,6 +89,7 @@ func (v *validator) gpu(r int) {
 	for t := range g.ThreadBlocks {
 		v.threadBlock(r, t)
 	}
+	v.tbgGroups(r)
 }
 
 func (v *validator) channels(r int, path string) {
