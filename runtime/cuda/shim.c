@@ -1,0 +1,334 @@
+// shim.c: libcuda.so.1 loaded with dlopen, one wrapper per driver call.
+//
+// Symbols are looked up by their versioned names first (cuMemAlloc_v2, ...):
+// the unversioned names are the CUDA 3.x ABI kept for old binaries, and
+// calling them with 64-bit sizes is wrong. Each entry lists the names to try
+// in order; a call whose symbol was not found returns MC_MISSING.
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "shim.h"
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef void *CUcontext;
+typedef void *CUstream;
+typedef void *CUevent;
+typedef void *CUmodule;
+typedef void *CUfunction;
+typedef void *CUgraph;
+typedef void *CUgraphExec;
+typedef unsigned long long CUdeviceptr;
+typedef struct { char reserved[64]; } CUipcMemHandle;
+
+// CUjit_option values from cuda.h.
+enum {
+  CU_JIT_INFO_LOG_BUFFER = 3,
+  CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4,
+  CU_JIT_ERROR_LOG_BUFFER = 5,
+  CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
+};
+
+#define DECL(name, ret, args) \
+  typedef ret(*name##_fn) args;  \
+  static name##_fn p_##name;
+
+DECL(cuInit, CUresult, (unsigned))
+DECL(cuDriverGetVersion, CUresult, (int *))
+DECL(cuGetErrorName, CUresult, (CUresult, const char **))
+DECL(cuGetErrorString, CUresult, (CUresult, const char **))
+DECL(cuDeviceGetCount, CUresult, (int *))
+DECL(cuDeviceGet, CUresult, (CUdevice *, int))
+DECL(cuDeviceGetName, CUresult, (char *, int, CUdevice))
+DECL(cuDeviceGetAttribute, CUresult, (int *, int, CUdevice))
+DECL(cuDeviceCanAccessPeer, CUresult, (int *, CUdevice, CUdevice))
+DECL(cuDevicePrimaryCtxRetain, CUresult, (CUcontext *, CUdevice))
+DECL(cuDevicePrimaryCtxRelease, CUresult, (CUdevice))
+DECL(cuCtxSetCurrent, CUresult, (CUcontext))
+DECL(cuCtxGetCurrent, CUresult, (CUcontext *))
+DECL(cuCtxEnablePeerAccess, CUresult, (CUcontext, unsigned))
+DECL(cuMemAlloc, CUresult, (CUdeviceptr *, size_t))
+DECL(cuMemFree, CUresult, (CUdeviceptr))
+DECL(cuMemcpyHtoD, CUresult, (CUdeviceptr, const void *, size_t))
+DECL(cuMemcpyDtoH, CUresult, (void *, CUdeviceptr, size_t))
+DECL(cuMemcpyDtoD, CUresult, (CUdeviceptr, CUdeviceptr, size_t))
+DECL(cuMemsetD8, CUresult, (CUdeviceptr, unsigned char, size_t))
+DECL(cuMemHostAlloc, CUresult, (void **, size_t, unsigned))
+DECL(cuMemFreeHost, CUresult, (void *))
+DECL(cuMemHostGetDevicePointer, CUresult, (CUdeviceptr *, void *, unsigned))
+DECL(cuMemcpyAsync, CUresult, (CUdeviceptr, CUdeviceptr, size_t, CUstream))
+DECL(cuMemcpyHtoDAsync, CUresult, (CUdeviceptr, const void *, size_t, CUstream))
+DECL(cuStreamCreate, CUresult, (CUstream *, unsigned))
+DECL(cuStreamSynchronize, CUresult, (CUstream))
+DECL(cuStreamQuery, CUresult, (CUstream))
+DECL(cuStreamDestroy, CUresult, (CUstream))
+DECL(cuStreamWriteValue64, CUresult, (CUstream, CUdeviceptr, uint64_t, unsigned))
+DECL(cuStreamWaitEvent, CUresult, (CUstream, CUevent, unsigned))
+DECL(cuEventCreate, CUresult, (CUevent *, unsigned))
+DECL(cuEventRecord, CUresult, (CUevent, CUstream))
+DECL(cuEventSynchronize, CUresult, (CUevent))
+DECL(cuEventElapsedTime, CUresult, (float *, CUevent, CUevent))
+DECL(cuEventDestroy, CUresult, (CUevent))
+DECL(cuModuleLoadDataEx, CUresult, (CUmodule *, const void *, unsigned, int *, void **))
+DECL(cuModuleGetFunction, CUresult, (CUfunction *, CUmodule, const char *))
+DECL(cuModuleGetGlobal, CUresult, (CUdeviceptr *, size_t *, CUmodule, const char *))
+DECL(cuModuleUnload, CUresult, (CUmodule))
+DECL(cuFuncSetAttribute, CUresult, (CUfunction, int, int))
+DECL(cuLaunchKernel, CUresult, (CUfunction, unsigned, unsigned, unsigned, unsigned,
+                                unsigned, unsigned, unsigned, CUstream, void **, void **))
+DECL(cuStreamBeginCapture, CUresult, (CUstream, int))
+DECL(cuStreamEndCapture, CUresult, (CUstream, CUgraph *))
+DECL(cuGraphInstantiateWithFlags, CUresult, (CUgraphExec *, CUgraph, unsigned long long))
+DECL(cuGraphLaunch, CUresult, (CUgraphExec, CUstream))
+DECL(cuGraphDestroy, CUresult, (CUgraph))
+DECL(cuGraphExecDestroy, CUresult, (CUgraphExec))
+DECL(cuIpcGetMemHandle, CUresult, (CUipcMemHandle *, CUdeviceptr))
+DECL(cuIpcOpenMemHandle, CUresult, (CUdeviceptr *, CUipcMemHandle, unsigned))
+DECL(cuIpcCloseMemHandle, CUresult, (CUdeviceptr))
+
+struct sym {
+  void **slot;
+  const char *names[4];
+};
+
+#define S(name, ...) {(void **)&p_##name, {__VA_ARGS__, NULL}}
+
+static struct sym syms[] = {
+    S(cuInit, "cuInit"),
+    S(cuDriverGetVersion, "cuDriverGetVersion"),
+    S(cuGetErrorName, "cuGetErrorName"),
+    S(cuGetErrorString, "cuGetErrorString"),
+    S(cuDeviceGetCount, "cuDeviceGetCount"),
+    S(cuDeviceGet, "cuDeviceGet"),
+    S(cuDeviceGetName, "cuDeviceGetName"),
+    S(cuDeviceGetAttribute, "cuDeviceGetAttribute"),
+    S(cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer"),
+    S(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"),
+    S(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease"),
+    S(cuCtxSetCurrent, "cuCtxSetCurrent"),
+    S(cuCtxGetCurrent, "cuCtxGetCurrent"),
+    S(cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess"),
+    S(cuMemAlloc, "cuMemAlloc_v2"),
+    S(cuMemFree, "cuMemFree_v2"),
+    S(cuMemcpyHtoD, "cuMemcpyHtoD_v2"),
+    S(cuMemcpyDtoH, "cuMemcpyDtoH_v2"),
+    S(cuMemcpyDtoD, "cuMemcpyDtoD_v2"),
+    S(cuMemsetD8, "cuMemsetD8_v2"),
+    S(cuMemHostAlloc, "cuMemHostAlloc"),
+    S(cuMemFreeHost, "cuMemFreeHost"),
+    S(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2"),
+    S(cuMemcpyAsync, "cuMemcpyAsync"),
+    S(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"),
+    S(cuStreamCreate, "cuStreamCreate"),
+    S(cuStreamSynchronize, "cuStreamSynchronize"),
+    S(cuStreamQuery, "cuStreamQuery"),
+    S(cuStreamDestroy, "cuStreamDestroy_v2", "cuStreamDestroy"),
+    S(cuStreamWriteValue64, "cuStreamWriteValue64_v2", "cuStreamWriteValue64"),
+    S(cuStreamWaitEvent, "cuStreamWaitEvent"),
+    S(cuEventCreate, "cuEventCreate"),
+    S(cuEventRecord, "cuEventRecord"),
+    S(cuEventSynchronize, "cuEventSynchronize"),
+    S(cuEventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime"),
+    S(cuEventDestroy, "cuEventDestroy_v2", "cuEventDestroy"),
+    S(cuModuleLoadDataEx, "cuModuleLoadDataEx"),
+    S(cuModuleGetFunction, "cuModuleGetFunction"),
+    S(cuModuleGetGlobal, "cuModuleGetGlobal_v2"),
+    S(cuModuleUnload, "cuModuleUnload"),
+    S(cuFuncSetAttribute, "cuFuncSetAttribute"),
+    S(cuLaunchKernel, "cuLaunchKernel"),
+    S(cuStreamBeginCapture, "cuStreamBeginCapture_v2", "cuStreamBeginCapture"),
+    S(cuStreamEndCapture, "cuStreamEndCapture"),
+    S(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags"),
+    S(cuGraphLaunch, "cuGraphLaunch"),
+    S(cuGraphDestroy, "cuGraphDestroy"),
+    S(cuGraphExecDestroy, "cuGraphExecDestroy"),
+    S(cuIpcGetMemHandle, "cuIpcGetMemHandle"),
+    S(cuIpcOpenMemHandle, "cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle"),
+    S(cuIpcCloseMemHandle, "cuIpcCloseMemHandle"),
+};
+
+static void *lib;
+static char loaderr[512];
+
+const char *mc_load(void) {
+  if (lib) return NULL;
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!h) h = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char *e = dlerror();
+    strncpy(loaderr, e ? e : "dlopen libcuda.so.1 failed", sizeof loaderr - 1);
+    return loaderr;
+  }
+  for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
+    for (int j = 0; syms[i].names[j]; j++) {
+      void *f = dlsym(h, syms[i].names[j]);
+      if (f) {
+        *syms[i].slot = f;
+        break;
+      }
+    }
+  }
+  // Without these three nothing else can work or report errors.
+  if (!p_cuInit || !p_cuGetErrorName || !p_cuDeviceGetCount) {
+    strncpy(loaderr, "libcuda lacks cuInit/cuGetErrorName/cuDeviceGetCount", sizeof loaderr - 1);
+    dlclose(h);
+    return loaderr;
+  }
+  lib = h;
+  return NULL;
+}
+
+int mc_have(const char *sym) {
+  for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++)
+    for (int j = 0; syms[i].names[j]; j++)
+      if (strcmp(syms[i].names[j], sym) == 0) return *syms[i].slot != NULL;
+  return 0;
+}
+
+static uintptr_t fallback_ctx;
+
+void mc_set_fallback_ctx(uintptr_t ctx) { __atomic_store_n(&fallback_ctx, ctx, __ATOMIC_RELEASE); }
+
+// ensure_ctx makes the fallback context current on this OS thread when the
+// thread has none. It runs inside the same cgo call as the driver call that
+// needs it, so the goroutine cannot migrate in between.
+static void ensure_ctx(void) {
+  uintptr_t fb = __atomic_load_n(&fallback_ctx, __ATOMIC_ACQUIRE);
+  if (!fb || !p_cuCtxGetCurrent || !p_cuCtxSetCurrent) return;
+  CUcontext cur = NULL;
+  if (p_cuCtxGetCurrent(&cur) == 0 && cur == NULL) p_cuCtxSetCurrent((CUcontext)fb);
+}
+
+#define CALL(name, ...)            \
+  do {                             \
+    if (!p_##name) return MC_MISSING; \
+    return p_##name(__VA_ARGS__);  \
+  } while (0)
+
+#define CALLCTX(name, ...)         \
+  do {                             \
+    if (!p_##name) return MC_MISSING; \
+    ensure_ctx();                  \
+    return p_##name(__VA_ARGS__);  \
+  } while (0)
+
+#define H(x) ((void *)(x))
+
+int mc_cuInit(unsigned flags) { CALL(cuInit, flags); }
+int mc_cuDriverGetVersion(int *v) { CALL(cuDriverGetVersion, v); }
+int mc_cuGetErrorName(int code, const char **s) { CALL(cuGetErrorName, code, s); }
+int mc_cuGetErrorString(int code, const char **s) { CALL(cuGetErrorString, code, s); }
+int mc_cuDeviceGetCount(int *n) { CALL(cuDeviceGetCount, n); }
+int mc_cuDeviceGet(int *dev, int ordinal) { CALL(cuDeviceGet, dev, ordinal); }
+int mc_cuDeviceGetName(char *buf, int len, int dev) { CALL(cuDeviceGetName, buf, len, dev); }
+int mc_cuDeviceGetAttribute(int *v, int attr, int dev) { CALL(cuDeviceGetAttribute, v, attr, dev); }
+int mc_cuDeviceCanAccessPeer(int *can, int dev, int peer) { CALL(cuDeviceCanAccessPeer, can, dev, peer); }
+
+int mc_cuDevicePrimaryCtxRetain(uintptr_t *ctx, int dev) {
+  CALL(cuDevicePrimaryCtxRetain, (CUcontext *)ctx, dev);
+}
+int mc_cuDevicePrimaryCtxRelease(int dev) { CALL(cuDevicePrimaryCtxRelease, dev); }
+int mc_cuCtxSetCurrent(uintptr_t ctx) { CALL(cuCtxSetCurrent, H(ctx)); }
+int mc_cuCtxGetCurrent(uintptr_t *ctx) { CALL(cuCtxGetCurrent, (CUcontext *)ctx); }
+
+// mc_enablePeer lets context self reach peer's memory. The driver call acts
+// on the current context, so self is made current for the call and the
+// thread's previous context is restored afterwards.
+int mc_enablePeer(uintptr_t self, uintptr_t peer) {
+  if (!p_cuCtxEnablePeerAccess || !p_cuCtxGetCurrent || !p_cuCtxSetCurrent) return MC_MISSING;
+  CUcontext prev = NULL;
+  int r = p_cuCtxGetCurrent(&prev);
+  if (r) return r;
+  r = p_cuCtxSetCurrent(H(self));
+  if (r) return r;
+  r = p_cuCtxEnablePeerAccess(H(peer), 0);
+  p_cuCtxSetCurrent(prev);
+  return r;
+}
+
+int mc_cuMemAlloc(uint64_t *p, size_t n) { CALLCTX(cuMemAlloc, (CUdeviceptr *)p, n); }
+int mc_cuMemFree(uint64_t p) { CALLCTX(cuMemFree, p); }
+int mc_cuMemcpyHtoD(uint64_t dst, const void *src, size_t n) { CALLCTX(cuMemcpyHtoD, dst, src, n); }
+int mc_cuMemcpyDtoH(void *dst, uint64_t src, size_t n) { CALLCTX(cuMemcpyDtoH, dst, src, n); }
+int mc_cuMemcpyDtoD(uint64_t dst, uint64_t src, size_t n) { CALLCTX(cuMemcpyDtoD, dst, src, n); }
+int mc_cuMemsetD8(uint64_t p, unsigned char v, size_t n) { CALLCTX(cuMemsetD8, p, v, n); }
+int mc_cuMemHostAlloc(void **p, size_t n, unsigned flags) { CALLCTX(cuMemHostAlloc, p, n, flags); }
+int mc_cuMemFreeHost(void *p) { CALLCTX(cuMemFreeHost, p); }
+int mc_cuMemHostGetDevicePointer(uint64_t *d, void *p) {
+  CALLCTX(cuMemHostGetDevicePointer, (CUdeviceptr *)d, p, 0);
+}
+int mc_cuMemcpyAsync(uint64_t dst, uint64_t src, size_t n, uintptr_t s) {
+  CALLCTX(cuMemcpyAsync, dst, src, n, H(s));
+}
+int mc_cuMemcpyHtoDAsync(uint64_t dst, const void *src, size_t n, uintptr_t s) {
+  CALLCTX(cuMemcpyHtoDAsync, dst, src, n, H(s));
+}
+
+int mc_cuStreamCreate(uintptr_t *s, unsigned flags) { CALLCTX(cuStreamCreate, (CUstream *)s, flags); }
+int mc_cuStreamSynchronize(uintptr_t s) { CALLCTX(cuStreamSynchronize, H(s)); }
+int mc_cuStreamQuery(uintptr_t s) { CALLCTX(cuStreamQuery, H(s)); }
+int mc_cuStreamDestroy(uintptr_t s) { CALLCTX(cuStreamDestroy, H(s)); }
+int mc_cuStreamWriteValue64(uintptr_t s, uint64_t addr, uint64_t v) {
+  CALLCTX(cuStreamWriteValue64, H(s), addr, v, 0);
+}
+int mc_cuStreamWaitEvent(uintptr_t s, uintptr_t e) { CALLCTX(cuStreamWaitEvent, H(s), H(e), 0); }
+
+int mc_cuEventCreate(uintptr_t *e, unsigned flags) { CALLCTX(cuEventCreate, (CUevent *)e, flags); }
+int mc_cuEventRecord(uintptr_t e, uintptr_t s) { CALLCTX(cuEventRecord, H(e), H(s)); }
+int mc_cuEventSynchronize(uintptr_t e) { CALLCTX(cuEventSynchronize, H(e)); }
+int mc_cuEventElapsedTime(float *ms, uintptr_t a, uintptr_t b) {
+  CALLCTX(cuEventElapsedTime, ms, H(a), H(b));
+}
+int mc_cuEventDestroy(uintptr_t e) { CALLCTX(cuEventDestroy, H(e)); }
+
+int mc_cuModuleLoadDataEx(uintptr_t *m, const void *image, char *errlog,
+                          size_t errlen, char *infolog, size_t infolen) {
+  if (!p_cuModuleLoadDataEx) return MC_MISSING;
+  ensure_ctx();
+  int opts[4] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                 CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES};
+  // Scalar JIT option values travel in the pointer slot itself.
+  void *vals[4] = {errlog, (void *)(uintptr_t)errlen, infolog, (void *)(uintptr_t)infolen};
+  return p_cuModuleLoadDataEx((CUmodule *)m, image, 4, opts, vals);
+}
+int mc_cuModuleGetFunction(uintptr_t *f, uintptr_t m, const char *name) {
+  CALLCTX(cuModuleGetFunction, (CUfunction *)f, H(m), name);
+}
+int mc_cuModuleGetGlobal(uint64_t *p, size_t *n, uintptr_t m, const char *name) {
+  CALLCTX(cuModuleGetGlobal, (CUdeviceptr *)p, n, H(m), name);
+}
+int mc_cuModuleUnload(uintptr_t m) { CALLCTX(cuModuleUnload, H(m)); }
+int mc_cuFuncSetAttribute(uintptr_t f, int attr, int v) { CALLCTX(cuFuncSetAttribute, H(f), attr, v); }
+int mc_cuLaunchKernel(uintptr_t f, unsigned gx, unsigned gy, unsigned gz,
+                      unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                      uintptr_t s, void **params) {
+  CALLCTX(cuLaunchKernel, H(f), gx, gy, gz, bx, by, bz, shmem, H(s), params, NULL);
+}
+
+int mc_cuStreamBeginCapture(uintptr_t s, int mode) { CALLCTX(cuStreamBeginCapture, H(s), mode); }
+int mc_cuStreamEndCapture(uintptr_t s, uintptr_t *g) { CALLCTX(cuStreamEndCapture, H(s), (CUgraph *)g); }
+int mc_cuGraphInstantiate(uintptr_t *ge, uintptr_t g) {
+  CALLCTX(cuGraphInstantiateWithFlags, (CUgraphExec *)ge, H(g), 0);
+}
+int mc_cuGraphLaunch(uintptr_t ge, uintptr_t s) { CALLCTX(cuGraphLaunch, H(ge), H(s)); }
+int mc_cuGraphDestroy(uintptr_t g) { CALLCTX(cuGraphDestroy, H(g)); }
+int mc_cuGraphExecDestroy(uintptr_t ge) { CALLCTX(cuGraphExecDestroy, H(ge)); }
+
+int mc_cuIpcGetMemHandle(unsigned char *h64, uint64_t p) {
+  if (!p_cuIpcGetMemHandle) return MC_MISSING;
+  ensure_ctx();
+  CUipcMemHandle h;
+  int r = p_cuIpcGetMemHandle(&h, p);
+  if (r == 0) memcpy(h64, h.reserved, 64);
+  return r;
+}
+int mc_cuIpcOpenMemHandle(uint64_t *p, const unsigned char *h64, unsigned flags) {
+  if (!p_cuIpcOpenMemHandle) return MC_MISSING;
+  ensure_ctx();
+  CUipcMemHandle h;
+  memcpy(h.reserved, h64, 64);
+  return p_cuIpcOpenMemHandle((CUdeviceptr *)p, h, flags);
+}
+int mc_cuIpcCloseMemHandle(uint64_t p) { CALLCTX(cuIpcCloseMemHandle, p); }
