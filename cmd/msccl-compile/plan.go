@@ -1,0 +1,73 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/msccl-go/msccl-go/ir"
+)
+
+func init() {
+	register("check", "decode and validate a plan; exit 0 if valid", cmdCheck)
+	register("dump", "print a plan as readable text", cmdDump)
+}
+
+// loadPlan reads, decodes and validates a plan file, printing every
+// diagnostic prefixed with the file name. It returns nil when the plan has
+// errors.
+func loadPlan(path string, stderr io.Writer) *ir.Plan {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "%v\n", err)
+		return nil
+	}
+	p, ds, err := ir.Load(data)
+	for _, d := range ds {
+		fmt.Fprintf(stderr, "%s: %s\n", path, d)
+	}
+	if err != nil {
+		return nil
+	}
+	return p
+}
+
+func onePath(cmd string, args []string, stderr io.Writer) (string, bool) {
+	if len(args) != 1 || len(args[0]) == 0 || args[0][0] == '-' {
+		fmt.Fprintf(stderr, "usage: msccl-compile %s PLAN.json\n", cmd)
+		return "", false
+	}
+	return args[0], true
+}
+
+func cmdCheck(args []string, stdout, stderr io.Writer) int {
+	path, ok := onePath("check", args, stderr)
+	if !ok {
+		return exitUsage
+	}
+	p := loadPlan(path, stderr)
+	if p == nil {
+		return exitBad
+	}
+	nops := 0
+	for _, g := range p.GPUs {
+		for _, tb := range g.ThreadBlocks {
+			nops += len(tb.Ops)
+		}
+	}
+	fmt.Fprintf(stdout, "%s: valid %s plan %q: %d ranks, protocol %s, %d ops\n", path, p.Collective, p.Name, len(p.GPUs), p.Protocol, nops)
+	return exitOK
+}
+
+func cmdDump(args []string, stdout, stderr io.Writer) int {
+	path, ok := onePath("dump", args, stderr)
+	if !ok {
+		return exitUsage
+	}
+	p := loadPlan(path, stderr)
+	if p == nil {
+		return exitBad
+	}
+	io.WriteString(stdout, ir.Dump(p))
+	return exitOK
+}

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/ir"
+)
+
+func init() {
+	register("sim", "run a plan on the CPU executor and print its verdict", cmdSim)
+}
+
+type simFlags struct {
+	size     string
+	dtype    string
+	op       string
+	launches int
+	llWidth  int
+	trace    string
+	topo     string
+	json     bool
+}
+
+func (f *simFlags) register(fs interface {
+	StringVar(*string, string, string, string)
+	IntVar(*int, string, int, string)
+	BoolVar(*bool, string, bool, string)
+}) {
+	fs.StringVar(&f.size, "size", "1MiB", "message size as nccl-tests counts it (allgather: output bytes; others: input bytes); suffixes K/KiB/M/MiB/G/GiB")
+	fs.StringVar(&f.dtype, "dtype", "f32", "data type: f32, f16, bf16, i32, u32, u8")
+	fs.StringVar(&f.op, "op", "sum", "reduction: sum, min, max, prod")
+	fs.IntVar(&f.launches, "launches", 2, "back-to-back launches to run and check (stale packets, scratch reuse)")
+	fs.IntVar(&f.llWidth, "ll", 16, "LL packet width in bytes: 8 or 16")
+	fs.StringVar(&f.trace, "trace", "", "write a Chrome trace-event JSON of the first launch to this file (open in Perfetto)")
+	fs.StringVar(&f.topo, "topology", "", "YAML topology file for the trace's cost model (default: H200 NVLink)")
+	fs.BoolVar(&f.json, "json", false, "print the verdict as JSON")
+}
+
+// options turns flags into executor options, or an error naming the flag.
+func (f *simFlags) options() (cpu.Options, error) {
+	var o cpu.Options
+	size, err := parseSize(f.size)
+	if err != nil {
+		return o, fmt.Errorf("--size: %w", err)
+	}
+	dt, err := cpu.ParseDType(f.dtype)
+	if err != nil {
+		return o, fmt.Errorf("--dtype: %w", err)
+	}
+	op := ir.ReduceOp(f.op)
+	switch op {
+	case ir.ReduceSum, ir.ReduceMin, ir.ReduceMax, ir.ReduceProd:
+	default:
+		return o, fmt.Errorf("--op: unknown reduction %q (want sum, min, max or prod)", f.op)
+	}
+	if f.launches < 1 {
+		return o, fmt.Errorf("--launches must be at least 1, got %d", f.launches)
+	}
+	if f.llWidth != 8 && f.llWidth != 16 {
+		return o, fmt.Errorf("--ll must be 8 or 16, got %d", f.llWidth)
+	}
+	o = cpu.Options{Size: size, DType: dt, Reduce: op, Launches: f.launches, LLWidth: f.llWidth, Trace: f.trace != ""}
+	if f.topo != "" {
+		t, err := cpu.LoadTopology(f.topo)
+		if err != nil {
+			return o, fmt.Errorf("--topology: %w", err)
+		}
+		o.Topology = t
+	}
+	return o, nil
+}
+
+func cmdSim(args []string, stdout, stderr io.Writer) int {
+	var f simFlags
+	fs := newFlags("sim", stderr, "sim PLAN.json [--size 1MiB] [--dtype f16] [--op sum] [--launches 2] [--trace out.json] [--json]")
+	f.register(fs)
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return exitUsage
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return exitUsage
+	}
+	opt, err := f.options()
+	if err != nil {
+		return errorf(stderr, "sim", "%v", err)
+	}
+	p := loadPlan(pos[0], stderr)
+	if p == nil {
+		return exitBad
+	}
+	return simulate(pos[0], p, opt, &f, stdout, stderr, nil)
+}
+
+// simulate runs the executor and prints the verdict. where, when not nil,
+// rewrites a finding's place (the compile command maps it to DSL lines).
+func simulate(name string, p *ir.Plan, opt cpu.Options, f *simFlags, stdout, stderr io.Writer, where func(cpu.Place) string) int {
+	rep, err := cpu.Run(p, opt)
+	if err != nil {
+		return errorf(stderr, "sim", "%s: %v", name, err)
+	}
+	if f.trace != "" {
+		if err := os.WriteFile(f.trace, rep.Trace, 0o644); err != nil {
+			return errorf(stderr, "sim", "writing trace: %v", err)
+		}
+	}
+	if f.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(toJSONVerdict(name, opt, rep, where))
+	} else {
+		fmt.Fprintf(stdout, "%s: %s at %d bytes, %s, %s, %d launches\n", name, rep.Verdict, opt.Size, opt.DType, opt.Reduce, opt.Launches)
+		if !rep.OK() {
+			if where != nil {
+				printFindings(stdout, rep, where)
+			} else {
+				fmt.Fprint(stdout, rep.String())
+			}
+		}
+	}
+	if !rep.OK() {
+		return exitBad
+	}
+	return exitOK
+}
+
+// printFindings prints the report with each place followed by where it
+// came from (the DSL source position for compiled programs).
+func printFindings(w io.Writer, rep *cpu.Report, where func(cpu.Place) string) {
+	at := func(p cpu.Place) string {
+		if s := where(p); s != "" {
+			return s + ": " + p.String()
+		}
+		return p.String()
+	}
+	fmt.Fprintf(w, "verdict: %s\n", rep.Verdict)
+	for _, s := range rep.Deadlocks {
+		fmt.Fprintf(w, "deadlock: %s waits for %s\n", at(s.Place), s.Waiting)
+	}
+	for _, r := range rep.Races {
+		fmt.Fprintf(w, "race: %s and %s on rank %d %s[%d:%d]\n", at(r.A.Place), at(r.B.Place), r.A.BufferRank, r.A.Buffer.Long(), max(r.A.Off, r.B.Off), min(r.A.End, r.B.End))
+	}
+	for _, u := range rep.Unbalanced {
+		fmt.Fprintf(w, "unbalanced: %s: %d signal(s) on %s never waited for\n", at(u.Place), u.Count, u.Channel)
+	}
+	for _, m := range rep.Wrong {
+		fmt.Fprintf(w, "wrong result: launch %d rank %d output[%d]: got %s, want %s\n", m.Launch, m.Rank, m.Off, m.Got, m.Want)
+	}
+	if rep.WrongTotal > len(rep.Wrong) {
+		fmt.Fprintf(w, "wrong result: %d more wrong elements\n", rep.WrongTotal-len(rep.Wrong))
+	}
+}
