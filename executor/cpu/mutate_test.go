@@ -1,0 +1,146 @@
+package cpu
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/msccl-go/msccl-go/ir"
+)
+
+// mutation is one single-point change of a plan.
+type mutation struct {
+	name  string
+	apply func(p *ir.Plan)
+}
+
+// clonePlan deep-copies the parts of a plan mutations touch.
+func clonePlan(p *ir.Plan) *ir.Plan {
+	q := *p
+	q.GPUs = make([]ir.GPU, len(p.GPUs))
+	for r, g := range p.GPUs {
+		g.ThreadBlocks = make([]ir.ThreadBlock, len(p.GPUs[r].ThreadBlocks))
+		for b, tb := range p.GPUs[r].ThreadBlocks {
+			tb.Ops = cloneOps(tb.Ops)
+			g.ThreadBlocks[b] = tb
+		}
+		q.GPUs[r] = g
+	}
+	return &q
+}
+
+func cloneOps(ops []ir.Op) []ir.Op {
+	out := make([]ir.Op, len(ops))
+	for i, op := range ops {
+		op.Src = append([]ir.BufRef(nil), op.Src...)
+		op.Dst = append([]ir.BufRef(nil), op.Dst...)
+		op.Ops = cloneOps(op.Ops)
+		out[i] = op
+	}
+	return out
+}
+
+// opAt returns the op list holding (op, inner) of a block and the index.
+func opList(p *ir.Plan, r, b, op, inner int) (*[]ir.Op, int) {
+	ops := &p.GPUs[r].ThreadBlocks[b].Ops
+	if inner < 0 {
+		return ops, op
+	}
+	return &(*ops)[op].Ops, inner
+}
+
+func isSync(c ir.OpCode) bool {
+	switch c {
+	case ir.OpSignal, ir.OpWait, ir.OpRlxSignal, ir.OpRlxWait, ir.OpFlush:
+		return true
+	}
+	return false
+}
+
+// mutations lists every deletion of a signal, wait or flush (relaxed ones
+// included) and every move of a remote destination index by one chunk.
+func mutations(p *ir.Plan) []mutation {
+	var ms []mutation
+	visit := func(r, b, op, inner int, o *ir.Op) {
+		pl := Place{Rank: r, Block: b, Op: op, Inner: inner, OpName: o.Code.String()}
+		if isSync(o.Code) {
+			ms = append(ms, mutation{"delete " + pl.String(), func(q *ir.Plan) {
+				ops, i := opList(q, r, b, op, inner)
+				*ops = append((*ops)[:i], (*ops)[i+1:]...)
+			}})
+		}
+		for k, d := range o.Dst {
+			if d.Kind != ir.RefRemote {
+				continue
+			}
+			for _, delta := range []int{-1, 1} {
+				if d.Index+delta < 0 {
+					continue
+				}
+				ms = append(ms, mutation{fmt.Sprintf("move %s dst_buff[%d] by %+d", pl, k, delta), func(q *ir.Plan) {
+					ops, i := opList(q, r, b, op, inner)
+					(*ops)[i].Dst[k].Index += delta
+				}})
+			}
+		}
+	}
+	for r, g := range p.GPUs {
+		for b, tb := range g.ThreadBlocks {
+			for i := range tb.Ops {
+				o := &tb.Ops[i]
+				visit(r, b, i, -1, o)
+				for j := range o.Ops {
+					visit(r, b, i, j, &o.Ops[j])
+				}
+			}
+		}
+	}
+	return ms
+}
+
+// TestMutationsRejected: every single-point mutation of a sync op or a
+// remote destination of every fixture must be caught (setup error or a
+// report that is not clean). None is harmless in these fixtures: every
+// signal feeds a wait that orders a later access, and every remote write
+// lands on bytes that either another op owns or the result checks.
+func TestMutationsRejected(t *testing.T) {
+	plans := fixtures(t)
+	total, setupErrs := 0, 0
+	kinds := map[Verdict]int{}
+	for _, name := range sortedNames(plans) {
+		p := plans[name]
+		for _, m := range mutations(p) {
+			total++
+			q := clonePlan(p)
+			m.apply(q)
+			size := sizes(p)[0] * 4
+			rep, err := Run(q, Options{Size: size, DType: I32, Seed: 3})
+			if err != nil {
+				setupErrs++
+				continue
+			}
+			kinds[rep.Verdict]++
+			if clean(name, rep) {
+				t.Errorf("%s: %s is not caught", name, m.name)
+			}
+		}
+	}
+	t.Logf("%d mutations: %d refused at setup, verdicts %v", total, setupErrs, kinds)
+}
+
+// clean reports whether a report shows nothing beyond the fixture's own
+// known race, so that mutations of racy fixtures must add a finding.
+func clean(name string, rep *Report) bool {
+	op, racy := knownRacy[name]
+	if !racy {
+		return rep.OK()
+	}
+	if len(rep.Deadlocks) > 0 || len(rep.Unbalanced) > 0 || rep.WrongTotal > 0 {
+		return false
+	}
+	for _, r := range rep.Races {
+		if r.A.OpName != op && r.B.OpName != op {
+			return false
+		}
+	}
+	return true
+}
