@@ -118,10 +118,10 @@ func dumpOp(b *strings.Builder, p *Plan, g *GPU, tb *ThreadBlock, op *Op, i int,
 		fmt.Fprintf(b, " %s", ro)
 	}
 	if len(op.Src) > 0 {
-		fmt.Fprintf(b, " src=%s", dumpRefs(p, g, tb, op, op.Src, in.IsPacketSrc))
+		fmt.Fprintf(b, " src=%s", dumpRefs(p, g, tb, op, op.Src, op.IsPacketSrc))
 	}
 	if len(op.Dst) > 0 {
-		fmt.Fprintf(b, " dst=%s", dumpRefs(p, g, tb, op, op.Dst, in.IsPacketDst))
+		fmt.Fprintf(b, " dst=%s", dumpRefs(p, g, tb, op, op.Dst, op.IsPacketDst))
 	}
 	if op.ChannelType != ChanNone {
 		fmt.Fprintf(b, " ch=%s", op.ChannelType)

@@ -119,7 +119,11 @@ type OpInfo struct {
 	// Paired: src_buff[k] is copied to dst_buff[k], so both lists have the
 	// same length (upstream's put/get handlers index both with one k).
 	Paired bool
-	Doc    string
+	// PortSrcPacket: over port channels the proxy copies the src bytes as
+	// they are, so they must already be packets (upstream's port ppkt
+	// sends what a cpkt packed into scratch; its memory ppkt packs itself).
+	PortSrcPacket bool
+	Doc           string
 }
 
 const maxRefs = MaxRefsPerOp
@@ -167,7 +171,7 @@ var opTable = [NumOps]OpInfo{
 		Src: Operand{Min: 1, Max: maxRefs, First: Local, Rest: Remote},
 		Dst: Operand{Min: 1, Max: maxRefs, First: Local, Rest: Remote}, Doc: "rre, then copy the result to remote dst[1:]"},
 
-	OpPpkt: {Name: "ppkt", Class: ClassPacket, Chans: MaskMemory | MaskPort, ChannelIDs: MaskPort, TBG: true, Paired: true,
+	OpPpkt: {Name: "ppkt", Class: ClassPacket, Chans: MaskMemory | MaskPort, ChannelIDs: MaskPort, TBG: true, Paired: true, PortSrcPacket: true,
 		Src: Operand{Min: 1, Max: maxRefs, First: Local, Rest: Local},
 		Dst: Operand{Min: 1, Max: maxRefs, First: Remote, Rest: Remote, PacketFirst: true, PacketRest: true}, Doc: "write src[k] as packets into remote dst[k]"},
 	OpRppkt: {Name: "rppkt", Class: ClassPacket, Chans: MaskMemory | MaskPort, ChannelIDs: MaskPort, TBG: true, Paired: true,
@@ -243,6 +247,16 @@ func (in *OpInfo) IsPacketSrc(k int) bool {
 	}
 	return in.Src.PacketRest
 }
+
+// IsPacketSrc reports whether src_buff[k] of this op holds LL packets.
+// Unlike OpInfo.IsPacketSrc it knows the op's channel type.
+func (o *Op) IsPacketSrc(k int) bool {
+	in := o.Info()
+	return in.IsPacketSrc(k) || (in.PortSrcPacket && o.ChannelType == ChanPort)
+}
+
+// IsPacketDst reports whether dst_buff[k] of this op holds LL packets.
+func (o *Op) IsPacketDst(k int) bool { return o.Info().IsPacketDst(k) }
 
 // IsPacketDst reports whether dst[k] holds packets.
 func (in *OpInfo) IsPacketDst(k int) bool {

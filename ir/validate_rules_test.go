@@ -65,6 +65,10 @@ func TestValidateRules(t *testing.T) {
 			ids := make([]int, 17)
 			p.GPUs[1].ThreadBlocks[0].RemoteBufferRefs[0].RemoteBufferIDs = ids
 		}, "error: gpus[1].threadblocks[0].remote_buffer_refs[0].remote_buffer_ids[16]: block uses more than 16 remote buffers over port channels; the upstream executor holds at most 16 per type"},
+		{"port ppkt sends packets packed beforehand", "", func(p *Plan) {
+			p.Protocol = LL
+			op0(p).Code = OpPpkt
+		}, "error: gpus[0].threadblocks[0].ops[0].src_buff[0].type: ppkt packets live in scratch (sized twice its payload for the flags), not in input"},
 		{"signal without channel_ids", "", func(p *Plan) { p.GPUs[2].ThreadBlocks[0].Ops[1].ChannelIDs = nil },
 			"error: gpus[2].threadblocks[0].ops[1]: signal over port channels needs channel_ids"},
 		{"flush over memory", "", func(p *Plan) { p.GPUs[2].ThreadBlocks[0].Ops[3].ChannelType = ChanMemory },

@@ -112,8 +112,8 @@ func (v *validator) op(c *blockCtx, op *Op, path string, inPipeline bool) {
 		}
 	}
 	v.opChannels(c, op, path)
-	v.refs(c, op, path, "src_buff", op.Src, in.Src, in.IsPacketSrc)
-	v.refs(c, op, path, "dst_buff", op.Dst, in.Dst, in.IsPacketDst)
+	v.refs(c, op, path, "src_buff", op.Src, in.Src, op.IsPacketSrc)
+	v.refs(c, op, path, "dst_buff", op.Dst, in.Dst, op.IsPacketDst)
 	if in.Paired && len(op.Src) != len(op.Dst) && len(op.Src) > 0 && len(op.Dst) > 0 {
 		v.errorf(path+".dst_buff", "%s copies src_buff[k] to dst_buff[k], but has %d src_buff and %d dst_buff refs", in.Name, len(op.Src), len(op.Dst))
 	}
