@@ -1,6 +1,7 @@
 package ir
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -156,5 +157,18 @@ func TestValidateRules(t *testing.T) {
 func TestValidateNil(t *testing.T) {
 	if ds := Validate(nil); !ds.HasErrors() {
 		t.Fatal("Validate(nil) reported nothing")
+	}
+}
+
+func TestCheck(t *testing.T) {
+	p := portPlan()
+	if err := Check(p); err != nil {
+		t.Fatalf("Check on a valid plan: %v", err)
+	}
+	p.GPUs[1].ID = 0
+	err := Check(p)
+	var de *DiagError
+	if !errors.As(err, &de) || len(de.Diags.Errors()) != 1 {
+		t.Fatalf("Check = %v, want one error", err)
 	}
 }
