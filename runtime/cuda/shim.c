@@ -155,11 +155,12 @@ static char loaderr[512];
 const char *mc_load(void) {
   if (lib) return NULL;
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!h) h = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
   if (!h) {
+    // Report why the real soname failed, not the development symlink.
     const char *e = dlerror();
     strncpy(loaderr, e ? e : "dlopen libcuda.so.1 failed", sizeof loaderr - 1);
-    return loaderr;
+    h = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
+    if (!h) return loaderr;
   }
   for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
     for (int j = 0; syms[i].names[j]; j++) {
