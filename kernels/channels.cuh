@@ -1,0 +1,185 @@
+// channels.cuh: the device side of memory channels, port channels (a FIFO
+// of requests in mapped host memory, served by the host proxy), LL
+// packets, block-group barriers and counting semaphores. Every wait spins
+// under the watchdog of WaitCtx.
+
+// MemChan is one memory (or port) channel end: the semaphore this rank
+// waits on, the peer's semaphore it signals, and how many signals this end
+// has consumed so far (persisting across launches).
+struct MemChan {
+  u64* inbound;        // local; incremented by the peer's signal
+  u64* remoteInbound;  // the paired channel's inbound on the peer
+  u64* expected;       // local count of consumed signals
+  i32 peer;
+  u32 index;  // the channel's index in the rank's list of its type (port: FIFO channel id)
+};
+
+DEV void chan_signal(const MemChan& c, bool relaxed) {
+  if (relaxed) {
+    red_relaxed_sys_add(c.remoteInbound, 1);
+  } else {
+    fence_acq_rel_sys();
+    red_release_sys_add(c.remoteInbound, 1);
+  }
+}
+
+DEV void chan_wait(const MemChan& c, bool relaxed, u32 chanType, WaitCtx* w) {
+  // Only this thread touches c.expected: a channel appears once per op.
+  u64 want = *c.expected + 1;
+  *c.expected = want;
+  u32 spins = 0;
+  wd_arm(w);
+  for (;;) {
+    u64 seen = relaxed ? ld_relaxed_sys(c.inbound) : ld_acquire_sys(c.inbound);
+    if (seen >= want) return;
+    if (wd_stop(w, &spins)) {
+      wd_report(w, 1, chanType, c.index, c.peer, want, seen);
+      return;
+    }
+  }
+}
+
+// ---- port channels: FIFO requests to the host proxy ----
+
+#define FIFO_PUT 1
+#define FIFO_SIGNAL 2
+#define FIFO_FLUSH 3
+
+// Fifo is one rank's request queue. Entries live in mapped host memory
+// (4 words: src, dst, size, tag); the tag word is written last and is
+// non-zero while the entry is pending; the proxy clears it.
+struct Fifo {
+  u64* entries;        // mapped host memory, size*4 words
+  u64* head;           // device memory: next free slot (atomic)
+  u64* tail;           // mapped: entries the proxy has taken
+  u64* flushed;        // mapped: requests whose copies are complete
+  u64 size;            // entries, a power of two
+};
+
+DEV u64 fifo_push(const Fifo& f, u64 kind, u32 chan, u64 src, u64 dst, u64 size, WaitCtx* w) {
+  u64 idx = atom_add_gpu64(f.head, 1);
+  u32 spins = 0;
+  wd_arm(w);
+  while (idx >= ld_relaxed_sys(f.tail) + f.size) {
+    if (wd_stop(w, &spins)) {
+      wd_report(w, 6, 2, chan, -1, idx, ld_relaxed_sys(f.tail));
+      return idx;
+    }
+  }
+  u64* e = f.entries + 4 * (idx & (f.size - 1));
+  st_relaxed_sys(e + 0, src);
+  st_relaxed_sys(e + 1, dst);
+  st_relaxed_sys(e + 2, size);
+  // The tag carries the sequence number so that the proxy can tell a fresh
+  // entry from one of the previous lap.
+  u64 tag = (kind << 56) | ((u64)chan << 40) | ((idx + 1) & 0xffffffffffull);
+  fence_sc_sys();
+  st_relaxed_sys(e + 3, tag);
+  return idx;
+}
+
+DEV void fifo_flush(const Fifo& f, u32 chan, WaitCtx* w) {
+  u64 idx = fifo_push(f, FIFO_FLUSH, chan, 0, 0, 0, w);
+  u32 spins = 0;
+  wd_arm(w);
+  for (;;) {
+    u64 seen = ld_acquire_sys(f.flushed);
+    if (seen > idx) return;
+    if (wd_stop(w, &spins)) {
+      wd_report(w, 5, 2, chan, -1, idx + 1, seen);
+      return;
+    }
+  }
+}
+
+// ---- LL packets: each 4-byte datum travels with a 4-byte flag ----
+
+// LL16: {data0, flag, data1, flag} written with one 16-byte store.
+DEV void pkt16_write(void* p, u32 d0, u32 d1, u32 flag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(d0), "r"(flag), "r"(d1), "r"(flag)
+               : "memory");
+}
+DEV bool pkt16_read(const void* p, u32 flag, u32* d, WaitCtx* w) {
+  u32 a, fa, b, fb, spins = 0;
+  wd_arm(w);
+  for (;;) {
+    asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(a), "=r"(fa), "=r"(b), "=r"(fb)
+                 : "l"(p)
+                 : "memory");
+    if (fa == flag && fb == flag) break;
+    if (wd_stop(w, &spins)) {
+      wd_report(w, 2, 0, 0, -1, flag, fa != flag ? fa : fb);
+      return false;
+    }
+  }
+  d[0] = a;
+  d[1] = b;
+  return true;
+}
+// LL8: {data, flag} written with one 8-byte store.
+DEV void pkt8_write(void* p, u32 d0, u32 flag) {
+  asm volatile("st.volatile.global.v2.u32 [%0], {%1,%2};" ::"l"(p), "r"(d0), "r"(flag) : "memory");
+}
+DEV bool pkt8_read(const void* p, u32 flag, u32* d, WaitCtx* w) {
+  u32 a, fa, spins = 0;
+  wd_arm(w);
+  for (;;) {
+    asm volatile("ld.volatile.global.v2.u32 {%0,%1}, [%2];" : "=r"(a), "=r"(fa) : "l"(p) : "memory");
+    if (fa == flag) break;
+    if (wd_stop(w, &spins)) {
+      wd_report(w, 2, 0, 0, -1, flag, fa);
+      return false;
+    }
+  }
+  d[0] = a;
+  return true;
+}
+
+// ---- barriers among the blocks of one rank, and counting semaphores ----
+
+struct BlockBarrier {
+  u32 count;
+  u32 gen;
+};
+
+DEV void block_barrier(BlockBarrier* b, u32 n, u32 id, WaitCtx* w) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    u32 gen = ld_acquire_gpu32(&b->gen);
+    __threadfence();
+    u32 arrived = atom_add_gpu32(&b->count, 1);
+    if (arrived == n - 1) {
+      b->count = 0;
+      st_release_gpu32(&b->gen, gen + 1);
+    } else {
+      u32 spins = 0;
+      wd_arm(w);
+      while (ld_acquire_gpu32(&b->gen) == gen) {
+        if (wd_stop(w, &spins)) {
+          wd_report(w, 3, 0, id, -1, n, arrived + 1);
+          break;
+        }
+      }
+    }
+  }
+  __syncthreads();
+}
+
+DEV void sem_acquire(u32* s, u32 id, WaitCtx* w) {
+  u32 spins = 0;
+  wd_arm(w);
+  for (;;) {
+    u32 v = ld_acquire_gpu32(s);
+    if (v > 0 && atom_cas_gpu32(s, v, v - 1) == v) return;
+    if (wd_stop(w, &spins)) {
+      wd_report(w, 4, 0, id, -1, 1, v);
+      return;
+    }
+  }
+}
+
+DEV void sem_release(u32* s) {
+  __threadfence();
+  atom_add_gpu32(s, 1);
+}

@@ -1,0 +1,449 @@
+// executor.cu: the generic executor kernel. Each block copies its op table
+// into shared memory and interprets it. The op enum (OP_*) and the table
+// layout constants are generated on the Go side from the ir op table and
+// prepended to this file (see kernels.Source).
+
+// DRef is one resolved buffer reference: the byte address of the range's
+// start for this block (tbg_info applied; packet buffers at twice the
+// payload offset) and its payload size.
+struct DRef {
+  u64 ptr;
+  u32 size;
+  u16 flags;  // REF_SCRATCH: add the launch's scratch half; REF_PACKET: holds LL packets
+  i16 peer;   // owning rank of a remote buffer, -1 when local
+};
+#define REF_SCRATCH 1
+#define REF_PACKET 2
+
+// DOp is one op; its refs are refs[ref0 .. ref0+nsrc+ndst) (sources first)
+// and its channel or semaphore ids idx[idx0 .. idx0+nidx).
+struct DOp {
+  u8 code, nsrc, ndst, nidx;
+  u8 reduce, chanType, npipe, pad0;
+  u16 ref0, idx0;
+  u16 barrier, numTBs;
+  u32 unit, niter;
+  u32 pad1, pad2;
+};
+
+struct TableHeader {
+  u32 nops, nrefs, nidx, bytes;
+};
+
+struct Args {
+  const u8* tables;       // every block's table, concatenated, 16-byte aligned
+  const u32* tableOff;    // byte offset of block b's table
+  MemChan* mem;           // memory channels of this rank, in plan order
+  MemChan* port;          // port channels of this rank, in plan order
+  u32* sems;              // semaphores
+  BlockBarrier* barriers; // by barrier id
+  Fifo fifo;
+  u64* epoch;             // launches completed by this rank
+  u32* done;              // blocks finished in the current launch
+  WatchRecord* wd;        // one record per block, mapped host memory
+  u64 scratchHalf;        // bytes between the scratch halves (0: single scratch)
+  u64 timeoutNs;
+  u32 rank, nblocks;
+};
+
+struct Env {
+  const DRef* refs;
+  const u16* idx;
+  const Args* a;
+  u64 half;  // scratch half offset of this launch
+  u32 flag;  // LL flag of this launch
+  WaitCtx w;
+};
+
+struct Span {
+  char* p;
+  u32 n;  // payload bytes
+};
+
+// span resolves ref i for the pipeline window [off, off+unit).
+DEV Span span(const Env& e, const DRef& r, u32 off, u32 unit) {
+  Span s;
+  u64 base = r.ptr + ((r.flags & REF_SCRATCH) ? e.half : 0);
+  if (off >= r.size) {
+    s.p = (char*)base;
+    s.n = 0;
+    return s;
+  }
+  s.p = (char*)(base + ((r.flags & REF_PACKET) ? 2ull * off : off));
+  u32 left = r.size - off;
+  s.n = left < unit ? left : unit;
+  return s;
+}
+
+DEV void copy_bytes(char* dst, const char* src, u32 n) {
+  u32 t = threadIdx.x, nt = blockDim.x;
+  if ((((u64)dst | (u64)src | n) & 15) == 0) {
+    int4* d = (int4*)dst;
+    const int4* s = (const int4*)src;
+    for (u32 i = t; i < n / 16; i += nt) d[i] = s[i];
+  } else if ((((u64)dst | (u64)src | n) & 3) == 0) {
+    for (u32 i = t; i < n / 4; i += nt) ((u32*)dst)[i] = ((const u32*)src)[i];
+  } else {
+    for (u32 i = t; i < n; i += nt) dst[i] = src[i];
+  }
+}
+
+// ---- Simple protocol: put, get, copy, and the reductions ----
+
+DEV void op_put_mem(const Env& e, const DOp& op, u32 off, u32 unit) {
+  for (int k = 0; k < op.ndst && k < op.nsrc; k++) {
+    Span s = span(e, e.refs[op.ref0 + k], off, unit);
+    Span d = span(e, e.refs[op.ref0 + op.nsrc + k], off, unit);
+    copy_bytes(d.p, s.p, d.n < s.n ? d.n : s.n);
+  }
+}
+
+// Port puts are issued by one thread per destination; the proxy copies in
+// FIFO order, so a signal pushed after them arrives after the data.
+DEV void op_put_port(Env& e, const DOp& op, u32 off, u32 unit, bool withSignal, bool withFlush) {
+  u32 k = threadIdx.x;
+  if (k >= op.ndst || k >= op.nidx) return;
+  Span s = span(e, e.refs[op.ref0 + k], off, unit);
+  Span d = span(e, e.refs[op.ref0 + op.nsrc + k], off, unit);
+  const MemChan& c = e.a->port[e.idx[op.idx0 + k]];
+  u32 n = d.n < s.n ? d.n : s.n;
+  if (n > 0) fifo_push(e.a->fifo, FIFO_PUT, c.index, (u64)s.p, (u64)d.p, n, &e.w);
+  if (withSignal) fifo_push(e.a->fifo, FIFO_SIGNAL, c.index, 0, 0, 0, &e.w);
+  if (withFlush) fifo_flush(e.a->fifo, c.index, &e.w);
+}
+
+// op_reduce covers re, res, rre and rres: dst[0] = reduce(src...) and the
+// result is also written to dst[1..] (remote for res/rres). Sources are
+// combined in plan order.
+template <int DT, int NW>
+DEV void reduce_words(const Env& e, const DOp& op, Span* s, int ns, Span* d, int nd, u32 n) {
+  const int W = 4 * NW;
+  for (u32 i = threadIdx.x; i < n / W; i += blockDim.x) {
+    u32 v[NW];
+    Acc<DT, NW> acc;
+    if (NW == 4) {
+      *(int4*)v = ((const int4*)s[0].p)[i];
+    } else {
+      v[0] = ((const u32*)s[0].p)[i];
+    }
+    acc_init<DT, NW>(acc, v);
+    for (int k = 1; k < ns; k++) {
+      if (NW == 4) {
+        *(int4*)v = ((const int4*)s[k].p)[i];
+      } else {
+        v[0] = ((const u32*)s[k].p)[i];
+      }
+      acc_add<DT, NW>(acc, v, op.reduce);
+    }
+    acc_out<DT, NW>(acc, v);
+    for (int k = 0; k < nd; k++) {
+      if (NW == 4) {
+        ((int4*)d[k].p)[i] = *(int4*)v;
+      } else {
+        ((u32*)d[k].p)[i] = v[0];
+      }
+    }
+  }
+}
+
+#define MAXR 16
+
+template <int DT>
+DEV void op_reduce(const Env& e, const DOp& op, u32 off, u32 unit) {
+  Span s[MAXR], d[MAXR];
+  int ns = op.nsrc < MAXR ? op.nsrc : MAXR, nd = op.ndst < MAXR ? op.ndst : MAXR;
+  u64 any = 0;
+  u32 n = 0xffffffffu;
+  for (int k = 0; k < ns; k++) {
+    s[k] = span(e, e.refs[op.ref0 + k], off, unit);
+    any |= (u64)s[k].p;
+    n = s[k].n < n ? s[k].n : n;
+  }
+  for (int k = 0; k < nd; k++) {
+    d[k] = span(e, e.refs[op.ref0 + op.nsrc + k], off, unit);
+    any |= (u64)d[k].p;
+    n = d[k].n < n ? d[k].n : n;
+  }
+  if (n == 0 || n == 0xffffffffu) return;
+  if (((any | n) & 15) == 0) {
+    reduce_words<DT, 4>(e, op, s, ns, d, nd, n);
+  } else {
+    reduce_words<DT, 1>(e, op, s, ns, d, nd, n);
+  }
+}
+
+// ---- LL packet ops ----
+
+template <int PK>
+DEV void pkt_write(void* p, const u32* v, u32 flag) {
+  if (PK == 16) {
+    pkt16_write(p, v[0], v[1], flag);
+  } else {
+    pkt8_write(p, v[0], flag);
+  }
+}
+template <int PK>
+DEV bool pkt_read(const void* p, u32 flag, u32* v, WaitCtx* w) {
+  if (PK == 16) return pkt16_read(p, flag, v, w);
+  return pkt8_read(p, flag, v, w);
+}
+
+// ppkt (memory) and cpkt: pack src[k] into packet dst[k].
+template <int PK>
+DEV void op_pack(const Env& e, const DOp& op, u32 off, u32 unit) {
+  const u32 P = PK / 2, NW = P / 4;
+  for (int k = 0; k < op.ndst && k < op.nsrc; k++) {
+    Span s = span(e, e.refs[op.ref0 + k], off, unit);
+    Span d = span(e, e.refs[op.ref0 + op.nsrc + k], off, unit);
+    u32 n = d.n < s.n ? d.n : s.n;
+    for (u32 i = threadIdx.x; i < n / P; i += blockDim.x) {
+      u32 v[2];
+      for (u32 j = 0; j < NW; j++) v[j] = ((const u32*)s.p)[i * NW + j];
+      pkt_write<PK>(d.p + (u64)i * PK, v, e.flag);
+    }
+  }
+}
+
+// upkt: wait for packets of src[0] and store their payload into dst[0].
+// rppkt (memory): wait for packets of src[k] and forward them to dst[k].
+template <int PK>
+DEV void op_unpack(Env& e, const DOp& op, u32 off, u32 unit, bool forward) {
+  const u32 P = PK / 2, NW = P / 4;
+  for (int k = 0; k < op.ndst && k < op.nsrc; k++) {
+    Span s = span(e, e.refs[op.ref0 + k], off, unit);
+    Span d = span(e, e.refs[op.ref0 + op.nsrc + k], off, unit);
+    u32 n = d.n < s.n ? d.n : s.n;
+    for (u32 i = threadIdx.x; i < n / P; i += blockDim.x) {
+      u32 v[2];
+      pkt_read<PK>(s.p + (u64)i * PK, e.flag, v, &e.w);
+      if (forward) {
+        pkt_write<PK>(d.p + (u64)i * PK, v, e.flag);
+      } else {
+        for (u32 j = 0; j < NW; j++) ((u32*)d.p)[i * NW + j] = v[j];
+      }
+    }
+  }
+}
+
+// Packet reductions: dst[0] = reduce(src[0], packets src[1..]) in plan
+// order. Then, by op: recpkt/recspkt pack the result into local packet
+// dst[1]; respkt/recspkt send it as packets to the remaining dsts.
+template <int DT, int PK>
+DEV void op_reduce_pkt(Env& e, const DOp& op, u32 off, u32 unit, int firstSend, bool copyPkt) {
+  const u32 P = PK / 2;
+  const int NW = P / 4;
+  Span s[MAXR], d[MAXR];
+  int ns = op.nsrc < MAXR ? op.nsrc : MAXR, nd = op.ndst < MAXR ? op.ndst : MAXR;
+  u32 n = 0xffffffffu;
+  for (int k = 0; k < ns; k++) {
+    s[k] = span(e, e.refs[op.ref0 + k], off, unit);
+    n = s[k].n < n ? s[k].n : n;
+  }
+  for (int k = 0; k < nd; k++) {
+    d[k] = span(e, e.refs[op.ref0 + op.nsrc + k], off, unit);
+    n = d[k].n < n ? d[k].n : n;
+  }
+  if (n == 0 || n == 0xffffffffu) return;
+  for (u32 i = threadIdx.x; i < n / P; i += blockDim.x) {
+    u32 v[2];
+    Acc<DT, NW> acc;
+    for (int j = 0; j < NW; j++) v[j] = ((const u32*)s[0].p)[i * NW + j];
+    acc_init<DT, NW>(acc, v);
+    for (int k = 1; k < ns; k++) {
+      pkt_read<PK>(s[k].p + (u64)i * PK, e.flag, v, &e.w);
+      acc_add<DT, NW>(acc, v, op.reduce);
+    }
+    acc_out<DT, NW>(acc, v);
+    for (int j = 0; j < NW; j++) ((u32*)d[0].p)[i * NW + j] = v[j];
+    if (copyPkt && nd > 1) pkt_write<PK>(d[1].p + (u64)i * PK, v, e.flag);
+    for (int k = firstSend; k < nd; k++) pkt_write<PK>(d[k].p + (u64)i * PK, v, e.flag);
+  }
+}
+
+// Port-channel packet forwarding: the bytes already are packets (src in
+// packet form), so wait until every packet has arrived, then let the proxy
+// copy the whole range.
+template <int PK>
+DEV void op_pkt_port(Env& e, const DOp& op, u32 off, u32 unit, bool waitSrc) {
+  const u32 P = PK / 2;
+  if (waitSrc) {
+    for (int k = 0; k < op.nsrc; k++) {
+      Span s = span(e, e.refs[op.ref0 + k], off, unit);
+      for (u32 i = threadIdx.x; i < s.n / P; i += blockDim.x) {
+        u32 v[2];
+        pkt_read<PK>(s.p + (u64)i * PK, e.flag, v, &e.w);
+      }
+    }
+    __syncthreads();
+  }
+  u32 k = threadIdx.x;
+  if (k >= op.ndst || k >= op.nsrc || k >= op.nidx) return;
+  Span s = span(e, e.refs[op.ref0 + k], off, unit);
+  Span d = span(e, e.refs[op.ref0 + op.nsrc + k], off, unit);
+  const MemChan& c = e.a->port[e.idx[op.idx0 + k]];
+  u32 n = d.n < s.n ? d.n : s.n;
+  if (n > 0) fifo_push(e.a->fifo, FIFO_PUT, c.index, (u64)s.p, (u64)d.p, 2ull * n, &e.w);
+}
+
+// ---- the interpreter ----
+
+template <int DT, int PK>
+DEV void exec_op(Env& e, const DOp& op, u32 off, u32 unit) {
+  const Args* a = e.a;
+  u32 t = threadIdx.x;
+  bool port = op.chanType == CHAN_PORT;
+  switch (op.code) {
+    case OP_NOP:
+      __syncthreads();
+      break;
+    case OP_BARRIER:
+      block_barrier(&a->barriers[op.barrier], op.numTBs, op.barrier, &e.w);
+      break;
+    case OP_SIGNAL:
+    case OP_RLXSIGNAL:
+      if (t < op.nidx) {
+        const MemChan& c = port ? a->port[e.idx[op.idx0 + t]] : a->mem[e.idx[op.idx0 + t]];
+        if (port) {
+          fifo_push(a->fifo, FIFO_SIGNAL, c.index, 0, 0, 0, &e.w);
+        } else {
+          chan_signal(c, op.code == OP_RLXSIGNAL);
+        }
+      }
+      break;
+    case OP_WAIT:
+    case OP_RLXWAIT:
+      if (t < op.nidx) {
+        const MemChan& c = port ? a->port[e.idx[op.idx0 + t]] : a->mem[e.idx[op.idx0 + t]];
+        chan_wait(c, op.code == OP_RLXWAIT, op.chanType, &e.w);
+      }
+      break;
+    case OP_FLUSH:
+      if (t < op.nidx) fifo_flush(a->fifo, a->port[e.idx[op.idx0 + t]].index, &e.w);
+      break;
+    case OP_SEM_ACQUIRE:
+      if (t < op.nidx) sem_acquire(&a->sems[e.idx[op.idx0 + t]], e.idx[op.idx0 + t], &e.w);
+      break;
+    case OP_SEM_RELEASE:
+      if (t < op.nidx) sem_release(&a->sems[e.idx[op.idx0 + t]]);
+      break;
+    case OP_PUT:
+      if (port) {
+        op_put_port(e, op, off, unit, false, false);
+      } else {
+        op_put_mem(e, op, off, unit);
+      }
+      break;
+    case OP_PWS:
+      op_put_port(e, op, off, unit, true, false);
+      break;
+    case OP_PWSF:
+      op_put_port(e, op, off, unit, true, true);
+      break;
+    case OP_GET:
+    case OP_COPY:
+      op_put_mem(e, op, off, unit);
+      break;
+    case OP_RE:
+    case OP_RES:
+    case OP_RRE:
+    case OP_RRES:
+      op_reduce<DT>(e, op, off, unit);
+      break;
+    case OP_PPKT:
+      if (port) {
+        op_pkt_port<PK>(e, op, off, unit, false);
+      } else {
+        op_pack<PK>(e, op, off, unit);
+      }
+      break;
+    case OP_CPKT:
+      op_pack<PK>(e, op, off, unit);
+      break;
+    case OP_RPPKT:
+      if (port) {
+        op_pkt_port<PK>(e, op, off, unit, true);
+      } else {
+        op_unpack<PK>(e, op, off, unit, true);
+      }
+      break;
+    case OP_UPKT:
+      op_unpack<PK>(e, op, off, unit, false);
+      break;
+    case OP_REPKT:
+      op_reduce_pkt<DT, PK>(e, op, off, unit, MAXR, false);
+      break;
+    case OP_RESPKT:
+      op_reduce_pkt<DT, PK>(e, op, off, unit, 1, false);
+      break;
+    case OP_RECPKT:
+      op_reduce_pkt<DT, PK>(e, op, off, unit, MAXR, true);
+      break;
+    case OP_RECSPKT:
+      op_reduce_pkt<DT, PK>(e, op, off, unit, 2, true);
+      break;
+    default:
+      // Switch ops never reach a table: the host refuses such plans.
+      break;
+  }
+}
+
+template <int DT, int PK>
+DEV void run_block(const Args* a) {
+  extern __shared__ int4 smem[];
+  __shared__ u64 epoch;
+  __shared__ u32 aborted;
+  const u32 b = blockIdx.x;
+  const TableHeader* g = (const TableHeader*)(a->tables + a->tableOff[b]);
+  u32 words = g->bytes / 16;
+  for (u32 i = threadIdx.x; i < words; i += blockDim.x) smem[i] = ((const int4*)g)[i];
+  if (threadIdx.x == 0) {
+    // Written by the previous launch's last block, which finished before
+    // this launch started (same stream).
+    epoch = *(volatile u64*)a->epoch;
+    aborted = 0;
+  }
+  __syncthreads();
+  const TableHeader* h = (const TableHeader*)smem;
+  const DOp* ops = (const DOp*)(h + 1);
+  Env e;
+  e.refs = (const DRef*)(ops + h->nops);
+  e.idx = (const u16*)(e.refs + h->nrefs);
+  e.a = a;
+  e.half = (epoch & 1) * a->scratchHalf;
+  e.flag = (u32)(epoch % 0xffffffffull) + 1;
+  e.w.timeoutNs = a->timeoutNs;
+  e.w.rec = &a->wd[b];
+  e.w.rank = a->rank;
+  e.w.block = b;
+  e.w.aborted = &aborted;
+  for (u32 i = 0; i < h->nops; i++) {
+    const DOp& op = ops[i];
+    e.w.op = i;
+    if (op.code == OP_PIPELINE) {
+      for (u32 it = 0; it < op.niter; it++) {
+        for (u32 j = 1; j <= op.npipe && i + j < h->nops; j++) {
+          e.w.op = i + j;
+          exec_op<DT, PK>(e, ops[i + j], it * op.unit, op.unit);
+        }
+      }
+      i += op.npipe;
+    } else {
+      exec_op<DT, PK>(e, op, 0, 0xffffffffu);
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atom_add_gpu32(a->done, 1) == a->nblocks - 1) {
+      *a->done = 0;
+      *(volatile u64*)a->epoch = epoch + 1;
+      __threadfence();
+    }
+  }
+}
+
+#define MSCCL_KERNEL(name, DT, PK) \
+  extern "C" __global__ void __launch_bounds__(1024, 1) name(const Args* a) { run_block<DT, PK>(a); }
+
+// The instances (one data type and packet width per compiled module) are
+// appended by kernels.Source, which keeps each NVRTC run short.
