@@ -2,9 +2,8 @@
 // MSCCL++ v0.8+ JSON schema, the op table that drives everything that
 // touches ops, the strict JSON codec (Decode, Encode), the structural
 // validator (Validate; Load decodes and validates, Check suits compiler
-// passes), the upstream executor's limits
-// (limits.go), the chunk geometry (which bytes a buffer reference covers
-// at a given message size), a human-readable text dump (Dump) and deep
+// passes), the upstream executor's limits (limits.go), the chunk geometry
+// (which bytes a buffer reference covers at a given message size), a human-readable text dump (Dump) and deep
 // copies (Plan.Clone) for tests that mutate plans.
 //
 // Problems are data: Decode and Validate return Diagnostics, each located
