@@ -41,7 +41,9 @@ func loc(t ir.BufferType, idx int) ir.BufRef {
 	return ir.BufRef{Kind: ir.RefLocal, Type: t, Index: idx, Size: 1}
 }
 
-func rem(id, idx int) ir.BufRef { return ir.BufRef{Kind: ir.RefRemote, BufferID: id, Index: idx, Size: 1} }
+func rem(id, idx int) ir.BufRef {
+	return ir.BufRef{Kind: ir.RefRemote, BufferID: id, Index: idx, Size: 1}
+}
 
 func syncOp(code ir.OpCode, ct ir.ChannelType, ids ...int) ir.Op {
 	return ir.Op{Code: code, ChannelType: ct, ChannelIDs: ids}

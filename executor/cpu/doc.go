@@ -20,7 +20,19 @@
 // write needs E ordering; a write followed by anything needs V ordering.
 // Whatever a block acquires (wait, flush, semaphore, packet) reaches the
 // rest of the block only at its next nop; ops of one block between two
-// nops are mutually unordered. Port channels run through one in-order proxy
+// nops are mutually unordered. Every op execution is its own epoch of its
+// block's clock component; a nop completes all earlier ones. An LL packet
+// carries its writer's epoch, so the reader (and what the reader computes
+// from it: a data dependency) is ordered after that write.
+//
+// Kernel boundaries: a launch's end orders everything its blocks did
+// before the host reads the outputs and writes the next inputs (our model
+// of the application's producer and consumer kernels on the same stream).
+// A kernel start sees every write execution-ordered before it (the new
+// kernel starts with clean caches), and a kernel's end publishes its writes
+// to anyone execution-ordered after that end: so a relaxed handshake at the
+// start of a launch suffices to read a peer's freshly written input, as
+// upstream plans assume. Port channels run through one in-order proxy
 // agent per rank.
 //
 // Where we differ from upstream MSCCL++ on purpose: reduce_op is honoured

@@ -122,6 +122,13 @@ func (s *sim) scratchBuf(n int64) []byte {
 	return s.tmp[:n]
 }
 
+// pktBytes rounds a packet op's byte count down to whole packets: LL16
+// packets carry 8 bytes of payload, LL8 packets 4, and upstream's loops
+// move whole packets only.
+func (s *sim) pktBytes(n int64) int64 {
+	return n - n%int64(s.opt.LLWidth/2)
+}
+
 // opBytes is the byte count an op moves in this window: the smallest of
 // its references (they agree in every well-formed plan).
 func opBytes(op *rop, w, unit int64) int64 {
@@ -226,7 +233,7 @@ func (s *sim) packetOp(b *block, op *rop, w, unit int64) (bool, string) {
 	rs := s.ranks[b.rank]
 	ctx := s.blockCtx(b)
 	pl := op.place
-	n := opBytes(op, w, unit)
+	n := s.pktBytes(opBytes(op, w, unit))
 	topo := s.topo()
 	var local, remote int64
 	pktSrc := func(k int) bool { return op.src[k].packet }
@@ -325,6 +332,9 @@ func (s *sim) switchOp(b *block, op *rop, w, unit int64) (bool, string) {
 	ctx := s.blockCtx(b)
 	pl := op.place
 	n := opBytes(op, w, unit)
+	if op.code == ir.OpGstorepkt {
+		n = s.pktBytes(n)
+	}
 	topo := s.topo()
 	if n == 0 {
 		s.cost(b, 0, 0, 0, topo)

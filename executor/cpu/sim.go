@@ -42,7 +42,7 @@ type block struct {
 	launchDone      bool
 	finished        bool
 	clk, pend       clocks
-	ph              uint32
+	ph              uint32 // epoch of the op running now; one per op execution
 	waiting         string
 	inBarrier       bool
 	barGen          int
@@ -277,6 +277,7 @@ func (s *sim) step(b *block) bool {
 	t0 := b.t
 	s.exec++
 	s.steps++
+	b.ph++
 	ok, msg := s.run(b, op, w, unit)
 	if !ok {
 		b.waiting = msg
@@ -311,8 +312,7 @@ func (s *sim) own(b *block, relaxed bool) clocks {
 func (b *block) nop() {
 	b.clk.join(b.pend)
 	b.pend.clear()
-	b.ph++
-	b.clk.E[b.agent], b.clk.V[b.agent] = b.ph-1, b.ph-1
+	b.clk.E[b.agent], b.clk.V[b.agent] = b.ph, b.ph
 }
 
 // proxyStep hands a request to the rank's in-order proxy.
