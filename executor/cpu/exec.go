@@ -96,7 +96,11 @@ func (s *sim) pktReady(b *block, rank int, off, n int64) (bool, string) {
 		return true, ""
 	}
 	at := miss - raw/2 + off
-	return false, fmt.Sprintf("packets with flag %d at rank %d scratch payload byte %d (packet byte %d) of [%d:%d), which nobody has written this launch", b.launch+1, rank, at, 2*at, off, off+n)
+	half := ""
+	if s.p.DoubleScratch {
+		half = fmt.Sprintf(" half %d", b.launch%2)
+	}
+	return false, fmt.Sprintf("packets with flag %d at rank %d scratch%s payload byte %d (packet byte %d) of [%d:%d), which nobody has written this launch", b.launch+1, rank, half, at, 2*at, off, off+n)
 }
 
 // pktRead returns the payload of ready packets and records the read as

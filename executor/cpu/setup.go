@@ -54,6 +54,7 @@ type chanEnd struct {
 	peer    int
 	partner int // flat index of the paired channel at peer; -1 when unpaired
 	in      tokenQueue
+	got     int // signals consumed by waits so far
 }
 
 type rankState struct {

@@ -356,12 +356,15 @@ func (s *sim) wait(b *block, op *rop, relaxed bool) (bool, string) {
 				need++
 			}
 		}
-		if rs.chans[chanSlot(c.typ)][c.flat].in.len() < need {
-			return false, "a signal on " + s.chanName(rs, c)
+		e := &rs.chans[chanSlot(c.typ)][c.flat]
+		if e.in.len() < need {
+			return false, fmt.Sprintf("signal #%d on %s; the peer has sent %d", e.got+need, s.chanName(rs, c), e.got+e.in.len())
 		}
 	}
 	for _, c := range op.chans {
-		tk := rs.chans[chanSlot(c.typ)][c.flat].in.pop()
+		e := &rs.chans[chanSlot(c.typ)][c.flat]
+		e.got++
+		tk := e.in.pop()
 		join(b.pend.E, tk.c.E)
 		// Relaxed memory-channel waits order execution only; port waits
 		// always acquire (upstream has no relaxed port wait).
