@@ -232,6 +232,12 @@ func TestMemoryRoundTrip(t *testing.T) {
 func TestStreamsAndEvents(t *testing.T) {
 	setup(t)
 	const n = 64 << 20
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	a, _ := Malloc(n)
 	b, err := Malloc(n)
 	if err != nil {
@@ -256,20 +262,18 @@ func TestStreamsAndEvents(t *testing.T) {
 	}
 	defer start.Destroy()
 	defer end.Destroy()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	c, err := Malloc(8)
+	must(err)
+	defer Free(c)
 	must(Memset8(a, 0x5a, n))
+	must(Memset8(b, 0, n))
+	must(Memset8(c, 0, 8))
 	must(start.Record(s1))
 	must(MemcpyAsync(b, a, n, s1))
 	must(end.Record(s1))
-	// s2 copies b back into a only after s1's copy: WaitEvent orders them.
+	// s2 reads the end of b only after s1's copy: WaitEvent orders them.
 	must(s2.WaitEvent(end))
-	must(Memset8(a, 0, 1)) // synchronous, on the legacy stream
-	must(MemcpyAsync(a, b, 1, s2))
+	must(MemcpyAsync(c, b+n-8, 8, s2))
 	must(s2.Synchronize())
 	must(end.Synchronize())
 	done, err := s1.Query()
@@ -283,10 +287,10 @@ func TestStreamsAndEvents(t *testing.T) {
 		t.Errorf("elapsed %v ms", ms)
 	}
 	t.Logf("64 MiB device copy: %.3f ms, %.0f GB/s", ms, 2*float64(n)/float64(ms)/1e6)
-	got := make([]byte, 1)
-	must(MemcpyDtoH(got, a))
-	if got[0] != 0x5a {
-		t.Errorf("ordered copy saw %#x", got[0])
+	got := make([]byte, 8)
+	must(MemcpyDtoH(got, c))
+	if !bytes.Equal(got, bytes.Repeat([]byte{0x5a}, 8)) {
+		t.Errorf("copy ordered by WaitEvent saw %x", got)
 	}
 }
 
@@ -388,5 +392,39 @@ func TestMappedHostMemory(t *testing.T) {
 	}
 	if err := h.Free(); err == nil {
 		t.Error("double free accepted")
+	}
+}
+
+// TestFallbackContext: a goroutine on a thread with no current context
+// still gets working CUDA calls through the fallback context.
+func TestFallbackContext(t *testing.T) {
+	setup(t)
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := detachCurrent(); err != nil {
+			errc <- err
+			return
+		}
+		p, err := Malloc(64)
+		if err != nil {
+			errc <- err
+			return
+		}
+		in := bytes.Repeat([]byte{7}, 64)
+		out := make([]byte, 64)
+		if err := errors.Join(MemcpyHtoD(p, in), MemcpyDtoH(out, p), Free(p)); err != nil {
+			errc <- err
+			return
+		}
+		if !bytes.Equal(in, out) {
+			errc <- errors.New("round trip differs")
+			return
+		}
+		errc <- nil
+	}()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -309,3 +309,12 @@ func (c *Context) Release() error {
 	c.released = true
 	return nil
 }
+
+// detachCurrent leaves the calling OS thread with no current context; tests
+// use it to exercise the fallback context.
+func detachCurrent() error {
+	if err := Init(); err != nil {
+		return err
+	}
+	return check("cuCtxSetCurrent", C.mc_cuCtxSetCurrent(0))
+}

@@ -53,7 +53,10 @@ func Free(p DevicePtr) error {
 	return check("cuMemFree", C.mc_cuMemFree(C.uint64_t(p)))
 }
 
-// MemcpyHtoD copies src to device memory (synchronous).
+// MemcpyHtoD copies src to device memory. Like MemcpyDtoD and Memset8 it
+// returns only once the data is in place (it waits for the legacy default
+// stream), so work queued afterwards on any stream sees it. It is not
+// allowed while this thread captures a graph.
 func MemcpyHtoD(dst DevicePtr, src []byte) error {
 	if err := Init(); err != nil {
 		return err
@@ -75,7 +78,7 @@ func MemcpyDtoH(dst []byte, src DevicePtr) error {
 	return check("cuMemcpyDtoH", C.mc_cuMemcpyDtoH(unsafe.Pointer(&dst[0]), C.uint64_t(src), C.size_t(len(dst))))
 }
 
-// MemcpyDtoD copies n bytes between device addresses.
+// MemcpyDtoD copies n bytes between device addresses and waits for it.
 func MemcpyDtoD(dst, src DevicePtr, n int64) error {
 	if err := Init(); err != nil {
 		return err
@@ -86,7 +89,7 @@ func MemcpyDtoD(dst, src DevicePtr, n int64) error {
 	return check("cuMemcpyDtoD", C.mc_cuMemcpyDtoD(C.uint64_t(dst), C.uint64_t(src), C.size_t(n)))
 }
 
-// Memset8 sets n bytes at p to v.
+// Memset8 sets n bytes at p to v and waits for it.
 func Memset8(p DevicePtr, v byte, n int64) error {
 	if err := Init(); err != nil {
 		return err

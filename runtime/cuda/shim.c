@@ -251,10 +251,30 @@ int mc_enablePeer(uintptr_t self, uintptr_t peer) {
 
 int mc_cuMemAlloc(uint64_t *p, size_t n) { CALLCTX(cuMemAlloc, (CUdeviceptr *)p, n); }
 int mc_cuMemFree(uint64_t p) { CALLCTX(cuMemFree, p); }
-int mc_cuMemcpyHtoD(uint64_t dst, const void *src, size_t n) { CALLCTX(cuMemcpyHtoD, dst, src, n); }
+// The driver's "synchronous" HtoD (from pageable memory), DtoD and memset
+// may return before the data has landed, which would race with work that
+// later goes to a non-blocking stream. These wrappers finish the legacy
+// default stream, where those calls run, so they are synchronous in fact.
+static int settle(int r) {
+  if (r || !p_cuStreamSynchronize) return r;
+  return p_cuStreamSynchronize(NULL);
+}
+int mc_cuMemcpyHtoD(uint64_t dst, const void *src, size_t n) {
+  if (!p_cuMemcpyHtoD) return MC_MISSING;
+  ensure_ctx();
+  return settle(p_cuMemcpyHtoD(dst, src, n));
+}
 int mc_cuMemcpyDtoH(void *dst, uint64_t src, size_t n) { CALLCTX(cuMemcpyDtoH, dst, src, n); }
-int mc_cuMemcpyDtoD(uint64_t dst, uint64_t src, size_t n) { CALLCTX(cuMemcpyDtoD, dst, src, n); }
-int mc_cuMemsetD8(uint64_t p, unsigned char v, size_t n) { CALLCTX(cuMemsetD8, p, v, n); }
+int mc_cuMemcpyDtoD(uint64_t dst, uint64_t src, size_t n) {
+  if (!p_cuMemcpyDtoD) return MC_MISSING;
+  ensure_ctx();
+  return settle(p_cuMemcpyDtoD(dst, src, n));
+}
+int mc_cuMemsetD8(uint64_t p, unsigned char v, size_t n) {
+  if (!p_cuMemsetD8) return MC_MISSING;
+  ensure_ctx();
+  return settle(p_cuMemsetD8(p, v, n));
+}
 int mc_cuMemHostAlloc(void **p, size_t n, unsigned flags) { CALLCTX(cuMemHostAlloc, p, n, flags); }
 int mc_cuMemFreeHost(void *p) { CALLCTX(cuMemFreeHost, p); }
 int mc_cuMemHostGetDevicePointer(uint64_t *d, void *p) {
