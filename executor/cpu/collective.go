@@ -45,24 +45,41 @@ func splitmix(x *uint64) uint64 {
 func makeInput(dt DType, seed uint64, launch, rank int, n int64) []byte {
 	st := seed ^ uint64(launch+1)*0x632be59bd9b4e019 ^ uint64(rank+1)*0x85157af5
 	splitmix(&st)
-	out := make([]byte, n)
+	// Encode the 17 possible values once; each element is then a copy.
 	sz := int64(dt.Size())
-	for i := int64(0); i+sz <= n; i += sz {
-		x := splitmix(&st)
-		v := int64(x%17) - 8
+	var enc [17][4]byte
+	for k := range enc {
+		v := int64(k) - 8
 		switch dt {
 		case F32:
-			binary.LittleEndian.PutUint32(out[i:], math.Float32bits(float32(v)))
+			binary.LittleEndian.PutUint32(enc[k][:], math.Float32bits(float32(v)))
 		case F16:
-			binary.LittleEndian.PutUint16(out[i:], f32ToF16(float32(v)))
+			binary.LittleEndian.PutUint16(enc[k][:], f32ToF16(float32(v)))
 		case BF16:
-			binary.LittleEndian.PutUint16(out[i:], f32ToBF16(float32(v)))
+			binary.LittleEndian.PutUint16(enc[k][:], f32ToBF16(float32(v)))
 		case I32:
-			binary.LittleEndian.PutUint32(out[i:], uint32(int32(v)))
+			binary.LittleEndian.PutUint32(enc[k][:], uint32(int32(v)))
 		case U32:
-			binary.LittleEndian.PutUint32(out[i:], uint32(x%16))
+			binary.LittleEndian.PutUint32(enc[k][:], uint32(k%16))
 		case U8:
-			out[i] = byte(x % 16)
+			enc[k][0] = byte(k % 16)
+		}
+	}
+	out := make([]byte, n)
+	switch sz {
+	case 1:
+		for i := range out {
+			out[i] = enc[splitmix(&st)%17][0]
+		}
+	case 2:
+		for i := int64(0); i+2 <= n; i += 2 {
+			e := &enc[splitmix(&st)%17]
+			out[i], out[i+1] = e[0], e[1]
+		}
+	default:
+		for i := int64(0); i+4 <= n; i += 4 {
+			e := &enc[splitmix(&st)%17]
+			binary.LittleEndian.PutUint32(out[i:], binary.LittleEndian.Uint32(e[:]))
 		}
 	}
 	return out

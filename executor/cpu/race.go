@@ -53,21 +53,17 @@ func (m *shadow) split(x int64) int {
 	return i + 1
 }
 
-// fill makes [lo, hi) fully covered by segments.
+// fill makes [lo, hi) fully covered by segments. Gaps appear only on
+// first touch, so the common case is a binary search and a short walk.
 func (m *shadow) fill(lo, hi int64) {
+	i := sort.Search(len(m.segs), func(i int) bool { return m.segs[i].hi > lo })
 	var add []seg
 	x := lo
-	for _, s := range m.segs {
-		if s.hi <= x {
-			continue
+	for k := i; k < len(m.segs) && m.segs[k].lo < hi; k++ {
+		if m.segs[k].lo > x {
+			add = append(add, seg{lo: x, hi: m.segs[k].lo})
 		}
-		if s.lo >= hi {
-			break
-		}
-		if s.lo > x {
-			add = append(add, seg{lo: x, hi: s.lo})
-		}
-		x = s.hi
+		x = m.segs[k].hi
 	}
 	if x < hi {
 		add = append(add, seg{lo: x, hi: hi})
