@@ -30,7 +30,11 @@ func TestFixturesCorrect(t *testing.T) {
 		if reduces(p) {
 			ops = []ir.ReduceOp{ir.ReduceSum, ir.ReduceMin, ir.ReduceMax}
 		}
-		for _, size := range sizes(p) {
+		sz := sizes(p)
+		if needsEvenChunks[name] == "" {
+			sz = append(sz, unevenChunks(p))
+		}
+		for _, size := range sz {
 			for _, dt := range []DType{F32, F16, BF16, I32} {
 				for _, op := range ops {
 					t.Run(fmt.Sprintf("%s/%d/%s/%s", name, size, dt, op), func(t *testing.T) {
