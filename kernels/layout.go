@@ -36,7 +36,7 @@ const (
 // ids Idx[Idx0 : Idx0+NIdx]. A pipeline op is followed by its NPipe body
 // ops, which run NIter times over windows of Unit bytes.
 type Op struct {
-	Code, NSrc, NDst, NIdx uint8
+	Code, NSrc, NDst, NIdx  uint8
 	Reduce, ChanType, NPipe uint8
 	Ref0, Idx0              uint16
 	Barrier, NumTBs         uint16
@@ -124,7 +124,7 @@ func EncodeChans(cs []Chan) []byte {
 // Args are one rank's launch arguments (the kernel's only parameter points
 // to them).
 type Args struct {
-	Tables, TableOff, Mem, Port, Sems, Barriers uint64
+	Tables, TableOff, Mem, Port, Sems, Barriers  uint64
 	FifoEntries, FifoHead, FifoTail, FifoFlushed uint64
 	FifoSize                                     uint64
 	Epoch, Done, Watch                           uint64

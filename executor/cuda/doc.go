@@ -1,0 +1,19 @@
+// Package cudaexec runs an ir.Plan on NVIDIA GPUs through the generic
+// executor kernel of kernels/: it sizes and allocates scratch from
+// ir.Layout, builds the memory and port channels and semaphores between
+// ranks, encodes and uploads every block's op table once per (buffers,
+// size, data type, reduction), launches one kernel per rank per collective,
+// serves port channels from a host proxy goroutine, and turns the kernel's
+// watchdog records into an error that lists every stuck block.
+//
+// All ranks live in this process, each with its own stream, several per
+// GPU allowed (today: every rank on device 0); peers on one GPU use each
+// other's device pointers directly. Plans with switch channels (NVLink
+// multicast) are refused unless Options.AllowMulticast is set, and even
+// then this package does not create multicast objects: it never enables
+// them on shared machines.
+//
+// cudaexec builds on runtime/cuda and runtime/nvrtc and the kernels
+// package; it must not import the CPU executor outside tests (that is the
+// oracle its tests compare with, bit for bit).
+package cudaexec

@@ -1,0 +1,374 @@
+package cudaexec
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/msccl-go/msccl-go/ir"
+	"github.com/msccl-go/msccl-go/kernels"
+	"github.com/msccl-go/msccl-go/runtime/cuda"
+	"github.com/msccl-go/msccl-go/runtime/nvrtc"
+)
+
+// Options configure an Executor.
+type Options struct {
+	// Timeout is how long one wait may spin before the watchdog ends the
+	// kernel and reports the block; 0 means 5 s.
+	Timeout time.Duration
+	// AllowMulticast lets plans with switch channels load. Switch ops are
+	// still refused: this executor never creates multicast objects.
+	AllowMulticast bool
+	// CacheDir holds compiled kernels; "" means nvrtc.DefaultCacheDir.
+	CacheDir string
+	// FifoEntries is the port-channel request queue length per rank (a
+	// power of two); 0 means 1024.
+	FifoEntries int
+}
+
+// Executor runs one plan; it owns the per-rank streams, channels,
+// semaphores and the kernel modules. Methods are not safe for concurrent
+// use.
+type Executor struct {
+	p      *ir.Plan
+	opt    Options
+	ctx    *cuda.Context
+	arch   string
+	ranks  []*rankRes
+	fns    map[fnKey]*fnEntry
+	binds  map[bindKey]*binding
+	order  []bindKey
+	fork   *cuda.Event
+	proxy  *proxy
+	broken error
+	mu     sync.Mutex
+}
+
+type fnKey struct {
+	dt kernels.DType
+	ll int
+}
+
+type fnEntry struct {
+	mod  *cuda.Module
+	fn   *cuda.Function
+	smem int // dynamic shared memory the function was configured for
+}
+
+// rankRes is what one rank owns for the executor's whole life.
+type rankRes struct {
+	stream   *cuda.Stream
+	done     *cuda.Event
+	static   cuda.DevicePtr // chans, sems, barriers, epoch, done counter, fifo head
+	memChans cuda.DevicePtr
+	portChan cuda.DevicePtr
+	sems     cuda.DevicePtr
+	barriers cuda.DevicePtr
+	epoch    cuda.DevicePtr
+	doneCnt  cuda.DevicePtr
+	fifoHead cuda.DevicePtr
+	inbound  [2]cuda.DevicePtr // [memory, port] inbound semaphores, one u64 per channel
+	expected [2]cuda.DevicePtr // signals consumed so far, one u64 per channel
+	nchan    [2]int
+	peers    [2][]int
+	watch    *cuda.HostMem // one WatchRecord per block
+	fifo     *cuda.HostMem // entries, then tail, then flushed
+	nblocks  int
+}
+
+// Open compiles nothing yet: it checks the plan, makes the device current
+// and builds every rank's channels and semaphores.
+func Open(p *ir.Plan, opt Options) (*Executor, error) {
+	if p == nil {
+		return nil, errors.New("cudaexec: nil plan")
+	}
+	if err := checkPlan(p, opt.AllowMulticast); err != nil {
+		return nil, err
+	}
+	if opt.Timeout <= 0 {
+		opt.Timeout = 5 * time.Second
+	}
+	if opt.FifoEntries <= 0 {
+		opt.FifoEntries = 1024
+	}
+	if opt.FifoEntries&(opt.FifoEntries-1) != 0 {
+		return nil, fmt.Errorf("cudaexec: FifoEntries %d is not a power of two", opt.FifoEntries)
+	}
+	if err := cuda.Init(); err != nil {
+		return nil, err
+	}
+	dev := cuda.Device(0)
+	ctx, err := dev.PrimaryContext()
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.SetCurrent(); err != nil {
+		return nil, err
+	}
+	maj, min, err := dev.ComputeCapability()
+	if err != nil {
+		return nil, err
+	}
+	e := &Executor{p: p, opt: opt, ctx: ctx, arch: fmt.Sprintf("sm_%d%d", maj, min),
+		fns: map[fnKey]*fnEntry{}, binds: map[bindKey]*binding{}}
+	if e.fork, err = cuda.NewEvent(false); err != nil {
+		return nil, err
+	}
+	if err := e.setupRanks(); err != nil {
+		e.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// Plan returns the plan the executor runs.
+func (e *Executor) Plan() *ir.Plan { return e.p }
+
+// Ranks is the number of ranks.
+func (e *Executor) Ranks() int { return len(e.p.GPUs) }
+
+func chanSlot(t ir.ChannelType) int {
+	if t == ir.ChanPort {
+		return 1
+	}
+	return 0
+}
+
+func (e *Executor) setupRanks() error {
+	n := len(e.p.GPUs)
+	e.ranks = make([]*rankRes, n)
+	hasPort := false
+	for r := range e.p.GPUs {
+		g := &e.p.GPUs[r]
+		rs := &rankRes{nblocks: len(g.ThreadBlocks)}
+		e.ranks[r] = rs
+		for _, c := range g.Channels {
+			if c.Type == ir.ChanMemory || c.Type == ir.ChanPort {
+				s := chanSlot(c.Type)
+				rs.peers[s] = append(rs.peers[s], c.ConnectedTo...)
+			}
+		}
+		rs.nchan = [2]int{len(rs.peers[0]), len(rs.peers[1])}
+		if rs.nchan[1] > 0 {
+			hasPort = true
+		}
+		if rs.nblocks == 0 {
+			return fmt.Errorf("gpus[%d] has no thread blocks", r)
+		}
+		var err error
+		if rs.stream, err = cuda.NewStream(true); err != nil {
+			return err
+		}
+		if rs.done, err = cuda.NewEvent(false); err != nil {
+			return err
+		}
+		if rs.watch, err = cuda.HostAllocMapped(int64(kernels.WatchBytes * rs.nblocks)); err != nil {
+			return err
+		}
+		clear(rs.watch.Bytes)
+		// Device-side state: per channel one inbound and one expected
+		// counter (u64), channel ends, semaphores, barriers, counters.
+		nc := rs.nchan[0] + rs.nchan[1]
+		size := int64(16*nc) + int64(kernels.ChanBytes*nc) + int64(4*len(g.Semaphores)) +
+			int64(kernels.BarrierBytes*maxBarriers) + 64 + 4096
+		if rs.static, err = cuda.Malloc(size); err != nil {
+			return err
+		}
+		if err := cuda.Memset8(rs.static, 0, size); err != nil {
+			return err
+		}
+		p := rs.static
+		take := func(n int64) cuda.DevicePtr {
+			q := p
+			p += cuda.DevicePtr((n + 15) &^ 15)
+			return q
+		}
+		rs.inbound[0] = take(8 * int64(rs.nchan[0]))
+		rs.inbound[1] = take(8 * int64(rs.nchan[1]))
+		expected := [2]cuda.DevicePtr{take(8 * int64(rs.nchan[0])), take(8 * int64(rs.nchan[1]))}
+		rs.memChans = take(int64(kernels.ChanBytes * rs.nchan[0]))
+		rs.portChan = take(int64(kernels.ChanBytes * rs.nchan[1]))
+		rs.sems = take(int64(4 * len(g.Semaphores)))
+		rs.barriers = take(int64(kernels.BarrierBytes * maxBarriers))
+		rs.epoch = take(8)
+		rs.doneCnt = take(8)
+		rs.fifoHead = take(8)
+		rs.expected = expected
+		if len(g.Semaphores) > 0 {
+			b := make([]byte, 4*len(g.Semaphores))
+			for i, s := range g.Semaphores {
+				if s.InitValue < 0 {
+					return fmt.Errorf("gpus[%d].semaphores[%d]: negative init_value", r, i)
+				}
+				binary.LittleEndian.PutUint32(b[4*i:], uint32(s.InitValue))
+			}
+			if err := cuda.MemcpyHtoD(rs.sems, b); err != nil {
+				return err
+			}
+		}
+		if rs.nchan[1] > 0 {
+			if rs.fifo, err = cuda.HostAllocMapped(int64(32*e.opt.FifoEntries + 64)); err != nil {
+				return err
+			}
+			clear(rs.fifo.Bytes)
+		}
+	}
+	// Pair the k-th channel A→B with the k-th channel B→A of the same type.
+	remote := make([][2][]cuda.DevicePtr, n)
+	for r, rs := range e.ranks {
+		for s := 0; s < 2; s++ {
+			remote[r][s] = make([]cuda.DevicePtr, rs.nchan[s])
+			seen := map[int]int{}
+			for i, peer := range rs.peers[s] {
+				k := seen[peer]
+				seen[peer]++
+				if peer < 0 || peer >= n || peer == r {
+					return fmt.Errorf("gpus[%d].channels: channel %d connects to rank %d", r, i, peer)
+				}
+				j, cnt := -1, 0
+				for jj, q := range e.ranks[peer].peers[s] {
+					if q == r {
+						if cnt == k {
+							j = jj
+							break
+						}
+						cnt++
+					}
+				}
+				if j < 0 {
+					return fmt.Errorf("gpus[%d]: %s channel %d to rank %d has no partner channel on rank %d", r, []string{"memory", "port"}[s], i, peer, peer)
+				}
+				remote[r][s][i] = e.ranks[peer].inbound[s] + cuda.DevicePtr(8*j)
+			}
+		}
+	}
+	for r, rs := range e.ranks {
+		for s := 0; s < 2; s++ {
+			if rs.nchan[s] == 0 {
+				continue
+			}
+			exp := rs.expected[s]
+			cs := make([]kernels.Chan, rs.nchan[s])
+			for i := range cs {
+				cs[i] = kernels.Chan{Inbound: uint64(rs.inbound[s]) + uint64(8*i), RemoteInbound: uint64(remote[r][s][i]),
+					Expected: uint64(exp) + uint64(8*i), Peer: int32(rs.peers[s][i]), Index: uint32(i)}
+			}
+			dst := rs.memChans
+			if s == 1 {
+				dst = rs.portChan
+			}
+			if err := cuda.MemcpyHtoD(dst, kernels.EncodeChans(cs)); err != nil {
+				return err
+			}
+		}
+	}
+	if hasPort {
+		pr, err := startProxy(e, remote)
+		if err != nil {
+			return err
+		}
+		e.proxy = pr
+	}
+	return nil
+}
+
+// function returns the kernel for a data type and packet width, compiling
+// it with NVRTC (cached on disk) on first use.
+func (e *Executor) function(dt kernels.DType, ll int) (*fnEntry, error) {
+	k := fnKey{dt, ll}
+	if f := e.fns[k]; f != nil {
+		return f, nil
+	}
+	src, err := kernels.SourceFor(dt, ll)
+	if err != nil {
+		return nil, err
+	}
+	name, _ := kernels.KernelName(dt, ll)
+	dir := e.opt.CacheDir
+	if dir == "" {
+		if dir, err = nvrtc.DefaultCacheDir(); err != nil {
+			dir = filepath.Join(os.TempDir(), "msccl-kernels")
+		}
+	}
+	img, err := nvrtc.CompileCached(dir, src, name+".cu", kernels.CompileOptions(e.arch))
+	if err != nil {
+		return nil, fmt.Errorf("compiling %s for %s: %w", name, e.arch, err)
+	}
+	mod, err := cuda.LoadModule(img)
+	if err != nil {
+		return nil, err
+	}
+	fn, err := mod.Function(name)
+	if err != nil {
+		mod.Unload()
+		return nil, err
+	}
+	f := &fnEntry{mod: mod, fn: fn, smem: 48 << 10}
+	e.fns[k] = f
+	return f, nil
+}
+
+// Close releases everything the executor allocated. It waits for work in
+// flight first.
+func (e *Executor) Close() error {
+	if e == nil {
+		return nil
+	}
+	var first error
+	keep := func(err error) {
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	for _, rs := range e.ranks {
+		if rs != nil && rs.stream != nil {
+			keep(rs.stream.Synchronize())
+		}
+	}
+	if e.proxy != nil {
+		keep(e.proxy.stop())
+		e.proxy = nil
+	}
+	for _, b := range e.binds {
+		keep(b.free())
+	}
+	e.binds = map[bindKey]*binding{}
+	for _, f := range e.fns {
+		keep(f.mod.Unload())
+	}
+	e.fns = map[fnKey]*fnEntry{}
+	for _, rs := range e.ranks {
+		if rs == nil {
+			continue
+		}
+		if rs.stream != nil {
+			keep(rs.stream.Destroy())
+		}
+		if rs.done != nil {
+			keep(rs.done.Destroy())
+		}
+		if rs.watch != nil {
+			keep(rs.watch.Free())
+		}
+		if rs.fifo != nil {
+			keep(rs.fifo.Free())
+		}
+		if rs.static != 0 {
+			keep(cuda.Free(rs.static))
+		}
+	}
+	e.ranks = nil
+	if e.fork != nil {
+		keep(e.fork.Destroy())
+		e.fork = nil
+	}
+	return first
+}
+
+// u64At views 8 bytes of mapped host memory for atomic access.
+func u64At(b []byte, off int) *uint64 { return (*uint64)(unsafe.Pointer(&b[off])) }

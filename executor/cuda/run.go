@@ -1,0 +1,401 @@
+package cudaexec
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unsafe"
+
+	"github.com/msccl-go/msccl-go/ir"
+	"github.com/msccl-go/msccl-go/kernels"
+	"github.com/msccl-go/msccl-go/runtime/cuda"
+)
+
+// Buffers are every rank's input and output for one message size. For
+// in-place plans they alias as the collective defines: one buffer for
+// allreduce, the input inside the output for allgather (at rank·input
+// bytes), the output inside the input for reducescatter.
+type Buffers struct {
+	Size     int64 // message bytes as nccl-tests counts them
+	In, Out  []cuda.DevicePtr
+	InBytes  int64
+	OutBytes int64
+	owned    []cuda.DevicePtr
+}
+
+// Alloc allocates buffers for a message of size bytes on every rank.
+func (e *Executor) Alloc(size int64) (*Buffers, error) {
+	in, out, err := e.p.BufferBytes(size)
+	if err != nil {
+		return nil, err
+	}
+	n := len(e.p.GPUs)
+	b := &Buffers{Size: size, In: make([]cuda.DevicePtr, n), Out: make([]cuda.DevicePtr, n), InBytes: in, OutBytes: out}
+	alloc := func(k int64) (cuda.DevicePtr, error) {
+		p, err := cuda.Malloc(k)
+		if err != nil {
+			return 0, err
+		}
+		b.owned = append(b.owned, p)
+		// Zeroed, as the CPU executor's buffers start.
+		return p, cuda.Memset8(p, 0, k)
+	}
+	for r := 0; r < n; r++ {
+		switch {
+		case !e.p.InPlace:
+			if b.In[r], err = alloc(in); err == nil {
+				b.Out[r], err = alloc(out)
+			}
+		case e.p.Collective == ir.AllGather:
+			if b.Out[r], err = alloc(out); err == nil {
+				b.In[r] = b.Out[r] + cuda.DevicePtr(int64(r)*in)
+			}
+		case e.p.Collective == ir.ReduceScatter:
+			if b.In[r], err = alloc(in); err == nil {
+				b.Out[r] = b.In[r] + cuda.DevicePtr(int64(r)*out)
+			}
+		default:
+			if b.In[r], err = alloc(max(in, out)); err == nil {
+				b.Out[r] = b.In[r]
+			}
+		}
+		if err != nil {
+			b.Free()
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// Wrap describes caller-owned buffers; the caller keeps them alive and
+// aliased as Alloc would for in-place plans.
+func (e *Executor) Wrap(size int64, in, out []cuda.DevicePtr) (*Buffers, error) {
+	inN, outN, err := e.p.BufferBytes(size)
+	if err != nil {
+		return nil, err
+	}
+	if len(in) != len(e.p.GPUs) || len(out) != len(e.p.GPUs) {
+		return nil, fmt.Errorf("cudaexec: need %d input and output buffers, got %d and %d", len(e.p.GPUs), len(in), len(out))
+	}
+	return &Buffers{Size: size, In: append([]cuda.DevicePtr(nil), in...), Out: append([]cuda.DevicePtr(nil), out...), InBytes: inN, OutBytes: outN}, nil
+}
+
+// Free releases buffers that Alloc made.
+func (b *Buffers) Free() error {
+	var first error
+	for _, p := range b.owned {
+		if err := cuda.Free(p); err != nil && first == nil {
+			first = err
+		}
+	}
+	b.owned = nil
+	return first
+}
+
+// Call is one collective: buffers, element type, reduction (applied where
+// the plan says sum or nothing), LL packet width (8 or 16; 0 means 16),
+// and the stream it is ordered on (nil: the ranks' own streams, joined by
+// Wait).
+type Call struct {
+	Buffers *Buffers
+	DType   kernels.DType
+	Reduce  ir.ReduceOp
+	LLWidth int
+	Stream  *cuda.Stream
+}
+
+type bindKey struct {
+	in0, out0 cuda.DevicePtr
+	size      int64
+	dt        kernels.DType
+	ll        int
+	reduce    ir.ReduceOp
+}
+
+// binding is everything a (buffers, size, type) combination needs on the
+// device: scratch, op tables and launch arguments, uploaded once.
+type binding struct {
+	fn      *fnEntry
+	args    []cuda.DevicePtr // per rank: Args struct
+	mem     []cuda.DevicePtr // per rank: scratch + tables + args, one allocation
+	smem    uint32
+	threads uint32
+}
+
+func (b *binding) free() error {
+	var first error
+	for _, p := range b.mem {
+		if p != 0 {
+			if err := cuda.Free(p); err != nil && first == nil {
+				first = err
+			}
+		}
+	}
+	b.mem = nil
+	return first
+}
+
+const maxBindings = 16
+
+func (e *Executor) bind(c *Call) (*binding, error) {
+	bf := c.Buffers
+	if bf == nil || len(bf.In) != len(e.p.GPUs) || len(bf.Out) != len(e.p.GPUs) {
+		return nil, errors.New("cudaexec: call without buffers for every rank")
+	}
+	ll := c.LLWidth
+	if ll == 0 {
+		ll = 16
+	}
+	key := bindKey{bf.In[0], bf.Out[0], bf.Size, c.DType, ll, c.Reduce}
+	if b := e.binds[key]; b != nil {
+		return b, nil
+	}
+	switch c.Reduce {
+	case ir.ReduceNone, ir.ReduceSum, ir.ReduceMin, ir.ReduceMax:
+	case ir.ReduceProd:
+		if c.DType == kernels.F32 || c.DType == kernels.F16 || c.DType == kernels.BF16 {
+			return nil, fmt.Errorf("cudaexec: prod is supported for integer types only, not %s", c.DType)
+		}
+	default:
+		return nil, fmt.Errorf("cudaexec: unknown reduction %q", c.Reduce)
+	}
+	fn, err := e.function(c.DType, ll)
+	if err != nil {
+		return nil, err
+	}
+	n := len(e.p.GPUs)
+	lays := make([]*ir.Layout, n)
+	bufs := make([]bufSet, n)
+	for r := 0; r < n; r++ {
+		if lays[r], err = e.p.Layout(r, bf.InBytes, bf.OutBytes); err != nil {
+			return nil, fmt.Errorf("gpus[%d]: %w", r, err)
+		}
+		inN, outN := bf.InBytes, bf.OutBytes
+		if e.p.InPlace {
+			// The aliased buffer is addressable as a whole through either name.
+			inN, outN = max(inN, outN), max(inN, outN)
+			if e.p.Collective == ir.AllGather {
+				inN = bf.InBytes
+			}
+			if e.p.Collective == ir.ReduceScatter {
+				outN = bf.OutBytes
+			}
+		}
+		bufs[r] = bufSet{in: uint64(bf.In[r]), out: uint64(bf.Out[r]), inN: inN, outN: outN, scratchN: lays[r].ScratchAlloc}
+	}
+	b := &binding{fn: fn, args: make([]cuda.DevicePtr, n), mem: make([]cuda.DevicePtr, n), threads: uint32(e.p.NumThreadsPerBlock)}
+	// Scratch first (its address goes into the tables), then tables.
+	for r := 0; r < n; r++ {
+		sz := max(lays[r].ScratchAlloc, 16)
+		p, err := cuda.Malloc(sz)
+		if err != nil {
+			b.free()
+			return nil, err
+		}
+		b.mem[r] = p // scratch; tables get their own allocation below
+		if err := cuda.Memset8(p, 0, sz); err != nil {
+			b.free()
+			return nil, err
+		}
+		bufs[r].scratch = uint64(p)
+	}
+	for r := 0; r < n; r++ {
+		tb := &tableBuilder{p: e.p, rank: r, lay: lays[r], bufs: bufs, reduce: c.Reduce}
+		tables, err := tb.build()
+		if err != nil {
+			b.free()
+			return nil, err
+		}
+		var blob []byte
+		offs := make([]byte, 4*len(tables))
+		for i := range tables {
+			enc, err := tables[i].Encode()
+			if err != nil {
+				b.free()
+				return nil, fmt.Errorf("gpus[%d].threadblocks[%d]: %w", r, i, err)
+			}
+			putU32(offs[4*i:], uint32(len(blob)))
+			blob = append(blob, enc...)
+			b.smem = max(b.smem, uint32(len(enc)))
+		}
+		offsAt := int64(len(blob))
+		blob = append(blob, offs...)
+		for len(blob)%16 != 0 {
+			blob = append(blob, 0)
+		}
+		argsAt := int64(len(blob))
+		blob = append(blob, make([]byte, kernels.ArgsBytes)...)
+		dev, err := cuda.Malloc(int64(len(blob)))
+		if err != nil {
+			b.free()
+			return nil, err
+		}
+		b.mem = append(b.mem, dev)
+		rs := e.ranks[r]
+		a := kernels.Args{
+			Tables: uint64(dev), TableOff: uint64(dev) + uint64(offsAt),
+			Mem: uint64(rs.memChans), Port: uint64(rs.portChan), Sems: uint64(rs.sems), Barriers: uint64(rs.barriers),
+			Epoch: uint64(rs.epoch), Done: uint64(rs.doneCnt), Watch: uint64(rs.watch.Dev),
+			TimeoutNs: uint64(e.opt.Timeout.Nanoseconds()), Rank: uint32(r), NBlocks: uint32(rs.nblocks),
+		}
+		if e.p.DoubleScratch {
+			a.ScratchHalf = uint64(lays[r].ScratchAlloc / 2)
+		}
+		if rs.fifo != nil {
+			fe := int64(32 * e.opt.FifoEntries)
+			a.FifoEntries = uint64(rs.fifo.Dev)
+			a.FifoHead = uint64(rs.fifoHead)
+			a.FifoTail = uint64(rs.fifo.Dev) + uint64(fe)
+			a.FifoFlushed = uint64(rs.fifo.Dev) + uint64(fe+8)
+			a.FifoSize = uint64(e.opt.FifoEntries)
+		}
+		copy(blob[argsAt:], a.Encode())
+		if err := cuda.MemcpyHtoD(dev, blob); err != nil {
+			b.free()
+			return nil, err
+		}
+		b.args[r] = dev + cuda.DevicePtr(argsAt)
+	}
+	if int(b.smem) > fn.smem {
+		if err := fn.fn.SetMaxDynamicSharedMemory(int(b.smem)); err != nil {
+			b.free()
+			return nil, fmt.Errorf("op table of %d bytes does not fit in shared memory: %w", b.smem, err)
+		}
+		fn.smem = int(b.smem)
+	}
+	if len(e.order) >= maxBindings {
+		old := e.order[0]
+		e.order = e.order[1:]
+		for _, rs := range e.ranks {
+			if err := rs.stream.Synchronize(); err != nil {
+				return nil, err
+			}
+		}
+		if ob := e.binds[old]; ob != nil {
+			ob.free()
+		}
+		delete(e.binds, old)
+	}
+	e.binds[key] = b
+	e.order = append(e.order, key)
+	return b, nil
+}
+
+func putU32(b []byte, v uint32) {
+	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+}
+
+// Prepare compiles and uploads what Run needs for c, so that a later Run
+// (or a CUDA-graph capture of it) makes only launch-path driver calls.
+func (e *Executor) Prepare(c Call) error {
+	_, err := e.bind(&c)
+	return err
+}
+
+// Run enqueues the collective: one kernel per rank on the rank's stream,
+// forked from and joined back into c.Stream (when given) with events. It
+// makes 1 + 4·ranks driver calls and can be captured into a CUDA graph
+// after Prepare.
+func (e *Executor) Run(c Call) error {
+	if e.broken != nil {
+		return fmt.Errorf("cudaexec: executor unusable after an earlier failure: %w", e.broken)
+	}
+	b, err := e.bind(&c)
+	if err != nil {
+		return err
+	}
+	if c.Stream != nil {
+		if err := e.fork.Record(c.Stream); err != nil {
+			return err
+		}
+	}
+	for r, rs := range e.ranks {
+		if c.Stream != nil {
+			if err := rs.stream.WaitEvent(e.fork); err != nil {
+				return err
+			}
+		}
+		arg := uint64(b.args[r])
+		if err := b.fn.fn.Launch([3]uint32{uint32(rs.nblocks), 1, 1}, [3]uint32{b.threads, 1, 1}, b.smem, rs.stream, unsafe.Pointer(&arg)); err != nil {
+			return fmt.Errorf("launching rank %d: %w", r, err)
+		}
+		if c.Stream != nil {
+			if err := rs.done.Record(rs.stream); err != nil {
+				return err
+			}
+			if err := c.Stream.WaitEvent(rs.done); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Wait blocks until the work enqueued so far is done (on s, or on every
+// rank's stream when s is nil) and returns the watchdog's report if any
+// block timed out.
+func (e *Executor) Wait(s *cuda.Stream) error {
+	if s != nil {
+		if err := s.Synchronize(); err != nil {
+			return err
+		}
+	}
+	for _, rs := range e.ranks {
+		if err := rs.stream.Synchronize(); err != nil {
+			return err
+		}
+	}
+	return e.Check()
+}
+
+// HangError lists every block the watchdog stopped.
+type HangError struct {
+	Stuck []kernels.WatchRecord
+}
+
+func (h *HangError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "watchdog: %d block(s) stuck:", len(h.Stuck))
+	for _, w := range h.Stuck {
+		fmt.Fprintf(&b, "\n  rank %d block %d op %d: %s", w.Rank, w.Block, w.Op, w.What())
+		switch w.Kind {
+		case 1, 5:
+			fmt.Fprintf(&b, " on %s channel %d", ir.ChannelType(w.ChanType), w.Channel)
+			if w.Peer >= 0 {
+				fmt.Fprintf(&b, " (peer rank %d)", w.Peer)
+			}
+			fmt.Fprintf(&b, ": expected token %d, saw %d", w.Expected, w.Seen)
+		case 2:
+			fmt.Fprintf(&b, ": expected flag %d, saw %d", w.Expected, w.Seen)
+		case 3:
+			fmt.Fprintf(&b, " %d: %d of %d blocks arrived", w.Channel, w.Seen, w.Expected)
+		case 4:
+			fmt.Fprintf(&b, " %d: value %d", w.Channel, w.Seen)
+		}
+	}
+	return b.String()
+}
+
+// Check reads the watchdog records without waiting. After a hang the
+// channel counters are out of step, so the executor refuses further runs.
+func (e *Executor) Check() error {
+	var h HangError
+	for _, rs := range e.ranks {
+		for i := 0; i < rs.nblocks; i++ {
+			if w, ok := kernels.DecodeWatch(rs.watch.Bytes[i*kernels.WatchBytes:]); ok {
+				h.Stuck = append(h.Stuck, w)
+			}
+		}
+	}
+	if e.proxy != nil {
+		if err := e.proxy.err(); err != nil {
+			e.broken = err
+			return err
+		}
+	}
+	if len(h.Stuck) > 0 {
+		e.broken = &h
+		return &h
+	}
+	return nil
+}

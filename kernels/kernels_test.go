@@ -1,0 +1,111 @@
+package kernels
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/msccl-go/msccl-go/ir"
+	"github.com/msccl-go/msccl-go/runtime/nvrtc"
+)
+
+func TestHeaderFollowsOpTable(t *testing.T) {
+	h := Header()
+	for _, in := range ir.Ops() {
+		want := "#define OP_" + strings.ToUpper(in.Name) + " "
+		if !strings.Contains(h, want) {
+			t.Errorf("header lacks %q", want)
+		}
+	}
+}
+
+// TestCompilePTX compiles every kernel instance to PTX for compute_90 with
+// whatever NVRTC is installed (CI: Debian's 11.8 without CUDA headers).
+func TestCompilePTX(t *testing.T) {
+	if _, _, err := nvrtc.Version(); err != nil {
+		if errors.Is(err, nvrtc.ErrNoNVRTC) {
+			t.Skipf("NVRTC not installed: %v", err)
+		}
+		t.Fatal(err)
+	}
+	cases := []struct {
+		dt DType
+		ll int
+	}{{F32, 16}, {F16, 16}, {BF16, 8}, {I32, 16}, {U32, 8}, {U8, 16}}
+	if testing.Short() {
+		cases = cases[:1]
+	}
+	for _, c := range cases {
+		name, err := KernelName(c.dt, c.ll)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(name, func(t *testing.T) {
+			src, err := SourceFor(c.dt, c.ll)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ptx, log, err := nvrtc.Compile(src, name+".cu", CompileOptions("compute_90"))
+			if err != nil {
+				t.Fatalf("%v\n%s", err, log)
+			}
+			if !strings.Contains(string(ptx), ".entry "+name) {
+				t.Errorf("PTX has no entry %s", name)
+			}
+			// The memory-ordering primitives must survive as written.
+			for _, ins := range []string{"ld.acquire.sys", "red.release.sys", "st.volatile.global.v"} {
+				if !strings.Contains(string(ptx), ins) {
+					t.Errorf("PTX lacks %s", ins)
+				}
+			}
+		})
+	}
+}
+
+func TestKernelNameRejects(t *testing.T) {
+	for _, c := range []struct {
+		dt DType
+		ll int
+	}{{F32, 4}, {DType(99), 16}} {
+		if _, err := KernelName(c.dt, c.ll); err == nil {
+			t.Errorf("KernelName(%v, %d) accepted", c.dt, c.ll)
+		}
+	}
+}
+
+func TestTableEncode(t *testing.T) {
+	tb := Table{
+		Ops:  []Op{{Code: uint8(ir.OpPut), NSrc: 1, NDst: 1, Unit: 7, NIter: 9}},
+		Refs: []Ref{{Ptr: 0x1000, Size: 64, Flags: RefPacket, Peer: -1}, {Ptr: 0x2000, Size: 64, Peer: 1}},
+		Idx:  []uint16{3},
+	}
+	b, err := tb.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := HeaderBytes + OpBytes + 2*RefBytes + 2
+	want = (want + 15) &^ 15
+	if len(b) != want || len(b)%16 != 0 {
+		t.Fatalf("encoded %d bytes, want %d", len(b), want)
+	}
+	if b[HeaderBytes] != uint8(ir.OpPut) || b[HeaderBytes+16] != 7 || b[HeaderBytes+20] != 9 {
+		t.Errorf("op fields misplaced: % x", b[HeaderBytes:HeaderBytes+OpBytes])
+	}
+	r := HeaderBytes + OpBytes
+	if b[r+1] != 0x10 || b[r+8] != 64 || b[r+12] != RefPacket || b[r+14] != 0xff {
+		t.Errorf("ref fields misplaced: % x", b[r:r+RefBytes])
+	}
+}
+
+func TestWatchRoundTrip(t *testing.T) {
+	b := make([]byte, WatchBytes)
+	if _, ok := DecodeWatch(b); ok {
+		t.Fatal("empty record decoded as stuck")
+	}
+	b[0], b[4], b[8], b[24], b[32] = 1, 2, 3, 0xff, 5
+	b[25], b[26], b[27] = 0xff, 0xff, 0xff
+	w, ok := DecodeWatch(b)
+	if !ok || w.Rank != 2 || w.Block != 3 || w.Peer != -1 || w.Expected != 5 || w.What() != "signal wait" {
+		t.Errorf("decoded %+v", w)
+	}
+}
