@@ -67,8 +67,9 @@ func IpcGetMemHandle(p DevicePtr) (IpcMemHandle, error) {
 
 // IpcOpenMemHandle maps another process's allocation into this one, with
 // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS so a handle from another GPU works.
-// The driver refuses to open a handle exported by the same process (an
-// error, not a crash); in-process ranks share pointers directly instead.
+// The driver refuses to open a handle exported by the same process:
+// CUDA_ERROR_INVALID_CONTEXT on driver 580 / CUDA 13 (H200). In-process
+// ranks share pointers directly instead.
 func IpcOpenMemHandle(h IpcMemHandle) (DevicePtr, error) {
 	if err := Init(); err != nil {
 		return 0, err
