@@ -169,19 +169,19 @@ func (s *sim) data(b *block, op *rop, w, unit int64) (bool, string) {
 			src, dst := &op.src[min(k, len(op.src)-1)], &op.dst[k]
 			so, sn := clip(src, w, unit)
 			do, dn := clip(dst, w, unit)
-			n := min(sn, dn)
-			if n == 0 {
-				continue
+			if n := min(sn, dn); n > 0 {
+				c := ctx
+				if port {
+					s.proxyStep(rs, b)
+					c = s.proxyCtx(rs)
+					rs.proxyT += topo.PortLatencyUs + float64(n)/topo.PortGBps/1e3
+				}
+				data := s.mem(c, pl, src.rank, src.typ, so, n, b.launch, false)
+				copy(s.mem(c, pl, dst.rank, dst.typ, do, n, b.launch, true), data)
+				move(n, src.rank) // get reads remotely
+				move(n, dst.rank) // put writes remotely
 			}
-			c := ctx
-			if port {
-				s.proxyStep(rs, b)
-				c = s.proxyCtx(rs)
-				rs.proxyT += topo.PortLatencyUs + float64(n)/topo.PortGBps/1e3
-			}
-			data := s.mem(c, pl, src.rank, src.typ, so, n, b.launch, false)
-			copy(s.mem(c, pl, dst.rank, dst.typ, do, n, b.launch, true), data)
-			move(n, dst.rank+src.rank-b.rank)
+			// An empty window still signals: the peer's wait counts it.
 			if port && op.code != ir.OpPut && k < len(op.chans) {
 				s.signal(b, op, op.chans[k], false)
 			}

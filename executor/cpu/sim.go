@@ -276,13 +276,13 @@ func (s *sim) step(b *block) bool {
 	}
 	t0 := b.t
 	s.exec++
-	s.steps++
 	b.ph++
 	ok, msg := s.run(b, op, w, unit)
 	if !ok {
 		b.waiting = msg
 		return false
 	}
+	s.steps++
 	b.waiting = ""
 	if s.tr != nil && b.launch == 0 {
 		s.tr.slice(b, op, t0, w)
