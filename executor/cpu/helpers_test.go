@@ -109,4 +109,3 @@ var needsEvenChunks = map[string]string{
 	// last packets are never written (a deadlock, rightly).
 	"allreduce_packet.json": "chunk 2-3 → 0-1",
 }
-
