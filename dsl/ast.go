@@ -36,10 +36,10 @@ type Stmt struct {
 
 // CollectiveStmt is the header: `collective allreduce chunks 8 inplace`.
 type CollectiveStmt struct {
-	Pos     lexer.Position
-	EndPos  lexer.Position
-	Kind    string `parser:"\"collective\" @Ident"`
-	Attrs   []*CollectiveAttr `parser:"@@*"`
+	Pos    lexer.Position
+	EndPos lexer.Position
+	Kind   string            `parser:"\"collective\" @Ident"`
+	Attrs  []*CollectiveAttr `parser:"@@*"`
 }
 
 // CollectiveAttr is `inplace` or `chunks EXPR`.

@@ -1,0 +1,126 @@
+package compiler
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/msccl-go/msccl-go/dsl"
+	"github.com/msccl-go/msccl-go/ir"
+)
+
+// Diagnostics are dsl diagnostics: every compiler message is positioned
+// in the source.
+type Diagnostics = dsl.Diagnostics
+
+// Options control a compilation.
+type Options struct {
+	// DumpAfter names a pass (see PassNames) whose result is written to
+	// Dump; "all" dumps after every pass.
+	DumpAfter string
+	// Dump receives the dumps; nil means they are dropped.
+	Dump func(pass, text string)
+	// Check runs ir.Validate after every pass that produces a plan and
+	// reports its errors as internal compiler errors.
+	Check bool
+}
+
+// pass is one named step of the pipeline.
+type pass struct {
+	name string
+	doc  string
+	run  func(*state)
+	// plan says the pass leaves st.plan valid, so Check may validate it.
+	plan bool
+}
+
+// PassNames lists the passes in order, for --dump.
+func PassNames() []string {
+	out := make([]string, len(passes))
+	for i, p := range passes {
+		out[i] = p.name
+	}
+	return out
+}
+
+// Compile compiles f with the given parameter overrides. The plan is nil
+// when any error was reported.
+func Compile(f *dsl.File, defines map[string]int64, opts Options) (p *ir.Plan, sm *SourceMap, ds Diagnostics) {
+	if f == nil {
+		return nil, nil, Diagnostics{{Severity: dsl.Error, Summary: "no program to compile"}}
+	}
+	if opts.DumpAfter != "" && opts.DumpAfter != "all" && !knownPass(opts.DumpAfter) {
+		return nil, nil, Diagnostics{{Severity: dsl.Error, Summary: fmt.Sprintf("unknown pass %q for --dump", opts.DumpAfter),
+			Detail:  joinDetail(dsl.Suggest(opts.DumpAfter, PassNames()), "passes: "+strings.Join(PassNames(), ", ")),
+			Subject: dsl.Range{Start: dsl.Pos{Filename: f.Filename}}}}
+	}
+	defer func() {
+		// A compiler bug must surface as a diagnostic, never as a crash of
+		// the CLI or of a fuzz run.
+		if r := recover(); r != nil {
+			p, sm = nil, nil
+			ds = append(ds, dsl.Diagnostic{Severity: dsl.Error, Summary: fmt.Sprintf("internal compiler error: %v", r),
+				Subject: dsl.Range{Start: dsl.Pos{Filename: f.Filename}}})
+		}
+	}()
+	st := &state{file: f, defines: defines, opts: opts}
+	for _, ps := range passes {
+		ps.run(st)
+		if st.diags.HasErrors() {
+			st.diags.Sort()
+			return nil, nil, st.diags
+		}
+		if ps.plan && opts.Check && st.plan != nil {
+			for _, d := range ir.Validate(st.plan).Errors() {
+				st.diags = append(st.diags, dsl.Diagnostic{Severity: dsl.Error,
+					Summary: fmt.Sprintf("internal compiler error after pass %s: %s", ps.name, d.String()),
+					Subject: st.sm.rangeOfPath(d.Path, f.Filename)})
+			}
+			if st.diags.HasErrors() {
+				return nil, nil, st.diags
+			}
+		}
+		if opts.Dump != nil && (opts.DumpAfter == ps.name || opts.DumpAfter == "all") {
+			opts.Dump(ps.name, st.dump(ps))
+		}
+	}
+	st.diags.Sort()
+	return st.plan, st.sm, st.diags
+}
+
+func knownPass(name string) bool {
+	for _, p := range passes {
+		if p.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func joinDetail(parts ...string) string {
+	var out []string
+	for _, p := range parts {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// dump renders the state after a pass: the plan once there is one, the
+// action list before.
+func (st *state) dump(ps pass) string {
+	if ps.plan && st.plan != nil {
+		return ir.Dump(st.plan)
+	}
+	return st.dumpActions()
+}
+
+// CompileSource parses and compiles in one step.
+func CompileSource(filename string, src []byte, defines map[string]int64, opts Options) (*ir.Plan, *SourceMap, Diagnostics) {
+	f, ds := dsl.Parse(filename, src)
+	if ds.HasErrors() {
+		return nil, nil, ds
+	}
+	p, sm, ds2 := Compile(f, defines, opts)
+	return p, sm, append(ds, ds2...)
+}

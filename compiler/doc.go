@@ -1,0 +1,14 @@
+// Package compiler turns a parsed schedule (dsl.File) into an ir.Plan
+// through a declarative list of named passes (passes.go): evaluate the
+// program's loops and parameters, lower chunk-level moves to plan ops,
+// assign thread blocks, replicate instances, fuse data ops, insert the
+// synchronisation (nop, signal/wait, semaphores, flush) the memory model
+// needs, allocate channels and build the plan, fuse sync ops, and check the
+// executor's limits. Every pass can be dumped (Options.DumpAfter) and, with
+// Options.Check, the plan is validated (ir.Validate) after every pass that
+// produces one. A SourceMap ties every emitted op back to the DSL line it
+// came from, so CPU-executor findings (Verify) are reported at the source.
+//
+// compiler reads dsl and writes ir; it must not import the executors'
+// internals beyond executor/cpu's public Run (Verify), nor the runtime.
+package compiler

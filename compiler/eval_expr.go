@@ -1,0 +1,442 @@
+package compiler
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/msccl-go/msccl-go/dsl"
+	"github.com/msccl-go/msccl-go/ir"
+)
+
+var precedence = map[string]int{"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 3, "<=": 3, ">": 3, ">=": 3, "+": 4, "-": 4, "*": 5, "/": 5, "%": 5}
+
+// eval evaluates an integer expression; problems are reported and ok is
+// false.
+func (ev *evaluator) eval(e *dsl.Expr) (int64, bool) {
+	if e == nil {
+		return 0, false
+	}
+	vals := make([]int64, 0, len(e.Tail)+1)
+	v, ok := ev.unary(e.Head)
+	if !ok {
+		return 0, false
+	}
+	vals = append(vals, v)
+	ops := make([]string, 0, len(e.Tail))
+	rngs := make([]dsl.Range, 0, len(e.Tail))
+	// Operator-precedence reduction over the flat chain the grammar gives.
+	reduce := func() bool {
+		op := ops[len(ops)-1]
+		r := rngs[len(rngs)-1]
+		ops, rngs = ops[:len(ops)-1], rngs[:len(rngs)-1]
+		b, a := vals[len(vals)-1], vals[len(vals)-2]
+		vals = vals[:len(vals)-2]
+		x, ok := ev.binop(op, a, b, r)
+		vals = append(vals, x)
+		return ok
+	}
+	for _, t := range e.Tail {
+		for len(ops) > 0 && precedence[ops[len(ops)-1]] >= precedence[t.Op] {
+			if !reduce() {
+				return 0, false
+			}
+		}
+		v, ok := ev.unary(t.Operand)
+		if !ok {
+			return 0, false
+		}
+		ops = append(ops, t.Op)
+		rngs = append(rngs, dsl.RangeOf(t.Operand.Pos, t.Operand.Prim.EndPos))
+		vals = append(vals, v)
+	}
+	for len(ops) > 0 {
+		if !reduce() {
+			return 0, false
+		}
+	}
+	return vals[0], true
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (ev *evaluator) binop(op string, a, b int64, r dsl.Range) (int64, bool) {
+	switch op {
+	case "||":
+		return b2i(a != 0 || b != 0), true
+	case "&&":
+		return b2i(a != 0 && b != 0), true
+	case "==":
+		return b2i(a == b), true
+	case "!=":
+		return b2i(a != b), true
+	case "<":
+		return b2i(a < b), true
+	case "<=":
+		return b2i(a <= b), true
+	case ">":
+		return b2i(a > b), true
+	case ">=":
+		return b2i(a >= b), true
+	case "+":
+		return a + b, true
+	case "-":
+		return a - b, true
+	case "*":
+		return a * b, true
+	case "/", "%":
+		if b == 0 {
+			ev.st.errorf(r, "", "division by zero")
+			return 0, false
+		}
+		if op == "/" {
+			return floorDiv(a, b), true
+		}
+		return a - floorDiv(a, b)*b, true
+	}
+	return 0, false
+}
+
+// floorDiv rounds toward negative infinity, so (r - 1) % ranks is a rank
+// for r = 0, as ring algorithms need.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q
+}
+
+func (ev *evaluator) unary(u *dsl.Unary) (int64, bool) {
+	v, ok := ev.primary(u.Prim)
+	if !ok {
+		return 0, false
+	}
+	switch u.Op {
+	case "-":
+		return -v, true
+	case "!":
+		return b2i(v == 0), true
+	}
+	return v, true
+}
+
+var builtins = []string{"min", "max", "abs", "log2"}
+
+func (ev *evaluator) primary(p *dsl.Primary) (int64, bool) {
+	r := dsl.RangeOf(p.Pos, p.EndPos)
+	switch {
+	case p.Int != nil:
+		return parseInt(*p.Int, r, ev.st)
+	case p.Str != nil:
+		ev.st.errorf(r, "strings are only allowed in `option name`", "expected an integer, got a string")
+		return 0, false
+	case p.Paren != nil:
+		return ev.eval(p.Paren)
+	case p.Call != nil:
+		args := make([]int64, len(p.Call.Args))
+		for i, a := range p.Call.Args {
+			v, ok := ev.eval(a)
+			if !ok {
+				return 0, false
+			}
+			args[i] = v
+		}
+		switch p.Call.Func {
+		case "min", "max":
+			if len(args) == 0 {
+				ev.st.errorf(r, "", "%s needs at least one argument", p.Call.Func)
+				return 0, false
+			}
+			m := args[0]
+			for _, a := range args[1:] {
+				if (p.Call.Func == "min") == (a < m) {
+					m = a
+				}
+			}
+			return m, true
+		case "abs", "log2":
+			if len(args) != 1 {
+				ev.st.errorf(r, "", "%s takes one argument", p.Call.Func)
+				return 0, false
+			}
+			if p.Call.Func == "abs" {
+				return max(args[0], -args[0]), true
+			}
+			if args[0] < 1 {
+				ev.st.errorf(r, "", "log2 of %d", args[0])
+				return 0, false
+			}
+			n := int64(0)
+			for x := args[0]; x > 1; x >>= 1 {
+				n++
+			}
+			return n, true
+		}
+		ev.st.errorf(r, joinDetail(dsl.Suggest(p.Call.Func, builtins), "functions: "+strings.Join(builtins, ", ")), "unknown function %q", p.Call.Func)
+		return 0, false
+	case p.Ident != nil:
+		name := *p.Ident
+		for i := len(ev.scopes) - 1; i >= 0; i-- {
+			if v, ok := ev.scopes[i][name]; ok {
+				return v, true
+			}
+		}
+		if v, ok := ev.params[name]; ok {
+			return v, true
+		}
+		if name == "true" || name == "false" {
+			return b2i(name == "true"), true
+		}
+		ev.st.errorf(r, joinDetail(dsl.Suggest(name, ev.visible()), ev.undeclaredHint(name)), "unknown name %q", name)
+		return 0, false
+	}
+	return 0, false
+}
+
+func (ev *evaluator) undeclaredHint(name string) string {
+	if name == "nodes" || name == "gpus_per_node" {
+		return "declare it with `param " + name + " = ...`"
+	}
+	return ""
+}
+
+// visible lists the names in scope, for suggestions.
+func (ev *evaluator) visible() []string {
+	set := map[string]bool{}
+	for _, s := range ev.scopes {
+		for k := range s {
+			set[k] = true
+		}
+	}
+	for k := range ev.params {
+		set[k] = true
+	}
+	for k := range ev.names {
+		set[k] = true
+	}
+	out := make([]string, 0, len(set))
+	for k := range set {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// parseInt reads a decimal or hex integer with an optional binary size
+// suffix (K, M, G, KiB, MiB, GiB: all powers of 1024).
+func parseInt(s string, r dsl.Range, st *state) (int64, bool) {
+	mult := int64(1)
+	for _, sfx := range []struct {
+		s string
+		m int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}} {
+		if strings.HasSuffix(s, sfx.s) && !strings.HasPrefix(s, "0x") && !strings.HasPrefix(s, "0X") {
+			s, mult = strings.TrimSuffix(s, sfx.s), sfx.m
+			break
+		}
+	}
+	v, err := strconv.ParseInt(s, 0, 64)
+	if err != nil || v > (1<<62)/mult {
+		st.errorf(r, "", "integer %s out of range", s)
+		return 0, false
+	}
+	return v * mult, true
+}
+
+// opStmt evaluates one op statement's operands and clauses.
+func (ev *evaluator) opStmt(o *dsl.OpStmt, onRank, onTB int) *evOp {
+	st := ev.st
+	op := &evOp{name: o.Name, rng: dsl.RangeOf(o.Pos, o.EndPos), tb: -1, onRank: onRank, onTB: onTB, id: -1, cnt: -1}
+	ok := true
+	for _, r := range o.Src {
+		ref, good := ev.ref(r)
+		ok = ok && good
+		op.src = append(op.src, ref)
+	}
+	for _, r := range o.Dst {
+		ref, good := ev.ref(r)
+		ok = ok && good
+		op.dst = append(op.dst, ref)
+	}
+	for _, c := range o.Clauses {
+		cr := dsl.RangeOf(c.Pos, c.EndPos)
+		ints := func(n int) ([]int, bool) {
+			if n > 0 && len(c.Args) != n {
+				st.errorf(cr, "", "%s takes %d value(s), got %d", c.Key, n, len(c.Args))
+				return nil, false
+			}
+			var out []int
+			for _, a := range c.Args {
+				if a.At != nil {
+					st.errorf(cr, "", "`@` is only meaningful in `to PEER@TB`")
+					return nil, false
+				}
+				v, good := ev.eval(a.Value)
+				if !good {
+					return nil, false
+				}
+				if v < -1 || v > 1<<30 {
+					st.errorf(exprRange(a.Value), "", "%s value %d out of range", c.Key, v)
+					return nil, false
+				}
+				out = append(out, int(v))
+			}
+			return out, true
+		}
+		switch c.Key {
+		case "tb":
+			if v, good := ints(1); good {
+				if v[0] < 0 || v[0] > 1023 {
+					st.errorf(cr, "", "thread block %d out of range 0..1023", v[0])
+					ok = false
+				} else {
+					op.tb = v[0]
+				}
+			} else {
+				ok = false
+			}
+		case "via", "op":
+			for _, a := range c.Args {
+				name, isName := exprName(a.Value)
+				if !isName {
+					st.errorf(exprRange(a.Value), "", "%s takes a name", c.Key)
+					ok = false
+					continue
+				}
+				if c.Key == "via" {
+					choices := []string{"memory", "port", "get", "put"}
+					if !contains(choices, name) {
+						st.errorf(exprRange(a.Value), joinDetail(dsl.Suggest(name, choices), "one of: "+strings.Join(choices, ", ")), "unknown channel choice %q", name)
+						ok = false
+						continue
+					}
+					op.via = append(op.via, name)
+					op.viaRng = cr
+				} else {
+					choices := []string{"sum", "min", "max", "prod"}
+					if !contains(choices, name) || len(c.Args) != 1 {
+						st.errorf(exprRange(a.Value), joinDetail(dsl.Suggest(name, choices), "one of: "+strings.Join(choices, ", ")), "unknown reduction %q", name)
+						ok = false
+						continue
+					}
+					op.reduce = ir.ReduceOp(name)
+				}
+			}
+		case "to":
+			for _, a := range c.Args {
+				v, good := ev.eval(a.Value)
+				if !good {
+					ok = false
+					continue
+				}
+				ps := peerSpec{rank: int(v), tb: -1, rng: dsl.RangeOf(a.Pos, a.Value.EndPos)}
+				if v < 0 || v >= int64(st.hdr.ranks) {
+					st.errorf(ps.rng, fmt.Sprintf("ranks are 0..%d", st.hdr.ranks-1), "peer rank %d out of range", v)
+					ok = false
+					continue
+				}
+				if a.At != nil {
+					t, good := ev.eval(a.At)
+					if !good || t < 0 || t > 1023 {
+						if good {
+							st.errorf(exprRange(a.At), "", "peer thread block %d out of range 0..1023", t)
+						}
+						ok = false
+						continue
+					}
+					ps.tb = int(t)
+				}
+				op.to = append(op.to, ps)
+			}
+		case "sem":
+			if v, good := ints(0); good {
+				op.sems = v
+			} else {
+				ok = false
+			}
+		case "tbg":
+			if v, good := ints(2); good {
+				if v[1] < 1 || v[0] < 0 || v[0] >= v[1] {
+					st.errorf(cr, "write tbg ID, SIZE with 0 <= ID < SIZE", "bad thread-block group %d of %d", v[0], v[1])
+					ok = false
+				} else {
+					op.tbg = &ir.TBGInfo{TBID: v[0], TBGSize: v[1]}
+				}
+			} else {
+				ok = false
+			}
+		case "id", "count":
+			if v, good := ints(1); good {
+				if c.Key == "id" {
+					op.id = v[0]
+				} else {
+					op.cnt = v[0]
+				}
+			} else {
+				ok = false
+			}
+		}
+	}
+	if !ok {
+		return nil
+	}
+	return op
+}
+
+// ref evaluates a chunk slice and checks rank, buffer and range.
+func (ev *evaluator) ref(r *dsl.Ref) (evRef, bool) {
+	st, h := ev.st, &ev.st.hdr
+	out := evRef{rng: dsl.RangeOf(r.Pos, r.EndPos)}
+	rk, ok1 := ev.eval(r.Rank)
+	lo, ok2 := ev.eval(r.Lo)
+	hi := lo + 1
+	ok3 := true
+	if r.Hi != nil {
+		hi, ok3 = ev.eval(r.Hi)
+	}
+	switch r.Buffer {
+	case "input":
+		out.buf = ir.BufInput
+	case "output":
+		out.buf = ir.BufOutput
+	case "scratch":
+		out.buf = ir.BufScratch
+	default:
+		st.errorf(out.rng, joinDetail(dsl.Suggest(r.Buffer, bufferNames), "buffers: input, output, scratch"), "unknown buffer %q", r.Buffer)
+		return out, false
+	}
+	if !ok1 || !ok2 || !ok3 {
+		return out, false
+	}
+	if rk < 0 || rk >= int64(h.ranks) {
+		st.errorf(exprRange(r.Rank), fmt.Sprintf("ranks are 0..%d (ranks = %d)", h.ranks-1, h.ranks), "rank %d out of range", rk)
+		return out, false
+	}
+	n := int64(maxScratchIdx)
+	switch out.buf {
+	case ir.BufInput:
+		n = int64(h.inChunks)
+	case ir.BufOutput:
+		n = int64(h.outChunks)
+	}
+	if lo < 0 || hi > n || lo >= hi {
+		rr := dsl.RangeOf(r.Lo.Pos, r.EndPos)
+		if lo >= hi && lo >= 0 && hi <= n {
+			st.errorf(rr, "a slice [lo:hi] covers chunks lo..hi-1 and must not be empty", "empty chunk slice [%d:%d]", lo, hi)
+		} else if r.Hi == nil {
+			st.errorf(rr, fmt.Sprintf("rank %d's %s has %d chunks (0..%d)", rk, r.Buffer, n, n-1), "chunk %d out of range", lo)
+		} else {
+			st.errorf(rr, fmt.Sprintf("rank %d's %s has %d chunks", rk, r.Buffer, n), "chunk slice [%d:%d] out of range", lo, hi)
+		}
+		return out, false
+	}
+	out.rank, out.lo, out.hi = int(rk), int(lo), int(hi)
+	return out, true
+}

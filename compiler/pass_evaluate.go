@@ -1,0 +1,456 @@
+package compiler
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/msccl-go/msccl-go/dsl"
+	"github.com/msccl-go/msccl-go/ir"
+)
+
+// Bounds that keep a hostile or mistaken program from running away.
+const (
+	maxEvalOps    = 4 << 20
+	maxLoopIters  = 1 << 24
+	maxRanks      = 1 << 14
+	maxChunks     = 1 << 16
+	maxScratchIdx = 1 << 20
+)
+
+var optionNames = []string{"protocol", "instances", "threads_per_block", "min_message_size", "max_message_size",
+	"double_scratch", "reuse_resources", "name", "reduce", "intra", "inter"}
+
+var bufferNames = []string{"input", "output", "scratch"}
+
+// evaluate runs the program: it reads the header, binds parameters (the
+// defaults, overridden by defines), then executes let/for/if and records
+// every op statement with its evaluated operands.
+func evaluate(st *state) {
+	ev := &evaluator{st: st, params: map[string]int64{}, names: map[string]bool{}}
+	ev.header()
+	if st.diags.HasErrors() {
+		return
+	}
+	ev.scopes = []map[string]int64{{}}
+	ev.stmts(st.file.Stmts, -1, -1, true)
+	if len(st.ops) == 0 && !st.diags.HasErrors() {
+		st.errorf(st.hdr.pos, "add copy/reduce statements (chunk level) or an `on rank(r) tb N { ... }` block (channel level)", "the program has no operations")
+	}
+}
+
+type evaluator struct {
+	st     *state
+	params map[string]int64
+	names  map[string]bool // every declared param name, for suggestions
+	scopes []map[string]int64
+	nops   int
+	stop   bool
+}
+
+func (ev *evaluator) header() {
+	st := ev.st
+	f := st.file
+	h := &st.hdr
+	h.protocol, h.instances, h.threads, h.maxMsg, h.reduce = ir.Simple, 1, 1024, math.MaxUint64, ir.ReduceSum
+	h.intra, h.inter = ir.ChanMemory, ir.ChanPort
+	var coll *dsl.CollectiveStmt
+	for _, s := range f.Stmts {
+		if s.Collective != nil {
+			if coll != nil {
+				st.errorf(dsl.RangeOf(s.Pos, s.EndPos), "a program implements one collective", "second collective header")
+				continue
+			}
+			coll = s.Collective
+			h.pos = dsl.RangeOf(s.Pos, s.EndPos)
+		}
+	}
+	if coll == nil {
+		st.errorf(dsl.Range{Start: dsl.Pos{Filename: f.Filename, Line: 1, Col: 1}}, "start the program with e.g. `collective allreduce chunks ranks`", "missing collective header")
+		return
+	}
+	h.collective = ir.Collective(coll.Kind)
+	known := false
+	var names []string
+	for _, c := range ir.Collectives {
+		names = append(names, string(c))
+		known = known || c == h.collective
+	}
+	if !known {
+		st.errorf(dsl.RangeOf(coll.Pos, coll.EndPos), joinDetail(dsl.Suggest(coll.Kind, names), "collectives: "+strings.Join(names, ", ")), "unknown collective %q", coll.Kind)
+	}
+	// Params first (in order, each may use the ones before), so the header
+	// and options can use them.
+	ev.scopes = []map[string]int64{ev.params}
+	seen := map[string]bool{}
+	for _, s := range f.Stmts {
+		if s.Param == nil {
+			continue
+		}
+		ev.names[s.Param.Name] = true
+		r := dsl.RangeOf(s.Pos, s.EndPos)
+		if seen[s.Param.Name] {
+			st.errorf(r, "", "param %s declared twice", s.Param.Name)
+			continue
+		}
+		seen[s.Param.Name] = true
+		if v, ok := ev.defines(s.Param.Name); ok {
+			ev.params[s.Param.Name] = v
+			continue
+		}
+		if v, ok := ev.eval(s.Param.Default); ok {
+			ev.params[s.Param.Name] = v
+		}
+	}
+	var defNames []string
+	for k := range st.defines {
+		defNames = append(defNames, k)
+	}
+	sort.Strings(defNames)
+	declared := make([]string, 0, len(seen))
+	for k := range seen {
+		declared = append(declared, k)
+	}
+	sort.Strings(declared)
+	for _, k := range defNames {
+		if !seen[k] {
+			st.errorf(dsl.Range{Start: dsl.Pos{Filename: f.Filename, Line: 1, Col: 1}}, joinDetail(dsl.Suggest(k, declared), "params: "+strings.Join(declared, ", ")),
+				"-D %s: the program declares no param %s", k, k)
+		}
+	}
+	n, ok := ev.params["ranks"]
+	if !ok {
+		st.errorf(h.pos, "declare the world size with e.g. `param ranks = 8`", "missing param ranks")
+		return
+	}
+	if n < 1 || n > maxRanks {
+		st.errorf(h.pos, "", "ranks = %d is out of range 1..%d", n, maxRanks)
+		return
+	}
+	h.ranks = int(n)
+	h.nodes, h.gpusPerNode = 1, h.ranks
+	nodes, hasNodes := ev.params["nodes"]
+	gpn, hasGPN := ev.params["gpus_per_node"]
+	switch {
+	case hasNodes && hasGPN:
+		if nodes*gpn != n {
+			st.errorf(h.pos, fmt.Sprintf("set -D ranks=%d or change nodes/gpus_per_node", nodes*gpn), "nodes (%d) × gpus_per_node (%d) is not ranks (%d)", nodes, gpn, n)
+			return
+		}
+		h.nodes, h.gpusPerNode = int(nodes), int(gpn)
+	case hasNodes:
+		if nodes < 1 || n%nodes != 0 {
+			st.errorf(h.pos, "", "ranks (%d) is not a multiple of nodes (%d)", n, nodes)
+			return
+		}
+		h.nodes, h.gpusPerNode = int(nodes), int(n/nodes)
+	case hasGPN:
+		if gpn < 1 || n%gpn != 0 {
+			st.errorf(h.pos, "", "ranks (%d) is not a multiple of gpus_per_node (%d)", n, gpn)
+			return
+		}
+		h.nodes, h.gpusPerNode = int(n/gpn), int(gpn)
+	}
+	h.chunks = 1
+	for _, a := range coll.Attrs {
+		if a.Inplace {
+			h.inplace = true
+			continue
+		}
+		if v, ok := ev.eval(a.Chunks); ok {
+			if v < 1 || v > maxChunks {
+				st.errorf(exprRange(a.Chunks), "", "chunks = %d is out of range 1..%d", v, maxChunks)
+			} else {
+				h.chunks = int(v)
+			}
+		}
+	}
+	c := h.chunks
+	switch h.collective {
+	case ir.AllGather:
+		h.inChunks, h.outChunks = c, c*h.ranks
+	case ir.ReduceScatter:
+		h.inChunks, h.outChunks = c*h.ranks, c
+	case ir.AllToAll:
+		h.inChunks, h.outChunks = c*h.ranks, c*h.ranks
+	default:
+		h.inChunks, h.outChunks = c, c
+	}
+	if h.inChunks > maxChunks || h.outChunks > maxChunks {
+		st.errorf(h.pos, "", "the buffers would have %d chunks; the limit is %d", max(h.inChunks, h.outChunks), maxChunks)
+	}
+	h.name = strings.TrimSuffix(baseName(f.Filename), ".msccl")
+	for _, s := range f.Stmts {
+		if s.Option != nil {
+			ev.option(s.Option)
+		}
+	}
+}
+
+func baseName(p string) string {
+	if i := strings.LastIndexAny(p, `/\`); i >= 0 {
+		return p[i+1:]
+	}
+	return p
+}
+
+func (ev *evaluator) defines(name string) (int64, bool) {
+	v, ok := ev.st.defines[name]
+	return v, ok
+}
+
+func (ev *evaluator) option(o *dsl.OptionStmt) {
+	st, h := ev.st, &ev.st.hdr
+	r := exprRange(o.Value)
+	name, isName := exprName(o.Value)
+	intVal := func(lo, hi int64) (int64, bool) {
+		v, ok := ev.eval(o.Value)
+		if ok && (v < lo || v > hi) {
+			st.errorf(r, "", "option %s = %d is out of range %d..%d", o.Name, v, lo, hi)
+			return 0, false
+		}
+		return v, ok
+	}
+	boolVal := func() (bool, bool) {
+		if isName && (name == "true" || name == "false") {
+			return name == "true", true
+		}
+		v, ok := ev.eval(o.Value)
+		return v != 0, ok
+	}
+	oneOf := func(choices ...string) (string, bool) {
+		if !isName || !contains(choices, name) {
+			got := dsl.ExprString(o.Value)
+			st.errorf(r, joinDetail(dsl.Suggest(got, choices), "one of: "+strings.Join(choices, ", ")), "option %s = %s is not valid", o.Name, got)
+			return "", false
+		}
+		return name, true
+	}
+	switch o.Name {
+	case "protocol":
+		if v, ok := oneOf("Simple", "LL"); ok {
+			h.protocol = ir.Protocol(v)
+		}
+	case "instances":
+		if v, ok := intVal(1, 64); ok {
+			h.instances = int(v)
+		}
+	case "threads_per_block":
+		if v, ok := intVal(32, 1024); ok {
+			h.threads = int(v)
+		}
+	case "min_message_size":
+		if v, ok := intVal(0, math.MaxInt64); ok {
+			h.minMsg = uint64(v)
+		}
+	case "max_message_size":
+		if isName && name == "inf" {
+			h.maxMsg = math.MaxUint64
+		} else if v, ok := intVal(0, math.MaxInt64); ok {
+			h.maxMsg = uint64(v)
+		}
+	case "double_scratch":
+		if v, ok := boolVal(); ok {
+			h.doubleScratch = v
+		}
+	case "reuse_resources":
+		if v, ok := boolVal(); ok {
+			h.reuse = v
+		}
+	case "name":
+		p := o.Value.Head.Prim
+		if p.Str == nil || len(o.Value.Tail) > 0 {
+			st.errorf(r, "write the name as a string: option name = \"my_plan\"", "option name needs a string")
+			return
+		}
+		s, err := strconv.Unquote(*p.Str)
+		if err != nil {
+			st.errorf(r, "", "bad string: %v", err)
+			return
+		}
+		h.name = s
+	case "reduce":
+		if v, ok := oneOf("sum", "min", "max", "prod"); ok {
+			h.reduce = ir.ReduceOp(v)
+		}
+	case "intra", "inter":
+		if v, ok := oneOf("memory", "port"); ok {
+			t, _ := ir.ParseChannelType(v)
+			if o.Name == "intra" {
+				h.intra = t
+			} else {
+				h.inter = t
+			}
+		}
+	default:
+		st.errorf(dsl.RangeOf(o.Pos, o.EndPos), joinDetail(dsl.Suggest(o.Name, optionNames), "options: "+strings.Join(optionNames, ", ")), "unknown option %q", o.Name)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// exprName returns the name when e is a bare identifier.
+func exprName(e *dsl.Expr) (string, bool) {
+	if e == nil || len(e.Tail) > 0 || e.Head.Op != "" || e.Head.Prim.Ident == nil {
+		return "", false
+	}
+	return *e.Head.Prim.Ident, true
+}
+
+func exprRange(e *dsl.Expr) dsl.Range {
+	if e == nil {
+		return dsl.Range{}
+	}
+	return dsl.RangeOf(e.Pos, e.EndPos)
+}
+
+// stmts executes a statement list. onRank/onTB are set inside an `on`
+// block; top says header statements are allowed here.
+func (ev *evaluator) stmts(ss []*dsl.Stmt, onRank, onTB int, top bool) []*evOp {
+	var out []*evOp
+	for _, s := range ss {
+		if ev.stop {
+			return out
+		}
+		r := dsl.RangeOf(s.Pos, s.EndPos)
+		switch {
+		case s.Collective != nil, s.Param != nil, s.Option != nil:
+			if !top {
+				ev.st.errorf(r, "move it to the top level of the file", "collective, param and option statements cannot be nested")
+			}
+		case s.Let != nil:
+			if v, ok := ev.eval(s.Let.Value); ok {
+				ev.scopes[len(ev.scopes)-1][s.Let.Name] = v
+			}
+		case s.For != nil:
+			out = append(out, ev.forStmt(s.For, onRank, onTB)...)
+		case s.If != nil:
+			out = append(out, ev.ifStmt(s.If, onRank, onTB)...)
+		case s.On != nil:
+			if onRank >= 0 {
+				ev.st.errorf(r, "", "`on` blocks cannot be nested")
+				continue
+			}
+			rk, ok1 := ev.eval(s.On.Rank)
+			tb, ok2 := ev.eval(s.On.TB)
+			if !ok1 || !ok2 {
+				continue
+			}
+			if rk < 0 || rk >= int64(ev.st.hdr.ranks) {
+				ev.st.errorf(exprRange(s.On.Rank), fmt.Sprintf("ranks are 0..%d", ev.st.hdr.ranks-1), "rank %d out of range", rk)
+				continue
+			}
+			if tb < 0 || tb > 1023 {
+				ev.st.errorf(exprRange(s.On.TB), "", "thread block %d out of range 0..1023", tb)
+				continue
+			}
+			ev.push()
+			ops := ev.stmts(s.On.Body, int(rk), int(tb), false)
+			ev.pop()
+			ev.st.ops = append(ev.st.ops, ops...)
+		case s.Pipeline != nil:
+			if onRank < 0 {
+				ev.st.errorf(r, "put it inside an `on rank(r) tb N { ... }` block", "pipeline is a channel-level op")
+				continue
+			}
+			unit, ok1 := ev.eval(s.Pipeline.Unit)
+			n, ok2 := ev.eval(s.Pipeline.Chunks)
+			if !ok1 || !ok2 {
+				continue
+			}
+			if unit < 1 || unit > 1<<40 || n < 0 || n > maxChunks {
+				ev.st.errorf(r, "", "pipeline unit %d or chunks %d out of range", unit, n)
+				continue
+			}
+			ev.push()
+			body := ev.stmts(s.Pipeline.Body, onRank, onTB, false)
+			ev.pop()
+			op := &evOp{name: "pipeline", rng: r, onRank: onRank, onTB: onTB, tb: -1, pipeline: &ir.IterContext{UnitSize: int(unit), NumChunks: int(n)}, body: body}
+			out = ev.add(out, op, onRank)
+		case s.Op != nil:
+			if op := ev.opStmt(s.Op, onRank, onTB); op != nil {
+				out = ev.add(out, op, onRank)
+			}
+		}
+	}
+	if onRank < 0 && top {
+		ev.st.ops = append(ev.st.ops, out...)
+		return nil
+	}
+	return out
+}
+
+func (ev *evaluator) add(out []*evOp, op *evOp, onRank int) []*evOp {
+	ev.nops++
+	if ev.nops > maxEvalOps {
+		ev.st.errorf(op.rng, "reduce ranks or chunks", "the program produces more than %d ops", maxEvalOps)
+		ev.stop = true
+		return out
+	}
+	if onRank < 0 {
+		ev.st.ops = append(ev.st.ops, op)
+		return out
+	}
+	return append(out, op)
+}
+
+func (ev *evaluator) push() { ev.scopes = append(ev.scopes, map[string]int64{}) }
+func (ev *evaluator) pop()  { ev.scopes = ev.scopes[:len(ev.scopes)-1] }
+
+func (ev *evaluator) forStmt(f *dsl.ForStmt, onRank, onTB int) []*evOp {
+	from, ok1 := ev.eval(f.From)
+	to, ok2 := ev.eval(f.To)
+	step := int64(1)
+	ok3 := true
+	if f.Step != nil {
+		step, ok3 = ev.eval(f.Step)
+	}
+	if !ok1 || !ok2 || !ok3 {
+		return nil
+	}
+	if step <= 0 {
+		ev.st.errorf(exprRange(f.Step), "loops count up over [from, to)", "step must be positive, got %d", step)
+		return nil
+	}
+	if (to-from)/step > maxLoopIters {
+		ev.st.errorf(dsl.RangeOf(f.Pos, f.EndPos), "", "loop runs %d times; the limit is %d", (to-from)/step, maxLoopIters)
+		return nil
+	}
+	var out []*evOp
+	for i := from; i < to && !ev.stop; i += step {
+		ev.push()
+		ev.scopes[len(ev.scopes)-1][f.Var] = i
+		out = append(out, ev.stmts(f.Body, onRank, onTB, false)...)
+		ev.pop()
+		if ev.st.diags.HasErrors() && len(ev.st.diags) >= 50 {
+			break
+		}
+	}
+	return out
+}
+
+func (ev *evaluator) ifStmt(s *dsl.IfStmt, onRank, onTB int) []*evOp {
+	c, ok := ev.eval(s.Cond)
+	if !ok {
+		return nil
+	}
+	ev.push()
+	defer ev.pop()
+	switch {
+	case c != 0:
+		return ev.stmts(s.Then, onRank, onTB, false)
+	case s.ElseIf != nil:
+		return ev.ifStmt(s.ElseIf, onRank, onTB)
+	default:
+		return ev.stmts(s.Else, onRank, onTB, false)
+	}
+}

@@ -1,0 +1,179 @@
+package compiler
+
+import "github.com/msccl-go/msccl-go/ir"
+
+// fuse merges an action into the previous action of its block when one
+// plan op can do both, as upstream's DSL does:
+//
+//	re/rre/repkt chains into one destination -> one multi-source reduce
+//	re + put of the result   -> res      rre + put -> rres
+//	repkt + ppkt             -> respkt   repkt + cpkt -> recpkt
+//	recpkt + ppkt            -> recspkt
+//	put + put, ppkt + ppkt   -> one op with several destinations
+//
+// Moving the later action up is only allowed when nothing any block did in
+// between (in program order) touches what it accesses; the pass tracks the
+// last write and last access of every chunk to check that.
+func fuse(st *state) {
+	if st.explicit {
+		return
+	}
+	lastWrite := map[int64]int{}
+	lastAny := map[int64]int{}
+	prev := make([][]*action, st.hdr.ranks) // [rank][tb] last live action
+	for r := range prev {
+		prev[r] = make([]*action, len(st.blocks[r]))
+	}
+	record := func(a *action, seq int) {
+		for _, s := range a.src {
+			for i := s.idx; i < s.idx+s.size; i++ {
+				k := chunkKey(s.rank, s.buf, i)
+				lastAny[k] = max(lastAny[k], seq)
+			}
+		}
+		for _, d := range a.dst {
+			for i := d.idx; i < d.idx+d.size; i++ {
+				k := chunkKey(d.rank, d.buf, i)
+				lastAny[k] = max(lastAny[k], seq)
+				lastWrite[k] = max(lastWrite[k], seq)
+			}
+		}
+	}
+	free := func(b *action, upTo int) bool {
+		for _, s := range b.src {
+			for i := s.idx; i < s.idx+s.size; i++ {
+				if w, ok := lastWrite[chunkKey(s.rank, s.buf, i)]; ok && w > upTo {
+					return false
+				}
+			}
+		}
+		for _, d := range b.dst {
+			for i := d.idx; i < d.idx+d.size; i++ {
+				if w, ok := lastAny[chunkKey(d.rank, d.buf, i)]; ok && w > upTo {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	for _, b := range st.actions {
+		a := prev[b.rank][b.tb]
+		if a != nil && free(b, a.seq) && merge(a, b) {
+			b.dead = true
+			record(b, a.seq)
+			continue
+		}
+		prev[b.rank][b.tb] = b
+		record(b, b.seq)
+	}
+	live := st.actions[:0]
+	for _, a := range st.actions {
+		if !a.dead {
+			live = append(live, a)
+		}
+	}
+	for i, a := range live {
+		a.seq = i
+	}
+	st.actions = live
+	for _, row := range st.blocks {
+		for _, blk := range row {
+			acts := blk.acts[:0]
+			for _, a := range blk.acts {
+				if !a.dead {
+					acts = append(acts, a)
+				}
+			}
+			blk.acts = acts
+		}
+	}
+}
+
+const maxRefs = 10
+
+// merge folds b into a when one plan op covers both; it reports whether
+// it did.
+func merge(a, b *action) bool {
+	if a.reduce != b.reduce && a.code.Info().Reduces && b.code.Info().Reduces {
+		return false
+	}
+	sameResult := len(b.src) > 0 && len(a.dst) > 0 && b.src[0] == plain(a.dst[0])
+	switch {
+	case a.code == b.code && (a.code == ir.OpRe || a.code == ir.OpRre || a.code == ir.OpRepkt):
+		if b.dst[0] != a.dst[0] || b.src[0] != a.dst[0] || len(a.src)+len(b.src)-1 > maxRefs {
+			return false
+		}
+		a.src = append(a.src, b.src[1:]...)
+		if b.chType != ir.ChanNone {
+			a.chType = b.chType
+		}
+		return true
+	case b.code == ir.OpPut && b.chType == ir.ChanMemory && sameResult && len(a.dst)+1 <= maxRefs:
+		switch a.code {
+		case ir.OpRe, ir.OpRes:
+			a.code = ir.OpRes
+		case ir.OpRre, ir.OpRres:
+			a.code = ir.OpRres
+		default:
+			return mergeSends(a, b)
+		}
+		a.dst = append(a.dst, b.dst[0])
+		a.chType = ir.ChanMemory
+		return true
+	case b.code == ir.OpPpkt && sameResult && len(a.dst)+1 <= maxRefs && (a.chType == ir.ChanNone || a.chType == b.chType):
+		switch a.code {
+		case ir.OpRepkt, ir.OpRespkt:
+			a.code = ir.OpRespkt
+		case ir.OpRecpkt, ir.OpRecspkt:
+			a.code = ir.OpRecspkt
+		default:
+			return mergeSends(a, b)
+		}
+		if remotePeers(a)+1 > 8 {
+			return false
+		}
+		a.dst = append(a.dst, b.dst[0])
+		a.chType = b.chType
+		return true
+	case b.code == ir.OpCpkt && a.code == ir.OpRepkt && sameResult:
+		a.code = ir.OpRecpkt
+		a.dst = append(a.dst, b.dst[0])
+		return true
+	}
+	return mergeSends(a, b)
+}
+
+// mergeSends joins two sends of one kind over one channel type.
+func mergeSends(a, b *action) bool {
+	if a.code != b.code || a.chType != b.chType || len(a.dst)+len(b.dst) > 8 {
+		return false
+	}
+	switch a.code {
+	case ir.OpPut, ir.OpPpkt, ir.OpRppkt:
+	default:
+		return false
+	}
+	for _, d := range a.dst {
+		if overlaps(d, b.dst[0]) {
+			return false
+		}
+	}
+	a.src = append(a.src, b.src...)
+	a.dst = append(a.dst, b.dst...)
+	return true
+}
+
+func plain(r aref) aref {
+	r.packet = false
+	return r
+}
+
+func remotePeers(a *action) int {
+	n := 0
+	for _, d := range a.dst {
+		if d.rank != a.rank {
+			n++
+		}
+	}
+	return n
+}

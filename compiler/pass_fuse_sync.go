@@ -1,0 +1,96 @@
+package compiler
+
+import (
+	"slices"
+
+	"github.com/msccl-go/msccl-go/ir"
+)
+
+// maxChannelsPerOp is the executor's limit on channels named by one op.
+const maxChannelsPerOp = 8
+
+// fuseSync merges what sync left side by side in a block: consecutive
+// signals (waits, relaxed variants, flushes, semaphore ops) of one channel
+// type become one multi-channel op; duplicate nops collapse; a port put
+// followed by a signal on exactly its channels becomes pws, and a flush of
+// them after that makes it pwsf.
+func fuseSync(st *state) {
+	for r := range st.plan.GPUs {
+		g := &st.plan.GPUs[r]
+		for t := range g.ThreadBlocks {
+			tb := &g.ThreadBlocks[t]
+			srcs := st.sm.ops[r][t]
+			var ops []ir.Op
+			var out []opSource
+			for i := range tb.Ops {
+				op, src := tb.Ops[i], srcs[i]
+				if n := len(ops); n > 0 && fuseInto(&ops[n-1], &op) {
+					continue
+				}
+				ops = append(ops, op)
+				out = append(out, src)
+			}
+			tb.Ops = ops
+			st.sm.ops[r][t] = out
+		}
+	}
+}
+
+// fuseInto merges op into prev when one op can do both.
+func fuseInto(prev, op *ir.Op) bool {
+	switch op.Code {
+	case ir.OpNop:
+		return prev.Code == ir.OpNop
+	case ir.OpSignal, ir.OpWait, ir.OpRlxSignal, ir.OpRlxWait, ir.OpFlush:
+		if prev.Code == ir.OpPut && op.Code == ir.OpSignal && prev.ChannelType == ir.ChanPort && sameSet(prev.ChannelIDs, op.ChannelIDs) {
+			prev.Code = ir.OpPws
+			return true
+		}
+		if prev.Code == ir.OpPws && op.Code == ir.OpFlush && sameSet(prev.ChannelIDs, op.ChannelIDs) {
+			prev.Code = ir.OpPwsf
+			return true
+		}
+		if prev.Code != op.Code || prev.ChannelType != op.ChannelType || len(prev.ChannelIDs)+len(op.ChannelIDs) > maxChannelsPerOp {
+			return false
+		}
+		for _, id := range op.ChannelIDs {
+			if slices.Contains(prev.ChannelIDs, id) {
+				if op.Code == ir.OpFlush {
+					continue
+				}
+				// Two tokens on one channel cannot share an op.
+				return false
+			}
+		}
+		for _, id := range op.ChannelIDs {
+			if !slices.Contains(prev.ChannelIDs, id) {
+				prev.ChannelIDs = append(prev.ChannelIDs, id)
+			}
+		}
+		return true
+	case ir.OpSemRelease, ir.OpSemAcquire:
+		if prev.Code != op.Code {
+			return false
+		}
+		for _, id := range op.SemaphoreIDs {
+			if slices.Contains(prev.SemaphoreIDs, id) {
+				return false
+			}
+		}
+		prev.SemaphoreIDs = append(prev.SemaphoreIDs, op.SemaphoreIDs...)
+		return true
+	}
+	return false
+}
+
+func sameSet(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,70 @@
+package compiler
+
+// replicate implements `option instances = I`: every chunk is split into
+// I pieces and every block into I copies, copy i moving piece i. A
+// reference to chunks [c, c+s) becomes [c*I + i*s, c*I + (i+1)*s), so two
+// references of equal size that named the same data still do. Blocks
+// become tb*I + i (peer block references alike), semaphores and barrier
+// ids likewise.
+func replicate(st *state) {
+	I := st.hdr.instances
+	if I <= 1 {
+		return
+	}
+	h := &st.hdr
+	h.inChunks *= I
+	h.outChunks *= I
+	out := make([]*action, 0, len(st.actions)*I)
+	for _, a := range st.actions {
+		// Undo compaction's peer renumbering is unnecessary: it happened on
+		// dense ids, which we scale here consistently.
+		for i := 0; i < I; i++ {
+			c := a.instance(I, i)
+			c.seq = len(out)
+			out = append(out, c)
+		}
+	}
+	st.actions = out
+	for _, a := range st.actions {
+		a.tbHint = a.tb
+	}
+	st.compactBlocks()
+}
+
+func (a *action) instance(I, i int) *action {
+	c := *a
+	c.src = scaleRefs(a.src, I, i)
+	c.dst = scaleRefs(a.dst, I, i)
+	c.tb = a.tb*I + i
+	c.peers = make([]peerSpec, len(a.peers))
+	for k, p := range a.peers {
+		if p.tb >= 0 {
+			p.tb = p.tb*I + i
+		}
+		c.peers[k] = p
+	}
+	if a.sems != nil {
+		c.sems = make([]int, len(a.sems))
+		for k, s := range a.sems {
+			c.sems[k] = s*I + i
+		}
+	}
+	c.barrier[0] = a.barrier[0]*I + i
+	c.body = nil
+	for _, in := range a.body {
+		c.body = append(c.body, in.instance(I, i))
+	}
+	return &c
+}
+
+func scaleRefs(refs []aref, I, i int) []aref {
+	if refs == nil {
+		return nil
+	}
+	out := make([]aref, len(refs))
+	for k, r := range refs {
+		r.idx = r.idx*I + i*r.size
+		out[k] = r
+	}
+	return out
+}

@@ -1,0 +1,377 @@
+package compiler
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/msccl-go/msccl-go/ir"
+)
+
+// insertSync derives the synchronisation of a chunk-level program from its
+// data dependencies, walking actions in program order. For every access it
+// finds the earlier conflicting accesses (read after write, write after
+// read or write) of the same chunk and orders them as the memory model
+// (DESIGN.md) requires:
+//
+//   - same block: a nop between the two ops (a flush first when the earlier
+//     op is a port put whose source or destination is involved);
+//   - same rank, other block: sem_release after / sem_acquire before, on a
+//     semaphore dedicated to that pair of blocks;
+//   - other rank: signal after / wait before on a channel dedicated to the
+//     pair of blocks; relaxed when the earlier access only read.
+//
+// LL packet reads need nothing (flags). Each rank's host is modelled too:
+// at a launch's start it writes the input and has read the output, at its
+// end it reads the output and writes the next input, so remote accesses
+// are ordered after the start (a signal from a block of that rank at its
+// start) and before the end (a wait in a block of that rank at its end).
+// Finally, accesses of one launch are checked against the next launch's
+// (buffers reused back to back): a pair of ranks left unordered gets a
+// start-of-launch handshake. Per block, knowledge of other blocks'
+// progress (vector-clock style, one level) drops edges already implied.
+func insertSync(st *state) {
+	s := newSyncer(st)
+	if st.explicit {
+		s.explicitItems()
+		return
+	}
+	s.run()
+	s.crossLaunch()
+	s.materialize()
+}
+
+// node is an access-making entity in program order: a host start, an
+// action, or a host end.
+type node struct {
+	rank int
+	gid  int32 // global block id; -1 for host nodes
+	host int8  // 0 action, 1 start, 2 end
+	act  *action
+}
+
+type chunkInfo struct {
+	lastW   int32 // node seq of the last writer, -1 none
+	wPacket bool
+	readers []int32
+	all     []access
+}
+
+type access struct {
+	seq   int32
+	write bool
+}
+
+type edgeNeed struct {
+	seq  int32
+	full bool
+}
+
+type syncer struct {
+	st        *state
+	gid       [][]int32 // [rank][tb]
+	blkRank   []int
+	blkTB     []int
+	nodes     []node
+	chunks    map[int64]*chunkInfo
+	fE, fV    []map[int32]int32
+	nopPos    []int32 // 2*seq+1 after, 2*seq-1 before
+	pre       map[int32][]item
+	post      map[int32][]item
+	preNop    map[int32]bool
+	preFl     map[int32]bool
+	start     [][]item // per gid
+	end       [][]item
+	pairs     map[chanPair]bool
+	rankPairs map[[3]int]bool
+	outs      map[int32][]chanPair // edges leaving an action (for port data channels)
+	nopAt     map[int32]bool       // a nop follows this action
+}
+
+func newSyncer(st *state) *syncer {
+	s := &syncer{st: st, chunks: map[int64]*chunkInfo{}, pre: map[int32][]item{}, post: map[int32][]item{},
+		preNop: map[int32]bool{}, preFl: map[int32]bool{}, pairs: map[chanPair]bool{}, rankPairs: map[[3]int]bool{}, outs: map[int32][]chanPair{}, nopAt: map[int32]bool{}}
+	s.regBlocks()
+	return s
+}
+
+func (s *syncer) regBlocks() {
+	st := s.st
+	s.gid = make([][]int32, st.hdr.ranks)
+	s.blkRank, s.blkTB = s.blkRank[:0], s.blkTB[:0]
+	for r, row := range st.blocks {
+		s.gid[r] = make([]int32, len(row))
+		for tb := range row {
+			s.gid[r][tb] = int32(len(s.blkRank))
+			s.blkRank = append(s.blkRank, r)
+			s.blkTB = append(s.blkTB, tb)
+		}
+	}
+	for len(s.fE) < len(s.blkRank) {
+		s.fE = append(s.fE, map[int32]int32{})
+		s.fV = append(s.fV, map[int32]int32{})
+		s.nopPos = append(s.nopPos, -1)
+		s.start = append(s.start, nil)
+		s.end = append(s.end, nil)
+	}
+}
+
+// blockOn returns a block of rank r to act for its host, preferring one
+// already paired with gid other; it creates an empty block if the rank has
+// none.
+func (s *syncer) blockOn(r int, other int32) int32 {
+	st := s.st
+	if len(st.blocks[r]) == 0 {
+		st.blocks[r] = append(st.blocks[r], &block{rank: r, tb: 0})
+		s.regBlocks()
+	}
+	or, ot := s.blkRank[other], s.blkTB[other]
+	for tb := range st.blocks[r] {
+		for _, typ := range []ir.ChannelType{ir.ChanMemory, ir.ChanPort} {
+			if s.pairs[pairKey(r, tb, or, ot, typ)] {
+				return s.gid[r][tb]
+			}
+		}
+	}
+	return s.gid[r][0]
+}
+
+func (s *syncer) chanType(a, b int) ir.ChannelType {
+	h := &s.st.hdr
+	if a/h.gpusPerNode == b/h.gpusPerNode {
+		return h.intra
+	}
+	return h.inter
+}
+
+func (s *syncer) run() {
+	st := s.st
+	n := st.hdr.ranks
+	for r := 0; r < n; r++ {
+		s.nodes = append(s.nodes, node{rank: r, gid: -1, host: 1})
+	}
+	for _, a := range st.actions {
+		s.nodes = append(s.nodes, node{rank: a.rank, gid: s.gid[a.rank][a.tb], act: a})
+	}
+	for r := 0; r < n; r++ {
+		s.nodes = append(s.nodes, node{rank: r, gid: -1, host: 2})
+	}
+	for seq := range s.nodes {
+		nd := &s.nodes[seq]
+		reads, writes := s.accesses(nd)
+		s.visit(int32(seq), reads, writes)
+	}
+}
+
+// accesses lists the chunks a node reads and writes (packet flag kept).
+func (s *syncer) accesses(nd *node) (reads, writes []aref) {
+	h := &s.st.hdr
+	if nd.host != 0 {
+		in := aref{rank: nd.rank, buf: ir.BufInput, idx: 0, size: h.inChunks}
+		out := aref{rank: nd.rank, buf: ir.BufOutput, idx: 0, size: h.outChunks}
+		if h.inplace {
+			switch h.collective {
+			case ir.AllGather:
+				in = aref{rank: nd.rank, buf: ir.BufOutput, idx: nd.rank * h.inChunks, size: h.inChunks}
+			case ir.ReduceScatter:
+				out = aref{rank: nd.rank, buf: ir.BufInput, idx: nd.rank * h.outChunks, size: h.outChunks}
+			default:
+				out = in
+			}
+		}
+		return []aref{out}, []aref{in}
+	}
+	return nd.act.src, nd.act.dst
+}
+
+func (s *syncer) info(k int64) *chunkInfo {
+	ci := s.chunks[k]
+	if ci == nil {
+		ci = &chunkInfo{lastW: -1}
+		s.chunks[k] = ci
+	}
+	return ci
+}
+
+func (s *syncer) visit(seq int32, reads, writes []aref) {
+	nd := &s.nodes[seq]
+	need := map[int32]edgeNeed{} // producer seq -> need
+	add := func(p int32, full bool) {
+		if p == seq {
+			return
+		}
+		e := need[p]
+		e.seq, e.full = p, e.full || full
+		need[p] = e
+	}
+	for _, r := range reads {
+		for i := r.idx; i < r.idx+r.size; i++ {
+			ci := s.info(chunkKey(r.rank, r.buf, i))
+			if ci.lastW >= 0 && !(r.packet && ci.wPacket) {
+				add(ci.lastW, true)
+			}
+		}
+	}
+	for _, w := range writes {
+		for i := w.idx; i < w.idx+w.size; i++ {
+			ci := s.info(chunkKey(w.rank, w.buf, i))
+			if ci.lastW >= 0 {
+				if w.packet && ci.wPacket && nd.act != nil {
+					prev := s.nodes[ci.lastW].act
+					if prev != nil {
+						s.st.errorf(nd.act.pos, fmt.Sprintf("the slot was already written with packets at %s; LL readers cannot tell two writes of one launch apart: use another scratch chunk", prev.pos.Start),
+							"rank %d's scratch chunk %d is written with packets twice in one launch", w.rank, i)
+						return
+					}
+				}
+				add(ci.lastW, true)
+			}
+			for _, rd := range ci.readers {
+				add(rd, false)
+			}
+		}
+	}
+	// Deterministic order: producers by sequence.
+	ps := make([]int32, 0, len(need))
+	for p := range need {
+		ps = append(ps, p)
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
+	var sameBlock []int32
+	best := map[int32]edgeNeed{} // producer block (or -2-rank for host start) -> latest need
+	for _, p := range ps {
+		pn := &s.nodes[p]
+		e := need[p]
+		switch {
+		case pn.host == 1 && pn.rank == nd.rank:
+			// The rank's own host: the kernel boundary orders it.
+		case nd.host == 2 && pn.rank == nd.rank:
+			// The kernel's end orders the rank's own blocks before its host.
+		case pn.gid >= 0 && pn.gid == nd.gid:
+			sameBlock = append(sameBlock, p)
+		default:
+			key := pn.gid
+			if pn.host == 1 {
+				key = int32(-2 - pn.rank)
+			}
+			b := best[key]
+			if p >= b.seq {
+				b.seq = p
+			}
+			b.full = b.full || e.full
+			best[key] = b
+		}
+	}
+	keys := make([]int32, 0, len(best))
+	for k := range best {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	for _, k := range keys {
+		s.edge(best[k].seq, seq, best[k].full)
+	}
+	for _, p := range sameBlock {
+		if s.nopPos[nd.gid] < 2*p+1 {
+			s.preNop[seq] = true
+			s.nopPos[nd.gid] = 2*seq - 1
+		}
+		if a := s.nodes[p].act; a != nil && a.chType == ir.ChanPort && a.code.Info().Class != ir.ClassSync {
+			s.preFl[seq] = true
+		}
+	}
+	// Record this node's accesses.
+	for _, r := range reads {
+		for i := r.idx; i < r.idx+r.size; i++ {
+			ci := s.info(chunkKey(r.rank, r.buf, i))
+			ci.readers = append(ci.readers, seq)
+			ci.all = append(ci.all, access{seq: seq})
+		}
+	}
+	for _, w := range writes {
+		for i := w.idx; i < w.idx+w.size; i++ {
+			ci := s.info(chunkKey(w.rank, w.buf, i))
+			ci.lastW, ci.wPacket, ci.readers = seq, w.packet, ci.readers[:0]
+			ci.all = append(ci.all, access{seq: seq, write: true})
+		}
+	}
+}
+
+// edge orders node p before node c (full: with data visibility).
+func (s *syncer) edge(p, c int32, full bool) {
+	pn, cn := &s.nodes[p], &s.nodes[c]
+	// The consumer's block: a host end is served by one of its rank's blocks.
+	cg := cn.gid
+	var pg int32
+	if pn.host == 1 {
+		if cg < 0 {
+			return // host to host of another rank: never needed
+		}
+		pg = s.blockOn(pn.rank, cg)
+	} else {
+		pg = pn.gid
+	}
+	if cn.host == 2 {
+		cg = s.blockOn(cn.rank, pg)
+	}
+	// A host start is known once anything of that block is: actions have
+	// sequence numbers above every host node's.
+	pseq := p
+	if pn.host == 1 {
+		pseq = 0
+	}
+	know := s.fE[cg]
+	if full {
+		know = s.fV[cg]
+	}
+	if v, ok := know[pg]; ok && v >= pseq {
+		return
+	}
+	pr, ptb := s.blkRank[pg], s.blkTB[pg]
+	cr, ctb := s.blkRank[cg], s.blkTB[cg]
+	var sig, wait item
+	if pr == cr {
+		sp := semPair{rank: pr, from: ptb, to: ctb}
+		sig, wait = item{kind: itemSemRelease, sem: sp}, item{kind: itemSemAcquire, sem: sp}
+	} else {
+		k := pairKey(pr, ptb, cr, ctb, s.chanType(pr, cr))
+		s.addPair(k)
+		sig, wait = item{kind: itemRlxSignal, pairs: []chanPair{k}}, item{kind: itemRlxWait, pairs: []chanPair{k}}
+		if full {
+			sig.kind, wait.kind = itemSignal, itemWait
+		}
+		if pn.host == 0 {
+			s.outs[p] = append(s.outs[p], k)
+		}
+	}
+	// Source positions: the producer's op for the signal, the consumer's
+	// for the wait (a host end is reported at the producer).
+	if pn.act != nil {
+		sig.pos = pn.act.pos
+	}
+	wait.pos = sig.pos
+	if cn.act != nil {
+		wait.pos = cn.act.pos
+	}
+	if sig.pos.Start.Line == 0 {
+		sig.pos = wait.pos
+	}
+	switch pn.host {
+	case 1:
+		s.start[pg] = append(s.start[pg], sig)
+	default:
+		s.post[p] = append(s.post[p], sig)
+		s.nopAt[p] = true
+		s.nopPos[pg] = max(s.nopPos[pg], 2*p+1)
+	}
+	switch cn.host {
+	case 2:
+		s.end[cg] = append(s.end[cg], wait)
+	default:
+		s.pre[c] = append(s.pre[c], wait)
+		s.nopPos[cg] = max(s.nopPos[cg], 2*c-1)
+	}
+	s.fE[cg][pg] = max(s.fE[cg][pg], pseq)
+	if full || pr == cr {
+		// Release signals and semaphores carry visibility too.
+		s.fV[cg][pg] = max(s.fV[cg][pg], pseq)
+	}
+}

@@ -1,0 +1,160 @@
+package compiler
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/msccl-go/msccl-go/ir"
+)
+
+// assignTBs puts every action on a thread block of its executing rank.
+// Blocks named with `tb N` are kept; the rest are grouped so that work
+// with one peer shares a block (its channels then serve both data and
+// synchronisation), and a local op joins the block that produced its
+// input, so the dependency needs only a nop. Block ids are then made
+// dense per rank, keeping their order.
+func assignTBs(st *state) {
+	n := st.hdr.ranks
+	maxHint := make([]int, n)
+	for i := range maxHint {
+		maxHint[i] = -1
+	}
+	for _, a := range st.actions {
+		if a.tbHint > maxHint[a.rank] {
+			maxHint[a.rank] = a.tbHint
+		}
+	}
+	auto := make([]map[int]int, n) // [rank] peer key -> tb (key -1: local)
+	producer := make([]map[int64]int, n)
+	for _, a := range st.actions {
+		r := a.rank
+		switch {
+		case a.tbHint >= 0:
+			a.tb = a.tbHint
+		default:
+			key := -1
+			for _, ref := range append(append([]aref{}, a.dst...), a.src...) {
+				if ref.rank != r {
+					key = ref.rank
+					break
+				}
+			}
+			if key < 0 && producer[r] != nil {
+				best := -1
+				for _, s := range a.src {
+					for i := s.idx; i < s.idx+s.size; i++ {
+						if tb, ok := producer[r][chunkKey(s.rank, s.buf, i)]; ok && tb > best {
+							best = tb
+						}
+					}
+				}
+				if best >= 0 {
+					a.tb = best
+					break
+				}
+			}
+			if auto[r] == nil {
+				auto[r] = map[int]int{}
+			}
+			tb, ok := auto[r][key]
+			if !ok {
+				maxHint[r]++
+				tb = maxHint[r]
+				auto[r][key] = tb
+			}
+			a.tb = tb
+		}
+		for _, d := range a.dst {
+			if d.rank != r {
+				continue
+			}
+			if producer[r] == nil {
+				producer[r] = map[int64]int{}
+			}
+			for i := d.idx; i < d.idx+d.size; i++ {
+				producer[r][chunkKey(d.rank, d.buf, i)] = a.tb
+			}
+		}
+	}
+	st.compactBlocks()
+}
+
+// chunkKey names one chunk of one rank's buffer.
+func chunkKey(rank int, buf ir.BufferType, idx int) int64 {
+	return int64(rank)<<34 | int64(buf)<<32 | int64(uint32(idx))
+}
+
+// compactBlocks renumbers each rank's blocks densely and rebuilds
+// st.blocks; explicit peer block references are renumbered alike.
+func (st *state) compactBlocks() {
+	n := st.hdr.ranks
+	used := make([]map[int]bool, n)
+	for _, a := range st.actions {
+		if used[a.rank] == nil {
+			used[a.rank] = map[int]bool{}
+		}
+		used[a.rank][a.tb] = true
+	}
+	remap := make([]map[int]int, n)
+	for r := range used {
+		ids := make([]int, 0, len(used[r]))
+		for tb := range used[r] {
+			ids = append(ids, tb)
+		}
+		sort.Ints(ids)
+		remap[r] = make(map[int]int, len(ids))
+		for i, tb := range ids {
+			remap[r][tb] = i
+		}
+	}
+	st.blocks = make([][]*block, n)
+	for r := range st.blocks {
+		st.blocks[r] = make([]*block, len(remap[r]))
+		for i := range st.blocks[r] {
+			st.blocks[r][i] = &block{rank: r, tb: i}
+		}
+	}
+	var fix func(a *action)
+	fix = func(a *action) {
+		a.tb = remap[a.rank][a.tb]
+		for i := range a.peers {
+			p := &a.peers[i]
+			if p.tb == noBlock {
+				continue
+			}
+			want := p.tb
+			if want < 0 {
+				want = a.tbHint
+			}
+			tb, ok := remap[p.rank][want]
+			if !ok {
+				st.errorf(p.rng, fmt.Sprintf("rank %d has no ops in thread block %d, so nothing there can answer; name an existing block with `to %d@TB`", p.rank, want, p.rank),
+					"peer block rank(%d) tb %d does not exist", p.rank, want)
+				continue
+			}
+			p.tb = tb
+		}
+		for _, in := range a.body {
+			in.tbHint = a.tbHint
+			in.rank = a.rank
+			in.tb = a.tb
+			for i := range in.peers {
+				p := &in.peers[i]
+				want := p.tb
+				if want < 0 {
+					want = a.tbHint
+				}
+				tb, ok := remap[p.rank][want]
+				if !ok {
+					st.errorf(p.rng, "", "peer block rank(%d) tb %d does not exist", p.rank, want)
+					continue
+				}
+				p.tb = tb
+			}
+		}
+	}
+	for _, a := range st.actions {
+		fix(a)
+		st.blocks[a.rank][a.tb].acts = append(st.blocks[a.rank][a.tb].acts, a)
+	}
+}

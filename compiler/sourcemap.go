@@ -1,0 +1,50 @@
+package compiler
+
+import (
+	"fmt"
+
+	"github.com/msccl-go/msccl-go/dsl"
+)
+
+// SourceMap maps every op of a compiled plan back to the DSL statement it
+// came from. Synchronisation the compiler inserted maps to the statement
+// that needed it (a wait to the op that waits, a signal to the op whose
+// result it publishes).
+type SourceMap struct {
+	ops [][][]opSource // [rank][block][op]
+}
+
+// Lookup returns the source position of plan op (rank, block, op); inner
+// is the index inside a pipeline body, or -1.
+func (m *SourceMap) Lookup(rank, block, op, inner int) (dsl.Pos, bool) {
+	r, ok := m.lookup(rank, block, op, inner)
+	return r.Start, ok
+}
+
+// Range is Lookup returning the whole source range.
+func (m *SourceMap) Range(rank, block, op, inner int) (dsl.Range, bool) {
+	return m.lookup(rank, block, op, inner)
+}
+
+func (m *SourceMap) lookup(rank, block, op, inner int) (dsl.Range, bool) {
+	if m == nil || rank < 0 || rank >= len(m.ops) || block < 0 || block >= len(m.ops[rank]) || op < 0 || op >= len(m.ops[rank][block]) {
+		return dsl.Range{}, false
+	}
+	s := m.ops[rank][block][op]
+	if inner >= 0 && inner < len(s.inner) {
+		return s.inner[inner], s.inner[inner].Start.IsValid()
+	}
+	return s.pos, s.pos.Start.IsValid()
+}
+
+// rangeOfPath finds the source of an ir diagnostic path
+// (gpus[R].threadblocks[B].ops[O]...), or the file when it cannot.
+func (m *SourceMap) rangeOfPath(path, filename string) dsl.Range {
+	var r, b, o int
+	if _, err := fmt.Sscanf(path, "gpus[%d].threadblocks[%d].ops[%d]", &r, &b, &o); err == nil {
+		if rg, ok := m.lookup(r, b, o, -1); ok {
+			return rg
+		}
+	}
+	return dsl.Range{Start: dsl.Pos{Filename: filename}}
+}

@@ -1,0 +1,206 @@
+package compiler
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/msccl-go/msccl-go/dsl"
+	"github.com/msccl-go/msccl-go/ir"
+)
+
+// state is what the passes share.
+type state struct {
+	file    *dsl.File
+	defines map[string]int64
+	opts    Options
+	diags   Diagnostics
+
+	hdr     header
+	ops     []*evOp // evaluate's output, program order
+	actions []*action
+	// explicit says the program is channel-level: no sync is inserted.
+	explicit bool
+	blocks   [][]*block // [rank][tb]; tb ids are dense after assign-tbs
+
+	// items is sync's output: each block's final op list, ids unresolved.
+	items [][][]item
+	// pairs are the channels sync asked for, beyond those data ops need.
+	pairs map[chanPair]bool
+
+	plan *ir.Plan
+	sm   *SourceMap
+	// emitted is the per-block op list with sources, built by buildPlan
+	// and rewritten by fuseSync.
+}
+
+// header is the evaluated collective header, params and options.
+type header struct {
+	collective    ir.Collective
+	inplace       bool
+	chunks        int
+	ranks         int
+	nodes         int
+	gpusPerNode   int
+	inChunks      int
+	outChunks     int
+	protocol      ir.Protocol
+	instances     int
+	threads       int
+	minMsg        uint64
+	maxMsg        uint64
+	doubleScratch bool
+	reuse         bool
+	name          string
+	reduce        ir.ReduceOp
+	intra, inter  ir.ChannelType
+	pos           dsl.Range
+}
+
+// evRef is an evaluated chunk slice.
+type evRef struct {
+	rank   int
+	buf    ir.BufferType
+	lo, hi int // chunk range [lo, hi)
+	rng    dsl.Range
+}
+
+func (r evRef) String() string {
+	return fmt.Sprintf("rank(%d).%s[%d:%d]", r.rank, r.buf.Long(), r.lo, r.hi)
+}
+
+// peerSpec is `to p@tb` of a channel-level op; tb -1 means "same tb".
+type peerSpec struct {
+	rank, tb int
+	rng      dsl.Range
+}
+
+// evOp is one evaluated operation statement.
+type evOp struct {
+	name     string
+	src, dst []evRef
+	tb       int // -1: not given
+	via      []string
+	viaRng   dsl.Range
+	to       []peerSpec
+	reduce   ir.ReduceOp
+	sems     []int
+	tbg      *ir.TBGInfo
+	id, cnt  int
+	rng      dsl.Range
+	onRank   int // channel level: the `on` block's rank; -1 for chunk ops
+	onTB     int
+	pipeline *ir.IterContext
+	body     []*evOp
+}
+
+// aref is one buffer reference of an action: rank is the rank whose
+// memory it is, packet says the bytes hold LL packets.
+type aref struct {
+	rank   int
+	buf    ir.BufferType
+	idx    int
+	size   int
+	packet bool
+}
+
+func (r aref) String() string {
+	p := ""
+	if r.packet {
+		p = "pkt"
+	}
+	return fmt.Sprintf("r%d.%s[%d:%d]%s", r.rank, r.buf, r.idx, r.idx+r.size, p)
+}
+
+// action is one plan op before channels and ids are resolved.
+type action struct {
+	seq    int
+	rank   int // executing rank
+	tb     int // -1 until assign-tbs
+	tbHint int // from `tb N`; -1 when absent
+	code   ir.OpCode
+	src    []aref
+	dst    []aref
+	chType ir.ChannelType // channel type of remote refs; ChanNone when local
+	reduce ir.ReduceOp
+	pos    dsl.Range
+	// dead marks an action fused into an earlier one.
+	dead bool
+
+	// Channel-level fields.
+	explicit bool
+	peers    []peerSpec // signal/wait/flush targets, port data channels
+	sems     []int
+	tbg      *ir.TBGInfo
+	barrier  [2]int // id, num blocks
+	iter     *ir.IterContext
+	body     []*action
+	// chans: for port data ops, the channel carrying each remote dst.
+	chans []chanPair
+}
+
+// block is one thread block's action list during compilation.
+type block struct {
+	rank, tb int
+	acts     []*action
+}
+
+func (a *action) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "r%d tb%d %s", a.rank, a.tb, a.code)
+	if len(a.src) > 0 {
+		b.WriteString(" src=")
+		for i, r := range a.src {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			b.WriteString(r.String())
+		}
+	}
+	if len(a.dst) > 0 {
+		b.WriteString(" dst=")
+		for i, r := range a.dst {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			b.WriteString(r.String())
+		}
+	}
+	if a.chType != ir.ChanNone {
+		b.WriteString(" via " + a.chType.String())
+	}
+	for _, p := range a.peers {
+		fmt.Fprintf(&b, " to r%d@%d", p.rank, p.tb)
+	}
+	fmt.Fprintf(&b, "  // %d:%d", a.pos.Start.Line, a.pos.Start.Col)
+	return b.String()
+}
+
+func (st *state) dumpActions() string {
+	var b strings.Builder
+	h := &st.hdr
+	fmt.Fprintf(&b, "%s %s ranks=%d nodes=%d chunks in=%d out=%d instances=%d\n", h.collective, h.protocol, h.ranks, h.nodes, h.inChunks, h.outChunks, h.instances)
+	if st.actions == nil {
+		for _, o := range st.ops {
+			fmt.Fprintf(&b, "%s %v -> %v  // %d:%d\n", o.name, o.src, o.dst, o.rng.Start.Line, o.rng.Start.Col)
+		}
+		return b.String()
+	}
+	for _, a := range st.actions {
+		if a.dead {
+			continue
+		}
+		b.WriteString(a.String())
+		b.WriteByte('\n')
+		for _, in := range a.body {
+			b.WriteString("    " + in.String() + "\n")
+		}
+	}
+	return b.String()
+}
+
+func (st *state) errorf(r dsl.Range, detail, format string, args ...any) {
+	if len(st.diags) >= 50 {
+		return // one mistake in a loop body must not bury the rest
+	}
+	st.diags = append(st.diags, dsl.Errorf(r, detail, format, args...))
+}

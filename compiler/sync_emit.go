@@ -1,0 +1,261 @@
+package compiler
+
+import (
+	"sort"
+
+	"github.com/msccl-go/msccl-go/ir"
+)
+
+// crossLaunch orders accesses of launch k against conflicting accesses of
+// launch k+1 by other ranks. A pair is already ordered when the later
+// access's rank learned of the earlier access before its launch ended;
+// otherwise the earlier access's rank signals at the start of launch k+1
+// (which is after all of its launch k) and the later access waits for it.
+func (s *syncer) crossLaunch() {
+	st := s.st
+	h := &st.hdr
+	keys := make([]int64, 0, len(s.chunks))
+	for k := range s.chunks {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	endE := make([]map[int32]int32, h.ranks)
+	know := func(r int) map[int32]int32 {
+		if endE[r] == nil {
+			m := map[int32]int32{}
+			for _, g := range s.gid[r] {
+				for k, v := range s.fE[g] {
+					m[k] = max(m[k], v)
+				}
+			}
+			endE[r] = m
+		}
+		return endE[r]
+	}
+	type hsKey struct {
+		from int
+		to   int32 // consumer block
+	}
+	type hsVal struct {
+		first int32 // earliest consumer node in that block
+		full  bool
+	}
+	need := map[hsKey]hsVal{}
+	for _, k := range keys {
+		if h.doubleScratch && ir.BufferType(k>>32&3) == ir.BufScratch {
+			// Alternate launches use alternate scratch halves.
+			continue
+		}
+		all := s.chunks[k].all
+		for _, a := range all {
+			an := &s.nodes[a.seq]
+			if an.host != 0 {
+				continue
+			}
+			for _, b := range all {
+				bn := &s.nodes[b.seq]
+				if bn.host != 0 || bn.rank == an.rank || !(a.write || b.write) {
+					continue
+				}
+				if v, ok := know(bn.rank)[an.gid]; ok && v >= a.seq {
+					continue
+				}
+				hk := hsKey{from: an.rank, to: bn.gid}
+				v, ok := need[hk]
+				if !ok || b.seq < v.first {
+					v.first = b.seq
+				}
+				v.full = v.full || a.write
+				need[hk] = v
+			}
+		}
+	}
+	hks := make([]hsKey, 0, len(need))
+	for k := range need {
+		hks = append(hks, k)
+	}
+	sort.Slice(hks, func(i, j int) bool {
+		if hks[i].to != hks[j].to {
+			return hks[i].to < hks[j].to
+		}
+		return hks[i].from < hks[j].from
+	})
+	for _, hk := range hks {
+		v := need[hk]
+		pg := s.blockOn(hk.from, hk.to)
+		pr, ptb := s.blkRank[pg], s.blkTB[pg]
+		cr, ctb := s.blkRank[hk.to], s.blkTB[hk.to]
+		pk := pairKey(pr, ptb, cr, ctb, s.chanType(pr, cr))
+		s.addPair(pk)
+		sig, wait := item{kind: itemRlxSignal, pairs: []chanPair{pk}}, item{kind: itemRlxWait, pairs: []chanPair{pk}}
+		if v.full {
+			sig.kind, wait.kind = itemSignal, itemWait
+		}
+		wait.pos = s.nodes[v.first].act.pos
+		sig.pos = wait.pos
+		s.start[pg] = append(s.start[pg], sig)
+		s.pre[v.first] = append([]item{wait}, s.pre[v.first]...)
+	}
+}
+
+// dataPairs picks the channel of every remote destination of a port data
+// op (the channel its first consumer's signal uses, so put and signal
+// travel in one FIFO and fuse into pws), and makes sure memory data ops
+// have some memory channel to each peer (the validator and upstream need
+// one to map the peer's buffers).
+func (s *syncer) dataPairs(seq int32, a *action) {
+	if a.chType == ir.ChanNone {
+		return
+	}
+	seen := map[int]bool{}
+	for _, refs := range [][]aref{a.src, a.dst} {
+		for _, r := range refs {
+			if r.rank == a.rank || seen[r.rank] {
+				continue
+			}
+			seen[r.rank] = true
+			if a.chType == ir.ChanPort {
+				continue
+			}
+			if !s.rankPairs[rankPairKey(a.rank, r.rank, ir.ChanMemory)] {
+				s.addPair(pairKey(a.rank, a.tb, r.rank, -1, ir.ChanMemory))
+			}
+		}
+	}
+	if a.chType != ir.ChanPort {
+		return
+	}
+	a.chans = a.chans[:0]
+	for _, d := range a.dst {
+		if d.rank == a.rank {
+			continue
+		}
+		var pk chanPair
+		ok := false
+		for _, o := range s.outs[seq] {
+			if o.typ == ir.ChanPort && (o.rankA == d.rank || o.rankB == d.rank) {
+				pk, ok = o, true
+				break
+			}
+		}
+		if !ok {
+			pk = pairKey(a.rank, a.tb, d.rank, -1, ir.ChanPort)
+		}
+		s.addPair(pk)
+		a.chans = append(a.chans, pk)
+	}
+}
+
+// materialize lays out every block: start signals, then per action its
+// waits, a nop, the op, then flushes, a nop and its signals; at the end
+// the remaining flushes and the waits that serve the host.
+func (s *syncer) materialize() {
+	st := s.st
+	n := int32(st.hdr.ranks)
+	st.items = make([][][]item, st.hdr.ranks)
+	st.pairs = s.pairs
+	for r, row := range st.blocks {
+		st.items[r] = make([][]item, len(row))
+		for tb, blk := range row {
+			g := s.gid[r][tb]
+			var out []item
+			out = append(out, s.start[g]...)
+			dirty := false
+			var unflushed []chanPair
+			flush := func(ps []chanPair) {
+				if len(ps) > 0 {
+					out = append(out, item{kind: itemFlush, pairs: append([]chanPair(nil), ps...), pos: out[len(out)-1].pos})
+				}
+			}
+			for _, a := range blk.acts {
+				q := n + int32(a.seq)
+				pre := s.pre[q]
+				if s.preFl[q] {
+					flush(unflushed)
+					unflushed = nil
+				}
+				out = append(out, pre...)
+				if len(pre) > 0 || s.preNop[q] {
+					out = append(out, item{kind: itemNop, pos: a.pos})
+				}
+				s.dataPairs(q, a)
+				out = append(out, item{kind: itemAct, act: a, pos: a.pos})
+				// Port ops are carried out by the proxy, not the block's
+				// threads: they leave nothing for a nop to fence.
+				dirty = dirty || a.chType != ir.ChanPort
+				for _, c := range a.chans {
+					if !containsPair(unflushed, c) {
+						unflushed = append(unflushed, c)
+					}
+				}
+				post := s.post[q]
+				if len(post) == 0 {
+					continue
+				}
+				var keep, fl []chanPair
+				for _, u := range unflushed {
+					onlyU := true
+					for _, it := range post {
+						if len(it.pairs) == 0 || it.pairs[0] != u {
+							onlyU = false
+						}
+					}
+					if onlyU {
+						keep = append(keep, u)
+					} else {
+						fl = append(fl, u)
+					}
+				}
+				flush(fl)
+				unflushed = keep
+				if dirty {
+					out = append(out, item{kind: itemNop, pos: a.pos})
+					dirty = false
+				}
+				out = append(out, post...)
+			}
+			if len(out) > 0 {
+				flush(unflushed)
+			}
+			out = append(out, s.end[g]...)
+			st.items[r][tb] = out
+		}
+	}
+}
+
+func containsPair(ps []chanPair, p chanPair) bool {
+	for _, x := range ps {
+		if x == p {
+			return true
+		}
+	}
+	return false
+}
+
+// explicitItems passes a channel-level program through: its ops are the
+// plan's ops, in order.
+func (s *syncer) explicitItems() {
+	st := s.st
+	st.items = make([][][]item, st.hdr.ranks)
+	st.pairs = map[chanPair]bool{}
+	for r, row := range st.blocks {
+		st.items[r] = make([][]item, len(row))
+		for tb, blk := range row {
+			for _, a := range blk.acts {
+				st.items[r][tb] = append(st.items[r][tb], item{kind: itemAct, act: a, pos: a.pos})
+			}
+		}
+	}
+}
+
+func rankPairKey(a, b int, t ir.ChannelType) [3]int {
+	if a > b {
+		a, b = b, a
+	}
+	return [3]int{a, b, int(t)}
+}
+
+func (s *syncer) addPair(k chanPair) {
+	s.pairs[k] = true
+	s.rankPairs[rankPairKey(k.rankA, k.rankB, k.typ)] = true
+}
