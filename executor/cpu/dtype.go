@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"sync"
 
 	"github.com/msccl-go/msccl-go/ir"
 )
@@ -58,6 +57,10 @@ func (d DType) isFloat() bool { return d == F32 || d == F16 || d == BF16 }
 
 // f16ToF32 widens an IEEE half exactly.
 func f16ToF32(h uint16) float32 {
+	if em := uint32(h & 0x7fff); em >= 0x0400 && em < 0x7c00 {
+		// Normal numbers, the common case: rebias the exponent.
+		return math.Float32frombits(uint32(h&0x8000)<<16 | (em<<13 + (127-15)<<23))
+	}
 	sign := uint32(h>>15) << 31
 	exp := uint32(h>>10) & 0x1f
 	man := uint32(h) & 0x3ff
@@ -129,17 +132,6 @@ func f32ToBF16(f float32) uint16 {
 	return uint16(b >> 16)
 }
 
-// f16Table widens every half by lookup: reductions convert each element
-// of each source, and the table is several times faster than the bit
-// manipulation.
-var f16Table = sync.OnceValue(func() []float32 {
-	t := make([]float32, 1<<16)
-	for i := range t {
-		t[i] = f16ToF32(uint16(i))
-	}
-	return t
-})
-
 // loadF converts n float elements of src into dst.
 func loadF(dt DType, src []byte, dst []float32) {
 	switch dt {
@@ -148,9 +140,8 @@ func loadF(dt DType, src []byte, dst []float32) {
 			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
 		}
 	case F16:
-		tab := f16Table()
 		for i := range dst {
-			dst[i] = tab[binary.LittleEndian.Uint16(src[2*i:])]
+			dst[i] = f16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
 		}
 	case BF16:
 		for i := range dst {
