@@ -101,9 +101,7 @@ static_assert(sizeof(Args) == %d, "Args size");
 static_assert(sizeof(MemChan) == %d, "MemChan size");
 static_assert(sizeof(WatchRecord) == %d, "WatchRecord size");
 static_assert(sizeof(BlockBarrier) == %d, "BlockBarrier size");
-static_assert((unsigned long long)&((Args*)0)->fifo == %d, "Args.fifo offset");
-static_assert((unsigned long long)&((Args*)0)->rank == %d, "Args.rank offset");
-`, OpBytes, RefBytes, HeaderBytes, ArgsBytes, ChanBytes, WatchBytes, BarrierBytes, argsFifoOff, argsRankOff)
+`, OpBytes, RefBytes, HeaderBytes, ArgsBytes, ChanBytes, WatchBytes, BarrierBytes)
 
 // DType is an element type the kernel reduces. The order is the kernel's
 // DT_* codes.

@@ -14,7 +14,6 @@ const (
 	ChanBytes    = 32
 	WatchBytes   = 48
 	BarrierBytes = 8
-	argsFifoOff  = 48
 	argsRankOff  = 128
 )
 
