@@ -23,10 +23,10 @@ func checkLimits(st *state) {
 		}
 		hint := ""
 		switch {
-		case strings.Contains(d.Msg, "ops") && strings.Contains(d.Msg, "limit"):
-			hint = "spread the work over more thread blocks (`tb` clauses) or fewer chunks per block"
-		case strings.Contains(d.Msg, "channels") && strings.Contains(d.Msg, "limit"):
-			hint = "give each peer group its own thread block"
+		case strings.Contains(d.Msg, "per block"):
+			hint = "spread the work over more thread blocks (`tb` clauses) or fewer steps per block"
+		case strings.Contains(d.Msg, "per type"):
+			hint = "give each group of peers its own thread block"
 		}
 		st.diags = append(st.diags, dsl.Diagnostic{Severity: sev, Summary: fmt.Sprintf("plan %s: %s", d.Path, d.Msg), Detail: hint,
 			Subject: st.sm.rangeOfPath(d.Path, st.file.Filename)})

@@ -80,6 +80,7 @@ type syncer struct {
 	preNop    map[int32]bool
 	preFl     map[int32]bool
 	start     [][]item // per gid
+	startWait [][]item
 	end       [][]item
 	pairs     map[chanPair]bool
 	rankPairs map[[3]int]bool
@@ -111,6 +112,7 @@ func (s *syncer) regBlocks() {
 		s.fV = append(s.fV, map[int32]int32{})
 		s.nopPos = append(s.nopPos, -1)
 		s.start = append(s.start, nil)
+		s.startWait = append(s.startWait, nil)
 		s.end = append(s.end, nil)
 	}
 }
@@ -362,9 +364,13 @@ func (s *syncer) edge(p, c int32, full bool) {
 		s.nopAt[p] = true
 		s.nopPos[pg] = max(s.nopPos[pg], 2*p+1)
 	}
-	switch cn.host {
-	case 2:
+	switch {
+	case cn.host == 2:
 		s.end[cg] = append(s.end[cg], wait)
+	case pn.host == 1:
+		// Tokens sent at a block's start come first on their channel, so
+		// they must be the first ones waited for too.
+		s.startWait[cg] = append(s.startWait[cg], wait)
 	default:
 		s.pre[c] = append(s.pre[c], wait)
 		s.nopPos[cg] = max(s.nopPos[cg], 2*c-1)

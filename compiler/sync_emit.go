@@ -94,7 +94,8 @@ func (s *syncer) crossLaunch() {
 		wait.pos = s.nodes[v.first].act.pos
 		sig.pos = wait.pos
 		s.start[pg] = append(s.start[pg], sig)
-		s.pre[v.first] = append([]item{wait}, s.pre[v.first]...)
+		g := s.nodes[v.first].gid
+		s.startWait[g] = append(s.startWait[g], wait)
 	}
 }
 
@@ -160,6 +161,10 @@ func (s *syncer) materialize() {
 			g := s.gid[r][tb]
 			var out []item
 			out = append(out, s.start[g]...)
+			out = append(out, s.startWait[g]...)
+			if len(s.startWait[g]) > 0 && len(blk.acts) > 0 {
+				out = append(out, item{kind: itemNop, pos: blk.acts[0].pos})
+			}
 			dirty := false
 			var unflushed []chanPair
 			flush := func(ps []chanPair) {
