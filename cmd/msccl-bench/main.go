@@ -1,0 +1,407 @@
+// Command msccl-bench times a plan on the GPU the way nccl-tests does:
+// per message size, the time of one collective, algorithm and bus
+// bandwidth, and with -c the number of elements that differ from the CPU
+// reference executor's result for the same inputs.
+//
+//	msccl-bench --algo allreduce_twoshot --ranks 8 -b 1K -e 256M -f 2 -d f16 -o sum -c
+//	msccl-bench --plan plan.json -b 1K -e 1G -G --json
+//
+// All ranks run in this process on device 0 (see executor/cuda).
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+	"unsafe"
+
+	"github.com/msccl-go/msccl-go/compiler"
+	"github.com/msccl-go/msccl-go/executor/cpu"
+	cudaexec "github.com/msccl-go/msccl-go/executor/cuda"
+	"github.com/msccl-go/msccl-go/ir"
+	"github.com/msccl-go/msccl-go/kernels"
+	"github.com/msccl-go/msccl-go/runtime/cuda"
+)
+
+type defines map[string]int64
+
+func (d defines) String() string { return fmt.Sprint(map[string]int64(d)) }
+func (d defines) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok {
+		return fmt.Errorf("-D wants NAME=VALUE, got %q", s)
+	}
+	n, err := strconv.ParseInt(v, 0, 64)
+	if err != nil {
+		return fmt.Errorf("-D %s: %w", k, err)
+	}
+	d[k] = n
+	return nil
+}
+
+type config struct {
+	plan, algo, algoDir  string
+	defs                 defines
+	ranks                int
+	minB, maxB           int64
+	factor               int64
+	dtype                string
+	redop                string
+	iters, warmup        int
+	graph, check, asJSON bool
+	ll                   int
+	timeout              time.Duration
+}
+
+// Row is one size's result (the --json record).
+type Row struct {
+	Plan    string  `json:"plan"`
+	Ranks   int     `json:"ranks"`
+	Bytes   int64   `json:"bytes"`
+	Count   int64   `json:"count"`
+	Type    string  `json:"type"`
+	Redop   string  `json:"redop"`
+	TimeUs  float64 `json:"time_us"`
+	AlgBW   float64 `json:"algbw_gbps"`
+	BusBW   float64 `json:"busbw_gbps"`
+	Wrong   int64   `json:"wrong"` // -1: not checked
+	Graph   bool    `json:"graph"`
+	Skipped string  `json:"skipped,omitempty"`
+}
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "msccl-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func parseSize(s string) (int64, error) {
+	s = strings.TrimSpace(strings.ToUpper(s))
+	s = strings.TrimSuffix(strings.TrimSuffix(s, "IB"), "B")
+	mul := int64(1)
+	switch {
+	case strings.HasSuffix(s, "K"):
+		mul, s = 1<<10, s[:len(s)-1]
+	case strings.HasSuffix(s, "M"):
+		mul, s = 1<<20, s[:len(s)-1]
+	case strings.HasSuffix(s, "G"):
+		mul, s = 1<<30, s[:len(s)-1]
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("bad size %q", s)
+	}
+	return n * mul, nil
+}
+
+func run(args []string, w io.Writer) error {
+	c := config{defs: defines{}}
+	fs := flag.NewFlagSet("msccl-bench", flag.ContinueOnError)
+	fs.StringVar(&c.plan, "plan", "", "plan JSON file")
+	fs.StringVar(&c.algo, "algo", "", "library algorithm name (algorithms/NAME.msccl)")
+	fs.StringVar(&c.algoDir, "algodir", "algorithms", "directory of library algorithms")
+	fs.Var(c.defs, "D", "algorithm parameter NAME=VALUE (repeatable)")
+	fs.IntVar(&c.ranks, "ranks", 0, "number of ranks (sets -D ranks=N for --algo; checked against --plan)")
+	b := fs.String("b", "1K", "smallest message size")
+	e := fs.String("e", "64M", "largest message size")
+	fs.Int64Var(&c.factor, "f", 2, "size multiplication factor")
+	fs.StringVar(&c.dtype, "d", "f32", "data type: f32 f16 bf16 i32 u32 u8")
+	fs.StringVar(&c.redop, "o", "sum", "reduction: sum min max prod")
+	fs.IntVar(&c.iters, "n", 20, "timed iterations")
+	fs.IntVar(&c.warmup, "w", 5, "warm-up iterations")
+	fs.BoolVar(&c.graph, "G", false, "time CUDA-graph replays of a captured collective")
+	fs.BoolVar(&c.check, "c", false, "check results against the CPU executor (#wrong column)")
+	fs.BoolVar(&c.asJSON, "json", false, "print one JSON object per size")
+	fs.IntVar(&c.ll, "ll", 16, "LL packet width: 8 or 16")
+	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "watchdog timeout of one wait")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var err error
+	if c.minB, err = parseSize(*b); err != nil {
+		return err
+	}
+	if c.maxB, err = parseSize(*e); err != nil {
+		return err
+	}
+	if c.factor < 2 || c.iters < 1 || c.warmup < 0 {
+		return errors.New("-f must be at least 2, -n at least 1, -w not negative")
+	}
+	p, name, err := loadPlan(&c)
+	if err != nil {
+		return err
+	}
+	return bench(&c, p, name, w)
+}
+
+func loadPlan(c *config) (*ir.Plan, string, error) {
+	switch {
+	case c.plan != "" && c.algo != "":
+		return nil, "", errors.New("give --plan or --algo, not both")
+	case c.plan != "":
+		data, err := os.ReadFile(c.plan)
+		if err != nil {
+			return nil, "", err
+		}
+		p, _, err := ir.Load(data)
+		if err != nil {
+			return nil, "", fmt.Errorf("%s: %w", c.plan, err)
+		}
+		if c.ranks != 0 && c.ranks != len(p.GPUs) {
+			return nil, "", fmt.Errorf("%s has %d ranks, --ranks says %d", c.plan, len(p.GPUs), c.ranks)
+		}
+		return p, filepath.Base(c.plan), nil
+	case c.algo != "":
+		path := filepath.Join(c.algoDir, c.algo+".msccl")
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return nil, "", err
+		}
+		if c.ranks != 0 {
+			c.defs["ranks"] = int64(c.ranks)
+		}
+		p, _, ds := compiler.CompileSource(path, src, c.defs, compiler.Options{})
+		if ds.HasErrors() {
+			return nil, "", fmt.Errorf("%s", ds.String())
+		}
+		return p, c.algo, nil
+	}
+	return nil, "", errors.New("give --plan PLAN.json or --algo NAME")
+}
+
+func busFactor(col ir.Collective, n int) float64 {
+	f := float64(n-1) / float64(n)
+	switch col {
+	case ir.AllReduce:
+		return 2 * f
+	case ir.AllGather, ir.ReduceScatter, ir.AllToAll:
+		return f
+	}
+	return 1
+}
+
+// checkJob computes the CPU executor's result for one size off the GPU
+// path, so the reference for the next sizes is ready when they are timed.
+type checkJob struct {
+	rep *cpu.Report
+	err error
+}
+
+func bench(c *config, p *ir.Plan, name string, w io.Writer) error {
+	dt, ok := kernels.ParseDType(c.dtype)
+	if !ok {
+		return fmt.Errorf("unknown data type %q", c.dtype)
+	}
+	cdt, err := cpu.ParseDType(c.dtype)
+	if err != nil {
+		return err
+	}
+	red := ir.ReduceOp(c.redop)
+	var sizes []int64
+	for s := c.minB; s <= c.maxB; s *= c.factor {
+		sizes = append(sizes, s)
+	}
+	// CPU references, a few sizes ahead, in parallel.
+	jobs := make([]chan checkJob, len(sizes))
+	if c.check {
+		slots := make(chan struct{}, max(1, min(4, runtime.NumCPU()/2)))
+		for i, s := range sizes {
+			jobs[i] = make(chan checkJob, 1)
+			go func() {
+				slots <- struct{}{}
+				rep, err := cpu.Run(p, cpu.Options{Size: s, DType: cdt, Reduce: red, Launches: 1, LLWidth: c.ll})
+				jobs[i] <- checkJob{rep, err}
+				<-slots
+			}()
+		}
+	}
+	ex, err := cudaexec.Open(p, cudaexec.Options{Timeout: c.timeout})
+	if err != nil {
+		return err
+	}
+	defer ex.Close()
+	s, err := cuda.NewStream(true)
+	if err != nil {
+		return err
+	}
+	defer s.Destroy()
+	ev0, err := cuda.NewEvent(true)
+	if err != nil {
+		return err
+	}
+	defer ev0.Destroy()
+	ev1, err := cuda.NewEvent(true)
+	if err != nil {
+		return err
+	}
+	defer ev1.Destroy()
+	devName, _ := cuda.Device(0).Name()
+	n := len(p.GPUs)
+	if !c.asJSON {
+		fmt.Fprintf(w, "# msccl-bench: plan %s (%s, %s), %d ranks on one %s, %s %s, LL%d, graph %v, %d warm-up + %d timed iterations\n",
+			name, p.Collective, p.Protocol, n, devName, c.dtype, c.redop, c.ll, c.graph, c.warmup, c.iters)
+		fmt.Fprintf(w, "#%12s %12s %6s %6s %10s %8s %8s %7s\n", "size", "count", "type", "redop", "time", "algbw", "busbw", "#wrong")
+		fmt.Fprintf(w, "#%12s %12s %6s %6s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "")
+	}
+	enc := json.NewEncoder(w)
+	for i, size := range sizes {
+		row := Row{Plan: name, Ranks: n, Bytes: size, Count: size / int64(cdt.Size()), Type: c.dtype, Redop: c.redop, Wrong: -1, Graph: c.graph}
+		var job checkJob
+		if c.check {
+			job = <-jobs[i]
+		}
+		if err := one(c, ex, p, dt, red, s, ev0, ev1, &row, job); err != nil {
+			var h *cudaexec.HangError
+			if errors.As(err, &h) {
+				return err
+			}
+			row.Skipped = err.Error()
+		}
+		if c.asJSON {
+			if err := enc.Encode(row); err != nil {
+				return err
+			}
+			continue
+		}
+		if row.Skipped != "" {
+			fmt.Fprintf(w, " %12d %12d %6s %6s   skipped: %s\n", row.Bytes, row.Count, row.Type, row.Redop, row.Skipped)
+			continue
+		}
+		wrong := "N/A"
+		if row.Wrong >= 0 {
+			wrong = strconv.FormatInt(row.Wrong, 10)
+		}
+		fmt.Fprintf(w, " %12d %12d %6s %6s %10.2f %8.2f %8.2f %7s\n", row.Bytes, row.Count, row.Type, row.Redop, row.TimeUs, row.AlgBW, row.BusBW, wrong)
+	}
+	return nil
+}
+
+// one measures one size.
+func one(c *config, ex *cudaexec.Executor, p *ir.Plan, dt kernels.DType, red ir.ReduceOp, s *cuda.Stream, ev0, ev1 *cuda.Event, row *Row, job checkJob) error {
+	bufs, err := ex.Alloc(row.Bytes)
+	if err != nil {
+		return err
+	}
+	defer bufs.Free()
+	call := cudaexec.Call{Buffers: bufs, DType: dt, Reduce: red, LLWidth: c.ll, Stream: s}
+	if err := ex.Prepare(call); err != nil {
+		return err
+	}
+	if c.check {
+		if job.err != nil {
+			return fmt.Errorf("CPU executor: %w", job.err)
+		}
+		wrong, err := checkOnce(ex, p, call, job.rep)
+		if err != nil {
+			return err
+		}
+		row.Wrong = wrong
+	}
+	launch := func() error { return ex.Run(call) }
+	if c.graph {
+		runtime.LockOSThread()
+		if err := s.BeginCapture(); err != nil {
+			runtime.UnlockOSThread()
+			return err
+		}
+		rerr := ex.Run(call)
+		g, err := s.EndCapture()
+		runtime.UnlockOSThread()
+		if rerr != nil {
+			return rerr
+		}
+		if err != nil {
+			return err
+		}
+		defer g.Destroy()
+		ge, err := g.Instantiate()
+		if err != nil {
+			return err
+		}
+		defer ge.Destroy()
+		launch = func() error { return ge.Launch(s) }
+	}
+	for i := 0; i < c.warmup; i++ {
+		if err := launch(); err != nil {
+			return err
+		}
+	}
+	if err := ev0.Record(s); err != nil {
+		return err
+	}
+	for i := 0; i < c.iters; i++ {
+		if err := launch(); err != nil {
+			return err
+		}
+	}
+	if err := ev1.Record(s); err != nil {
+		return err
+	}
+	if err := ex.Wait(s); err != nil {
+		return err
+	}
+	ms, err := cuda.Elapsed(ev0, ev1)
+	if err != nil {
+		return err
+	}
+	sec := float64(ms) / 1e3 / float64(c.iters)
+	row.TimeUs = sec * 1e6
+	row.AlgBW = float64(row.Bytes) / sec / 1e9
+	row.BusBW = row.AlgBW * busFactor(p.Collective, len(p.GPUs))
+	return nil
+}
+
+// checkOnce feeds the CPU executor's inputs, runs once and counts the
+// output elements that differ from its outputs.
+func checkOnce(ex *cudaexec.Executor, p *ir.Plan, call cudaexec.Call, rep *cpu.Report) (int64, error) {
+	if !rep.OK() {
+		return 0, fmt.Errorf("the CPU executor rejects the plan at this size: %s", rep.Verdict)
+	}
+	b := call.Buffers
+	for r := range p.GPUs {
+		in := rep.Inputs[0][r]
+		if err := cuda.MemcpyHtoDAsync(b.In[r], unsafe.Pointer(&in[0]), int64(len(in)), call.Stream); err != nil {
+			return 0, err
+		}
+	}
+	if err := ex.Run(call); err != nil {
+		return 0, err
+	}
+	if err := ex.Wait(call.Stream); err != nil {
+		return 0, err
+	}
+	es := int64(1)
+	switch call.DType {
+	case kernels.F32, kernels.I32, kernels.U32:
+		es = 4
+	case kernels.F16, kernels.BF16:
+		es = 2
+	}
+	var wrong int64
+	for r := range p.GPUs {
+		want := rep.Outputs[0][r]
+		got := make([]byte, len(want))
+		src := b.Out[r]
+		if p.InPlace && p.Collective == ir.ReduceScatter {
+			src = b.In[r]
+		}
+		if err := cuda.MemcpyDtoH(got, src); err != nil {
+			return 0, err
+		}
+		for i := int64(0); i+es <= int64(len(got)); i += es {
+			if string(got[i:i+es]) != string(want[i:i+es]) {
+				wrong++
+			}
+		}
+	}
+	return wrong, nil
+}
