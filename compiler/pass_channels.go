@@ -23,7 +23,7 @@ func buildPlan(st *state) {
 	if p.MaxMessageSize == 0 {
 		p.MaxMessageSize = math.MaxUint64
 	}
-	sm := &SourceMap{ops: make([][][]opSource, h.ranks)}
+	sm := &SourceMap{ops: make([][][]opSource, h.ranks), head: h.pos}
 	scratch := make([]int, h.ranks)
 	for r := range p.GPUs {
 		g := &p.GPUs[r]

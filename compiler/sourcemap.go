@@ -11,7 +11,15 @@ import (
 // that needed it (a wait to the op that waits, a signal to the op whose
 // result it publishes).
 type SourceMap struct {
-	ops [][][]opSource // [rank][block][op]
+	ops  [][][]opSource // [rank][block][op]
+	head dsl.Range      // the collective header: findings about the whole plan
+}
+
+func (m *SourceMap) header() dsl.Range {
+	if m == nil {
+		return dsl.Range{}
+	}
+	return m.head
 }
 
 // Lookup returns the source position of plan op (rank, block, op); inner

@@ -1,0 +1,85 @@
+package compiler
+
+import (
+	"fmt"
+
+	"github.com/msccl-go/msccl-go/dsl"
+	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/ir"
+)
+
+// Verify runs the CPU reference executor on p for every message size and
+// data type given (two launches each, so buffer and scratch reuse is
+// checked) and reports every deadlock, race, unbalanced signal and wrong
+// result at the DSL source of the ops involved. An empty result means the
+// plan is proven correct for those sizes and types. sm may be nil (plans
+// not compiled from source); findings then carry plan paths only.
+func Verify(p *ir.Plan, sm *SourceMap, sizes []int64, dtypes []cpu.DType) Diagnostics {
+	var ds Diagnostics
+	seen := map[string]bool{}
+	add := func(d dsl.Diagnostic) {
+		k := d.String()
+		if !seen[k] {
+			seen[k] = true
+			ds = append(ds, d)
+		}
+	}
+	for _, size := range sizes {
+		for _, dt := range dtypes {
+			rep, err := cpu.Run(p, cpu.Options{Size: size, DType: dt, Launches: 2})
+			if err != nil {
+				add(dsl.Diagnostic{Severity: dsl.Error, Summary: fmt.Sprintf("cannot simulate at %d bytes of %s: %v", size, dt, err), Subject: sm.header()})
+				continue
+			}
+			for _, d := range reportDiags(rep, sm, fmt.Sprintf("%d bytes, %s", size, dt)) {
+				add(d)
+			}
+		}
+	}
+	ds.Sort()
+	return ds
+}
+
+func reportDiags(rep *cpu.Report, sm *SourceMap, run string) Diagnostics {
+	var ds Diagnostics
+	at := func(pl cpu.Place) (dsl.Range, string) {
+		if r, ok := sm.Range(pl.Rank, pl.Block, pl.Op, pl.Inner); ok {
+			return r, fmt.Sprintf("%s at %s", pl, r.Start)
+		}
+		return sm.header(), pl.String()
+	}
+	for _, s := range rep.Deadlocks {
+		r, where := at(s.Place)
+		ds = append(ds, dsl.Diagnostic{Severity: dsl.Error, Summary: fmt.Sprintf("deadlock: rank %d block %d waits forever (%s)", s.Rank, s.Block, s.Waiting),
+			Detail: fmt.Sprintf("stuck op %s; run %s", where, run), Subject: r})
+	}
+	for _, rc := range rep.Races {
+		ra, wa := at(rc.A.Place)
+		_, wb := at(rc.B.Place)
+		ds = append(ds, dsl.Diagnostic{Severity: dsl.Error, Summary: fmt.Sprintf("race on rank %d's %s bytes [%d:%d)", rc.A.BufferRank, rc.A.Buffer.Long(), max(rc.A.Off, rc.B.Off), min(rc.A.End, rc.B.End)),
+			Detail: fmt.Sprintf("%s %s; unordered with %s %s; run %s", rw(rc.A.Write), wa, rw(rc.B.Write), wb, run), Subject: ra})
+	}
+	for _, u := range rep.Unbalanced {
+		r, where := at(u.Place)
+		ds = append(ds, dsl.Diagnostic{Severity: dsl.Error, Summary: fmt.Sprintf("signal never waited for (%s, %d token(s) left)", u.Channel, u.Count),
+			Detail: fmt.Sprintf("%s; add the matching wait on the peer or drop the signal", where), Subject: r})
+	}
+	for i, m := range rep.Wrong {
+		if i == 3 {
+			break // the first few say enough; the total is in the detail
+		}
+		ds = append(ds, dsl.Diagnostic{Severity: dsl.Error, Summary: fmt.Sprintf("wrong result: rank %d output byte %d is %s, want %s (launch %d)", m.Rank, m.Off, m.Got, m.Want, m.Launch),
+			Detail: fmt.Sprintf("%d wrong elements in all; run %s", rep.WrongTotal, run), Subject: sm.header()})
+	}
+	if len(ds) == 0 && !rep.OK() {
+		ds = append(ds, dsl.Diagnostic{Severity: dsl.Error, Summary: "verdict: " + rep.Verdict.String(), Detail: run, Subject: sm.header()})
+	}
+	return ds
+}
+
+func rw(w bool) string {
+	if w {
+		return "write by"
+	}
+	return "read by"
+}
