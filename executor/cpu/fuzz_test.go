@@ -1,6 +1,8 @@
 package cpu
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -84,6 +86,36 @@ func FuzzRun(f *testing.F) {
 		if d := time.Since(start); d > 5*time.Second {
 			t.Fatalf("run took %v", d)
 		}
+		if err == nil {
+			_ = rep.String()
+		}
+	})
+}
+
+// FuzzRunJSON feeds arbitrary plan files (seeded with the fixtures and
+// the broken plans) through the decoder into the simulator.
+func FuzzRunJSON(f *testing.F) {
+	for _, dir := range []string{fixtureDir, brokenDir} {
+		paths, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+		for _, p := range paths {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(data, uint8(1))
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte, mult uint8) {
+		p, ds := ir.Decode(data)
+		if p == nil || ds.HasErrors() || len(p.GPUs) == 0 || len(p.GPUs) > 64 || p.BufferAlignment <= 0 {
+			return
+		}
+		ref := max(p.GPUs[0].InputChunks, p.GPUs[0].OutputChunks, 1)
+		size := int64(p.BufferAlignment) * int64(ref) * int64(len(p.GPUs)) * int64(mult%4+1)
+		if size <= 0 || size > 1<<22 {
+			return
+		}
+		rep, err := Run(p, Options{Size: size, DType: F16, MaxSteps: 100_000, MaxMemory: 256 << 20})
 		if err == nil {
 			_ = rep.String()
 		}

@@ -22,6 +22,14 @@ type Options struct {
 	// MaxSteps bounds the op executions of the whole run (fuzzing feeds
 	// plans that would otherwise loop for minutes); 0 means 50 million.
 	MaxSteps int64
+	// MaxMemory bounds the simulated buffers of all ranks together (a
+	// plan with a billion scratch chunks is refused, not allocated); 0
+	// means 16 GiB.
+	MaxMemory int64
+
+	// sched, when not zero, seeds a shuffled schedule (tests use it to
+	// show that verdicts do not depend on the interleaving).
+	sched uint64
 }
 
 // Verdict is the overall finding of a run.

@@ -106,6 +106,22 @@ func (s *sim) setup() error {
 	n := len(p.GPUs)
 	s.ranks = make([]*rankState, n)
 	agents := 0
+	limit := s.opt.MaxMemory
+	if limit <= 0 {
+		limit = 16 << 30
+	}
+	total := int64(0)
+	for r := range p.GPUs {
+		lay, err := p.Layout(r, in, out)
+		if err != nil {
+			return fmt.Errorf("gpus[%d]: %w", r, err)
+		}
+		// Buffers, the packet store and a snapshot per launch.
+		total += (in+out)*int64(1+2*s.launches) + lay.ScratchAlloc*3/2
+		if lay.ScratchAlloc < 0 || total > limit || total < 0 {
+			return fmt.Errorf("gpus[%d]: simulating this plan at %d bytes needs more than %d bytes of memory (scratch_chunks %d)", r, s.opt.Size, limit, p.GPUs[r].ScratchChunks)
+		}
+	}
 	for r := range p.GPUs {
 		g := &p.GPUs[r]
 		lay, err := p.Layout(r, in, out)

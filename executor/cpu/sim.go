@@ -191,10 +191,23 @@ func (s *sim) boundary(rs *rankState, l int, place int32) {
 // schedule runs blocks round-robin, each until it blocks, until all are
 // finished or none can move (deadlock).
 func (s *sim) schedule(hostPlace []int32) error {
+	order := append([]*block(nil), s.blocks...)
+	rnd := s.opt.sched
 	for {
 		progress := false
-		for _, b := range s.blocks {
-			for !b.launchDone {
+		burst := int64(1 << 62)
+		if rnd != 0 {
+			// Shuffled order and short bursts: another legal interleaving.
+			for i := len(order) - 1; i > 0; i-- {
+				j := int(splitmix(&rnd) % uint64(i+1))
+				order[i], order[j] = order[j], order[i]
+			}
+		}
+		for _, b := range order {
+			if rnd != 0 {
+				burst = int64(splitmix(&rnd)%3) + 1
+			}
+			for n := int64(0); !b.launchDone && n < burst; n++ {
 				if !s.step(b) {
 					break
 				}
