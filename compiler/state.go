@@ -202,5 +202,11 @@ func (st *state) errorf(r dsl.Range, detail, format string, args ...any) {
 	if len(st.diags) >= 50 {
 		return // one mistake in a loop body must not bury the rest
 	}
-	st.diags = append(st.diags, dsl.Errorf(r, detail, format, args...))
+	d := dsl.Errorf(r, detail, format, args...)
+	for _, x := range st.diags {
+		if x == d {
+			return // the same mistake met again in a later loop iteration
+		}
+	}
+	st.diags = append(st.diags, d)
 }

@@ -51,7 +51,7 @@ func Parse(filename string, src []byte) (f *File, ds Diagnostics) {
 	}
 	f, err := parser.ParseBytes(filename, src)
 	if err != nil {
-		return nil, Diagnostics{syntaxDiag(filename, err)}
+		return nil, Diagnostics{syntaxDiag(filename, src, err)}
 	}
 	f.Filename = filename
 	f.Comments = comments
@@ -68,7 +68,7 @@ func scan(filename string, src []byte) ([]Comment, Diagnostics) {
 	for len(rest) > 0 {
 		l, err := lex.LexString(filename, string(rest))
 		if err != nil {
-			return nil, Diagnostics{syntaxDiag(filename, err)}
+			return nil, Diagnostics{syntaxDiag(filename, src, err)}
 		}
 		var bad bool
 		for {
@@ -127,7 +127,7 @@ func firstRune(b []byte) rune {
 	return 0
 }
 
-func syntaxDiag(filename string, err error) Diagnostic {
+func syntaxDiag(filename string, src []byte, err error) Diagnostic {
 	var pe participle.Error
 	if !errors.As(err, &pe) {
 		return Diagnostic{Severity: Error, Summary: "syntax error: " + err.Error(), Subject: Range{Start: Pos{Filename: filename, Line: 1, Col: 1}}}
@@ -150,7 +150,12 @@ func syntaxDiag(filename string, err error) Diagnostic {
 				detail = "expected " + ut.Expect
 			}
 			if tok.Value == "=" {
-				detail = "use \"let NAME = ...\" to bind a name; comparisons are written \"==\""
+				o := tok.Pos.Offset
+				if o+1 < len(src) && src[o+1] == '>' {
+					detail = `did you mean "->"? (SRC -> DST)`
+				} else {
+					detail = "use \"let NAME = ...\" to bind a name; comparisons are written \"==\""
+				}
 			}
 		}
 	}

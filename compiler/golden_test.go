@@ -1,0 +1,192 @@
+package compiler
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/msccl-go/msccl-go/dsl"
+	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/ir"
+	"golang.org/x/tools/txtar"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata/")
+
+// TestAlgorithmGoldens keeps one archive per library algorithm at 4 ranks
+// (hierarchical: 2 nodes x 2 GPUs): its source, the IR dump after the last
+// pass, the plan JSON and the CPU executor's verdict. The diff of an
+// archive is the review of a compiler change.
+func TestAlgorithmGoldens(t *testing.T) {
+	for _, f := range libraryFiles(t) {
+		name := strings.TrimSuffix(filepath.Base(f), ".msccl")
+		t.Run(name, func(t *testing.T) {
+			defs := map[string]int64{"ranks": 4}
+			if strings.Contains(name, "hierarchical") {
+				defs = map[string]int64{"nodes": 2, "gpus_per_node": 2, "ranks": 4}
+			}
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var lastDump string
+			last := PassNames()[len(PassNames())-1]
+			p, sm, ds := CompileSource(filepath.Base(f), src, defs, Options{Check: true, DumpAfter: last, Dump: func(_, s string) { lastDump = s }})
+			if ds.HasErrors() {
+				t.Fatal(ds)
+			}
+			js, err := ir.Encode(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var verdict strings.Builder
+			for _, size := range librarySizes(p) {
+				rep, err := cpu.Run(p, cpu.Options{Size: size, DType: cpu.F32})
+				if err != nil {
+					t.Fatal(err)
+				}
+				fmt.Fprintf(&verdict, "%d bytes f32: %s\n", size, rep.Verdict)
+				for _, d := range reportDiags(rep, sm, "") {
+					verdict.WriteString(d.String() + "\n")
+				}
+			}
+			ar := &txtar.Archive{
+				Comment: []byte(fmt.Sprintf("%s compiled with %s\n", filepath.Base(f), formatDefines(defs))),
+				Files: []txtar.File{
+					{Name: "source.msccl", Data: src},
+					{Name: "dump", Data: []byte(lastDump)},
+					{Name: "plan.json", Data: js},
+					{Name: "verdict", Data: []byte(verdict.String())},
+				},
+			}
+			golden(t, filepath.Join("..", "testdata", "algorithms", name+".txtar"), txtar.Format(ar))
+		})
+	}
+}
+
+func formatDefines(d map[string]int64) string {
+	var ks []string
+	for k := range d {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	var parts []string
+	for _, k := range ks {
+		parts = append(parts, fmt.Sprintf("-D %s=%d", k, d[k]))
+	}
+	return strings.Join(parts, " ")
+}
+
+func golden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./compiler -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the compiler's output (run go test ./compiler -update and review the diff):\n%s", path, firstDiff(string(want), string(got)))
+	}
+}
+
+func firstDiff(want, got string) string {
+	wl, gl := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := 0; i < len(wl) || i < len(gl); i++ {
+		var w, g string
+		if i < len(wl) {
+			w = wl[i]
+		}
+		if i < len(gl) {
+			g = gl[i]
+		}
+		if w != g {
+			return fmt.Sprintf("line %d:\n  want: %s\n  got:  %s", i+1, w, g)
+		}
+	}
+	return ""
+}
+
+// TestDiagnosticGoldens runs the conformance cases of testdata/dsl: each
+// archive holds input.msccl, optional defines (NAME=VALUE lines) and the
+// expected diagnostics. The archive comment picks the mode: "compile"
+// (default; a clean compile is then verified on the CPU executor and its
+// findings reported), or "fmt" (expected canonical formatting in
+// "formatted").
+func TestDiagnosticGoldens(t *testing.T) {
+	files, _ := filepath.Glob("../testdata/dsl/*.txtar")
+	if len(files) < 20 {
+		t.Fatalf("want at least 20 diagnostic cases, have %d", len(files))
+	}
+	for _, f := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".txtar"), func(t *testing.T) {
+			ar, err := txtar.ParseFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var src []byte
+			defs := map[string]int64{}
+			for _, fl := range ar.Files {
+				switch fl.Name {
+				case "input.msccl":
+					src = fl.Data
+				case "defines":
+					for _, line := range strings.Fields(string(fl.Data)) {
+						k, v, _ := strings.Cut(line, "=")
+						n, err := strconv.ParseInt(v, 10, 64)
+						if err != nil {
+							t.Fatalf("bad define %q", line)
+						}
+						defs[k] = n
+					}
+				}
+			}
+			mode := strings.TrimSpace(string(ar.Comment))
+			var out []txtar.File
+			if strings.HasPrefix(mode, "fmt") {
+				fl, ds := dsl.Parse("input.msccl", src)
+				formatted := []byte(ds.String())
+				if fl != nil {
+					formatted = dsl.Format(fl)
+					again, _ := dsl.Parse("input.msccl", formatted)
+					if again == nil || !bytes.Equal(dsl.Format(again), formatted) {
+						t.Errorf("formatting is not idempotent")
+					}
+				}
+				out = append(out, txtar.File{Name: "formatted", Data: formatted})
+			} else {
+				p, sm, ds := CompileSource("input.msccl", src, defs, Options{Check: true})
+				text := ds.String()
+				if p != nil && !ds.HasErrors() {
+					n := int64(len(p.GPUs))
+					text += Verify(p, sm, []int64{n * n * 64}, []cpu.DType{cpu.I32}).String()
+				}
+				if text == "" {
+					text = "ok\n"
+				}
+				out = append(out, txtar.File{Name: "diagnostics", Data: []byte(text)})
+			}
+			var keep []txtar.File
+			for _, fl := range ar.Files {
+				if fl.Name == "input.msccl" || fl.Name == "defines" {
+					keep = append(keep, fl)
+				}
+			}
+			ar.Files = append(keep, out...)
+			golden(t, f, txtar.Format(ar))
+		})
+	}
+}
