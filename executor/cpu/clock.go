@@ -55,6 +55,7 @@ type token struct {
 	c     clocks
 	place int32
 	t     float64 // simulated time it arrives, for the trace
+	flow  int     // trace flow id (signal → wait arrow); 0 when not traced
 }
 
 // tokenQueue is a FIFO; the receiver of the k-th signal acquires the k-th

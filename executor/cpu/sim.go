@@ -295,6 +295,9 @@ func (s *sim) step(b *block) bool {
 		b.waiting = msg
 		return false
 	}
+	if s.tr != nil && b.launch != 0 {
+		s.tr.starts, s.tr.ends = s.tr.starts[:0], s.tr.ends[:0]
+	}
 	s.steps++
 	b.waiting = ""
 	if s.tr != nil && b.launch == 0 {
@@ -353,6 +356,7 @@ func (s *sim) signal(b *block, op *rop, c rchan, relaxed bool) {
 		tk = token{c: s.own(b, relaxed), t: b.t + s.topo().SignalLatencyUs}
 	}
 	tk.place = op.place
+	tk.flow = s.tr.send(b)
 	if e.partner < 0 || e.peer < 0 || e.peer >= len(s.ranks) {
 		s.lost = append(s.lost, UnbalancedSignal{Place: s.places[op.place], Channel: s.chanName(rs, c) + ", which has no paired channel", Count: 1})
 		return
@@ -378,6 +382,7 @@ func (s *sim) wait(b *block, op *rop, relaxed bool) (bool, string) {
 		e := &rs.chans[chanSlot(c.typ)][c.flat]
 		e.got++
 		tk := e.in.pop()
+		s.tr.recv(tk)
 		join(b.pend.E, tk.c.E)
 		// Relaxed memory-channel waits order execution only; port waits
 		// always acquire (upstream has no relaxed port wait).
@@ -422,6 +427,7 @@ func (s *sim) run(b *block, op *rop, w, unit int64) (bool, string) {
 				continue
 			}
 			tk := sm.q.pop()
+			s.tr.recv(tk)
 			b.pend.join(tk.c)
 			b.t = max(b.t, tk.t)
 		}
@@ -431,7 +437,7 @@ func (s *sim) run(b *block, op *rop, w, unit int64) (bool, string) {
 			if sm.q.len() == 0 && sm.free == sm.init {
 				rs.firstSem[id] = op.place
 			}
-			sm.q.push(token{c: s.own(b, false), place: op.place, t: b.t})
+			sm.q.push(token{c: s.own(b, false), place: op.place, t: b.t, flow: s.tr.send(b)})
 		}
 	default:
 		return s.data(b, op, w, unit)

@@ -10,6 +10,27 @@ import (
 type tracer struct {
 	s      *sim
 	events []traceEvent
+	flows  int
+	// Flow arrows the op now running starts (signals, releases) and ends
+	// (waits, acquires); slice draws them inside the op's slice.
+	starts, ends []int
+}
+
+// send allocates a flow id for a token sent in the first launch.
+func (t *tracer) send(b *block) int {
+	if t == nil || b.launch != 0 {
+		return 0
+	}
+	t.flows++
+	t.starts = append(t.starts, t.flows)
+	return t.flows
+}
+
+// recv notes that the running op consumed a traced token.
+func (t *tracer) recv(tk token) {
+	if t != nil && tk.flow != 0 {
+		t.ends = append(t.ends, tk.flow)
+	}
 }
 
 type traceEvent struct {
@@ -20,6 +41,9 @@ type traceEvent struct {
 	Pid  int            `json:"pid"`
 	Tid  int            `json:"tid"`
 	Args map[string]any `json:"args,omitempty"`
+	Cat  string         `json:"cat,omitempty"`
+	ID   int            `json:"id,omitempty"`
+	BP   string         `json:"bp,omitempty"`
 }
 
 func newTracer(s *sim) *tracer {
@@ -47,7 +71,16 @@ func (t *tracer) slice(b *block, op *rop, t0 float64, w int64) {
 	if n > 0 {
 		args["bytes"] = n
 	}
-	t.events = append(t.events, traceEvent{Name: pl.OpName, Ph: "X", Ts: t0, Dur: max(b.t-t0, 0.001), Pid: b.rank, Tid: b.tb, Args: args})
+	dur := max(b.t-t0, 0.001)
+	t.events = append(t.events, traceEvent{Name: pl.OpName, Ph: "X", Ts: t0, Dur: dur, Pid: b.rank, Tid: b.tb, Args: args})
+	mid := t0 + dur/2
+	for _, id := range t.starts {
+		t.events = append(t.events, traceEvent{Name: "sync", Cat: "sync", Ph: "s", ID: id, Ts: mid, Pid: b.rank, Tid: b.tb})
+	}
+	for _, id := range t.ends {
+		t.events = append(t.events, traceEvent{Name: "sync", Cat: "sync", Ph: "f", BP: "e", ID: id, Ts: mid, Pid: b.rank, Tid: b.tb})
+	}
+	t.starts, t.ends = t.starts[:0], t.ends[:0]
 }
 
 func (t *tracer) json() []byte {

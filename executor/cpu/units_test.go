@@ -145,12 +145,14 @@ func TestTrace(t *testing.T) {
 			Dur  float64
 			Pid  int
 			Tid  int
+			ID   int
 		}
 	}
 	if err := json.Unmarshal(rep.Trace, &tr); err != nil {
 		t.Fatal(err)
 	}
 	slices, meta := 0, 0
+	starts, ends := map[int]bool{}, []int(nil)
 	last := 0.0
 	for _, e := range tr.TraceEvents {
 		switch e.Ph {
@@ -162,6 +164,18 @@ func TestTrace(t *testing.T) {
 			last = max(last, e.Ts+e.Dur)
 		case "M":
 			meta++
+		case "s":
+			starts[e.ID] = true
+		case "f":
+			ends = append(ends, e.ID)
+		}
+	}
+	if len(ends) == 0 {
+		t.Error("no signal → wait flow arrows")
+	}
+	for _, id := range ends {
+		if !starts[id] {
+			t.Errorf("flow %d ends without a start", id)
 		}
 	}
 	// 4 ranks × 3 blocks, each block runs its pipeline body once per
