@@ -80,7 +80,6 @@ type rankState struct {
 	proxyT          float64
 	hostClk         clocks
 	hostEpoch       uint32
-	firstSem        []int32 // place of the first release per semaphore
 }
 
 func chanSlot(t ir.ChannelType) int {
@@ -170,7 +169,6 @@ func (s *sim) setup() error {
 		for _, sm := range g.Semaphores {
 			rs.sems = append(rs.sems, semaphore{free: sm.InitValue, init: sm.InitValue})
 		}
-		rs.firstSem = make([]int32, len(rs.sems))
 		s.ranks[r] = rs
 	}
 	// Pair the k-th channel A→B with the k-th channel B→A of the same type.

@@ -40,7 +40,6 @@ type block struct {
 	inner           int
 	launch          int
 	launchDone      bool
-	finished        bool
 	clk, pend       clocks
 	ph              uint32 // epoch of the op running now; one per op execution
 	waiting         string
@@ -183,7 +182,6 @@ func (s *sim) boundary(rs *rankState, l int, place int32) {
 		b.pc, b.iter, b.inner = 0, 0, 0
 		b.launch = next
 		b.launchDone = next >= s.launches
-		b.finished = b.launchDone
 		b.t = tEnd
 	}
 }
@@ -434,9 +432,6 @@ func (s *sim) run(b *block, op *rop, w, unit int64) (bool, string) {
 	case ir.OpSemRelease:
 		for _, id := range op.sems {
 			sm := &rs.sems[id]
-			if sm.q.len() == 0 && sm.free == sm.init {
-				rs.firstSem[id] = op.place
-			}
 			sm.q.push(token{c: s.own(b, false), place: op.place, t: b.t, flow: s.tr.send(b)})
 		}
 	default:
