@@ -47,9 +47,11 @@
 // offsets when a chunk exceeds its 64 MiB predefined scratch share, which
 // sizes simulated here never reach (Run refuses larger ones).
 //
-// Collective conventions (from the upstream test drivers): allreduce,
-// allgather, reducescatter and alltoall as in NCCL; sendrecv sends rank r's
-// input to rank (r+1) mod n; broadcast's root is rank 0.
+// Collective definitions: allreduce, allgather, reducescatter and alltoall
+// as in NCCL (alltoall: block j of rank r's output is block r of rank j's
+// input). Upstream's executor tests define no sendrecv or broadcast, so we
+// fix the conventions its Python DSL's ring tests use: sendrecv sends rank
+// r's input to rank (r+1) mod n; broadcast's root is rank 0.
 //
 // This package reads plans and never changes them; it must not import the
 // compiler, the CUDA executor or the runtime.
