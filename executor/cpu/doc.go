@@ -49,9 +49,9 @@
 //
 // Collective definitions: allreduce, allgather, reducescatter and alltoall
 // as in NCCL (alltoall: block j of rank r's output is block r of rank j's
-// input). Upstream's executor tests define no sendrecv or broadcast, so we
-// fix the conventions its Python DSL's ring tests use: sendrecv sends rank
-// r's input to rank (r+1) mod n; broadcast's root is rank 0.
+// input). The upstream fixtures include no sendrecv or broadcast plan, so
+// the conventions are ours (and the compiler's): sendrecv sends rank r's
+// input to rank (r+1) mod n; broadcast's root is rank 0.
 //
 // This package reads plans and never changes them; it must not import the
 // compiler, the CUDA executor or the runtime.
