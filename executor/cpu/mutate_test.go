@@ -57,7 +57,8 @@ func isSync(c ir.OpCode) bool {
 }
 
 // mutations lists every deletion of a signal, wait or flush (relaxed ones
-// included) and every move of a remote destination index by one chunk.
+// included) and every move of a remote or multicast destination index by
+// one chunk.
 func mutations(p *ir.Plan) []mutation {
 	var ms []mutation
 	visit := func(r, b, op, inner int, o *ir.Op) {
@@ -69,7 +70,9 @@ func mutations(p *ir.Plan) []mutation {
 			}})
 		}
 		for k, d := range o.Dst {
-			if d.Kind != ir.RefRemote {
+			// Multicast destinations are remote too: they land on every
+			// rank of the group.
+			if d.Kind != ir.RefRemote && d.Kind != ir.RefSwitch {
 				continue
 			}
 			for _, delta := range []int{-1, 1} {
