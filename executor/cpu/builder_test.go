@@ -125,6 +125,19 @@ func collectivePlans() map[string]*ir.Plan {
 		}
 		return append(ops, finale(ir.ChanMemory, peers)...)
 	})
+	// In place: reducescatter's output is input chunk r; allgather's input
+	// is output chunk r, so its copy goes (a self-copy would still be a
+	// write that the put's read races with).
+	rs := clonePlan(m["reducescatter"])
+	rs.InPlace = true
+	m["reducescatter_inplace"] = rs
+	ag := clonePlan(m["allgather"])
+	ag.InPlace = true
+	for r := range ag.GPUs {
+		ops := &ag.GPUs[r].ThreadBlocks[0].Ops
+		*ops = append((*ops)[:3], (*ops)[4:]...)
+	}
+	m["allgather_inplace"] = ag
 	// Port channels: the proxy copies, the port signal arrives after the
 	// copy (in-order FIFO), flush makes the source reusable.
 	m["allgather_port"] = direct(ir.AllGather, ir.ChanPort, n, 1, n, 0, func(r int, peers []int) []ir.Op {

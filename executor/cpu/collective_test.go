@@ -160,3 +160,31 @@ func TestOptionsVariants(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanReduceOpHonoured: an op's explicit reduce_op wins over the run's
+// reduction ("sum", the upstream default, defers to it).
+func TestPlanReduceOpHonoured(t *testing.T) {
+	p := clonePlan(fixtures(t)["reduce.json"])
+	for r := range p.GPUs {
+		for b := range p.GPUs[r].ThreadBlocks {
+			ops := p.GPUs[r].ThreadBlocks[b].Ops
+			for i := range ops {
+				if ops[i].Info().Reduces {
+					ops[i].ReduceOp = ir.ReduceMax
+				}
+			}
+		}
+	}
+	for _, tc := range []struct {
+		red  ir.ReduceOp
+		want Verdict
+	}{{ir.ReduceMax, Correct}, {ir.ReduceSum, WrongResult}, {ir.ReduceMin, WrongResult}} {
+		rep, err := Run(p, Options{Size: 4096, DType: I32, Reduce: tc.red})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Verdict != tc.want {
+			t.Errorf("run with %s: verdict %s, want %s", tc.red, rep.Verdict, tc.want)
+		}
+	}
+}

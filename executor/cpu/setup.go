@@ -395,8 +395,14 @@ func (s *sim) resolveRef(r int, tab *tbTable, op *ir.Op, br *ir.BufRef, packet b
 	if br.Index < 0 || br.Size < 0 {
 		return ref, fmt.Errorf("negative chunk index or size")
 	}
+	if br.Index > 1<<24 || br.Size > 1<<24 {
+		return ref, fmt.Errorf("chunk index %d or size %d is absurdly large", br.Index, br.Size)
+	}
 	off, n := rs.lay.Range(br.Index, br.Size)
 	ref.off, ref.n = rs.lay.TBGSlice(off, n, tbgID, tbgSize)
+	if ref.off < 0 || ref.n < 0 {
+		return ref, fmt.Errorf("chunks [%d, %d) do not map to a byte range", br.Index, br.Index+br.Size)
+	}
 	if packet && ref.typ != ir.BufScratch {
 		return ref, fmt.Errorf("packets live in scratch, not %s", ref.typ.Long())
 	}
