@@ -1,6 +1,7 @@
 package cudaexec
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -105,11 +106,11 @@ type Call struct {
 }
 
 type bindKey struct {
-	in0, out0 cuda.DevicePtr
-	size      int64
-	dt        kernels.DType
-	ll        int
-	reduce    ir.ReduceOp
+	ptrs   string // every rank's input and output address
+	size   int64
+	dt     kernels.DType
+	ll     int
+	reduce ir.ReduceOp
 }
 
 // binding is everything a (buffers, size, type) combination needs on the
@@ -146,7 +147,7 @@ func (e *Executor) bind(c *Call) (*binding, error) {
 	if ll == 0 {
 		ll = 16
 	}
-	key := bindKey{bf.In[0], bf.Out[0], bf.Size, c.DType, ll, c.Reduce}
+	key := bindKey{ptrKey(bf), bf.Size, c.DType, ll, c.Reduce}
 	if b := e.binds[key]; b != nil {
 		return b, nil
 	}
@@ -279,6 +280,17 @@ func (e *Executor) bind(c *Call) (*binding, error) {
 	e.binds[key] = b
 	e.order = append(e.order, key)
 	return b, nil
+}
+
+// ptrKey spells every buffer address, so that buffers reallocated at a
+// recycled rank-0 address never reuse tables that point at freed memory.
+func ptrKey(b *Buffers) string {
+	k := make([]byte, 0, 16*len(b.In))
+	for i := range b.In {
+		k = binary.LittleEndian.AppendUint64(k, uint64(b.In[i]))
+		k = binary.LittleEndian.AppendUint64(k, uint64(b.Out[i]))
+	}
+	return string(k)
 }
 
 func putU32(b []byte, v uint32) {
