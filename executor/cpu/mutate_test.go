@@ -107,6 +107,11 @@ func mutations(p *ir.Plan) []mutation {
 // lands on bytes that either another op owns or the result checks.
 func TestMutationsRejected(t *testing.T) {
 	plans := fixtures(t)
+	// The direct plans add port channels (pws, flush) and the other
+	// collectives.
+	for name, p := range collectivePlans() {
+		plans["direct/"+name] = p
+	}
 	total, setupErrs := 0, 0
 	kinds := map[Verdict]int{}
 	for _, name := range sortedNames(plans) {

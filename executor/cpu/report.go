@@ -125,7 +125,7 @@ type Report struct {
 	Wrong      []Mismatch
 	WrongTotal int        // wrong elements over all launches and ranks
 	Inputs     [][][]byte // [launch][rank] inputs fed
-	Outputs    [][][]byte // [launch][rank] outputs produced (in-place: the shared buffer)
+	Outputs    [][][]byte // [launch][rank] outputs at the end of each launch (in place: the output bytes of the shared buffer)
 	Trace      []byte
 	Steps      int64 // op executions simulated
 }
