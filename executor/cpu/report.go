@@ -71,7 +71,12 @@ func (p Place) Path() string {
 	return s
 }
 
-func (p Place) String() string { return p.Path() + " (" + p.OpName + ")" }
+func (p Place) String() string {
+	if p.Block < 0 {
+		return p.Path()
+	}
+	return p.Path() + " (" + p.OpName + ")"
+}
 
 // Stuck is a block that can never proceed.
 type Stuck struct {
