@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/msccl-go/msccl-go/compiler"
+	"github.com/msccl-go/msccl-go/dsl"
+	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/ir"
+)
+
+func init() {
+	register("compile", "compile a schedule program to a plan and prove it correct on the CPU", cmdCompile)
+	register("fmt", "print schedule programs in canonical form (-w rewrites them)", cmdFmt)
+}
+
+func cmdCompile(args []string, stdout, stderr io.Writer) int {
+	defs := defines{}
+	fs := newFlags("compile", stderr, "compile FILE.msccl [-D name=value ...] [-o plan.json] [--dump=PASS|all] [--no-verify] [--verify-sizes 64K,1M] [--verify-dtypes f32,bf16]")
+	fs.Var(defs, "D", "override a parameter: -D ranks=16 (repeatable)")
+	out := fs.String("o", "", "write the plan here instead of stdout")
+	dump := fs.String("dump", "", "print the IR after this pass to stderr (passes: "+strings.Join(compiler.PassNames(), ", ")+"; or all)")
+	noVerify := fs.Bool("no-verify", false, "skip the CPU executor's proof of the compiled plan")
+	sizes := fs.String("verify-sizes", "64K,1M", "message sizes (nccl-tests convention) the proof runs at")
+	dtypes := fs.String("verify-dtypes", "f32,bf16", "data types the proof runs with")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return exitUsage
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return exitUsage
+	}
+	var vs []int64
+	var vt []cpu.DType
+	if !*noVerify {
+		for _, s := range strings.Split(*sizes, ",") {
+			n, err := parseSize(s)
+			if err != nil {
+				return errorf(stderr, "compile", "--verify-sizes: %v", err)
+			}
+			vs = append(vs, n)
+		}
+		for _, s := range strings.Split(*dtypes, ",") {
+			dt, err := cpu.ParseDType(strings.TrimSpace(s))
+			if err != nil {
+				return errorf(stderr, "compile", "--verify-dtypes: %v", err)
+			}
+			vt = append(vt, dt)
+		}
+	}
+	src, err := os.ReadFile(pos[0])
+	if err != nil {
+		return errorf(stderr, "compile", "%v", err)
+	}
+	opts := compiler.Options{DumpAfter: *dump, Dump: func(pass, text string) {
+		fmt.Fprintf(stderr, "# after pass %s\n%s", pass, text)
+	}}
+	p, sm, ds := compiler.CompileSource(pos[0], src, defs, opts)
+	printDiags(stderr, ds)
+	if p == nil || ds.HasErrors() {
+		return exitBad
+	}
+	if !*noVerify {
+		vds := compiler.Verify(p, sm, vs, vt)
+		printDiags(stderr, vds)
+		if vds.HasErrors() {
+			fmt.Fprintf(stderr, "%s: the compiled plan is not correct (see above); no plan written. Use --no-verify to write it anyway.\n", pos[0])
+			return exitBad
+		}
+	}
+	data, err := ir.Encode(p)
+	if err != nil {
+		return errorf(stderr, "compile", "encoding plan: %v", err)
+	}
+	if *out == "" {
+		stdout.Write(data)
+		return exitOK
+	}
+	if err := os.WriteFile(*out, data, 0o644); err != nil {
+		return errorf(stderr, "compile", "%v", err)
+	}
+	if !*noVerify {
+		fmt.Fprintf(stderr, "%s: wrote %s (%d ranks); proven correct at %s for %s\n", pos[0], *out, len(p.GPUs), *sizes, *dtypes)
+	}
+	return exitOK
+}
+
+func printDiags(w io.Writer, ds dsl.Diagnostics) {
+	for _, d := range ds {
+		fmt.Fprintln(w, d.String())
+	}
+}
+
+func cmdFmt(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("fmt", stderr, "fmt [-w] [-l] FILE.msccl...")
+	write := fs.Bool("w", false, "rewrite files in place")
+	list := fs.Bool("l", false, "list files whose formatting differs")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return exitUsage
+	}
+	if len(pos) == 0 {
+		fs.Usage()
+		return exitUsage
+	}
+	rc := exitOK
+	for _, path := range pos {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			rc = exitBad
+			continue
+		}
+		f, ds := dsl.Parse(path, src)
+		printDiags(stderr, ds)
+		if ds.HasErrors() {
+			rc = exitBad
+			continue
+		}
+		out := dsl.Format(f)
+		switch {
+		case *list:
+			if !bytes.Equal(src, out) {
+				fmt.Fprintln(stdout, path)
+			}
+		case *write:
+			if !bytes.Equal(src, out) {
+				if err := os.WriteFile(path, out, 0o644); err != nil {
+					fmt.Fprintln(stderr, err)
+					rc = exitBad
+				}
+			}
+		default:
+			stdout.Write(out)
+		}
+	}
+	return rc
+}
