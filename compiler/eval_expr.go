@@ -183,9 +183,9 @@ func (ev *evaluator) primary(p *dsl.Primary) (int64, bool) {
 		return 0, false
 	case p.Ident != nil:
 		name := *p.Ident
-		for i := len(ev.scopes) - 1; i >= 0; i-- {
-			if v, ok := ev.scopes[i][name]; ok {
-				return v, true
+		for i := len(ev.vars) - 1; i >= 0; i-- {
+			if ev.vars[i].name == name {
+				return ev.vars[i].v, true
 			}
 		}
 		if v, ok := ev.params[name]; ok {
@@ -210,10 +210,8 @@ func (ev *evaluator) undeclaredHint(name string) string {
 // visible lists the names in scope, for suggestions.
 func (ev *evaluator) visible() []string {
 	set := map[string]bool{}
-	for _, s := range ev.scopes {
-		for k := range s {
-			set[k] = true
-		}
+	for _, b := range ev.vars {
+		set[b.name] = true
 	}
 	for k := range ev.params {
 		set[k] = true

@@ -34,7 +34,7 @@ func evaluate(st *state) {
 	if st.diags.HasErrors() {
 		return
 	}
-	ev.scopes = []map[string]int64{{}}
+	ev.vars, ev.marks = nil, nil
 	ev.stmts(st.file.Stmts, -1, -1, true)
 	if len(st.ops) == 0 && !st.diags.HasErrors() {
 		st.errorf(st.hdr.pos, "add copy/reduce statements (chunk level) or an `on rank(r) tb N { ... }` block (channel level)", "the program has no operations")
@@ -45,9 +45,13 @@ type evaluator struct {
 	st     *state
 	params map[string]int64
 	names  map[string]bool // every declared param name, for suggestions
-	scopes []map[string]int64
-	nops   int
-	stop   bool
+	// vars is a stack of bindings (let, loop variables); marks remember
+	// where each open scope starts. A flat stack keeps million-iteration
+	// loops from allocating a map per iteration.
+	vars  []binding
+	marks []int
+	nops  int
+	stop  bool
 }
 
 func (ev *evaluator) header() {
@@ -83,7 +87,6 @@ func (ev *evaluator) header() {
 	}
 	// Params first (in order, each may use the ones before), so the header
 	// and options can use them.
-	ev.scopes = []map[string]int64{ev.params}
 	seen := map[string]bool{}
 	for _, s := range f.Stmts {
 		if s.Param == nil {
@@ -329,7 +332,7 @@ func (ev *evaluator) stmts(ss []*dsl.Stmt, onRank, onTB int, top bool) []*evOp {
 			}
 		case s.Let != nil:
 			if v, ok := ev.eval(s.Let.Value); ok {
-				ev.scopes[len(ev.scopes)-1][s.Let.Name] = v
+				ev.bind(s.Let.Name, v)
 			}
 		case s.For != nil:
 			out = append(out, ev.forStmt(s.For, onRank, onTB)...)
@@ -403,8 +406,31 @@ func (ev *evaluator) add(out []*evOp, op *evOp, onRank int) []*evOp {
 	return append(out, op)
 }
 
-func (ev *evaluator) push() { ev.scopes = append(ev.scopes, map[string]int64{}) }
-func (ev *evaluator) pop()  { ev.scopes = ev.scopes[:len(ev.scopes)-1] }
+type binding struct {
+	name string
+	v    int64
+}
+
+func (ev *evaluator) push() { ev.marks = append(ev.marks, len(ev.vars)) }
+func (ev *evaluator) pop() {
+	ev.vars = ev.vars[:ev.marks[len(ev.marks)-1]]
+	ev.marks = ev.marks[:len(ev.marks)-1]
+}
+
+// bind sets name in the innermost scope (a let may rebind it there).
+func (ev *evaluator) bind(name string, v int64) {
+	start := 0
+	if len(ev.marks) > 0 {
+		start = ev.marks[len(ev.marks)-1]
+	}
+	for i := len(ev.vars) - 1; i >= start; i-- {
+		if ev.vars[i].name == name {
+			ev.vars[i].v = v
+			return
+		}
+	}
+	ev.vars = append(ev.vars, binding{name, v})
+}
 
 func (ev *evaluator) forStmt(f *dsl.ForStmt, onRank, onTB int) []*evOp {
 	from, ok1 := ev.eval(f.From)
@@ -428,7 +454,7 @@ func (ev *evaluator) forStmt(f *dsl.ForStmt, onRank, onTB int) []*evOp {
 	var out []*evOp
 	for i := from; i < to && !ev.stop; i += step {
 		ev.push()
-		ev.scopes[len(ev.scopes)-1][f.Var] = i
+		ev.bind(f.Var, i)
 		out = append(out, ev.stmts(f.Body, onRank, onTB, false)...)
 		ev.pop()
 		if ev.st.diags.HasErrors() && len(ev.st.diags) >= 50 {

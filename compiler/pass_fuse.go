@@ -143,9 +143,12 @@ func merge(a, b *action) bool {
 	return mergeSends(a, b)
 }
 
-// mergeSends joins two sends of one kind over one channel type.
+// mergeSends joins two sends of one source to different peers over one
+// channel type (upstream's multi-peer put). Sends of different sources are
+// left apart: merging them would hoist a later step's send, with its
+// waits, into an earlier one and serialise a pipeline such as a ring.
 func mergeSends(a, b *action) bool {
-	if a.code != b.code || a.chType != b.chType || len(a.dst)+len(b.dst) > 8 {
+	if a.code != b.code || a.chType != b.chType || len(a.dst)+len(b.dst) > 8 || a.src[0] != b.src[0] {
 		return false
 	}
 	switch a.code {
@@ -154,7 +157,7 @@ func mergeSends(a, b *action) bool {
 		return false
 	}
 	for _, d := range a.dst {
-		if overlaps(d, b.dst[0]) {
+		if d.rank == b.dst[0].rank {
 			return false
 		}
 	}

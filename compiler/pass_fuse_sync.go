@@ -19,19 +19,18 @@ func fuseSync(st *state) {
 		g := &st.plan.GPUs[r]
 		for t := range g.ThreadBlocks {
 			tb := &g.ThreadBlocks[t]
+			// Compact in place: the write index never passes the read index.
 			srcs := st.sm.ops[r][t]
-			var ops []ir.Op
-			var out []opSource
+			n := 0
 			for i := range tb.Ops {
-				op, src := tb.Ops[i], srcs[i]
-				if n := len(ops); n > 0 && fuseInto(&ops[n-1], &op) {
+				if n > 0 && fuseInto(&tb.Ops[n-1], &tb.Ops[i]) {
 					continue
 				}
-				ops = append(ops, op)
-				out = append(out, src)
+				tb.Ops[n], srcs[n] = tb.Ops[i], srcs[i]
+				n++
 			}
-			tb.Ops = ops
-			st.sm.ops[r][t] = out
+			tb.Ops = tb.Ops[:n]
+			st.sm.ops[r][t] = srcs[:n]
 		}
 	}
 }

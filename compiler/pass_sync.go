@@ -72,7 +72,7 @@ type syncer struct {
 	blkRank   []int
 	blkTB     []int
 	nodes     []node
-	chunks    map[int64]*chunkInfo
+	chunks    [][4][]chunkInfo // [rank][buffer][chunk]
 	fE, fV    []map[int32]int32
 	nopPos    []int32 // 2*seq+1 after, 2*seq-1 before
 	pre       map[int32][]item
@@ -86,11 +86,24 @@ type syncer struct {
 	rankPairs map[[3]int]bool
 	outs      map[int32][]chanPair // edges leaving an action (for port data channels)
 	nopAt     map[int32]bool       // a nop follows this action
+	// startKnown[(rank, block)]: the block waits at its start for a signal
+	// that rank sent at its start (1 relaxed, 2 release).
+	startKnown map[[2]int32]int8
+	// partners[g]: blocks that share a channel with block g.
+	partners map[int32]map[int32]bool
+	needBuf  []edgeNeed
+}
+
+func b2k(full bool) int8 {
+	if full {
+		return 2
+	}
+	return 1
 }
 
 func newSyncer(st *state) *syncer {
-	s := &syncer{st: st, chunks: map[int64]*chunkInfo{}, pre: map[int32][]item{}, post: map[int32][]item{},
-		preNop: map[int32]bool{}, preFl: map[int32]bool{}, pairs: map[chanPair]bool{}, rankPairs: map[[3]int]bool{}, outs: map[int32][]chanPair{}, nopAt: map[int32]bool{}}
+	s := &syncer{st: st, chunks: make([][4][]chunkInfo, st.hdr.ranks), pre: map[int32][]item{}, post: map[int32][]item{},
+		preNop: map[int32]bool{}, preFl: map[int32]bool{}, pairs: map[chanPair]bool{}, rankPairs: map[[3]int]bool{}, outs: map[int32][]chanPair{}, startKnown: map[[2]int32]int8{}, partners: map[int32]map[int32]bool{}, nopAt: map[int32]bool{}}
 	s.regBlocks()
 	return s
 }
@@ -127,12 +140,20 @@ func (s *syncer) blockOn(r int, other int32) int32 {
 		s.regBlocks()
 	}
 	or, ot := s.blkRank[other], s.blkTB[other]
-	for tb := range st.blocks[r] {
-		for _, typ := range []ir.ChannelType{ir.ChanMemory, ir.ChanPort} {
-			if s.pairs[pairKey(r, tb, or, ot, typ)] {
-				return s.gid[r][tb]
-			}
+	best := int32(-1)
+	for g := range s.partners[other] {
+		if s.blkRank[g] == r && (best < 0 || g < best) {
+			best = g
 		}
+	}
+	if best >= 0 {
+		return best
+	}
+	_ = or
+	// No channel yet: the block with the same number is the likeliest
+	// partner of later edges (blocks often mirror each other across ranks).
+	if ot < len(st.blocks[r]) {
+		return s.gid[r][ot]
 	}
 	return s.gid[r][0]
 }
@@ -185,29 +206,27 @@ func (s *syncer) accesses(nd *node) (reads, writes []aref) {
 	return nd.act.src, nd.act.dst
 }
 
-func (s *syncer) info(k int64) *chunkInfo {
-	ci := s.chunks[k]
-	if ci == nil {
-		ci = &chunkInfo{lastW: -1}
-		s.chunks[k] = ci
+// info returns the record of one chunk; the pointer is valid until the
+// next call (the slice may grow).
+func (s *syncer) info(rank int, buf ir.BufferType, idx int) *chunkInfo {
+	cs := &s.chunks[rank][buf]
+	for len(*cs) <= idx {
+		*cs = append(*cs, chunkInfo{lastW: -1})
 	}
-	return ci
+	return &(*cs)[idx]
 }
 
 func (s *syncer) visit(seq int32, reads, writes []aref) {
 	nd := &s.nodes[seq]
-	need := map[int32]edgeNeed{} // producer seq -> need
+	need := s.needBuf[:0] // producers, possibly repeated
 	add := func(p int32, full bool) {
-		if p == seq {
-			return
+		if p != seq {
+			need = append(need, edgeNeed{seq: p, full: full})
 		}
-		e := need[p]
-		e.seq, e.full = p, e.full || full
-		need[p] = e
 	}
 	for _, r := range reads {
 		for i := r.idx; i < r.idx+r.size; i++ {
-			ci := s.info(chunkKey(r.rank, r.buf, i))
+			ci := s.info(r.rank, r.buf, i)
 			if ci.lastW >= 0 && !(r.packet && ci.wPacket) {
 				add(ci.lastW, true)
 			}
@@ -215,7 +234,7 @@ func (s *syncer) visit(seq int32, reads, writes []aref) {
 	}
 	for _, w := range writes {
 		for i := w.idx; i < w.idx+w.size; i++ {
-			ci := s.info(chunkKey(w.rank, w.buf, i))
+			ci := s.info(w.rank, w.buf, i)
 			if ci.lastW >= 0 {
 				if w.packet && ci.wPacket && nd.act != nil {
 					prev := s.nodes[ci.lastW].act
@@ -232,17 +251,18 @@ func (s *syncer) visit(seq int32, reads, writes []aref) {
 			}
 		}
 	}
-	// Deterministic order: producers by sequence.
-	ps := make([]int32, 0, len(need))
-	for p := range need {
-		ps = append(ps, p)
-	}
-	sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
+	// Deterministic order: producers by sequence, duplicates merged.
+	sort.Slice(need, func(i, j int) bool { return need[i].seq < need[j].seq })
+	s.needBuf = need
 	var sameBlock []int32
 	best := map[int32]edgeNeed{} // producer block (or -2-rank for host start) -> latest need
-	for _, p := range ps {
+	for i, e := range need {
+		if i+1 < len(need) && need[i+1].seq == e.seq {
+			need[i+1].full = need[i+1].full || e.full
+			continue
+		}
+		p := e.seq
 		pn := &s.nodes[p]
-		e := need[p]
 		switch {
 		case pn.host == 1 && pn.rank == nd.rank:
 			// The rank's own host: the kernel boundary orders it.
@@ -283,14 +303,14 @@ func (s *syncer) visit(seq int32, reads, writes []aref) {
 	// Record this node's accesses.
 	for _, r := range reads {
 		for i := r.idx; i < r.idx+r.size; i++ {
-			ci := s.info(chunkKey(r.rank, r.buf, i))
+			ci := s.info(r.rank, r.buf, i)
 			ci.readers = append(ci.readers, seq)
 			ci.all = append(ci.all, access{seq: seq})
 		}
 	}
 	for _, w := range writes {
 		for i := w.idx; i < w.idx+w.size; i++ {
-			ci := s.info(chunkKey(w.rank, w.buf, i))
+			ci := s.info(w.rank, w.buf, i)
 			ci.lastW, ci.wPacket, ci.readers = seq, w.packet, ci.readers[:0]
 			ci.all = append(ci.all, access{seq: seq, write: true})
 		}
@@ -371,6 +391,8 @@ func (s *syncer) edge(p, c int32, full bool) {
 		// Tokens sent at a block's start come first on their channel, so
 		// they must be the first ones waited for too.
 		s.startWait[cg] = append(s.startWait[cg], wait)
+		k := [2]int32{int32(pr), cg}
+		s.startKnown[k] = max(s.startKnown[k], b2k(full))
 	default:
 		s.pre[c] = append(s.pre[c], wait)
 		s.nopPos[cg] = max(s.nopPos[cg], 2*c-1)

@@ -14,11 +14,6 @@ import (
 func (s *syncer) crossLaunch() {
 	st := s.st
 	h := &st.hdr
-	keys := make([]int64, 0, len(s.chunks))
-	for k := range s.chunks {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
 	endE := make([]map[int32]int32, h.ranks)
 	know := func(r int) map[int32]int32 {
 		if endE[r] == nil {
@@ -32,44 +27,60 @@ func (s *syncer) crossLaunch() {
 		}
 		return endE[r]
 	}
-	type hsKey struct {
-		from int
-		to   int32 // consumer block
-	}
-	type hsVal struct {
-		first int32 // earliest consumer node in that block
-		full  bool
-	}
 	need := map[hsKey]hsVal{}
-	for _, k := range keys {
-		if h.doubleScratch && ir.BufferType(k>>32&3) == ir.BufScratch {
-			// Alternate launches use alternate scratch halves.
+	for r := range s.chunks {
+		for buf := range s.chunks[r] {
+			if h.doubleScratch && ir.BufferType(buf) == ir.BufScratch {
+				continue // alternate launches use alternate scratch halves
+			}
+			for ci := range s.chunks[r][buf] {
+				s.crossPairs(s.chunks[r][buf][ci].all, know, need)
+			}
+		}
+	}
+	s.addHandshakes(need)
+}
+
+type hsKey struct {
+	from int
+	to   int32 // consumer block
+}
+
+type hsVal struct {
+	first int32 // earliest consumer node in that block
+	full  bool
+}
+
+// crossPairs finds the unordered conflicting pairs of one chunk's accesses.
+func (s *syncer) crossPairs(all []access, know func(int) map[int32]int32, need map[hsKey]hsVal) {
+	for _, a := range all {
+		an := &s.nodes[a.seq]
+		if an.host != 0 {
 			continue
 		}
-		all := s.chunks[k].all
-		for _, a := range all {
-			an := &s.nodes[a.seq]
-			if an.host != 0 {
+		for _, b := range all {
+			bn := &s.nodes[b.seq]
+			if bn.host != 0 || bn.rank == an.rank || !(a.write || b.write) {
 				continue
 			}
-			for _, b := range all {
-				bn := &s.nodes[b.seq]
-				if bn.host != 0 || bn.rank == an.rank || !(a.write || b.write) {
-					continue
-				}
-				if v, ok := know(bn.rank)[an.gid]; ok && v >= a.seq {
-					continue
-				}
-				hk := hsKey{from: an.rank, to: bn.gid}
-				v, ok := need[hk]
-				if !ok || b.seq < v.first {
-					v.first = b.seq
-				}
-				v.full = v.full || a.write
-				need[hk] = v
+			if v, ok := know(bn.rank)[an.gid]; ok && v >= a.seq {
+				continue
 			}
+			if s.startKnown[[2]int32{int32(an.rank), bn.gid}] >= b2k(a.write) {
+				continue // a start-of-launch signal from that rank already orders it
+			}
+			hk := hsKey{from: an.rank, to: bn.gid}
+			v, ok := need[hk]
+			if !ok || b.seq < v.first {
+				v.first = b.seq
+			}
+			v.full = v.full || a.write
+			need[hk] = v
 		}
 	}
+}
+
+func (s *syncer) addHandshakes(need map[hsKey]hsVal) {
 	hks := make([]hsKey, 0, len(need))
 	for k := range need {
 		hks = append(hks, k)
@@ -87,6 +98,7 @@ func (s *syncer) crossLaunch() {
 		cr, ctb := s.blkRank[hk.to], s.blkTB[hk.to]
 		pk := pairKey(pr, ptb, cr, ctb, s.chanType(pr, cr))
 		s.addPair(pk)
+		s.startKnown[[2]int32{int32(hk.from), hk.to}] = b2k(v.full)
 		sig, wait := item{kind: itemRlxSignal, pairs: []chanPair{pk}}, item{kind: itemRlxWait, pairs: []chanPair{pk}}
 		if v.full {
 			sig.kind, wait.kind = itemSignal, itemWait
@@ -263,4 +275,16 @@ func rankPairKey(a, b int, t ir.ChannelType) [3]int {
 func (s *syncer) addPair(k chanPair) {
 	s.pairs[k] = true
 	s.rankPairs[rankPairKey(k.rankA, k.rankB, k.typ)] = true
+	if k.tbA < 0 || k.tbB < 0 {
+		return
+	}
+	a, b := s.gid[k.rankA][k.tbA], s.gid[k.rankB][k.tbB]
+	for _, x := range [][2]int32{{a, b}, {b, a}} {
+		m := s.partners[x[0]]
+		if m == nil {
+			m = map[int32]bool{}
+			s.partners[x[0]] = m
+		}
+		m[x[1]] = true
+	}
 }
