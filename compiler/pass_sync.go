@@ -92,6 +92,8 @@ type syncer struct {
 	// partners[g]: blocks that share a channel with block g.
 	partners map[int32]map[int32]bool
 	needBuf  []edgeNeed
+	// touch[(r, p)]: the first block of rank r whose ops reach rank p.
+	touch map[[2]int]int32
 }
 
 func b2k(full bool) int8 {
@@ -105,6 +107,25 @@ func newSyncer(st *state) *syncer {
 	s := &syncer{st: st, chunks: make([][4][]chunkInfo, st.hdr.ranks), pre: map[int32][]item{}, post: map[int32][]item{},
 		preNop: map[int32]bool{}, preFl: map[int32]bool{}, pairs: map[chanPair]bool{}, rankPairs: map[[3]int]bool{}, outs: map[int32][]chanPair{}, startKnown: map[[2]int32]int8{}, partners: map[int32]map[int32]bool{}, nopAt: map[int32]bool{}}
 	s.regBlocks()
+	s.touch = map[[2]int]int32{}
+	for _, a := range st.actions {
+		for _, refs := range [][]aref{a.src, a.dst} {
+			for _, x := range refs {
+				if x.rank == a.rank {
+					continue
+				}
+				g := s.gid[a.rank][a.tb]
+				for _, k := range [][2]int{{a.rank, x.rank}, {x.rank, a.rank}} {
+					if k[0] != a.rank {
+						continue
+					}
+					if old, ok := s.touch[k]; !ok || g < old {
+						s.touch[k] = g
+					}
+				}
+			}
+		}
+	}
 	return s
 }
 
@@ -149,7 +170,10 @@ func (s *syncer) blockOn(r int, other int32) int32 {
 	if best >= 0 {
 		return best
 	}
-	_ = or
+	// Else a block that already works with that rank.
+	if g, ok := s.touch[[2]int{r, or}]; ok {
+		return g
+	}
 	// No channel yet: the block with the same number is the likeliest
 	// partner of later edges (blocks often mirror each other across ranks).
 	if ot < len(st.blocks[r]) {
