@@ -22,6 +22,10 @@ type Options struct {
 	// Check runs ir.Validate after every pass that produces a plan and
 	// reports its errors as internal compiler errors.
 	Check bool
+	// MaxOps bounds the work of evaluation: ops produced and loop
+	// iterations run (0 means 4M ops and 16M iterations). Fuzzing sets it
+	// low so that one input cannot take seconds.
+	MaxOps int
 }
 
 // pass is one named step of the pipeline.

@@ -29,7 +29,10 @@ var bufferNames = []string{"input", "output", "scratch"}
 // defaults, overridden by defines), then executes let/for/if and records
 // every op statement with its evaluated operands.
 func evaluate(st *state) {
-	ev := &evaluator{st: st, params: map[string]int64{}, names: map[string]bool{}}
+	ev := &evaluator{st: st, params: map[string]int64{}, names: map[string]bool{}, maxOps: maxEvalOps, maxIt: maxLoopIters}
+	if st.opts.MaxOps > 0 {
+		ev.maxOps, ev.maxIt = st.opts.MaxOps, 4*st.opts.MaxOps
+	}
 	ev.header()
 	if st.diags.HasErrors() {
 		return
@@ -48,10 +51,13 @@ type evaluator struct {
 	// vars is a stack of bindings (let, loop variables); marks remember
 	// where each open scope starts. A flat stack keeps million-iteration
 	// loops from allocating a map per iteration.
-	vars  []binding
-	marks []int
-	nops  int
-	stop  bool
+	vars   []binding
+	marks  []int
+	nops   int
+	iters  int
+	maxOps int
+	maxIt  int
+	stop   bool
 }
 
 func (ev *evaluator) header() {
@@ -394,8 +400,8 @@ func (ev *evaluator) stmts(ss []*dsl.Stmt, onRank, onTB int, top bool) []*evOp {
 
 func (ev *evaluator) add(out []*evOp, op *evOp, onRank int) []*evOp {
 	ev.nops++
-	if ev.nops > maxEvalOps {
-		ev.st.errorf(op.rng, "reduce ranks or chunks", "the program produces more than %d ops", maxEvalOps)
+	if ev.nops > ev.maxOps {
+		ev.st.errorf(op.rng, "reduce ranks or chunks", "the program produces more than %d ops", ev.maxOps)
 		ev.stop = true
 		return out
 	}
@@ -447,12 +453,17 @@ func (ev *evaluator) forStmt(f *dsl.ForStmt, onRank, onTB int) []*evOp {
 		ev.st.errorf(exprRange(f.Step), "loops count up over [from, to)", "step must be positive, got %d", step)
 		return nil
 	}
-	if (to-from)/step > maxLoopIters {
-		ev.st.errorf(dsl.RangeOf(f.Pos, f.EndPos), "", "loop runs %d times; the limit is %d", (to-from)/step, maxLoopIters)
+	if (to-from)/step > int64(ev.maxIt) {
+		ev.st.errorf(dsl.RangeOf(f.Pos, f.EndPos), "", "loop runs %d times; the limit is %d", (to-from)/step, ev.maxIt)
 		return nil
 	}
 	var out []*evOp
 	for i := from; i < to && !ev.stop; i += step {
+		if ev.iters++; ev.iters > ev.maxIt {
+			ev.st.errorf(dsl.RangeOf(f.Pos, f.EndPos), "", "the program runs more than %d loop iterations", ev.maxIt)
+			ev.stop = true
+			break
+		}
 		ev.push()
 		ev.bind(f.Var, i)
 		out = append(out, ev.stmts(f.Body, onRank, onTB, false)...)

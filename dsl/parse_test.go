@@ -1,0 +1,107 @@
+package dsl
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/tools/txtar"
+)
+
+func TestParseLibraryAndFormatIdempotent(t *testing.T) {
+	files, _ := filepath.Glob("../algorithms/*.msccl")
+	if len(files) == 0 {
+		t.Fatal("no algorithms")
+	}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file, ds := Parse(f, src)
+		if ds.HasErrors() {
+			t.Fatalf("%s: %s", f, ds)
+		}
+		out := Format(file)
+		// The library is kept in canonical form.
+		if !bytes.Equal(out, src) {
+			t.Errorf("%s is not canonically formatted:\n%s", f, out)
+		}
+	}
+}
+
+func TestSyntaxErrorPositions(t *testing.T) {
+	for _, c := range []struct{ src, want string }{
+		{"collective allreduce\nfor r in 0..4 {\n", "x.msccl:3:1: error: syntax error: unexpected end of file"},
+		{"collective allreduce\nparam ranks = 4 4\n", `x.msccl:2:17: error: syntax error: unexpected "4"`},
+		{"collective allreduce\ncopy rank(0).input[0] => rank(1).output[0]\n", `did you mean "->"?`},
+		{"collective allreduce # x\n", `x.msccl:1:22: error: invalid character '#'`},
+		{"collective allreduce\nlet x = \"unterminated\n", `x.msccl:2:9: error: invalid character '"'`},
+	} {
+		_, ds := Parse("x.msccl", []byte(c.src))
+		if !strings.Contains(ds.String(), c.want) {
+			t.Errorf("%q:\n got %s\nwant %s", c.src, ds, c.want)
+		}
+	}
+}
+
+func TestSuggest(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		in   []string
+		want string
+	}{
+		{"protocl", []string{"protocol", "instances"}, `did you mean "protocol"?`},
+		{"xyz", []string{"protocol"}, ""},
+		{"rnaks", []string{"ranks", "r"}, `did you mean "ranks"?`},
+	} {
+		if got := Suggest(c.name, c.in); got != c.want {
+			t.Errorf("Suggest(%q) = %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// FuzzParse: any input parses or fails with positioned diagnostics, never
+// panics; what parses formats to a fixed point.
+func FuzzParse(f *testing.F) {
+	files, _ := filepath.Glob("../algorithms/*.msccl")
+	for _, p := range files {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(b)
+		}
+	}
+	cases, _ := filepath.Glob("../testdata/dsl/*.txtar")
+	for _, p := range cases {
+		if ar, err := txtar.ParseFile(p); err == nil {
+			for _, fl := range ar.Files {
+				if fl.Name == "input.msccl" {
+					f.Add(fl.Data)
+				}
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		file, ds := Parse("fuzz.msccl", src)
+		if file == nil {
+			if !ds.HasErrors() {
+				t.Fatal("no tree and no error")
+			}
+			for _, d := range ds {
+				if !d.Subject.Start.IsValid() {
+					t.Fatalf("diagnostic without position: %s", d)
+				}
+			}
+			return
+		}
+		out := Format(file)
+		again, ds2 := Parse("fuzz.msccl", out)
+		if again == nil {
+			t.Fatalf("formatted output does not parse: %s\n%s", ds2, out)
+		}
+		if out2 := Format(again); !bytes.Equal(out, out2) {
+			t.Fatalf("format not idempotent:\n%s\n---\n%s", out, out2)
+		}
+	})
+}
