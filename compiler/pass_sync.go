@@ -106,6 +106,14 @@ func b2k(full bool) int8 {
 func newSyncer(st *state) *syncer {
 	s := &syncer{st: st, chunks: make([][4][]chunkInfo, st.hdr.ranks), pre: map[int32][]item{}, post: map[int32][]item{},
 		preNop: map[int32]bool{}, preFl: map[int32]bool{}, pairs: map[chanPair]bool{}, rankPairs: map[[3]int]bool{}, outs: map[int32][]chanPair{}, startKnown: map[[2]int32]int8{}, partners: map[int32]map[int32]bool{}, nopAt: map[int32]bool{}}
+	// A rank with no work may still have to serve its host (signal that a
+	// launch started, wait for peers' writes before it ends): give every
+	// rank a block up front, since block numbering must not change later.
+	for r := range st.blocks {
+		if len(st.blocks[r]) == 0 {
+			st.blocks[r] = []*block{{rank: r, tb: 0}}
+		}
+	}
 	s.regBlocks()
 	s.touch = map[[2]int]int32{}
 	for _, a := range st.actions {
@@ -156,10 +164,6 @@ func (s *syncer) regBlocks() {
 // none.
 func (s *syncer) blockOn(r int, other int32) int32 {
 	st := s.st
-	if len(st.blocks[r]) == 0 {
-		st.blocks[r] = append(st.blocks[r], &block{rank: r, tb: 0})
-		s.regBlocks()
-	}
 	or, ot := s.blkRank[other], s.blkTB[other]
 	best := int32(-1)
 	for g := range s.partners[other] {

@@ -237,6 +237,10 @@ func (s *syncer) materialize() {
 			out = append(out, s.end[g]...)
 			st.items[r][tb] = out
 		}
+		if len(row) == 1 && len(st.items[r][0]) == 0 {
+			// The spare block of an idle rank was not needed.
+			st.items[r], st.blocks[r] = nil, nil
+		}
 	}
 }
 
@@ -261,6 +265,9 @@ func (s *syncer) explicitItems() {
 			for _, a := range blk.acts {
 				st.items[r][tb] = append(st.items[r][tb], item{kind: itemAct, act: a, pos: a.pos})
 			}
+		}
+		if len(row) == 1 && len(st.items[r][0]) == 0 {
+			st.items[r], st.blocks[r] = nil, nil
 		}
 	}
 }
