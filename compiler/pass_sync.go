@@ -61,6 +61,11 @@ type access struct {
 	write bool
 }
 
+type keyedNeed struct {
+	key int32
+	edgeNeed
+}
+
 type edgeNeed struct {
 	seq  int32
 	full bool
@@ -74,24 +79,24 @@ type syncer struct {
 	nodes     []node
 	chunks    [][4][]chunkInfo // [rank][buffer][chunk]
 	fE, fV    []map[int32]int32
-	nopPos    []int32 // 2*seq+1 after, 2*seq-1 before
-	pre       map[int32][]item
-	post      map[int32][]item
-	preNop    map[int32]bool
-	preFl     map[int32]bool
+	nopPos    []int32  // 2*seq+1 after, 2*seq-1 before
+	pre       [][]item // by node
+	post      [][]item
+	preNop    []bool
+	preFl     []bool
 	start     [][]item // per gid
 	startWait [][]item
 	end       [][]item
 	pairs     map[chanPair]bool
 	rankPairs map[[3]int]bool
-	outs      map[int32][]chanPair // edges leaving an action (for port data channels)
-	nopAt     map[int32]bool       // a nop follows this action
+	outs      [][]chanPair // edges leaving an action (for port data channels)
 	// startKnown[(rank, block)]: the block waits at its start for a signal
 	// that rank sent at its start (1 relaxed, 2 release).
 	startKnown map[[2]int32]int8
 	// partners[g]: blocks that share a channel with block g.
 	partners map[int32]map[int32]bool
 	needBuf  []edgeNeed
+	bestBuf  []keyedNeed
 	// touch[(r, p)]: the first block of rank r whose ops reach rank p.
 	touch map[[2]int]int32
 }
@@ -104,8 +109,8 @@ func b2k(full bool) int8 {
 }
 
 func newSyncer(st *state) *syncer {
-	s := &syncer{st: st, chunks: make([][4][]chunkInfo, st.hdr.ranks), pre: map[int32][]item{}, post: map[int32][]item{},
-		preNop: map[int32]bool{}, preFl: map[int32]bool{}, pairs: map[chanPair]bool{}, rankPairs: map[[3]int]bool{}, outs: map[int32][]chanPair{}, startKnown: map[[2]int32]int8{}, partners: map[int32]map[int32]bool{}, nopAt: map[int32]bool{}}
+	s := &syncer{st: st, chunks: make([][4][]chunkInfo, st.hdr.ranks),
+		pairs: map[chanPair]bool{}, rankPairs: map[[3]int]bool{}, startKnown: map[[2]int32]int8{}, partners: map[int32]map[int32]bool{}}
 	// A rank with no work may still have to serve its host (signal that a
 	// launch started, wait for peers' writes before it ends): give every
 	// rank a block up front, since block numbering must not change later.
@@ -206,6 +211,9 @@ func (s *syncer) run() {
 	for r := 0; r < n; r++ {
 		s.nodes = append(s.nodes, node{rank: r, gid: -1, host: 2})
 	}
+	m := len(s.nodes)
+	s.pre, s.post, s.outs = make([][]item, m), make([][]item, m), make([][]chanPair, m)
+	s.preNop, s.preFl = make([]bool, m), make([]bool, m)
 	for seq := range s.nodes {
 		nd := &s.nodes[seq]
 		reads, writes := s.accesses(nd)
@@ -283,7 +291,9 @@ func (s *syncer) visit(seq int32, reads, writes []aref) {
 	sort.Slice(need, func(i, j int) bool { return need[i].seq < need[j].seq })
 	s.needBuf = need
 	var sameBlock []int32
-	best := map[int32]edgeNeed{} // producer block (or -2-rank for host start) -> latest need
+	// Latest need per producer block (key -2-rank for a host start); few
+	// per node, so a slice beats a map.
+	best := s.bestBuf[:0]
 	for i, e := range need {
 		if i+1 < len(need) && need[i+1].seq == e.seq {
 			need[i+1].full = need[i+1].full || e.full
@@ -303,21 +313,24 @@ func (s *syncer) visit(seq int32, reads, writes []aref) {
 			if pn.host == 1 {
 				key = int32(-2 - pn.rank)
 			}
-			b := best[key]
-			if p >= b.seq {
-				b.seq = p
+			found := false
+			for j := range best {
+				if best[j].key == key {
+					best[j].seq = max(best[j].seq, p)
+					best[j].full = best[j].full || e.full
+					found = true
+					break
+				}
 			}
-			b.full = b.full || e.full
-			best[key] = b
+			if !found {
+				best = append(best, keyedNeed{key: key, edgeNeed: edgeNeed{seq: p, full: e.full}})
+			}
 		}
 	}
-	keys := make([]int32, 0, len(best))
-	for k := range best {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
-	for _, k := range keys {
-		s.edge(best[k].seq, seq, best[k].full)
+	sort.Slice(best, func(i, j int) bool { return best[i].key < best[j].key })
+	s.bestBuf = best
+	for _, b := range best {
+		s.edge(b.seq, seq, b.full)
 	}
 	for _, p := range sameBlock {
 		if s.nopPos[nd.gid] < 2*p+1 {
@@ -409,7 +422,6 @@ func (s *syncer) edge(p, c int32, full bool) {
 		s.start[pg] = append(s.start[pg], sig)
 	default:
 		s.post[p] = append(s.post[p], sig)
-		s.nopAt[p] = true
 		s.nopPos[pg] = max(s.nopPos[pg], 2*p+1)
 	}
 	switch {
