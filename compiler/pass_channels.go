@@ -251,6 +251,9 @@ func (b *planBuilder) op(r int, tbb *tbBuild, it item, scratch []int) (ir.Op, op
 	case itemNop:
 		return ir.Op{Code: ir.OpNop}, src
 	}
+	if it.pairs == nil {
+		return ir.Op{Code: itemCodes[it.kind], ChannelType: it.pair.typ, ChannelIDs: []int{b.chanID(r, tbb, it.pair)}}, src
+	}
 	op := ir.Op{Code: itemCodes[it.kind], ChannelType: it.pairs[0].typ}
 	for _, k := range it.pairs {
 		op.ChannelIDs = append(op.ChannelIDs, b.chanID(r, tbb, k))
@@ -295,7 +298,7 @@ func (b *planBuilder) actOp(r int, tbb *tbBuild, a *action, scratch []int, src *
 		for _, in := range a.body {
 			op.Ops = append(op.Ops, b.actOp(r, tbb, in, scratch, nil))
 			if src != nil {
-				src.inner = append(src.inner, in.pos)
+				src.inner = append(src.inner, &in.pos)
 			}
 		}
 	}
@@ -304,6 +307,6 @@ func (b *planBuilder) actOp(r int, tbb *tbBuild, a *action, scratch []int, src *
 
 // opSource is where one plan op came from.
 type opSource struct {
-	pos   dsl.Range
-	inner []dsl.Range // pipeline body
+	pos   *dsl.Range
+	inner []*dsl.Range // pipeline body
 }

@@ -397,7 +397,7 @@ func (s *syncer) edge(p, c int32, full bool) {
 	} else {
 		k := pairKey(pr, ptb, cr, ctb, s.chanType(pr, cr))
 		s.addPair(k)
-		sig, wait = item{kind: itemRlxSignal, pairs: []chanPair{k}}, item{kind: itemRlxWait, pairs: []chanPair{k}}
+		sig, wait = item{kind: itemRlxSignal, pair: k}, item{kind: itemRlxWait, pair: k}
 		if full {
 			sig.kind, wait.kind = itemSignal, itemWait
 		}
@@ -408,13 +408,13 @@ func (s *syncer) edge(p, c int32, full bool) {
 	// Source positions: the producer's op for the signal, the consumer's
 	// for the wait (a host end is reported at the producer).
 	if pn.act != nil {
-		sig.pos = pn.act.pos
+		sig.pos = &pn.act.pos
 	}
 	wait.pos = sig.pos
 	if cn.act != nil {
-		wait.pos = cn.act.pos
+		wait.pos = &cn.act.pos
 	}
-	if sig.pos.Start.Line == 0 {
+	if sig.pos == nil {
 		sig.pos = wait.pos
 	}
 	switch pn.host {

@@ -39,10 +39,13 @@ func (m *SourceMap) lookup(rank, block, op, inner int) (dsl.Range, bool) {
 		return dsl.Range{}, false
 	}
 	s := m.ops[rank][block][op]
-	if inner >= 0 && inner < len(s.inner) {
-		return s.inner[inner], s.inner[inner].Start.IsValid()
+	if inner >= 0 && inner < len(s.inner) && s.inner[inner] != nil {
+		return *s.inner[inner], s.inner[inner].Start.IsValid()
 	}
-	return s.pos, s.pos.Start.IsValid()
+	if s.pos == nil {
+		return dsl.Range{}, false
+	}
+	return *s.pos, s.pos.Start.IsValid()
 }
 
 // rangeOfPath finds the source of an ir diagnostic path

@@ -99,11 +99,11 @@ func (s *syncer) addHandshakes(need map[hsKey]hsVal) {
 		pk := pairKey(pr, ptb, cr, ctb, s.chanType(pr, cr))
 		s.addPair(pk)
 		s.startKnown[[2]int32{int32(hk.from), hk.to}] = b2k(v.full)
-		sig, wait := item{kind: itemRlxSignal, pairs: []chanPair{pk}}, item{kind: itemRlxWait, pairs: []chanPair{pk}}
+		sig, wait := item{kind: itemRlxSignal, pair: pk}, item{kind: itemRlxWait, pair: pk}
 		if v.full {
 			sig.kind, wait.kind = itemSignal, itemWait
 		}
-		wait.pos = s.nodes[v.first].act.pos
+		wait.pos = &s.nodes[v.first].act.pos
 		sig.pos = wait.pos
 		s.start[pg] = append(s.start[pg], sig)
 		g := s.nodes[v.first].gid
@@ -175,7 +175,7 @@ func (s *syncer) materialize() {
 			out = append(out, s.start[g]...)
 			out = append(out, s.startWait[g]...)
 			if len(s.startWait[g]) > 0 && len(blk.acts) > 0 {
-				out = append(out, item{kind: itemNop, pos: blk.acts[0].pos})
+				out = append(out, item{kind: itemNop, pos: &blk.acts[0].pos})
 			}
 			dirty := false
 			var unflushed []chanPair
@@ -193,10 +193,10 @@ func (s *syncer) materialize() {
 				}
 				out = append(out, pre...)
 				if len(pre) > 0 || s.preNop[q] {
-					out = append(out, item{kind: itemNop, pos: a.pos})
+					out = append(out, item{kind: itemNop, pos: &a.pos})
 				}
 				s.dataPairs(q, a)
-				out = append(out, item{kind: itemAct, act: a, pos: a.pos})
+				out = append(out, item{kind: itemAct, act: a, pos: &a.pos})
 				// Port ops are carried out by the proxy, not the block's
 				// threads: they leave nothing for a nop to fence.
 				dirty = dirty || a.chType != ir.ChanPort
@@ -213,7 +213,7 @@ func (s *syncer) materialize() {
 				for _, u := range unflushed {
 					onlyU := true
 					for _, it := range post {
-						if len(it.pairs) == 0 || it.pairs[0] != u {
+						if it.kind == itemSemRelease || it.pair != u {
 							onlyU = false
 						}
 					}
@@ -226,7 +226,7 @@ func (s *syncer) materialize() {
 				flush(fl)
 				unflushed = keep
 				if dirty {
-					out = append(out, item{kind: itemNop, pos: a.pos})
+					out = append(out, item{kind: itemNop, pos: &a.pos})
 					dirty = false
 				}
 				out = append(out, post...)
@@ -263,7 +263,7 @@ func (s *syncer) explicitItems() {
 		st.items[r] = make([][]item, len(row))
 		for tb, blk := range row {
 			for _, a := range blk.acts {
-				st.items[r][tb] = append(st.items[r][tb], item{kind: itemAct, act: a, pos: a.pos})
+				st.items[r][tb] = append(st.items[r][tb], item{kind: itemAct, act: a, pos: &a.pos})
 			}
 		}
 		if len(row) == 1 && len(st.items[r][0]) == 0 {

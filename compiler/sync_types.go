@@ -45,7 +45,8 @@ const (
 type item struct {
 	kind  itemKind
 	act   *action
-	pairs []chanPair // signal/wait/flush channels
+	pair  chanPair   // signal/wait channel
+	pairs []chanPair // flush: several channels (pair unused)
 	sem   semPair
-	pos   dsl.Range // source the op is reported at
+	pos   *dsl.Range // source the op is reported at (shared, not copied)
 }
