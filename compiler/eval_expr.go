@@ -18,6 +18,9 @@ func (ev *evaluator) eval(e *dsl.Expr) (int64, bool) {
 	if e == nil {
 		return 0, false
 	}
+	if len(e.Tail) == 0 {
+		return ev.unary(e.Head) // the common case, without allocating
+	}
 	vals := make([]int64, 0, len(e.Tail)+1)
 	v, ok := ev.unary(e.Head)
 	if !ok {
