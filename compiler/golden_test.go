@@ -124,7 +124,8 @@ func firstDiff(want, got string) string {
 // archive holds input.msccl, optional defines (NAME=VALUE lines) and the
 // expected diagnostics. The archive comment picks the mode: "compile"
 // (default; a clean compile is then verified on the CPU executor and its
-// findings reported), or "fmt" (expected canonical formatting in
+// findings reported), "dump PASS" (the same, plus the state after one pass:
+// pass-level goldens), or "fmt" (expected canonical formatting in
 // "formatted").
 func TestDiagnosticGoldens(t *testing.T) {
 	files, _ := filepath.Glob("../testdata/dsl/*.txtar")
@@ -168,7 +169,16 @@ func TestDiagnosticGoldens(t *testing.T) {
 				}
 				out = append(out, txtar.File{Name: "formatted", Data: formatted})
 			} else {
-				p, sm, ds := CompileSource("input.msccl", src, defs, Options{Check: true})
+				var dump string
+				opts := Options{Check: true}
+				if pass, ok := strings.CutPrefix(mode, "dump "); ok {
+					opts.DumpAfter = strings.TrimSpace(pass)
+					opts.Dump = func(_, s string) { dump = s }
+				}
+				p, sm, ds := CompileSource("input.msccl", src, defs, opts)
+				if opts.DumpAfter != "" {
+					out = append(out, txtar.File{Name: "dump " + opts.DumpAfter, Data: []byte(dump)})
+				}
 				text := ds.String()
 				if p != nil && !ds.HasErrors() {
 					n := int64(len(p.GPUs))
