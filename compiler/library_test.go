@@ -12,16 +12,18 @@ import (
 )
 
 // libraryConfigs are the world shapes every library algorithm is proven
-// correct for: ranks 2, 4, 8, 16, and for hierarchical ones 2x4, 2x8, 4x8.
+// correct for: ranks 2, 4, 8, 16, and for hierarchical ones 2x4, 2x8, 4x8;
+// plus 8 ranks with two instances.
 func libraryConfigs(path string) []map[string]int64 {
 	if strings.Contains(path, "hierarchical") {
 		return []map[string]int64{
 			{"nodes": 2, "gpus_per_node": 4, "ranks": 8},
 			{"nodes": 2, "gpus_per_node": 8, "ranks": 16},
 			{"nodes": 4, "gpus_per_node": 8, "ranks": 32},
+			{"nodes": 2, "gpus_per_node": 4, "ranks": 8, "instances": 2},
 		}
 	}
-	return []map[string]int64{{"ranks": 2}, {"ranks": 4}, {"ranks": 8}, {"ranks": 16}}
+	return []map[string]int64{{"ranks": 2}, {"ranks": 4}, {"ranks": 8}, {"ranks": 16}, {"ranks": 8, "instances": 2}}
 }
 
 // librarySizes are two message sizes that split evenly into the plan's
@@ -62,6 +64,9 @@ func TestLibraryCorrect(t *testing.T) {
 	for _, f := range libraryFiles(t) {
 		for _, d := range libraryConfigs(f) {
 			name := fmt.Sprintf("%s/%d", strings.TrimSuffix(filepath.Base(f), ".msccl"), d["ranks"])
+			if d["instances"] > 1 {
+				name += fmt.Sprintf("x%d", d["instances"])
+			}
 			t.Run(name, func(t *testing.T) {
 				p, sm := compileFile(t, f, d, Options{Check: true})
 				if ds := Verify(p, sm, librarySizes(p), []cpu.DType{cpu.F32, cpu.BF16}); len(ds) > 0 {
