@@ -97,8 +97,8 @@ type syncer struct {
 	partners map[int32]map[int32]bool
 	needBuf  []edgeNeed
 	bestBuf  []keyedNeed
-	// touch[(r, p)]: the first block of rank r whose ops reach rank p.
-	touch map[[2]int]int32
+	// touch[(r, p)]: the blocks of rank r whose ops reach rank p.
+	touch map[[2]int][]int32
 }
 
 func b2k(full bool) int8 {
@@ -120,7 +120,7 @@ func newSyncer(st *state) *syncer {
 		}
 	}
 	s.regBlocks()
-	s.touch = map[[2]int]int32{}
+	s.touch = map[[2]int][]int32{}
 	for _, a := range st.actions {
 		for _, refs := range [][]aref{a.src, a.dst} {
 			for _, x := range refs {
@@ -132,8 +132,8 @@ func newSyncer(st *state) *syncer {
 					if k[0] != a.rank {
 						continue
 					}
-					if old, ok := s.touch[k]; !ok || g < old {
-						s.touch[k] = g
+					if l := s.touch[k]; len(l) == 0 || l[len(l)-1] != g {
+						s.touch[k] = append(l, g)
 					}
 				}
 			}
@@ -179,9 +179,20 @@ func (s *syncer) blockOn(r int, other int32) int32 {
 	if best >= 0 {
 		return best
 	}
-	// Else a block that already works with that rank.
-	if g, ok := s.touch[[2]int{r, or}]; ok {
-		return g
+	// Else a block that already works with that rank: the one with the
+	// same number if it does, otherwise the least connected, so that the
+	// host's channels spread over blocks (16 per block at most).
+	if cands := s.touch[[2]int{r, or}]; len(cands) > 0 {
+		best := cands[0]
+		for _, g := range cands {
+			if s.blkTB[g] == ot {
+				return g
+			}
+			if len(s.partners[g]) < len(s.partners[best]) {
+				best = g
+			}
+		}
+		return best
 	}
 	// No channel yet: the block with the same number is the likeliest
 	// partner of later edges (blocks often mirror each other across ranks).
