@@ -213,16 +213,22 @@ func bench(c *config, p *ir.Plan, name string, w io.Writer) error {
 	// CPU references, a few sizes ahead, in parallel.
 	jobs := make([]chan checkJob, len(sizes))
 	if c.check {
+		// Start jobs in size order (small ones first) so the first rows
+		// never wait behind the largest references.
 		slots := make(chan struct{}, max(1, min(4, runtime.NumCPU()/2)))
-		for i, s := range sizes {
+		for i := range sizes {
 			jobs[i] = make(chan checkJob, 1)
-			go func() {
-				slots <- struct{}{}
-				rep, err := cpu.Run(p, cpu.Options{Size: s, DType: cdt, Reduce: red, Launches: 1, LLWidth: c.ll})
-				jobs[i] <- checkJob{rep, err}
-				<-slots
-			}()
 		}
+		go func() {
+			for i, s := range sizes {
+				slots <- struct{}{}
+				go func() {
+					rep, err := cpu.Run(p, cpu.Options{Size: s, DType: cdt, Reduce: red, Launches: 1, LLWidth: c.ll})
+					jobs[i] <- checkJob{rep, err}
+					<-slots
+				}()
+			}
+		}()
 	}
 	ex, err := cudaexec.Open(p, cudaexec.Options{Timeout: c.timeout})
 	if err != nil {

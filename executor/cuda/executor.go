@@ -16,6 +16,17 @@ import (
 	"github.com/msccl-go/msccl-go/runtime/nvrtc"
 )
 
+// Every rank has its own stream, and the proxy its own; the driver maps
+// streams onto 8 hardware queues by default, so that with 8 ranks a proxy
+// copy or a peer's kernel can queue behind a kernel that waits for it, a
+// deadlock. 32 is the driver's maximum; a value the user set is kept. The
+// driver reads it when the context is created, hence package init.
+func init() {
+	if os.Getenv("CUDA_DEVICE_MAX_CONNECTIONS") == "" {
+		os.Setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32")
+	}
+}
+
 // Options configure an Executor.
 type Options struct {
 	// Timeout is how long one wait may spin before the watchdog ends the

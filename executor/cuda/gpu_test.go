@@ -238,7 +238,7 @@ func checkCases(t *testing.T, name string, p *ir.Plan, cases []gcase) {
 	wg.Wait()
 	gpuMu.Lock()
 	defer gpuMu.Unlock()
-	e, err := Open(p, Options{Timeout: 10 * time.Second})
+	e, err := Open(p, Options{Timeout: 3 * time.Second})
 	if err != nil && strings.Contains(err.Error(), "multicast") {
 		t.Skipf("%s: %v", name, err)
 	}

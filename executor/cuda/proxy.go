@@ -25,7 +25,8 @@ type proxy struct {
 }
 
 type proxyRank struct {
-	fifo   []byte // mapped: entries, tail, flushed
+	head   cuda.DevicePtr // device: requests pushed so far
+	fifo   []byte         // mapped: entries, tail, flushed
 	size   uint64
 	tail   uint64
 	stream *cuda.Stream
@@ -44,7 +45,7 @@ func startProxy(e *Executor, remote [][2][]cuda.DevicePtr) (*proxy, error) {
 			p.destroy()
 			return nil, err
 		}
-		p.ranks = append(p.ranks, &proxyRank{fifo: rs.fifo.Bytes, size: uint64(e.opt.FifoEntries), stream: s,
+		p.ranks = append(p.ranks, &proxyRank{head: rs.fifoHead, fifo: rs.fifo.Bytes, size: uint64(e.opt.FifoEntries), stream: s,
 			remote: remote[r][1], tokens: make([]uint64, rs.nchan[1])})
 	}
 	p.wg.Add(1)
@@ -148,6 +149,29 @@ func (pr *proxyRank) step() (bool, error) {
 		return true, fmt.Errorf("proxy: unknown request kind %d", kind)
 	}
 	return true, nil
+}
+
+// drain waits until the proxy has taken every request the kernels pushed
+// (heads read from the device) and its copies are complete, so that
+// buffers may be read or freed. Call it only after the ranks' kernels have
+// finished.
+func (p *proxy) drain(heads []uint64, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for i, pr := range p.ranks {
+		for atomic.LoadUint64(u64At(pr.fifo, int(pr.size)*32)) < heads[i] {
+			if err := p.err(); err != nil {
+				return err
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("proxy: %d port-channel requests still pending after %v", heads[i]-atomic.LoadUint64(u64At(pr.fifo, int(pr.size)*32)), timeout)
+			}
+			time.Sleep(10 * time.Microsecond)
+		}
+		if err := pr.stream.Synchronize(); err != nil {
+			return err
+		}
+	}
+	return p.err()
 }
 
 func (p *proxy) destroy() {

@@ -357,6 +357,22 @@ func (e *Executor) Wait(s *cuda.Stream) error {
 			return err
 		}
 	}
+	if e.proxy != nil {
+		// Port puts may still be in flight after the kernels end (a plan
+		// need not flush last): finish them before anyone reads or frees.
+		heads := make([]uint64, len(e.proxy.ranks))
+		var b [8]byte
+		for i, pr := range e.proxy.ranks {
+			if err := cuda.MemcpyDtoH(b[:], pr.head); err != nil {
+				return err
+			}
+			heads[i] = binary.LittleEndian.Uint64(b[:])
+		}
+		if err := e.proxy.drain(heads, e.opt.Timeout); err != nil {
+			e.broken = err
+			return err
+		}
+	}
 	return e.Check()
 }
 

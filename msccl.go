@@ -1,0 +1,129 @@
+package msccl
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/msccl-go/msccl-go/compiler"
+	cudaexec "github.com/msccl-go/msccl-go/executor/cuda"
+	"github.com/msccl-go/msccl-go/ir"
+	"github.com/msccl-go/msccl-go/kernels"
+	"github.com/msccl-go/msccl-go/runtime/cuda"
+)
+
+// Plan is an execution plan (MSCCL++ v0.8+ JSON schema).
+type Plan = ir.Plan
+
+// Buffers are every rank's device input and output for one message size.
+type Buffers = cudaexec.Buffers
+
+// Stream is a CUDA stream; nil means the ranks' own streams.
+type Stream = cuda.Stream
+
+// DType is an element type.
+type DType = kernels.DType
+
+// Element types.
+const (
+	F32  = kernels.F32
+	F16  = kernels.F16
+	BF16 = kernels.BF16
+	I32  = kernels.I32
+	U32  = kernels.U32
+	U8   = kernels.U8
+)
+
+// ReduceOp is the reduction applied where a plan says sum (or nothing).
+type ReduceOp = ir.ReduceOp
+
+// Reductions.
+const (
+	Sum  = ir.ReduceSum
+	Min  = ir.ReduceMin
+	Max  = ir.ReduceMax
+	Prod = ir.ReduceProd // integer types only
+)
+
+// ErrNoGPU is returned (wrapped) by Open when no CUDA driver or device is
+// present.
+var ErrNoGPU = cuda.ErrNoDriver
+
+// LoadPlan reads and validates a plan file.
+func LoadPlan(path string) (*Plan, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	p, _, err := ir.Load(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return p, nil
+}
+
+// CompileAlgorithm compiles dir/NAME.msccl with the given parameters
+// (ranks, ...).
+func CompileAlgorithm(dir, name string, defines map[string]int64) (*Plan, error) {
+	path := filepath.Join(dir, name+".msccl")
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	p, _, ds := compiler.CompileSource(path, src, defines, compiler.Options{})
+	if ds.HasErrors() {
+		return nil, fmt.Errorf("%s", ds.String())
+	}
+	return p, nil
+}
+
+// Options configure Open.
+type Options struct {
+	// Timeout bounds one wait inside the kernel before the watchdog stops
+	// it and Wait reports the stuck blocks; 0 means 5 s.
+	Timeout time.Duration
+	// LLWidth is the LL packet width, 8 or 16 bytes; 0 means 16.
+	LLWidth int
+}
+
+// Comm runs one plan: all of its ranks, in this process, on device 0.
+type Comm struct {
+	ex *cudaexec.Executor
+	ll int
+}
+
+// Open prepares every rank of p on the GPU.
+func Open(p *Plan, opt Options) (*Comm, error) {
+	ex, err := cudaexec.Open(p, cudaexec.Options{Timeout: opt.Timeout})
+	if err != nil {
+		return nil, err
+	}
+	return &Comm{ex: ex, ll: opt.LLWidth}, nil
+}
+
+// Ranks is the plan's rank count.
+func (c *Comm) Ranks() int { return c.ex.Ranks() }
+
+// Alloc allocates zeroed buffers for a message of size bytes (as
+// nccl-tests counts it) on every rank; in-place plans get aliased buffers.
+func (c *Comm) Alloc(size int64) (*Buffers, error) { return c.ex.Alloc(size) }
+
+// Wrap uses caller-owned device buffers, one input and output per rank.
+func (c *Comm) Wrap(size int64, in, out []cuda.DevicePtr) (*Buffers, error) {
+	return c.ex.Wrap(size, in, out)
+}
+
+// Run enqueues the collective on s (nil: the ranks' own streams). The first
+// Run for a buffer set compiles the kernel and uploads the op tables; later
+// ones only launch, and can be captured into a CUDA graph.
+func (c *Comm) Run(b *Buffers, dt DType, red ReduceOp, s *Stream) error {
+	return c.ex.Run(cudaexec.Call{Buffers: b, DType: dt, Reduce: red, LLWidth: c.ll, Stream: s})
+}
+
+// Wait blocks until the enqueued work is done and reports a hang the
+// watchdog caught.
+func (c *Comm) Wait(s *Stream) error { return c.ex.Wait(s) }
+
+// Close releases the GPU resources (not buffers from Wrap).
+func (c *Comm) Close() error { return c.ex.Close() }
