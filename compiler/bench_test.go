@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/msccl-go/msccl-go/dsl"
 	"github.com/msccl-go/msccl-go/executor/cpu"
@@ -71,7 +72,9 @@ func BenchmarkRingAllGather1024(b *testing.B) {
 		b.Fatal(ds)
 	}
 	for i := 0; i < b.N; i++ {
-		p, _, ds := Compile(f, map[string]int64{"ranks": 1024}, Options{})
+		p, _, ds := Compile(f, map[string]int64{"ranks": 1024}, Options{Timing: func(pass string, d time.Duration) {
+			b.ReportMetric(d.Seconds(), pass+"-s")
+		}})
 		if ds.HasErrors() {
 			b.Fatal(ds)
 		}

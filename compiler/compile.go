@@ -3,6 +3,7 @@ package compiler
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/msccl-go/msccl-go/dsl"
 	"github.com/msccl-go/msccl-go/ir"
@@ -26,6 +27,9 @@ type Options struct {
 	// iterations run (0 means 4M ops and 16M iterations). Fuzzing sets it
 	// low so that one input cannot take seconds.
 	MaxOps int
+	// Timing, when set, receives each pass's wall time (and "check" for
+	// the IR checker), for finding where compile time goes.
+	Timing func(pass string, d time.Duration)
 }
 
 // pass is one named step of the pipeline.
@@ -68,7 +72,11 @@ func Compile(f *dsl.File, defines map[string]int64, opts Options) (p *ir.Plan, s
 	}()
 	st := &state{file: f, defines: defines, opts: opts}
 	for _, ps := range passes {
+		t0 := time.Now()
 		ps.run(st)
+		if opts.Timing != nil {
+			opts.Timing(ps.name, time.Since(t0))
+		}
 		if st.diags.HasErrors() {
 			st.diags.Sort()
 			return nil, nil, st.diags

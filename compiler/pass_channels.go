@@ -35,9 +35,11 @@ func buildPlan(st *state) {
 		}
 		rb := &rankBuild{g: g, remote: map[[2]int]int{}, sems: map[semPair]int{}}
 		sm.ops[r] = make([][]opSource, len(st.items[r]))
+		g.ThreadBlocks = make([]ir.ThreadBlock, 0, len(st.items[r]))
 		for tb, items := range st.items[r] {
 			tbb := &tbBuild{rb: rb, chans: map[int]int{}, remote: map[[2]int]int{}}
-			tbk := ir.ThreadBlock{ID: tb}
+			tbk := ir.ThreadBlock{ID: tb, Ops: make([]ir.Op, 0, len(items))}
+			sm.ops[r][tb] = make([]opSource, 0, len(items))
 			for _, it := range items {
 				op, src := b.op(r, tbb, it, scratch)
 				tbk.Ops = append(tbk.Ops, op)
