@@ -1,0 +1,74 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/msccl-go/msccl-go/compiler"
+	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/ir"
+)
+
+func init() {
+	register("plans", "compile every selection-table row that fits a world size into a plan directory", cmdPlans)
+}
+
+func cmdPlans(args []string, stdout, stderr io.Writer) int {
+	defs := defines{}
+	fs := newFlags("plans", stderr, "plans --select algorithms/selection.yaml -D ranks=8 [-D gpus_per_node=8] --out DIR [--no-verify]")
+	fs.Var(defs, "D", "world description and parameter overrides: -D ranks=8 (required), -D gpus_per_node=4 or -D nodes=2")
+	sel := fs.String("select", "algorithms/selection.yaml", "selection table")
+	out := fs.String("out", "", "directory for the plans (created if missing)")
+	noVerify := fs.Bool("no-verify", false, "skip the CPU executor's proof of each plan")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return exitUsage
+	}
+	if len(pos) != 0 || *out == "" {
+		fs.Usage()
+		return exitUsage
+	}
+	plans, err := compiler.Plans(*sel, defs)
+	if err != nil {
+		return errorf(stderr, "plans", "%v", err)
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return errorf(stderr, "plans", "%v", err)
+	}
+	for _, np := range plans {
+		if !*noVerify {
+			vds := compiler.Verify(np.Plan, np.Source, []int64{64 << 10, 1 << 20}, []cpu.DType{cpu.F32, cpu.BF16})
+			printDiags(stderr, vds)
+			if vds.HasErrors() {
+				return errorf(stderr, "plans", "%s (row at %s:%d) is not correct; no plan written", np.Algorithm, *sel, np.Row.Line)
+			}
+		}
+		data, err := ir.Encode(np.Plan)
+		if err != nil {
+			return errorf(stderr, "plans", "encoding %s: %v", np.Name, err)
+		}
+		path := filepath.Join(*out, np.Name+".json")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			return errorf(stderr, "plans", "%v", err)
+		}
+		fmt.Fprintf(stdout, "%s\t%s\t[%s, %s]\t%s\n", path, np.Plan.Collective, sizeText(np.Plan.MinMessageSize), sizeText(np.Plan.MaxMessageSize), strings.TrimSuffix(filepath.Base(np.Algorithm), ".msccl"))
+	}
+	return exitOK
+}
+
+func sizeText(n uint64) string {
+	switch {
+	case n == ^uint64(0):
+		return "inf"
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprint(n)
+}
