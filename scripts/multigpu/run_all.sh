@@ -30,7 +30,7 @@
 # anywhere (python3 only) over the unpacked files.
 #
 # Environment (defaults in brackets):
-#   OUT [./out-multigpu]  GPU_DIR [.gpu]  NGPU [auto]  RANKS [NGPU, or 8 on 1 GPU]
+#   OUT [/tmp/issue5-out]  GPU_DIR [.gpu]  NGPU [auto]  RANKS [NGPU, or 8 on 1 GPU]
 #   CHECK_DTYPES [f32 f16 bf16]  CHECK_SIZES [1K 1M 256M]
 #   BENCH_DTYPE [f16]  BENCH_B [1K]  BENCH_E [1G]  ITERS [20]  WARMUP [5]
 #   MODES [eager graph]  COLLS [allreduce allgather]
@@ -53,7 +53,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 here=scripts/multigpu
-OUT=${OUT:-$root/out-multigpu}
+OUT=${OUT:-${TMPDIR:-/tmp}/issue5-out}
 mkdir -p "$OUT"
 LOG=$OUT/run_all.log
 SUM=$OUT/summary.md
