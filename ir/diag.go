@@ -2,6 +2,7 @@ package ir
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -108,4 +109,51 @@ func (s *diagSink) errorf(path, format string, args ...any) {
 
 func (s *diagSink) warnf(path, format string, args ...any) {
 	s.ds = append(s.ds, Diagnostic{Severity: SevWarning, Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+// jpath is a JSON path the validator builds only when it reports: a plan
+// of millions of ops must not cost a formatted string per op. Each element
+// is a key (".ops", "gpus") and, when idx >= 0, an index; elements live on
+// the walker's stack and point up to their parent.
+type jpath struct {
+	up  *jpath
+	key string
+	idx int
+}
+
+// at returns the child path p.key[i] (i < 0: no index).
+func (p *jpath) at(key string, i int) jpath { return jpath{up: p, key: key, idx: i} }
+
+func (p *jpath) String() string {
+	if p == nil {
+		return ""
+	}
+	return string(p.appendTo(make([]byte, 0, 64)))
+}
+
+func (p *jpath) appendTo(b []byte) []byte {
+	if p.up != nil {
+		b = p.up.appendTo(b)
+	}
+	b = append(b, p.key...)
+	if p.idx >= 0 {
+		b = append(b, '[')
+		b = strconv.AppendInt(b, int64(p.idx), 10)
+		b = append(b, ']')
+	}
+	return b
+}
+
+// heapPath copies p into one element for a recursive walk (pipeline
+// bodies), whose paths escape analysis cannot keep on the stack: the
+// copy, not p, then escapes, so the flat walk over ops stays free.
+func heapPath(p *jpath) *jpath { return &jpath{key: p.String(), idx: -1} }
+
+// errorp reports an error at p followed by the static suffix sub.
+func (s *diagSink) errorp(p *jpath, sub, format string, args ...any) {
+	s.ds = append(s.ds, Diagnostic{Severity: SevError, Path: p.String() + sub, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (s *diagSink) warnp(p *jpath, sub, format string, args ...any) {
+	s.ds = append(s.ds, Diagnostic{Severity: SevWarning, Path: p.String() + sub, Msg: fmt.Sprintf(format, args...)})
 }

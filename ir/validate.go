@@ -16,10 +16,18 @@ func Validate(p *Plan) Diagnostics {
 	if p == nil {
 		return Diagnostics{{Severity: SevError, Msg: "no plan"}}
 	}
-	v := &validator{p: p, flat: make([][numChanTypes][]FlatChannel, len(p.GPUs))}
+	v := &validator{p: p, flat: make([][numChanTypes][]FlatChannel, len(p.GPUs)), byPeer: make([][numChanTypes]map[int][]int, len(p.GPUs))}
 	for r := range p.GPUs {
 		for t := ChanMemory; t < numChanTypes; t++ {
 			v.flat[r][t] = p.GPUs[r].FlatChannels(t)
+			if t == ChanSwitch {
+				continue
+			}
+			m := map[int][]int{}
+			for j, fc := range v.flat[r][t] {
+				m[fc.Peer] = append(m[fc.Peer], j)
+			}
+			v.byPeer[r][t] = m
 		}
 	}
 	v.plan()
@@ -36,6 +44,10 @@ type validator struct {
 	diagSink
 	p    *Plan
 	flat [][numChanTypes][]FlatChannel // per rank, per channel type
+	// byPeer[r][t][q] lists, in order, the indices into flat[r][t] of the
+	// channels to rank q: the nth pairs with q's nth back. Partner lookups
+	// and counts are then O(1) however many channels a rank has.
+	byPeer [][numChanTypes]map[int][]int
 	use  []usage                       // per rank
 }
 
@@ -199,11 +211,11 @@ func (v *validator) pairing(r int) {
 			if fc.Peer < 0 || fc.Peer >= n || fc.Peer == r {
 				continue
 			}
-			back := countTo(v.flat[fc.Peer][t], r)
+			back := len(v.byPeer[fc.Peer][t][r])
 			// Warn once per peer, at the first channel without a partner.
 			if fc.Nth == back {
 				v.warnf(v.flatPath(r, mine[i]), "rank %d has %s to rank %d but rank %d has %d back; upstream pads rank %d with unpaired channels, and no signal or wait may use the extra ones",
-					r, count(countTo(mine, fc.Peer), t.String()+" channel"), fc.Peer, fc.Peer, back, fc.Peer)
+					r, count(len(v.byPeer[r][t][fc.Peer]), t.String()+" channel"), fc.Peer, fc.Peer, back, fc.Peer)
 			}
 		}
 	}
@@ -254,7 +266,7 @@ func (v *validator) remoteBuffers(r int, path string) {
 				v.errorf(ap, "access channel type %s listed twice", t)
 				continue
 			}
-			if rankOK && countTo(v.flat[r][t], rb.Rank) == 0 && countTo(v.flat[rb.Rank][t], r) == 0 {
+			if rankOK && len(v.byPeer[r][t][rb.Rank]) == 0 && len(v.byPeer[rb.Rank][t][r]) == 0 {
 				v.errorf(ap, "no %s channel connects rank %d and rank %d, so the buffer cannot be reached over one", t, r, rb.Rank)
 			}
 		}

@@ -12,37 +12,37 @@ func signals(c OpCode) bool {
 	return false
 }
 
-func (v *validator) opChannels(c *blockCtx, op *Op, path string) {
+func (v *validator) opChannels(c *blockCtx, op *Op, path *jpath) {
 	in := op.Info()
 	t := op.ChannelType
 	if in.Chans == MaskNone {
 		if t != ChanNone {
-			v.warnf(path+".channel_type", "%s takes no channel; channel_type is ignored", in.Name)
+			v.warnp(path, ".channel_type", "%s takes no channel; channel_type is ignored", in.Name)
 		}
 		if len(op.ChannelIDs) > 0 {
-			v.warnf(path+".channel_ids", "%s takes no channel; channel_ids is ignored", in.Name)
+			v.warnp(path, ".channel_ids", "%s takes no channel; channel_ids is ignored", in.Name)
 		}
 		return
 	}
 	if t == ChanNone {
-		v.errorf(path, "%s needs a channel_type (%s)", in.Name, maskNames(in.Chans))
+		v.errorp(path, "", "%s needs a channel_type (%s)", in.Name, maskNames(in.Chans))
 		return
 	}
 	if t > ChanSwitch || !in.Chans.Has(t) {
-		v.errorf(path+".channel_type", "%s cannot use %s channels (want %s)", in.Name, t, maskNames(in.Chans))
+		v.errorp(path, ".channel_type", "%s cannot use %s channels (want %s)", in.Name, t, maskNames(in.Chans))
 		return
 	}
 	if in.ChannelIDs.Has(t) && len(op.ChannelIDs) == 0 {
-		v.errorf(path, "%s over %s channels needs channel_ids", in.Name, t)
+		v.errorp(path, "", "%s over %s channels needs channel_ids", in.Name, t)
 	}
 	if len(op.ChannelIDs) > MaxChannelsPerOp {
-		v.errorf(path+".channel_ids", "%s names %d channels; the upstream executor holds at most %d per op", in.Name, len(op.ChannelIDs), MaxChannelsPerOp)
+		v.errorp(path, ".channel_ids", "%s names %d channels; the upstream executor holds at most %d per op", in.Name, len(op.ChannelIDs), MaxChannelsPerOp)
 	}
 	tbl := c.chans[t]
 	for j, id := range op.ChannelIDs {
-		jp := fmt.Sprintf("%s.channel_ids[%d]", path, j)
+		jp := path.at(".channel_ids", j)
 		if id < 0 || id >= len(tbl) {
-			v.errorf(jp, "%s channel %d out of range, the block's %s channel table has %s", t, id, t, count(len(tbl), "entry"))
+			v.errorp(&jp, "", "%s channel %d out of range, the block's %s channel table has %s", t, id, t, count(len(tbl), "entry"))
 			continue
 		}
 		gi := tbl[id]
@@ -55,9 +55,9 @@ func (v *validator) opChannels(c *blockCtx, op *Op, path string) {
 		}
 		peer, pj, ok := v.partner(c.r, t, gi)
 		if ok {
-			v.syncPartner(c, op, jp, id, gi, peer, pj)
+			v.syncPartner(c, op, &jp, id, gi, peer, pj)
 		} else {
-			v.errorf(jp, "%s uses %s channel %d (gpu channel %d, to rank %d), which has no partner: rank %d has only %s to rank %d, so nothing there answers it",
+			v.errorp(&jp, "", "%s uses %s channel %d (gpu channel %d, to rank %d), which has no partner: rank %d has only %s to rank %d, so nothing there answers it",
 				in.Name, t, id, gi, fc.Peer, fc.Peer, count(countTo(v.flat[fc.Peer][t], c.r), t.String()+" channel"), c.r)
 		}
 	}
@@ -99,61 +99,67 @@ func maskKinds(m RefMask) string {
 }
 
 // refs checks one operand list of op against its table entry.
-func (v *validator) refs(c *blockCtx, op *Op, path, key string, refs []BufRef, spec Operand, packet func(int) bool) {
+func (v *validator) refs(c *blockCtx, op *Op, path *jpath, key string, refs []BufRef, spec Operand, packet func(int) bool) {
 	in := op.Info()
-	lp := path + "." + key
+	dotKey := ".src_buff"
+	if key == "dst_buff" {
+		dotKey = ".dst_buff"
+	}
+	lp := path.at(dotKey, -1)
 	switch n := len(refs); {
 	case n > MaxRefsPerOp:
-		v.errorf(lp, "%s has %d %s refs; the upstream executor holds at most %d per op", in.Name, n, key, MaxRefsPerOp)
+		v.errorp(&lp, "", "%s has %d %s refs; the upstream executor holds at most %d per op", in.Name, n, key, MaxRefsPerOp)
 	case n > spec.Max && spec.Max == 0:
-		v.errorf(lp, "%s takes no %s", in.Name, key)
+		v.errorp(&lp, "", "%s takes no %s", in.Name, key)
 	case n > spec.Max:
-		v.errorf(lp, "%s takes at most %d %s refs, got %d", in.Name, spec.Max, key, n)
+		v.errorp(&lp, "", "%s takes at most %d %s refs, got %d", in.Name, spec.Max, key, n)
 	case n < spec.Min && n == 0:
-		v.errorf(path, "%s needs %s", in.Name, key)
+		v.errorp(path, "", "%s needs %s", in.Name, key)
 	case n < spec.Min:
-		v.errorf(lp, "%s needs at least %d %s refs, got %d", in.Name, spec.Min, key, n)
+		v.errorp(&lp, "", "%s needs at least %d %s refs, got %d", in.Name, spec.Min, key, n)
 	}
 	for k := range refs {
 		ref := &refs[k]
-		rp := fmt.Sprintf("%s[%d]", lp, k)
+		rp := lp.at("", k)
 		mask := spec.Kinds(k)
 		if mask != 0 && !mask.Has(ref.Kind) {
-			v.errorf(rp, "%s %s[%d] must be %s, got %s", in.Name, key, k, maskKinds(mask), refKindName(ref.Kind))
+			v.errorp(&rp, "", "%s %s[%d] must be %s, got %s", in.Name, key, k, maskKinds(mask), refKindName(ref.Kind))
 			continue
 		}
-		v.ref(c, op, rp, ref, packet(k))
+		v.ref(c, op, &rp, ref, packet(k))
 	}
 }
 
 // ref checks that one reference names an existing buffer and stays inside it.
-func (v *validator) ref(c *blockCtx, op *Op, rp string, ref *BufRef, packet bool) {
+func (v *validator) ref(c *blockCtx, op *Op, rp *jpath, ref *BufRef, packet bool) {
 	in := op.Info()
 	var (
-		n    int    // chunks in the referenced buffer
-		what string // how messages name it
-		bt   BufferType
+		n  int // chunks in the referenced buffer
+		bt BufferType
+		// How messages name the buffer: this rank's (whose < 0), rank
+		// whose's, or switch channel sw's; spelled only when reported.
+		whose, sw = -1, -1
 	)
 	switch ref.Kind {
 	case RefLocal:
 		bt = ref.Type
 		if bt < BufInput || bt > BufScratch {
-			v.errorf(rp+".type", "buffer type must be \"i\", \"o\" or \"s\"")
+			v.errorp(rp, ".type", "buffer type must be \"i\", \"o\" or \"s\"")
 			return
 		}
-		n, what = v.p.chunks(c.g, bt), bt.Long()
+		n = v.p.chunks(c.g, bt)
 		if packet && bt != BufScratch {
-			v.errorf(rp+".type", "%s packets live in scratch (sized twice its payload for the flags), not in %s", in.Name, bt.Long())
+			v.errorp(rp, ".type", "%s packets live in scratch (sized twice its payload for the flags), not in %s", in.Name, bt.Long())
 		}
 	case RefRemote:
 		t := op.ChannelType
 		if t != ChanMemory && t != ChanPort {
-			v.errorf(rp+".buffer_id", "remote buffer refs need a memory or port channel_type")
+			v.errorp(rp, ".buffer_id", "remote buffer refs need a memory or port channel_type")
 			return
 		}
 		tbl := c.remote[t]
 		if ref.BufferID < 0 || ref.BufferID >= len(tbl) {
-			v.errorf(rp+".buffer_id", "remote buffer %d out of range, the block's %s remote buffer table has %s", ref.BufferID, t, count(len(tbl), "entry"))
+			v.errorp(rp, ".buffer_id", "remote buffer %d out of range, the block's %s remote buffer table has %s", ref.BufferID, t, count(len(tbl), "entry"))
 			return
 		}
 		gi := tbl[ref.BufferID]
@@ -165,14 +171,14 @@ func (v *validator) ref(c *blockCtx, op *Op, rp string, ref *BufRef, packet bool
 			return // reported at remote_buffers
 		}
 		bt = rb.Type
-		n, what = v.p.chunks(&v.p.GPUs[rb.Rank], bt), fmt.Sprintf("rank %d's %s", rb.Rank, bt.Long())
+		n, whose = v.p.chunks(&v.p.GPUs[rb.Rank], bt), rb.Rank
 		if packet && bt != BufScratch {
-			v.errorf(rp+".buffer_id", "%s writes packets into the peer's scratch; remote buffer %d is rank %d's %s", in.Name, ref.BufferID, rb.Rank, bt.Long())
+			v.errorp(rp, ".buffer_id", "%s writes packets into the peer's scratch; remote buffer %d is rank %d's %s", in.Name, ref.BufferID, rb.Rank, bt.Long())
 		}
 	case RefSwitch:
 		tbl := c.chans[ChanSwitch]
 		if ref.SwitchID < 0 || ref.SwitchID >= len(tbl) {
-			v.errorf(rp+".switch_channel_id", "switch channel %d out of range, the block's switch channel table has %s", ref.SwitchID, count(len(tbl), "entry"))
+			v.errorp(rp, ".switch_channel_id", "switch channel %d out of range, the block's switch channel table has %s", ref.SwitchID, count(len(tbl), "entry"))
 			return
 		}
 		gi := tbl[ref.SwitchID]
@@ -183,35 +189,44 @@ func (v *validator) ref(c *blockCtx, op *Op, rp string, ref *BufRef, packet bool
 		if bt < BufInput || bt > BufScratch {
 			return
 		}
-		n, what = v.p.chunks(c.g, bt), fmt.Sprintf("the %s buffer of switch channel %d", bt.Long(), gi)
+		n, sw = v.p.chunks(c.g, bt), gi
 	default:
-		v.errorf(rp, "invalid buffer reference kind %d", ref.Kind)
+		v.errorp(rp, "", "invalid buffer reference kind %d", ref.Kind)
 		return
+	}
+	what := func() string {
+		switch {
+		case whose >= 0:
+			return fmt.Sprintf("rank %d's %s", whose, bt.Long())
+		case sw >= 0:
+			return fmt.Sprintf("the %s buffer of switch channel %d", bt.Long(), sw)
+		}
+		return bt.Long()
 	}
 	switch {
 	case ref.Index < 0:
-		v.errorf(rp+".index", "index must not be negative, got %d", ref.Index)
+		v.errorp(rp, ".index", "index must not be negative, got %d", ref.Index)
 	case ref.Size < 1:
-		v.errorf(rp+".size", "size must be at least 1 chunk, got %d", ref.Size)
+		v.errorp(rp, ".size", "size must be at least 1 chunk, got %d", ref.Size)
 	case n == 0:
-		v.errorf(rp, "%s has no chunks", what)
+		v.errorp(rp, "", "%s has no chunks", what())
 	case ref.Index >= n:
-		v.errorf(rp+".index", "chunk %d out of range, %s has %s", ref.Index, what, count(n, "chunk"))
+		v.errorp(rp, ".index", "chunk %d out of range, %s has %s", ref.Index, what(), count(n, "chunk"))
 	case ref.Size > n-ref.Index:
-		v.errorf(rp+".size", "chunks %d..%d out of range, %s has %s", ref.Index, ref.Index+ref.Size-1, what, count(n, "chunk"))
+		v.errorp(rp, ".size", "chunks %d..%d out of range, %s has %s", ref.Index, ref.Index+ref.Size-1, what(), count(n, "chunk"))
 	}
 }
 
 // portPeers checks port-channel ops that name one channel per remote
 // destination: channel_ids[k] carries dst_buff[k], so there must be one
 // channel per destination and it must lead to the rank owning the buffer.
-func (v *validator) portPeers(c *blockCtx, op *Op, path string) {
+func (v *validator) portPeers(c *blockCtx, op *Op, path *jpath) {
 	in := op.Info()
 	if op.ChannelType != ChanPort || !in.ChannelIDs.Has(ChanPort) || !in.Dst.First.Has(RefRemote) {
 		return
 	}
 	if len(op.ChannelIDs) != len(op.Dst) {
-		v.errorf(path+".channel_ids", "%s over port channels sends dst_buff[k] through channel_ids[k], but has %d channel_ids and %d dst_buff refs", in.Name, len(op.ChannelIDs), len(op.Dst))
+		v.errorp(path, ".channel_ids", "%s over port channels sends dst_buff[k] through channel_ids[k], but has %d channel_ids and %d dst_buff refs", in.Name, len(op.ChannelIDs), len(op.Dst))
 		return
 	}
 	for k := range op.Dst {
@@ -225,7 +240,8 @@ func (v *validator) portPeers(c *blockCtx, op *Op, path string) {
 		}
 		peer, owner := v.flat[c.r][ChanPort][gi].Peer, c.g.RemoteBuffers[bi].Rank
 		if peer != owner {
-			v.errorf(fmt.Sprintf("%s.channel_ids[%d]", path, k), "port channel %d leads to rank %d, but dst_buff[%d] is in rank %d's memory", id, peer, k, owner)
+			jp := path.at(".channel_ids", k)
+			v.errorp(&jp, "", "port channel %d leads to rank %d, but dst_buff[%d] is in rank %d's memory", id, peer, k, owner)
 		}
 	}
 }

@@ -1,13 +1,11 @@
 package ir
 
-import "fmt"
-
 // usage records, per rank, which GPU channels some op signals on, and
 // which blocks take part in each barrier. The wait and barrier checks need
 // the whole rank (and its peers) at hand, so Validate gathers it first.
 type usage struct {
-	signaled [numChanTypes]map[int]bool // GPU channel index → some op signals it
-	waited   [numChanTypes]map[int]bool
+	signaled [numChanTypes][]bool // by GPU channel index: some op signals it
+	waited   [numChanTypes][]bool
 	barriers map[int]*barrierUse
 }
 
@@ -22,7 +20,7 @@ func (v *validator) gatherUsage() {
 	for r := range v.p.GPUs {
 		u := &v.use[r]
 		for t := range u.signaled {
-			u.signaled[t], u.waited[t] = map[int]bool{}, map[int]bool{}
+			u.signaled[t], u.waited[t] = make([]bool, len(v.flat[r][t])), make([]bool, len(v.flat[r][t]))
 		}
 		u.barriers = map[int]*barrierUse{}
 		g := &v.p.GPUs[r]
@@ -32,30 +30,35 @@ func (v *validator) gatherUsage() {
 			for ct := ChanMemory; ct < numChanTypes; ct++ {
 				tables[ct] = tb.ChannelTable(ct)
 			}
-			var walk func(ops []Op, path string)
-			walk = func(ops []Op, path string) {
-				for i := range ops {
-					op := &ops[i]
-					// Paths are only needed for barriers and bodies; building
-					// one per op would dominate the cost of this pass.
-					opPath := ""
-					if op.Code == OpBarrier || len(op.Ops) > 0 {
-						opPath = fmt.Sprintf("%s.ops[%d]", path, i)
-					}
-					v.noteUse(u, r, t, op, opPath, &tables)
-					walk(op.Ops, opPath)
+			gp := jpath{key: "gpus", idx: r}
+			tp := gp.at(".threadblocks", t)
+			for i := range tb.Ops {
+				op := &tb.Ops[i]
+				opPath := tp.at(".ops", i)
+				v.noteUse(u, r, t, op, &opPath, &tables)
+				if len(op.Ops) > 0 {
+					v.noteBody(u, r, t, op.Ops, heapPath(&opPath), &tables)
 				}
 			}
-			walk(tb.Ops, fmt.Sprintf("gpus[%d].threadblocks[%d]", r, t))
 		}
 	}
 }
 
-func (v *validator) noteUse(u *usage, r, t int, op *Op, path string, tables *[numChanTypes][]int) {
+func (v *validator) noteBody(u *usage, r, t int, ops []Op, path *jpath, tables *[numChanTypes][]int) {
+	for i := range ops {
+		opPath := &jpath{up: path, key: ".ops", idx: i}
+		v.noteUse(u, r, t, &ops[i], opPath, tables)
+		if len(ops[i].Ops) > 0 {
+			v.noteBody(u, r, t, ops[i].Ops, opPath, tables)
+		}
+	}
+}
+
+func (v *validator) noteUse(u *usage, r, t int, op *Op, path *jpath, tables *[numChanTypes][]int) {
 	if op.Code == OpBarrier {
 		b := u.barriers[op.BarrierID]
 		if b == nil {
-			b = &barrierUse{blocks: map[int]bool{}, num: op.NumTBs, firstUse: path}
+			b = &barrierUse{blocks: map[int]bool{}, num: op.NumTBs, firstUse: path.String()}
 			u.barriers[op.BarrierID] = b
 		}
 		b.blocks[t] = true
@@ -64,7 +67,7 @@ func (v *validator) noteUse(u *usage, r, t int, op *Op, path string, tables *[nu
 	if ct != ChanMemory && ct != ChanPort {
 		return
 	}
-	var m map[int]bool
+	var m []bool
 	switch op.Code {
 	case OpSignal, OpRlxSignal, OpPws, OpPwsf:
 		m = u.signaled[ct]
@@ -86,10 +89,8 @@ func (v *validator) partner(r int, t ChannelType, gi int) (peer, peerIdx int, ok
 	if fc.Peer < 0 || fc.Peer >= len(v.p.GPUs) || fc.Peer == r {
 		return 0, 0, false
 	}
-	for j, pc := range v.flat[fc.Peer][t] {
-		if pc.Peer == r && pc.Nth == fc.Nth {
-			return fc.Peer, j, true
-		}
+	if back := v.byPeer[fc.Peer][t][r]; fc.Nth < len(back) {
+		return fc.Peer, back[fc.Nth], true
 	}
 	return 0, 0, false
 }
@@ -97,17 +98,17 @@ func (v *validator) partner(r int, t ChannelType, gi int) (peer, peerIdx int, ok
 // syncPartner checks the far end of a signal or wait whose channel has a
 // partner: a wait that nothing on the peer signals can never return; a
 // signal that nothing on the peer waits for is left unconsumed.
-func (v *validator) syncPartner(c *blockCtx, op *Op, jp string, id, gi, peer, pj int) {
+func (v *validator) syncPartner(c *blockCtx, op *Op, jp *jpath, id, gi, peer, pj int) {
 	t := op.ChannelType
 	switch op.Code {
 	case OpWait, OpRlxWait:
 		if !v.use[peer].signaled[t][pj] {
-			v.errorf(jp, "%s on %s channel %d (gpu channel %d, to rank %d) can never return: no op of rank %d signals its partner, gpu channel %d",
+			v.errorp(jp, "", "%s on %s channel %d (gpu channel %d, to rank %d) can never return: no op of rank %d signals its partner, gpu channel %d",
 				op.Code, t, id, gi, peer, peer, pj)
 		}
 	case OpSignal, OpRlxSignal, OpPws, OpPwsf:
 		if !v.use[peer].waited[t][pj] {
-			v.warnf(jp, "%s on %s channel %d (gpu channel %d, to rank %d) is never consumed: no op of rank %d waits on its partner, gpu channel %d",
+			v.warnp(jp, "", "%s on %s channel %d (gpu channel %d, to rank %d) is never consumed: no op of rank %d waits on its partner, gpu channel %d",
 				op.Code, t, id, gi, peer, peer, pj)
 		}
 	}
@@ -115,11 +116,12 @@ func (v *validator) syncPartner(c *blockCtx, op *Op, jp string, id, gi, peer, pj
 
 // barrier checks that a barrier can complete: every use of one barrier
 // id on a rank agrees on the block count, and that many blocks use it.
-func (v *validator) barrier(c *blockCtx, op *Op, path string) {
+func (v *validator) barrier(c *blockCtx, op *Op, jp *jpath) {
 	b := v.use[c.r].barriers[op.BarrierID]
 	if b == nil || op.NumTBs < 1 || op.NumTBs > len(c.g.ThreadBlocks) {
 		return
 	}
+	path := jp.String()
 	switch {
 	case op.NumTBs != b.num:
 		v.errorf(path+".num_threadblocks", "barrier %d is used with num_threadblocks %d here but %d at %s", op.BarrierID, op.NumTBs, b.num, b.firstUse)

@@ -2,6 +2,7 @@ package ir
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -24,12 +25,12 @@ func (v *validator) tbgGroups(r int) {
 	var order []string
 	for t := range g.ThreadBlocks {
 		tb := &g.ThreadBlocks[t]
-		var walk func(ops []Op, path string)
-		walk = func(ops []Op, path string) {
+		var walk func(ops []Op, path *jpath)
+		walk = func(ops []Op, path *jpath) {
 			for i := range ops {
 				op := &ops[i]
 				if len(op.Ops) > 0 {
-					walk(op.Ops, fmt.Sprintf("%s.ops[%d]", path, i))
+					walk(op.Ops, &jpath{up: heapPath(path), key: ".ops", idx: i})
 				}
 				if op.TBG == nil || !op.Info().TBG || op.TBG.TBGSize < 2 || op.TBG.TBGSize > 1024 || op.TBG.TBID < 0 || op.TBG.TBID >= op.TBG.TBGSize {
 					continue // size 1 is the whole range; bad ids are reported at the op
@@ -37,14 +38,15 @@ func (v *validator) tbgGroups(r int) {
 				key := tbgKey(g, tb, op)
 				gr := groups[key]
 				if gr == nil {
-					gr = &group{first: fmt.Sprintf("%s.ops[%d]", path, i), size: op.TBG.TBGSize, name: op.Code.String(), count: make([]int, op.TBG.TBGSize)}
+					first := path.at(".ops", i)
+					gr = &group{first: first.String(), size: op.TBG.TBGSize, name: op.Code.String(), count: make([]int, op.TBG.TBGSize)}
 					groups[key] = gr
 					order = append(order, key)
 				}
 				gr.count[op.TBG.TBID]++
 			}
 		}
-		walk(tb.Ops, fmt.Sprintf("gpus[%d].threadblocks[%d]", r, t))
+		walk(tb.Ops, &jpath{key: "gpus[" + strconv.Itoa(r) + "].threadblocks", idx: t})
 	}
 	for _, key := range order {
 		gr := groups[key]
