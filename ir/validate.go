@@ -48,7 +48,7 @@ type validator struct {
 	// channels to rank q: the nth pairs with q's nth back. Partner lookups
 	// and counts are then O(1) however many channels a rank has.
 	byPeer [][numChanTypes]map[int][]int
-	use  []usage                       // per rank
+	use    []usage // per rank
 }
 
 func (v *validator) plan() {
