@@ -14,7 +14,7 @@ import (
 // channel from A to B pair with the k-th from B to A.
 func buildPlan(st *state) {
 	h := &st.hdr
-	b := &planBuilder{st: st, flat: map[chanPair][2]int{}}
+	b := &planBuilder{st: st, flat: map[chanPair][2]int{}, ints: &intSlab{}, refs: &refSlab{}}
 	b.collectExplicitPairs()
 	b.layoutChannels()
 	p := &ir.Plan{Name: h.name, Collective: h.collective, Protocol: h.protocol, InPlace: h.inplace, ReuseResources: h.reuse,
@@ -25,6 +25,7 @@ func buildPlan(st *state) {
 	}
 	sm := &SourceMap{ops: make([][][]opSource, h.ranks), head: h.pos}
 	scratch := make([]int, h.ranks)
+	var buf []item
 	for r := range p.GPUs {
 		g := &p.GPUs[r]
 		g.ID, g.InputChunks, g.OutputChunks = r, h.inChunks, h.outChunks
@@ -34,17 +35,18 @@ func buildPlan(st *state) {
 			}
 		}
 		rb := &rankBuild{g: g, remote: map[[2]int]int{}, sems: map[semPair]int{}}
-		sm.ops[r] = make([][]opSource, len(st.items[r]))
-		g.ThreadBlocks = make([]ir.ThreadBlock, 0, len(st.items[r]))
-		for tb, items := range st.items[r] {
-			tbb := &tbBuild{rb: rb, chans: map[int]int{}, remote: map[[2]int]int{}}
-			tbk := ir.ThreadBlock{ID: tb, Ops: make([]ir.Op, 0, len(items))}
-			sm.ops[r][tb] = make([]opSource, 0, len(items))
-			for _, it := range items {
-				op, src := b.op(r, tbb, it, scratch)
-				tbk.Ops = append(tbk.Ops, op)
-				sm.ops[r][tb] = append(sm.ops[r][tb], src)
+		sm.ops[r] = make([][]opSource, len(st.blocks[r]))
+		g.ThreadBlocks = make([]ir.ThreadBlock, 0, len(st.blocks[r]))
+		for tb := range st.blocks[r] {
+			items := st.blockItems(r, tb, buf)
+			buf = items
+			tbb := &tbBuild{rb: rb}
+			tbk := ir.ThreadBlock{ID: tb, Ops: make([]ir.Op, len(items))}
+			srcs := make([]opSource, len(items))
+			for i, it := range items {
+				srcs[i] = b.op(&tbk.Ops[i], r, tbb, it, scratch)
 			}
+			sm.ops[r][tb] = srcs
 			for _, t := range []ir.ChannelType{ir.ChanMemory, ir.ChanPort} {
 				if ids := tbb.chanIDs[t]; len(ids) > 0 {
 					tbk.Channels = append(tbk.Channels, ir.TBChannel{Type: t, ChannelIDs: ids})
@@ -69,6 +71,34 @@ type planBuilder struct {
 	st    *state
 	peers [][3][]int          // [rank][type] connected_to
 	flat  map[chanPair][2]int // pair -> flat index on (rankA, rankB) side
+	ints  *intSlab
+	refs  *refSlab
+}
+
+// intSlab and refSlab hand out the small id and operand lists of plan
+// ops from shared arrays: one allocation per few thousand ops instead of
+// one per op. Each list is capped at its length, so an append to it (as
+// fuse-sync does) copies rather than runs into its neighbour.
+type intSlab struct{ buf []int }
+
+func (s *intSlab) take(n int) []int {
+	if len(s.buf)+n > cap(s.buf) {
+		s.buf = make([]int, 0, max(4096, n))
+	}
+	l := len(s.buf)
+	s.buf = s.buf[:l+n]
+	return s.buf[l : l+n : l+n]
+}
+
+type refSlab struct{ buf []ir.BufRef }
+
+func (s *refSlab) take(n int) []ir.BufRef {
+	if len(s.buf)+n > cap(s.buf) {
+		s.buf = make([]ir.BufRef, 0, max(2048, n))
+	}
+	l := len(s.buf)
+	s.buf = s.buf[:l+n]
+	return s.buf[l : l+n : l+n]
 }
 
 type rankBuild struct {
@@ -78,11 +108,12 @@ type rankBuild struct {
 	nsem   int
 }
 
+// tbBuild is one block's channel and remote buffer tables: local id k of
+// type t names chanIDs[t][k] (remoteIDs[t][k]). Blocks hold a handful
+// of each, so a scan beats a map.
 type tbBuild struct {
 	rb        *rankBuild
-	chans     map[int]int // type<<24|flat -> local id
 	chanIDs   [4][]int
-	remote    map[[2]int]int // type, gpu remote index -> local id
 	remoteIDs [4][]int
 }
 
@@ -179,14 +210,13 @@ func (b *planBuilder) chanID(r int, tbb *tbBuild, k chanPair) int {
 	if k.rankB == r {
 		idx = f[1]
 	}
-	key := int(k.typ)<<24 | idx
-	if id, ok := tbb.chans[key]; ok {
-		return id
+	for id, x := range tbb.chanIDs[k.typ] {
+		if x == idx {
+			return id
+		}
 	}
-	id := len(tbb.chanIDs[k.typ])
-	tbb.chans[key] = id
 	tbb.chanIDs[k.typ] = append(tbb.chanIDs[k.typ], idx)
-	return id
+	return len(tbb.chanIDs[k.typ]) - 1
 }
 
 func (b *planBuilder) remoteID(tbb *tbBuild, t ir.ChannelType, rank int, buf ir.BufferType) int {
@@ -206,21 +236,20 @@ func (b *planBuilder) remoteID(tbb *tbBuild, t ir.ChannelType, rank int, buf ir.
 	if !has {
 		gb.AccessChannelTypes = append(gb.AccessChannelTypes, t)
 	}
-	lk := [2]int{int(t), gi}
-	if id, ok := tbb.remote[lk]; ok {
-		return id
+	for id, x := range tbb.remoteIDs[t] {
+		if x == gi {
+			return id
+		}
 	}
-	id := len(tbb.remoteIDs[t])
-	tbb.remote[lk] = id
 	tbb.remoteIDs[t] = append(tbb.remoteIDs[t], gi)
-	return id
+	return len(tbb.remoteIDs[t]) - 1
 }
 
-func (b *planBuilder) refs(r int, tbb *tbBuild, a *action, refs []aref, scratch []int) []ir.BufRef {
+func (b *planBuilder) bufRefs(r int, tbb *tbBuild, a *action, refs []aref, scratch []int) []ir.BufRef {
 	if len(refs) == 0 {
 		return nil
 	}
-	out := make([]ir.BufRef, len(refs))
+	out := b.refs.take(len(refs))
 	for i, x := range refs {
 		if x.buf == ir.BufScratch {
 			scratch[x.rank] = max(scratch[x.rank], x.idx+x.size)
@@ -237,11 +266,13 @@ func (b *planBuilder) refs(r int, tbb *tbBuild, a *action, refs []aref, scratch 
 var itemCodes = [...]ir.OpCode{itemNop: ir.OpNop, itemSignal: ir.OpSignal, itemWait: ir.OpWait, itemRlxSignal: ir.OpRlxSignal,
 	itemRlxWait: ir.OpRlxWait, itemSemRelease: ir.OpSemRelease, itemSemAcquire: ir.OpSemAcquire, itemFlush: ir.OpFlush}
 
-func (b *planBuilder) op(r int, tbb *tbBuild, it item, scratch []int) (ir.Op, opSource) {
+// op writes item it as *op (which is zero) and returns its source.
+func (b *planBuilder) op(op *ir.Op, r int, tbb *tbBuild, it item, scratch []int) opSource {
 	src := opSource{pos: it.pos}
 	switch it.kind {
 	case itemAct:
-		return b.actOp(r, tbb, it.act, scratch, &src), src
+		*op = b.actOp(r, tbb, it.act, scratch, &src)
+		return src
 	case itemSemRelease, itemSemAcquire:
 		id, ok := tbb.rb.sems[it.sem]
 		if !ok {
@@ -249,18 +280,24 @@ func (b *planBuilder) op(r int, tbb *tbBuild, it item, scratch []int) (ir.Op, op
 			tbb.rb.nsem++
 			tbb.rb.sems[it.sem] = id
 		}
-		return ir.Op{Code: itemCodes[it.kind], SemaphoreIDs: []int{id}}, src
+		op.Code, op.SemaphoreIDs = itemCodes[it.kind], b.ints.take(1)
+		op.SemaphoreIDs[0] = id
+		return src
 	case itemNop:
-		return ir.Op{Code: ir.OpNop}, src
+		op.Code = ir.OpNop
+		return src
 	}
+	op.Code = itemCodes[it.kind]
 	if it.pairs == nil {
-		return ir.Op{Code: itemCodes[it.kind], ChannelType: it.pair.typ, ChannelIDs: []int{b.chanID(r, tbb, it.pair)}}, src
+		op.ChannelType, op.ChannelIDs = it.pair.typ, b.ints.take(1)
+		op.ChannelIDs[0] = b.chanID(r, tbb, it.pair)
+		return src
 	}
-	op := ir.Op{Code: itemCodes[it.kind], ChannelType: it.pairs[0].typ}
+	op.ChannelType = it.pairs[0].typ
 	for _, k := range it.pairs {
 		op.ChannelIDs = append(op.ChannelIDs, b.chanID(r, tbb, k))
 	}
-	return op, src
+	return src
 }
 
 func (b *planBuilder) actOp(r int, tbb *tbBuild, a *action, scratch []int, src *opSource) ir.Op {
@@ -269,8 +306,8 @@ func (b *planBuilder) actOp(r int, tbb *tbBuild, a *action, scratch []int, src *
 	if info.Chans != ir.MaskNone {
 		op.ChannelType = a.chType
 	}
-	op.Src = b.refs(r, tbb, a, a.src, scratch)
-	op.Dst = b.refs(r, tbb, a, a.dst, scratch)
+	op.Src = b.bufRefs(r, tbb, a, a.src, scratch)
+	op.Dst = b.bufRefs(r, tbb, a, a.dst, scratch)
 	if info.ChannelIDs.Has(a.chType) {
 		for _, k := range a.chans {
 			op.ChannelIDs = append(op.ChannelIDs, b.chanID(r, tbb, k))

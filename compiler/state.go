@@ -22,8 +22,11 @@ type state struct {
 	explicit bool
 	blocks   [][]*block // [rank][tb]; tb ids are dense after assign-tbs
 
-	// items is sync's output: each block's final op list, ids unresolved.
+	// items is sync's output for a channel-level program: each block's
+	// final op list, ids unresolved. For a chunk-level one, sync keeps its
+	// syncer and lays blocks out on demand (blockItems).
 	items [][][]item
+	sync  *syncer
 	// pairs are the channels sync asked for, beyond those data ops need.
 	pairs map[chanPair]bool
 
@@ -209,4 +212,12 @@ func (st *state) errorf(r dsl.Range, detail, format string, args ...any) {
 		}
 	}
 	st.diags = append(st.diags, d)
+}
+
+// blockItems returns the op list of block tb of rank r, reusing buf.
+func (st *state) blockItems(r, tb int, buf []item) []item {
+	if st.sync != nil {
+		return st.sync.layoutBlock(r, tb, buf[:0])
+	}
+	return st.items[r][tb]
 }

@@ -159,89 +159,100 @@ func (s *syncer) dataPairs(seq int32, a *action) {
 	}
 }
 
-// materialize lays out every block: start signals, then per action its
-// waits, a nop, the op, then flushes, a nop and its signals; at the end
-// the remaining flushes and the waits that serve the host.
+// materialize settles the channels of every data op, in block order (the
+// first op to reach a peer creates its channel), and leaves the layout of
+// each block's op list to layoutBlock, which buildPlan calls block by
+// block: a plan of millions of ops never holds them all as items too.
 func (s *syncer) materialize() {
 	st := s.st
 	n := int32(st.hdr.ranks)
-	st.items = make([][][]item, st.hdr.ranks)
 	st.pairs = s.pairs
+	st.sync = s
 	for r, row := range st.blocks {
-		st.items[r] = make([][]item, len(row))
-		for tb, blk := range row {
-			g := s.gid[r][tb]
-			var out []item
-			out = append(out, s.start[g]...)
-			out = append(out, s.startWait[g]...)
-			if len(s.startWait[g]) > 0 && len(blk.acts) > 0 {
-				out = append(out, item{kind: itemNop, pos: &blk.acts[0].pos})
-			}
-			dirty := false
-			var unflushed []chanPair
-			flush := func(ps []chanPair) {
-				if len(ps) > 0 {
-					out = append(out, item{kind: itemFlush, pairs: append([]chanPair(nil), ps...), pos: out[len(out)-1].pos})
-				}
-			}
+		for _, blk := range row {
 			for _, a := range blk.acts {
-				q := n + int32(a.seq)
-				pre := s.pre[q]
-				if s.preFl[q] {
-					flush(unflushed)
-					unflushed = nil
-				}
-				out = append(out, pre...)
-				if len(pre) > 0 || s.preNop[q] {
-					out = append(out, item{kind: itemNop, pos: &a.pos})
-				}
-				s.dataPairs(q, a)
-				out = append(out, item{kind: itemAct, act: a, pos: &a.pos})
-				// Port ops are carried out by the proxy, not the block's
-				// threads: they leave nothing for a nop to fence.
-				dirty = dirty || a.chType != ir.ChanPort
-				for _, c := range a.chans {
-					if !containsPair(unflushed, c) {
-						unflushed = append(unflushed, c)
-					}
-				}
-				post := s.post[q]
-				if len(post) == 0 {
-					continue
-				}
-				var keep, fl []chanPair
-				for _, u := range unflushed {
-					onlyU := true
-					for _, it := range post {
-						if it.kind == itemSemRelease || it.pair != u {
-							onlyU = false
-						}
-					}
-					if onlyU {
-						keep = append(keep, u)
-					} else {
-						fl = append(fl, u)
-					}
-				}
-				flush(fl)
-				unflushed = keep
-				if dirty {
-					out = append(out, item{kind: itemNop, pos: &a.pos})
-					dirty = false
-				}
-				out = append(out, post...)
+				s.dataPairs(n+int32(a.seq), a)
 			}
-			if len(out) > 0 {
-				flush(unflushed)
-			}
-			out = append(out, s.end[g]...)
-			st.items[r][tb] = out
 		}
-		if len(row) == 1 && len(st.items[r][0]) == 0 {
-			// The spare block of an idle rank was not needed.
-			st.items[r], st.blocks[r] = nil, nil
+		if len(row) == 1 {
+			g := s.gid[r][0]
+			if len(row[0].acts) == 0 && len(s.start[g]) == 0 && len(s.startWait[g]) == 0 && len(s.end[g]) == 0 {
+				// The spare block of an idle rank was not needed.
+				st.blocks[r] = nil
+			}
 		}
 	}
+}
+
+// layoutBlock appends block tb of rank r to out: start signals, then per
+// action its waits, a nop, the op, then flushes, a nop and its signals; at
+// the end the remaining flushes and the waits that serve the host.
+func (s *syncer) layoutBlock(r, tb int, out []item) []item {
+	n := int32(s.st.hdr.ranks)
+	blk := s.st.blocks[r][tb]
+	g := s.gid[r][tb]
+	out = append(out, s.start[g]...)
+	out = append(out, s.startWait[g]...)
+	if len(s.startWait[g]) > 0 && len(blk.acts) > 0 {
+		out = append(out, item{kind: itemNop, pos: &blk.acts[0].pos})
+	}
+	dirty := false
+	var unflushed []chanPair
+	flush := func(ps []chanPair) {
+		if len(ps) > 0 {
+			out = append(out, item{kind: itemFlush, pairs: append([]chanPair(nil), ps...), pos: out[len(out)-1].pos})
+		}
+	}
+	for _, a := range blk.acts {
+		q := n + int32(a.seq)
+		pre := s.pre[q]
+		if s.preFl[q] {
+			flush(unflushed)
+			unflushed = nil
+		}
+		out = append(out, pre...)
+		if len(pre) > 0 || s.preNop[q] {
+			out = append(out, item{kind: itemNop, pos: &a.pos})
+		}
+		out = append(out, item{kind: itemAct, act: a, pos: &a.pos})
+		// Port ops are carried out by the proxy, not the block's
+		// threads: they leave nothing for a nop to fence.
+		dirty = dirty || a.chType != ir.ChanPort
+		for _, c := range a.chans {
+			if !containsPair(unflushed, c) {
+				unflushed = append(unflushed, c)
+			}
+		}
+		post := s.post[q]
+		if len(post) == 0 {
+			continue
+		}
+		var keep, fl []chanPair
+		for _, u := range unflushed {
+			onlyU := true
+			for _, it := range post {
+				if it.kind == itemSemRelease || it.pair != u {
+					onlyU = false
+				}
+			}
+			if onlyU {
+				keep = append(keep, u)
+			} else {
+				fl = append(fl, u)
+			}
+		}
+		flush(fl)
+		unflushed = keep
+		if dirty {
+			out = append(out, item{kind: itemNop, pos: &a.pos})
+			dirty = false
+		}
+		out = append(out, post...)
+	}
+	if len(out) > 0 {
+		flush(unflushed)
+	}
+	return append(out, s.end[g]...)
 }
 
 func containsPair(ps []chanPair, p chanPair) bool {
