@@ -184,10 +184,22 @@ func (e *Executor) bind(c *Call) (*binding, error) {
 		}
 		bufs[r] = bufSet{in: uint64(bf.In[r]), out: uint64(bf.Out[r]), inN: inN, outN: outN, scratchN: lays[r].ScratchAlloc}
 	}
+	// Every rank gets the largest scratch of any rank: a writer adds its
+	// own half offset to a peer's scratch address, so the halves must be
+	// the same size everywhere (ranks of one plan may need different
+	// amounts).
+	var scratchN int64
+	for r := 0; r < n; r++ {
+		scratchN = max(scratchN, lays[r].ScratchAlloc)
+	}
+	scratchN = max(scratchN, 32)
+	for r := range bufs {
+		bufs[r].scratchN = scratchN
+	}
 	b := &binding{fn: fn, args: make([]cuda.DevicePtr, n), mem: make([]cuda.DevicePtr, n), threads: uint32(e.p.NumThreadsPerBlock)}
 	// Scratch first (its address goes into the tables), then tables.
 	for r := 0; r < n; r++ {
-		sz := max(lays[r].ScratchAlloc, 16)
+		sz := scratchN
 		p, err := cuda.Malloc(sz)
 		if err != nil {
 			b.free()
@@ -240,7 +252,7 @@ func (e *Executor) bind(c *Call) (*binding, error) {
 			TimeoutNs: uint64(e.opt.Timeout.Nanoseconds()), Rank: uint32(r), NBlocks: uint32(rs.nblocks),
 		}
 		if e.p.DoubleScratch {
-			a.ScratchHalf = uint64(lays[r].ScratchAlloc / 2)
+			a.ScratchHalf = uint64(scratchN / 2)
 		}
 		if rs.fifo != nil {
 			fe := int64(32 * e.opt.FifoEntries)
