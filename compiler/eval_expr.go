@@ -10,10 +10,26 @@ import (
 	"github.com/msccl-go/msccl-go/ir"
 )
 
-var precedence = map[string]int{"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 3, "<=": 3, ">": 3, ">=": 3, "+": 4, "-": 4, "*": 5, "/": 5, "%": 5}
+// precedence of a binary operator; higher binds tighter.
+func precedence(op string) int {
+	switch op {
+	case "||":
+		return 1
+	case "&&":
+		return 2
+	case "==", "!=", "<", "<=", ">", ">=":
+		return 3
+	case "+", "-":
+		return 4
+	case "*", "/", "%":
+		return 5
+	}
+	return 0
+}
 
 // eval evaluates an integer expression; problems are reported and ok is
-// false.
+// false. It runs once per op of a million-op program, so it keeps its
+// stacks in small arrays and spells operand ranges only for an error.
 func (ev *evaluator) eval(e *dsl.Expr) (int64, bool) {
 	if e == nil {
 		return 0, false
@@ -21,27 +37,30 @@ func (ev *evaluator) eval(e *dsl.Expr) (int64, bool) {
 	if len(e.Tail) == 0 {
 		return ev.unary(e.Head) // the common case, without allocating
 	}
-	vals := make([]int64, 0, len(e.Tail)+1)
+	var (
+		valBuf [8]int64
+		opBuf  [8]string
+		atBuf  [8]*dsl.Unary
+	)
+	vals, ops, ats := valBuf[:0], opBuf[:0], atBuf[:0]
 	v, ok := ev.unary(e.Head)
 	if !ok {
 		return 0, false
 	}
 	vals = append(vals, v)
-	ops := make([]string, 0, len(e.Tail))
-	rngs := make([]dsl.Range, 0, len(e.Tail))
 	// Operator-precedence reduction over the flat chain the grammar gives.
 	reduce := func() bool {
 		op := ops[len(ops)-1]
-		r := rngs[len(rngs)-1]
-		ops, rngs = ops[:len(ops)-1], rngs[:len(rngs)-1]
+		at := ats[len(ats)-1]
+		ops, ats = ops[:len(ops)-1], ats[:len(ats)-1]
 		b, a := vals[len(vals)-1], vals[len(vals)-2]
 		vals = vals[:len(vals)-2]
-		x, ok := ev.binop(op, a, b, r)
+		x, ok := ev.binop(op, a, b, at)
 		vals = append(vals, x)
 		return ok
 	}
 	for _, t := range e.Tail {
-		for len(ops) > 0 && precedence[ops[len(ops)-1]] >= precedence[t.Op] {
+		for len(ops) > 0 && precedence(ops[len(ops)-1]) >= precedence(t.Op) {
 			if !reduce() {
 				return 0, false
 			}
@@ -51,7 +70,7 @@ func (ev *evaluator) eval(e *dsl.Expr) (int64, bool) {
 			return 0, false
 		}
 		ops = append(ops, t.Op)
-		rngs = append(rngs, dsl.RangeOf(t.Operand.Pos, t.Operand.Prim.EndPos))
+		ats = append(ats, t.Operand)
 		vals = append(vals, v)
 	}
 	for len(ops) > 0 {
@@ -69,7 +88,8 @@ func b2i(b bool) int64 {
 	return 0
 }
 
-func (ev *evaluator) binop(op string, a, b int64, r dsl.Range) (int64, bool) {
+// binop applies op; at is the right operand, where errors are reported.
+func (ev *evaluator) binop(op string, a, b int64, at *dsl.Unary) (int64, bool) {
 	switch op {
 	case "||":
 		return b2i(a != 0 || b != 0), true
@@ -95,7 +115,7 @@ func (ev *evaluator) binop(op string, a, b int64, r dsl.Range) (int64, bool) {
 		return a * b, true
 	case "/", "%":
 		if b == 0 {
-			ev.st.errorf(r, "", "division by zero")
+			ev.st.errorf(dsl.RangeOf(at.Pos, at.Prim.EndPos), "", "division by zero")
 			return 0, false
 		}
 		if op == "/" {
@@ -254,17 +274,26 @@ func parseInt(s string, r dsl.Range, st *state) (int64, bool) {
 // opStmt evaluates one op statement's operands and clauses.
 func (ev *evaluator) opStmt(o *dsl.OpStmt, onRank, onTB int) *evOp {
 	st := ev.st
-	op := &evOp{name: o.Name, rng: dsl.RangeOf(o.Pos, o.EndPos), tb: -1, onRank: onRank, onTB: onTB, id: -1, cnt: -1}
+	op := st.newEvOp()
+	*op = evOp{name: o.Name, rng: dsl.RangeOf(o.Pos, o.EndPos), tb: -1, onRank: onRank, onTB: onTB, id: -1, cnt: -1}
 	ok := true
+	// One array for both operand lists: one allocation per op, not two.
+	refs := make([]evRef, 0, len(o.Src)+len(o.Dst))
 	for _, r := range o.Src {
 		ref, good := ev.ref(r)
 		ok = ok && good
-		op.src = append(op.src, ref)
+		refs = append(refs, ref)
+	}
+	if len(o.Src) > 0 {
+		op.src = refs[:len(o.Src):len(o.Src)]
 	}
 	for _, r := range o.Dst {
 		ref, good := ev.ref(r)
 		ok = ok && good
-		op.dst = append(op.dst, ref)
+		refs = append(refs, ref)
+	}
+	if len(o.Dst) > 0 {
+		op.dst = refs[len(o.Src):]
 	}
 	for _, c := range o.Clauses {
 		cr := dsl.RangeOf(c.Pos, c.EndPos)

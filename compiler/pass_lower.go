@@ -165,7 +165,8 @@ func (lw *lowerer) chunk(o *evOp) *action {
 			return nil
 		}
 	}
-	a := &action{rank: -1, tb: -1, tbHint: o.tb, pos: o.rng, reduce: st.hdr.reduce}
+	a := st.newAction()
+	*a = action{rank: -1, tb: -1, tbHint: o.tb, pos: o.rng, reduce: st.hdr.reduce}
 	if o.reduce != "" {
 		a.reduce = o.reduce
 	}

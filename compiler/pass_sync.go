@@ -1,8 +1,9 @@
 package compiler
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 
 	"github.com/msccl-go/msccl-go/ir"
 )
@@ -299,7 +300,7 @@ func (s *syncer) visit(seq int32, reads, writes []aref) {
 		}
 	}
 	// Deterministic order: producers by sequence, duplicates merged.
-	sort.Slice(need, func(i, j int) bool { return need[i].seq < need[j].seq })
+	slices.SortFunc(need, func(a, b edgeNeed) int { return cmp.Compare(a.seq, b.seq) })
 	s.needBuf = need
 	var sameBlock []int32
 	// Latest need per producer block (key -2-rank for a host start); few
@@ -338,7 +339,7 @@ func (s *syncer) visit(seq int32, reads, writes []aref) {
 			}
 		}
 	}
-	sort.Slice(best, func(i, j int) bool { return best[i].key < best[j].key })
+	slices.SortFunc(best, func(a, b keyedNeed) int { return cmp.Compare(a.key, b.key) })
 	s.bestBuf = best
 	for _, b := range best {
 		s.edge(b.seq, seq, b.full)
@@ -407,7 +408,12 @@ func (s *syncer) edge(p, c int32, full bool) {
 		sig, wait = item{kind: itemSemRelease, sem: sp}, item{kind: itemSemAcquire, sem: sp}
 	} else {
 		k := pairKey(pr, ptb, cr, ctb, s.chanType(pr, cr))
-		s.addPair(k)
+		if !s.partners[pg][cg] {
+			// Blocks that share a channel already have exactly this pair
+			// (edges and handshakes pair blocks by their ranks' channel
+			// type); most edges of a long schedule reuse one.
+			s.addPair(k)
+		}
 		sig, wait = item{kind: itemRlxSignal, pair: k}, item{kind: itemRlxWait, pair: k}
 		if full {
 			sig.kind, wait.kind = itemSignal, itemWait

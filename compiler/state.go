@@ -30,6 +30,11 @@ type state struct {
 	// pairs are the channels sync asked for, beyond those data ops need.
 	pairs map[chanPair]bool
 
+	// Slabs for the millions of ops and actions a large program makes:
+	// one allocation per thousand rather than one each.
+	opSlab  []evOp
+	actSlab []action
+
 	plan *ir.Plan
 	sm   *SourceMap
 	// emitted is the per-block op list with sources, built by buildPlan
@@ -220,4 +225,20 @@ func (st *state) blockItems(r, tb int, buf []item) []item {
 		return st.sync.layoutBlock(r, tb, buf[:0])
 	}
 	return st.items[r][tb]
+}
+
+func (st *state) newEvOp() *evOp {
+	if len(st.opSlab) == cap(st.opSlab) {
+		st.opSlab = make([]evOp, 0, 1024)
+	}
+	st.opSlab = st.opSlab[:len(st.opSlab)+1]
+	return &st.opSlab[len(st.opSlab)-1]
+}
+
+func (st *state) newAction() *action {
+	if len(st.actSlab) == cap(st.actSlab) {
+		st.actSlab = make([]action, 0, 1024)
+	}
+	st.actSlab = st.actSlab[:len(st.actSlab)+1]
+	return &st.actSlab[len(st.actSlab)-1]
 }
