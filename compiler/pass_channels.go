@@ -115,6 +115,11 @@ type tbBuild struct {
 	rb        *rankBuild
 	chanIDs   [4][]int
 	remoteIDs [4][]int
+	// seen caches the pairs already resolved in this block (a block
+	// signals the same few channels over and over), sparing the lookup
+	// in planBuilder.flat.
+	seen   []chanPair
+	seenID []int
 }
 
 // collectExplicitPairs adds the channels named by channel-level ops.
@@ -205,6 +210,18 @@ func (b *planBuilder) layoutChannels() {
 
 // chanID returns the block-local id of pair k as seen from rank r.
 func (b *planBuilder) chanID(r int, tbb *tbBuild, k chanPair) int {
+	for i := range tbb.seen {
+		if tbb.seen[i] == k {
+			return tbb.seenID[i]
+		}
+	}
+	id := b.newChanID(r, tbb, k)
+	tbb.seen = append(tbb.seen, k)
+	tbb.seenID = append(tbb.seenID, id)
+	return id
+}
+
+func (b *planBuilder) newChanID(r int, tbb *tbBuild, k chanPair) int {
 	f := b.flat[k]
 	idx := f[0]
 	if k.rankB == r {

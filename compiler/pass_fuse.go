@@ -18,8 +18,7 @@ func fuse(st *state) {
 	if st.explicit {
 		return
 	}
-	lastWrite := map[int64]int{}
-	lastAny := map[int64]int{}
+	lastWrite, lastAny := newChunkTab(st.hdr.ranks), newChunkTab(st.hdr.ranks)
 	prev := make([][]*action, st.hdr.ranks) // [rank][tb] last live action
 	for r := range prev {
 		prev[r] = make([]*action, len(st.blocks[r]))
@@ -27,29 +26,27 @@ func fuse(st *state) {
 	record := func(a *action, seq int) {
 		for _, s := range a.src {
 			for i := s.idx; i < s.idx+s.size; i++ {
-				k := chunkKey(s.rank, s.buf, i)
-				lastAny[k] = max(lastAny[k], seq)
+				lastAny.raise(s.rank, s.buf, i, seq)
 			}
 		}
 		for _, d := range a.dst {
 			for i := d.idx; i < d.idx+d.size; i++ {
-				k := chunkKey(d.rank, d.buf, i)
-				lastAny[k] = max(lastAny[k], seq)
-				lastWrite[k] = max(lastWrite[k], seq)
+				lastAny.raise(d.rank, d.buf, i, seq)
+				lastWrite.raise(d.rank, d.buf, i, seq)
 			}
 		}
 	}
 	free := func(b *action, upTo int) bool {
 		for _, s := range b.src {
 			for i := s.idx; i < s.idx+s.size; i++ {
-				if w, ok := lastWrite[chunkKey(s.rank, s.buf, i)]; ok && w > upTo {
+				if w, ok := lastWrite.get(s.rank, s.buf, i); ok && w > upTo {
 					return false
 				}
 			}
 		}
 		for _, d := range b.dst {
 			for i := d.idx; i < d.idx+d.size; i++ {
-				if w, ok := lastAny[chunkKey(d.rank, d.buf, i)]; ok && w > upTo {
+				if w, ok := lastAny.get(d.rank, d.buf, i); ok && w > upTo {
 					return false
 				}
 			}
@@ -179,4 +176,28 @@ func remotePeers(a *action) int {
 		}
 	}
 	return n
+}
+
+// chunkTab maps every chunk of every rank's buffers to a sequence number:
+// dense slices that grow on demand, far cheaper than a map over a
+// million chunks. Slots hold seq+1; 0 means none.
+type chunkTab [][4][]int32
+
+func newChunkTab(ranks int) chunkTab { return make(chunkTab, ranks) }
+
+func (t chunkTab) get(rank int, buf ir.BufferType, idx int) (int, bool) {
+	if rank < 0 || rank >= len(t) || int(buf) >= len(t[rank]) || idx < 0 || idx >= len(t[rank][buf]) {
+		return 0, false
+	}
+	v := t[rank][buf][idx]
+	return int(v) - 1, v != 0
+}
+
+// raise sets the chunk's number to seq if that is higher.
+func (t chunkTab) raise(rank int, buf ir.BufferType, idx, seq int) {
+	s := &t[rank][buf]
+	if idx >= len(*s) {
+		*s = append(*s, make([]int32, idx+1-len(*s))...)
+	}
+	(*s)[idx] = max((*s)[idx], int32(seq+1))
 }

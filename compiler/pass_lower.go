@@ -44,6 +44,11 @@ func lower(st *state) {
 			st.actions = append(st.actions, a)
 		}
 	}
+	if len(st.actions) > 0 {
+		// Later passes work on actions; letting the evaluated ops go keeps
+		// the collector from marking them on every cycle to come.
+		st.ops, st.opSlab = nil, nil
+	}
 }
 
 type lowerer struct {
