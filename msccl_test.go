@@ -1,0 +1,60 @@
+package msccl
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestLoadPlan(t *testing.T) {
+	for _, c := range []struct {
+		path string
+		ok   bool
+	}{
+		{"testdata/peer-plans/allreduce_packet.json", true},
+		{"testdata/peer-plans/missing.json", false},
+		{"go.mod", false},
+	} {
+		p, err := LoadPlan(c.path)
+		if (err == nil) != c.ok {
+			t.Errorf("LoadPlan(%s): err %v, want ok=%v", c.path, err, c.ok)
+		}
+		if c.ok && len(p.GPUs) != 2 {
+			t.Errorf("%s: %d gpus", c.path, len(p.GPUs))
+		}
+	}
+}
+
+func TestCompileAlgorithm(t *testing.T) {
+	p, err := CompileAlgorithm("algorithms", "allreduce_allpairs_packet", map[string]int64{"ranks": 4})
+	if err != nil {
+		t.Skipf("library algorithm not available: %v", err)
+	}
+	if len(p.GPUs) != 4 {
+		t.Errorf("compiled %d ranks, want 4", len(p.GPUs))
+	}
+	if _, err := CompileAlgorithm("algorithms", "no_such_algorithm", nil); err == nil {
+		t.Error("missing algorithm compiled")
+	}
+}
+
+// TestOpenWithoutGPU: on a machine without CUDA, Open must fail cleanly
+// with ErrNoGPU rather than crash; with a GPU it must open and close.
+func TestOpen(t *testing.T) {
+	p, err := LoadPlan("testdata/peer-plans/allreduce.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Open(p, Options{})
+	if errors.Is(err, ErrNoGPU) {
+		t.Skipf("no GPU: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Ranks() != 2 {
+		t.Errorf("Ranks() = %d", c.Ranks())
+	}
+	if err := c.Close(); err != nil {
+		t.Error(err)
+	}
+}
