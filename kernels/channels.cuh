@@ -24,9 +24,9 @@ DEV void chan_signal(const MemChan& c, bool relaxed) {
 }
 
 DEV void chan_wait(const MemChan& c, bool relaxed, u32 chanType, WaitCtx* w) {
-  // Only this thread touches c.expected: a channel appears once per op.
-  u64 want = *c.expected + 1;
-  *c.expected = want;
+  // Atomic although plans normally give a channel to one block: two blocks
+  // waiting on one channel then still consume distinct signals.
+  u64 want = atom_add_gpu64(c.expected, 1) + 1;
   u32 spins = 0;
   wd_arm(w);
   for (;;) {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 	"unsafe"
 
@@ -57,7 +56,6 @@ type Executor struct {
 	fork   *cuda.Event
 	proxy  *proxy
 	broken error
-	mu     sync.Mutex
 }
 
 type fnKey struct {

@@ -23,7 +23,6 @@ type tableBuilder struct {
 	lay    *ir.Layout
 	bufs   []bufSet // by rank
 	reduce ir.ReduceOp
-	llHalf int64 // unused by refs; kept for messages
 }
 
 // where names an op in error messages.
