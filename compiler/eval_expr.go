@@ -153,12 +153,23 @@ func (ev *evaluator) unary(u *dsl.Unary) (int64, bool) {
 var builtins = []string{"min", "max", "abs", "log2"}
 
 func (ev *evaluator) primary(p *dsl.Primary) (int64, bool) {
-	r := dsl.RangeOf(p.Pos, p.EndPos)
+	// Spelled only for a message: primaries are evaluated millions of times.
+	r := func() dsl.Range { return dsl.RangeOf(p.Pos, p.EndPos) }
 	switch {
 	case p.Int != nil:
-		return parseInt(*p.Int, r, ev.st)
+		if v, ok := ev.ints[p]; ok {
+			return v, true
+		}
+		v, ok := parseInt(*p.Int, r(), ev.st)
+		if ok {
+			if ev.ints == nil {
+				ev.ints = map[*dsl.Primary]int64{}
+			}
+			ev.ints[p] = v
+		}
+		return v, ok
 	case p.Str != nil:
-		ev.st.errorf(r, "strings are only allowed in `option name`", "expected an integer, got a string")
+		ev.st.errorf(r(), "strings are only allowed in `option name`", "expected an integer, got a string")
 		return 0, false
 	case p.Paren != nil:
 		return ev.eval(p.Paren)
@@ -174,7 +185,7 @@ func (ev *evaluator) primary(p *dsl.Primary) (int64, bool) {
 		switch p.Call.Func {
 		case "min", "max":
 			if len(args) == 0 {
-				ev.st.errorf(r, "", "%s needs at least one argument", p.Call.Func)
+				ev.st.errorf(r(), "", "%s needs at least one argument", p.Call.Func)
 				return 0, false
 			}
 			m := args[0]
@@ -186,14 +197,14 @@ func (ev *evaluator) primary(p *dsl.Primary) (int64, bool) {
 			return m, true
 		case "abs", "log2":
 			if len(args) != 1 {
-				ev.st.errorf(r, "", "%s takes one argument", p.Call.Func)
+				ev.st.errorf(r(), "", "%s takes one argument", p.Call.Func)
 				return 0, false
 			}
 			if p.Call.Func == "abs" {
 				return max(args[0], -args[0]), true
 			}
 			if args[0] < 1 {
-				ev.st.errorf(r, "", "log2 of %d", args[0])
+				ev.st.errorf(r(), "", "log2 of %d", args[0])
 				return 0, false
 			}
 			n := int64(0)
@@ -202,7 +213,7 @@ func (ev *evaluator) primary(p *dsl.Primary) (int64, bool) {
 			}
 			return n, true
 		}
-		ev.st.errorf(r, joinDetail(dsl.Suggest(p.Call.Func, builtins), "functions: "+strings.Join(builtins, ", ")), "unknown function %q", p.Call.Func)
+		ev.st.errorf(r(), joinDetail(dsl.Suggest(p.Call.Func, builtins), "functions: "+strings.Join(builtins, ", ")), "unknown function %q", p.Call.Func)
 		return 0, false
 	case p.Ident != nil:
 		name := *p.Ident
@@ -217,7 +228,7 @@ func (ev *evaluator) primary(p *dsl.Primary) (int64, bool) {
 		if name == "true" || name == "false" {
 			return b2i(name == "true"), true
 		}
-		ev.st.errorf(r, joinDetail(dsl.Suggest(name, ev.visible()), ev.undeclaredHint(name)), "unknown name %q", name)
+		ev.st.errorf(r(), joinDetail(dsl.Suggest(name, ev.visible()), ev.undeclaredHint(name)), "unknown name %q", name)
 		return 0, false
 	}
 	return 0, false
@@ -296,16 +307,17 @@ func (ev *evaluator) opStmt(o *dsl.OpStmt, onRank, onTB int) *evOp {
 		op.dst = refs[len(o.Src):]
 	}
 	for _, c := range o.Clauses {
-		cr := dsl.RangeOf(c.Pos, c.EndPos)
+		// The clause's range, spelled only for a message (or via).
+		cr := func() dsl.Range { return dsl.RangeOf(c.Pos, c.EndPos) }
 		ints := func(n int) ([]int, bool) {
 			if n > 0 && len(c.Args) != n {
-				st.errorf(cr, "", "%s takes %d value(s), got %d", c.Key, n, len(c.Args))
+				st.errorf(cr(), "", "%s takes %d value(s), got %d", c.Key, n, len(c.Args))
 				return nil, false
 			}
 			var out []int
 			for _, a := range c.Args {
 				if a.At != nil {
-					st.errorf(cr, "", "`@` is only meaningful in `to PEER@TB`")
+					st.errorf(cr(), "", "`@` is only meaningful in `to PEER@TB`")
 					return nil, false
 				}
 				v, good := ev.eval(a.Value)
@@ -324,7 +336,7 @@ func (ev *evaluator) opStmt(o *dsl.OpStmt, onRank, onTB int) *evOp {
 		case "tb":
 			if v, good := ints(1); good {
 				if v[0] < 0 || v[0] > 1023 {
-					st.errorf(cr, "", "thread block %d out of range 0..1023", v[0])
+					st.errorf(cr(), "", "thread block %d out of range 0..1023", v[0])
 					ok = false
 				} else {
 					op.tb = v[0]
@@ -348,7 +360,7 @@ func (ev *evaluator) opStmt(o *dsl.OpStmt, onRank, onTB int) *evOp {
 						continue
 					}
 					op.via = append(op.via, name)
-					op.viaRng = cr
+					op.viaRng = cr()
 				} else {
 					choices := []string{"sum", "min", "max", "prod"}
 					if !contains(choices, name) || len(c.Args) != 1 {
@@ -394,7 +406,7 @@ func (ev *evaluator) opStmt(o *dsl.OpStmt, onRank, onTB int) *evOp {
 		case "tbg":
 			if v, good := ints(2); good {
 				if v[1] < 1 || v[0] < 0 || v[0] >= v[1] {
-					st.errorf(cr, "write tbg ID, SIZE with 0 <= ID < SIZE", "bad thread-block group %d of %d", v[0], v[1])
+					st.errorf(cr(), "write tbg ID, SIZE with 0 <= ID < SIZE", "bad thread-block group %d of %d", v[0], v[1])
 					ok = false
 				} else {
 					op.tbg = &ir.TBGInfo{TBID: v[0], TBGSize: v[1]}

@@ -43,8 +43,8 @@ func buildPlan(st *state) {
 			tbb := &tbBuild{rb: rb}
 			tbk := ir.ThreadBlock{ID: tb, Ops: make([]ir.Op, len(items))}
 			srcs := make([]opSource, len(items))
-			for i, it := range items {
-				srcs[i] = b.op(&tbk.Ops[i], r, tbb, it, scratch)
+			for i := range items {
+				srcs[i] = b.op(&tbk.Ops[i], r, tbb, &items[i], scratch)
 			}
 			sm.ops[r][tb] = srcs
 			for _, t := range []ir.ChannelType{ir.ChanMemory, ir.ChanPort} {
@@ -215,6 +215,10 @@ func (b *planBuilder) chanID(r int, tbb *tbBuild, k chanPair) int {
 			return tbb.seenID[i]
 		}
 	}
+	return b.addChanID(r, tbb, k)
+}
+
+func (b *planBuilder) addChanID(r int, tbb *tbBuild, k chanPair) int {
 	id := b.newChanID(r, tbb, k)
 	tbb.seen = append(tbb.seen, k)
 	tbb.seenID = append(tbb.seenID, id)
@@ -284,7 +288,7 @@ var itemCodes = [...]ir.OpCode{itemNop: ir.OpNop, itemSignal: ir.OpSignal, itemW
 	itemRlxWait: ir.OpRlxWait, itemSemRelease: ir.OpSemRelease, itemSemAcquire: ir.OpSemAcquire, itemFlush: ir.OpFlush}
 
 // op writes item it as *op (which is zero) and returns its source.
-func (b *planBuilder) op(op *ir.Op, r int, tbb *tbBuild, it item, scratch []int) opSource {
+func (b *planBuilder) op(op *ir.Op, r int, tbb *tbBuild, it *item, scratch []int) opSource {
 	src := opSource{pos: it.pos}
 	switch it.kind {
 	case itemAct:

@@ -58,6 +58,8 @@ type evaluator struct {
 	maxOps int
 	maxIt  int
 	stop   bool
+	// ints caches parsed integer literals.
+	ints map[*dsl.Primary]int64
 }
 
 func (ev *evaluator) header() {
@@ -330,11 +332,13 @@ func (ev *evaluator) stmts(ss []*dsl.Stmt, onRank, onTB int, top bool) []*evOp {
 		if ev.stop {
 			return out
 		}
-		r := dsl.RangeOf(s.Pos, s.EndPos)
+		// The statement's range, spelled only where it is used: this loop
+		// runs once per op of the program.
+		r := func() dsl.Range { return dsl.RangeOf(s.Pos, s.EndPos) }
 		switch {
 		case s.Collective != nil, s.Param != nil, s.Option != nil:
 			if !top {
-				ev.st.errorf(r, "move it to the top level of the file", "collective, param and option statements cannot be nested")
+				ev.st.errorf(r(), "move it to the top level of the file", "collective, param and option statements cannot be nested")
 			}
 		case s.Let != nil:
 			if v, ok := ev.eval(s.Let.Value); ok {
@@ -346,7 +350,7 @@ func (ev *evaluator) stmts(ss []*dsl.Stmt, onRank, onTB int, top bool) []*evOp {
 			out = append(out, ev.ifStmt(s.If, onRank, onTB)...)
 		case s.On != nil:
 			if onRank >= 0 {
-				ev.st.errorf(r, "", "`on` blocks cannot be nested")
+				ev.st.errorf(r(), "", "`on` blocks cannot be nested")
 				continue
 			}
 			rk, ok1 := ev.eval(s.On.Rank)
@@ -368,7 +372,7 @@ func (ev *evaluator) stmts(ss []*dsl.Stmt, onRank, onTB int, top bool) []*evOp {
 			ev.st.ops = append(ev.st.ops, ops...)
 		case s.Pipeline != nil:
 			if onRank < 0 {
-				ev.st.errorf(r, "put it inside an `on rank(r) tb N { ... }` block", "pipeline is a channel-level op")
+				ev.st.errorf(r(), "put it inside an `on rank(r) tb N { ... }` block", "pipeline is a channel-level op")
 				continue
 			}
 			unit, ok1 := ev.eval(s.Pipeline.Unit)
@@ -377,13 +381,13 @@ func (ev *evaluator) stmts(ss []*dsl.Stmt, onRank, onTB int, top bool) []*evOp {
 				continue
 			}
 			if unit < 1 || unit > 1<<40 || n < 0 || n > maxChunks {
-				ev.st.errorf(r, "", "pipeline unit %d or chunks %d out of range", unit, n)
+				ev.st.errorf(r(), "", "pipeline unit %d or chunks %d out of range", unit, n)
 				continue
 			}
 			ev.push()
 			body := ev.stmts(s.Pipeline.Body, onRank, onTB, false)
 			ev.pop()
-			op := &evOp{name: "pipeline", rng: r, onRank: onRank, onTB: onTB, tb: -1, pipeline: &ir.IterContext{UnitSize: int(unit), NumChunks: int(n)}, body: body}
+			op := &evOp{name: "pipeline", rng: r(), onRank: onRank, onTB: onTB, tb: -1, pipeline: &ir.IterContext{UnitSize: int(unit), NumChunks: int(n)}, body: body}
 			out = ev.add(out, op, onRank)
 		case s.Op != nil:
 			if op := ev.opStmt(s.Op, onRank, onTB); op != nil {

@@ -100,6 +100,23 @@ type syncer struct {
 	bestBuf  []keyedNeed
 	// touch[(r, p)]: the blocks of rank r whose ops reach rank p.
 	touch map[[2]int][]int32
+	// slab backs the first item of each node's pre and post lists: most
+	// nodes have one, and a million one-item allocations cost more than
+	// the rest of the pass.
+	slab []item
+}
+
+// push appends it to l, starting an empty list in the slab.
+func (s *syncer) push(l []item, it item) []item {
+	if l != nil {
+		return append(l, it)
+	}
+	if len(s.slab) == cap(s.slab) {
+		s.slab = make([]item, 0, 1024)
+	}
+	s.slab = append(s.slab, it)
+	n := len(s.slab)
+	return s.slab[n-1 : n : n]
 }
 
 func b2k(full bool) int8 {
@@ -438,7 +455,7 @@ func (s *syncer) edge(p, c int32, full bool) {
 	case 1:
 		s.start[pg] = append(s.start[pg], sig)
 	default:
-		s.post[p] = append(s.post[p], sig)
+		s.post[p] = s.push(s.post[p], sig)
 		s.nopPos[pg] = max(s.nopPos[pg], 2*p+1)
 	}
 	switch {
@@ -451,7 +468,7 @@ func (s *syncer) edge(p, c int32, full bool) {
 		k := [2]int32{int32(pr), cg}
 		s.startKnown[k] = max(s.startKnown[k], b2k(full))
 	default:
-		s.pre[c] = append(s.pre[c], wait)
+		s.pre[c] = s.push(s.pre[c], wait)
 		s.nopPos[cg] = max(s.nopPos[cg], 2*c-1)
 	}
 	s.fE[cg][pg] = max(s.fE[cg][pg], pseq)
