@@ -58,3 +58,35 @@ func TestOpen(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestSelectPlan(t *testing.T) {
+	cases := []struct {
+		col   string
+		size  int64
+		want  string // algorithm name prefix of the plan
+		fails bool
+	}{
+		{"allreduce", 1 << 10, "allreduce_allpairs_packet", false},
+		{"allreduce", 512 << 10, "allreduce_allpairs_256", false},
+		{"allreduce", 64 << 20, "allreduce_twoshot", false},
+		{"allgather", 1 << 20, "allgather_direct", false},
+		{"broadcast", 1 << 20, "", true},
+		{"allreduce", 0, "", true},
+	}
+	for _, c := range cases {
+		p, err := SelectPlan("algorithms/selection.yaml", c.col, 8, c.size)
+		if c.fails {
+			if err == nil {
+				t.Errorf("%s %d: selected %s, want an error", c.col, c.size, p.Name)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s %d: %v", c.col, c.size, err)
+			continue
+		}
+		if len(p.Name) < len(c.want) || p.Name[:len(c.want)] != c.want {
+			t.Errorf("%s %d: selected %s, want %s...", c.col, c.size, p.Name, c.want)
+		}
+	}
+}

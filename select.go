@@ -1,0 +1,33 @@
+package msccl
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/msccl-go/msccl-go/compiler"
+)
+
+// SelectPlan compiles the library plan that the selection table at path
+// (algorithms/selection.yaml) names for a collective ("allreduce", ...) on
+// ranks GPUs of one node at a message of size bytes (as nccl-tests counts
+// them). A row covers [min_message_size, max_message_size).
+func SelectPlan(path, collective string, ranks int, size int64) (*Plan, error) {
+	if size <= 0 {
+		return nil, fmt.Errorf("message size must be positive, got %d", size)
+	}
+	plans, err := compiler.Plans(path, map[string]int64{"ranks": int64(ranks)})
+	if err != nil {
+		return nil, err
+	}
+	s := uint64(size)
+	for _, np := range plans {
+		p := np.Plan
+		if string(p.Collective) != collective || s < p.MinMessageSize {
+			continue
+		}
+		if s < p.MaxMessageSize || p.MaxMessageSize == math.MaxUint64 {
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("%s: no %s plan for %d ranks covers %d bytes", path, collective, ranks, size)
+}
