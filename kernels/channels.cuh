@@ -24,9 +24,10 @@ DEV void chan_signal(const MemChan& c, bool relaxed) {
 }
 
 DEV void chan_wait(const MemChan& c, bool relaxed, u32 chanType, WaitCtx* w) {
-  // Atomic although plans normally give a channel to one block: two blocks
-  // waiting on one channel then still consume distinct signals.
-  u64 want = atom_add_gpu64(c.expected, 1) + 1;
+  // Only this thread touches c.expected: a channel end belongs to one block
+  // of a plan (as upstream assumes), and appears once per op.
+  u64 want = *c.expected + 1;
+  *c.expected = want;
   u32 spins = 0;
   wd_arm(w);
   for (;;) {
