@@ -1,9 +1,7 @@
 package kernels
 
 import (
-	"crypto/sha256"
 	"embed"
-	"encoding/hex"
 	"fmt"
 	"strings"
 	"sync"
@@ -17,19 +15,6 @@ var files embed.FS
 // sourceOrder is the order in which the files are concatenated: each one
 // uses only what the ones before it define.
 var sourceOrder = []string{"common.cuh", "reduce.cuh", "channels.cuh", "executor.cu"}
-
-// Files returns the embedded kernel sources by name, for tools that compile
-// each separately.
-func Files() map[string]string {
-	m := make(map[string]string, len(sourceOrder))
-	for _, n := range sourceOrder {
-		b, err := files.ReadFile(n)
-		if err == nil {
-			m[n] = string(b)
-		}
-	}
-	return m
-}
 
 var (
 	srcOnce sync.Once
@@ -68,12 +53,6 @@ func Source() string {
 		src = b.String()
 	})
 	return src
-}
-
-// Hash identifies Source; compiled images are cached under it.
-func Hash() string {
-	h := sha256.Sum256([]byte(Source()))
-	return hex.EncodeToString(h[:8])
 }
 
 // Header is the generated prologue: one OP_<NAME> per ir op, in op-code

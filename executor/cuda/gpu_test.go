@@ -279,7 +279,8 @@ func checkCases(t *testing.T, name string, p *ir.Plan, cases []gcase) {
 // dominate the device lease: every type and reduction at 1 MiB and at an
 // uneven size (10 back-to-back launches), every reduction in f32 at 1 KiB,
 // f32 and bf16 at 64 MiB (2 launches), a CUDA-graph replay and an LL8 run.
-// MSCCL_GPU_QUICK=1 keeps one case per size.
+// MSCCL_GPU_QUICK=1 keeps one case per size; MSCCL_GPU_FULL=1 runs the
+// untrimmed matrix (every size × type × reduction, eager and graph).
 func matrix(p *ir.Plan) []gcase {
 	n := int64(len(p.GPUs))
 	uneven := 16 * n * 1009
@@ -291,6 +292,19 @@ func matrix(p *ir.Plan) []gcase {
 	quick := os.Getenv("MSCCL_GPU_QUICK") != ""
 	if quick {
 		dts, reds = dts[:1], reds[:1]
+	}
+	if os.Getenv("MSCCL_GPU_FULL") != "" {
+		// The whole matrix of issue 4: minutes of CPU-oracle time per plan.
+		var cs []gcase
+		for _, sz := range []int64{1 << 10, 1 << 20, 64 << 20, uneven} {
+			for _, dt := range dts {
+				for _, red := range reds {
+					cs = append(cs, gcase{size: sz, dt: dt, red: red, launches: 10, ll: 16},
+						gcase{size: sz, dt: dt, red: red, launches: 10, ll: 16, graph: true})
+				}
+			}
+		}
+		return cs
 	}
 	var cs []gcase
 	for _, red := range reds {
