@@ -311,6 +311,8 @@ func putU32(b []byte, v uint32) {
 
 // Prepare compiles and uploads what Run needs for c, so that a later Run
 // (or a CUDA-graph capture of it) makes only launch-path driver calls.
+// The executor keeps the 16 most recent (buffers, size, type, reduction)
+// bindings; a captured graph stays valid while its binding is among them.
 func (e *Executor) Prepare(c Call) error {
 	_, err := e.bind(&c)
 	return err
