@@ -83,7 +83,7 @@ type intSlab struct{ buf []int }
 
 func (s *intSlab) take(n int) []int {
 	if len(s.buf)+n > cap(s.buf) {
-		s.buf = make([]int, 0, max(4096, n))
+		s.buf = make([]int, 0, max(slabSize(cap(s.buf), 4096), n))
 	}
 	l := len(s.buf)
 	s.buf = s.buf[:l+n]
@@ -94,7 +94,7 @@ type refSlab struct{ buf []ir.BufRef }
 
 func (s *refSlab) take(n int) []ir.BufRef {
 	if len(s.buf)+n > cap(s.buf) {
-		s.buf = make([]ir.BufRef, 0, max(2048, n))
+		s.buf = make([]ir.BufRef, 0, max(slabSize(cap(s.buf), 2048), n))
 	}
 	l := len(s.buf)
 	s.buf = s.buf[:l+n]

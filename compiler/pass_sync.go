@@ -112,7 +112,7 @@ func (s *syncer) push(l []item, it item) []item {
 		return append(l, it)
 	}
 	if len(s.slab) == cap(s.slab) {
-		s.slab = make([]item, 0, 1024)
+		s.slab = make([]item, 0, slabSize(cap(s.slab), 1024))
 	}
 	s.slab = append(s.slab, it)
 	n := len(s.slab)

@@ -229,7 +229,7 @@ func (st *state) blockItems(r, tb int, buf []item) []item {
 
 func (st *state) newEvOp() *evOp {
 	if len(st.opSlab) == cap(st.opSlab) {
-		st.opSlab = make([]evOp, 0, 1024)
+		st.opSlab = make([]evOp, 0, slabSize(cap(st.opSlab), 1024))
 	}
 	st.opSlab = st.opSlab[:len(st.opSlab)+1]
 	return &st.opSlab[len(st.opSlab)-1]
@@ -237,8 +237,14 @@ func (st *state) newEvOp() *evOp {
 
 func (st *state) newAction() *action {
 	if len(st.actSlab) == cap(st.actSlab) {
-		st.actSlab = make([]action, 0, 1024)
+		st.actSlab = make([]action, 0, slabSize(cap(st.actSlab), 1024))
 	}
 	st.actSlab = st.actSlab[:len(st.actSlab)+1]
 	return &st.actSlab[len(st.actSlab)-1]
+}
+
+// slabSize is the size of a slab following one of size prev: small
+// programs start with small slabs, large ones soon reach limit.
+func slabSize(prev, limit int) int {
+	return min(max(32, 2*prev), limit)
 }
