@@ -95,7 +95,8 @@ type syncer struct {
 	// that rank sent at its start (1 relaxed, 2 release).
 	startKnown map[[2]int32]int8
 	// partners[g]: blocks that share a channel with block g.
-	partners map[int32]map[int32]bool
+	// A block has a handful, so a list beats a map.
+	partners [][]int32
 	needBuf  []edgeNeed
 	bestBuf  []keyedNeed
 	// touch[(r, p)]: the blocks of rank r whose ops reach rank p.
@@ -103,7 +104,21 @@ type syncer struct {
 	// slab backs the first item of each node's pre and post lists: most
 	// nodes have one, and a million one-item allocations cost more than
 	// the rest of the pass.
-	slab []item
+	slab     []item
+	pairSlab []chanPair
+}
+
+// pushPair is push for the outs lists.
+func (s *syncer) pushPair(l []chanPair, k chanPair) []chanPair {
+	if l != nil {
+		return append(l, k)
+	}
+	if len(s.pairSlab) == cap(s.pairSlab) {
+		s.pairSlab = make([]chanPair, 0, slabSize(cap(s.pairSlab), 1024))
+	}
+	s.pairSlab = append(s.pairSlab, k)
+	n := len(s.pairSlab)
+	return s.pairSlab[n-1 : n : n]
 }
 
 // push appends it to l, starting an empty list in the slab.
@@ -128,7 +143,7 @@ func b2k(full bool) int8 {
 
 func newSyncer(st *state) *syncer {
 	s := &syncer{st: st, chunks: make([][4][]chunkInfo, st.hdr.ranks),
-		pairs: map[chanPair]bool{}, rankPairs: map[[3]int]bool{}, startKnown: map[[2]int32]int8{}, partners: map[int32]map[int32]bool{}}
+		pairs: map[chanPair]bool{}, rankPairs: map[[3]int]bool{}, startKnown: map[[2]int32]int8{}}
 	// A rank with no work may still have to serve its host (signal that a
 	// launch started, wait for peers' writes before it ends): give every
 	// rank a block up front, since block numbering must not change later.
@@ -172,6 +187,9 @@ func (s *syncer) regBlocks() {
 			s.blkTB = append(s.blkTB, tb)
 		}
 	}
+	for len(s.partners) < len(s.blkRank) {
+		s.partners = append(s.partners, nil)
+	}
 	for len(s.fE) < len(s.blkRank) {
 		s.fE = append(s.fE, map[int32]int32{})
 		s.fV = append(s.fV, map[int32]int32{})
@@ -189,7 +207,7 @@ func (s *syncer) blockOn(r int, other int32) int32 {
 	st := s.st
 	or, ot := s.blkRank[other], s.blkTB[other]
 	best := int32(-1)
-	for g := range s.partners[other] {
+	for _, g := range s.partners[other] {
 		if s.blkRank[g] == r && (best < 0 || g < best) {
 			best = g
 		}
@@ -425,7 +443,7 @@ func (s *syncer) edge(p, c int32, full bool) {
 		sig, wait = item{kind: itemSemRelease, sem: sp}, item{kind: itemSemAcquire, sem: sp}
 	} else {
 		k := pairKey(pr, ptb, cr, ctb, s.chanType(pr, cr))
-		if !s.partners[pg][cg] {
+		if !s.isPartner(pg, cg) {
 			// Blocks that share a channel already have exactly this pair
 			// (edges and handshakes pair blocks by their ranks' channel
 			// type); most edges of a long schedule reuse one.
@@ -436,7 +454,7 @@ func (s *syncer) edge(p, c int32, full bool) {
 			sig.kind, wait.kind = itemSignal, itemWait
 		}
 		if pn.host == 0 {
-			s.outs[p] = append(s.outs[p], k)
+			s.outs[p] = s.pushPair(s.outs[p], k)
 		}
 	}
 	// Source positions: the producer's op for the signal, the consumer's

@@ -1,6 +1,7 @@
 package compiler
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/msccl-go/msccl-go/ir"
@@ -297,12 +298,15 @@ func (s *syncer) addPair(k chanPair) {
 		return
 	}
 	a, b := s.gid[k.rankA][k.tbA], s.gid[k.rankB][k.tbB]
-	for _, x := range [][2]int32{{a, b}, {b, a}} {
-		m := s.partners[x[0]]
-		if m == nil {
-			m = map[int32]bool{}
-			s.partners[x[0]] = m
+	if !s.isPartner(a, b) {
+		s.partners[a] = append(s.partners[a], b)
+		if a != b {
+			s.partners[b] = append(s.partners[b], a)
 		}
-		m[x[1]] = true
 	}
+}
+
+// isPartner reports whether blocks a and b share a channel.
+func (s *syncer) isPartner(a, b int32) bool {
+	return slices.Contains(s.partners[a], b)
 }
