@@ -52,8 +52,9 @@ func lower(st *state) {
 }
 
 type lowerer struct {
-	st  *state
-	pkt []map[int]bool // [rank] scratch chunk -> holds packets
+	st   *state
+	refs []aref         // slab for copy operands
+	pkt  []map[int]bool // [rank] scratch chunk -> holds packets
 }
 
 // canon maps a reference through the in-place aliasing of the collective,
@@ -212,7 +213,14 @@ func (lw *lowerer) copyOp(o *evOp, a *action, src, dst aref) *action {
 		st.errorf(o.rng, "copy whole packet slots: split the slice where packet and plain chunks meet", "source %s mixes packet and plain chunks", src)
 		return nil
 	}
-	a.src, a.dst = []aref{src}, []aref{dst}
+	// One slab slot pair for both operands; each is capped, so a later
+	// append (fuse) copies instead of spilling into its neighbour.
+	if len(lw.refs)+2 > cap(lw.refs) {
+		lw.refs = make([]aref, 0, slabSize(cap(lw.refs), 2048))
+	}
+	n := len(lw.refs)
+	lw.refs = append(lw.refs, src, dst)
+	a.src, a.dst = lw.refs[n:n+1:n+1], lw.refs[n+1:n+2:n+2]
 	a.src[0].packet = srcAll
 	if src.rank == dst.rank {
 		a.rank = src.rank

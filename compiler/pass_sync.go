@@ -62,6 +62,16 @@ type access struct {
 	write bool
 }
 
+// nodeSync is what sync adds around one node, kept together because
+// layout reads it all at once, in block order, far from program order.
+type nodeSync struct {
+	pre, post []item // waits before, signals after
+	// outs are the channels of edges leaving an action (for port data
+	// channels).
+	outs          []chanPair
+	preNop, preFl bool // a nop (flush) before the op
+}
+
 type keyedNeed struct {
 	key int32
 	edgeNeed
@@ -80,17 +90,13 @@ type syncer struct {
 	nodes     []node
 	chunks    [][4][]chunkInfo // [rank][buffer][chunk]
 	fE, fV    []map[int32]int32
-	nopPos    []int32  // 2*seq+1 after, 2*seq-1 before
-	pre       [][]item // by node
-	post      [][]item
-	preNop    []bool
-	preFl     []bool
-	start     [][]item // per gid
+	nopPos    []int32    // 2*seq+1 after, 2*seq-1 before
+	ns        []nodeSync // by node
+	start     [][]item   // per gid
 	startWait [][]item
 	end       [][]item
 	pairs     map[chanPair]bool
 	rankPairs map[[3]int]bool
-	outs      [][]chanPair // edges leaving an action (for port data channels)
 	// startKnown[(rank, block)]: the block waits at its start for a signal
 	// that rank sent at its start (1 relaxed, 2 release).
 	startKnown map[[2]int32]int8
@@ -259,8 +265,7 @@ func (s *syncer) run() {
 		s.nodes = append(s.nodes, node{rank: r, gid: -1, host: 2})
 	}
 	m := len(s.nodes)
-	s.pre, s.post, s.outs = make([][]item, m), make([][]item, m), make([][]chanPair, m)
-	s.preNop, s.preFl = make([]bool, m), make([]bool, m)
+	s.ns = make([]nodeSync, m)
 	for seq := range s.nodes {
 		nd := &s.nodes[seq]
 		reads, writes := s.accesses(nd)
@@ -381,11 +386,11 @@ func (s *syncer) visit(seq int32, reads, writes []aref) {
 	}
 	for _, p := range sameBlock {
 		if s.nopPos[nd.gid] < 2*p+1 {
-			s.preNop[seq] = true
+			s.ns[seq].preNop = true
 			s.nopPos[nd.gid] = 2*seq - 1
 		}
 		if a := s.nodes[p].act; a != nil && a.chType == ir.ChanPort && a.code.Info().Class != ir.ClassSync {
-			s.preFl[seq] = true
+			s.ns[seq].preFl = true
 		}
 	}
 	// Record this node's accesses.
@@ -454,7 +459,7 @@ func (s *syncer) edge(p, c int32, full bool) {
 			sig.kind, wait.kind = itemSignal, itemWait
 		}
 		if pn.host == 0 {
-			s.outs[p] = s.pushPair(s.outs[p], k)
+			s.ns[p].outs = s.pushPair(s.ns[p].outs, k)
 		}
 	}
 	// Source positions: the producer's op for the signal, the consumer's
@@ -473,7 +478,7 @@ func (s *syncer) edge(p, c int32, full bool) {
 	case 1:
 		s.start[pg] = append(s.start[pg], sig)
 	default:
-		s.post[p] = s.push(s.post[p], sig)
+		s.ns[p].post = s.push(s.ns[p].post, sig)
 		s.nopPos[pg] = max(s.nopPos[pg], 2*p+1)
 	}
 	switch {
@@ -486,7 +491,7 @@ func (s *syncer) edge(p, c int32, full bool) {
 		k := [2]int32{int32(pr), cg}
 		s.startKnown[k] = max(s.startKnown[k], b2k(full))
 	default:
-		s.pre[c] = s.push(s.pre[c], wait)
+		s.ns[c].pre = s.push(s.ns[c].pre, wait)
 		s.nopPos[cg] = max(s.nopPos[cg], 2*c-1)
 	}
 	s.fE[cg][pg] = max(s.fE[cg][pg], pseq)

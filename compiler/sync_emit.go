@@ -146,7 +146,7 @@ func (s *syncer) dataPairs(seq int32, a *action) {
 		}
 		var pk chanPair
 		ok := false
-		for _, o := range s.outs[seq] {
+		for _, o := range s.ns[seq].outs {
 			if o.typ == ir.ChanPort && (o.rankA == d.rank || o.rankB == d.rank) {
 				pk, ok = o, true
 				break
@@ -206,13 +206,14 @@ func (s *syncer) layoutBlock(r, tb int, out []item) []item {
 	}
 	for _, a := range blk.acts {
 		q := n + int32(a.seq)
-		pre := s.pre[q]
-		if s.preFl[q] {
+		ns := &s.ns[q]
+		pre := ns.pre
+		if ns.preFl {
 			flush(unflushed)
 			unflushed = nil
 		}
 		out = append(out, pre...)
-		if len(pre) > 0 || s.preNop[q] {
+		if len(pre) > 0 || ns.preNop {
 			out = append(out, item{kind: itemNop, pos: &a.pos})
 		}
 		out = append(out, item{kind: itemAct, act: a, pos: &a.pos})
@@ -224,7 +225,7 @@ func (s *syncer) layoutBlock(r, tb int, out []item) []item {
 				unflushed = append(unflushed, c)
 			}
 		}
-		post := s.post[q]
+		post := ns.post
 		if len(post) == 0 {
 			continue
 		}
