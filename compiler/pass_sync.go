@@ -53,6 +53,11 @@ type node struct {
 type chunkInfo struct {
 	lastW   int32 // node seq of the last writer, -1 none
 	wPacket bool
+	// Readers since the last write: the first inline (most chunks have
+	// one, and a separate array would cost a cache miss per access), the
+	// rest in more.
+	nrd     int32
+	rd0     int32
 	readers []int32
 	all     []access
 }
@@ -112,6 +117,22 @@ type syncer struct {
 	// the rest of the pass.
 	slab     []item
 	pairSlab []chanPair
+	accSlab  []access
+}
+
+// pushAccess appends to a chunk's access list, whose first few entries
+// come from a slab.
+func (s *syncer) pushAccess(l []access, x access) []access {
+	if l != nil {
+		return append(l, x)
+	}
+	if len(s.accSlab)+4 > cap(s.accSlab) {
+		s.accSlab = make([]access, 0, slabSize(cap(s.accSlab), 4096))
+	}
+	n := len(s.accSlab)
+	s.accSlab = s.accSlab[:n+4] // room for three more before a copy
+	s.accSlab[n] = x
+	return s.accSlab[n : n+1 : n+4]
 }
 
 // pushPair is push for the outs lists.
@@ -159,6 +180,20 @@ func newSyncer(st *state) *syncer {
 		}
 	}
 	s.regBlocks()
+	// Input and output chunk records in one array, so that a million of
+	// them are not grown one append at a time.
+	h := &st.hdr
+	if in, out := max(h.inChunks, 0), max(h.outChunks, 0); in+out > 0 {
+		all := make([]chunkInfo, h.ranks*(in+out))
+		for i := range all {
+			all[i].lastW = -1
+		}
+		for r := range s.chunks {
+			o := r * (in + out)
+			s.chunks[r][ir.BufInput] = all[o : o+in : o+in]
+			s.chunks[r][ir.BufOutput] = all[o+in : o+in+out : o+in+out]
+		}
+	}
 	s.touch = map[[2]int][]int32{}
 	for _, a := range st.actions {
 		for _, refs := range [][]aref{a.src, a.dst} {
@@ -334,6 +369,9 @@ func (s *syncer) visit(seq int32, reads, writes []aref) {
 				}
 				add(ci.lastW, true)
 			}
+			if ci.nrd > 0 {
+				add(ci.rd0, false)
+			}
 			for _, rd := range ci.readers {
 				add(rd, false)
 			}
@@ -397,15 +435,20 @@ func (s *syncer) visit(seq int32, reads, writes []aref) {
 	for _, r := range reads {
 		for i := r.idx; i < r.idx+r.size; i++ {
 			ci := s.info(r.rank, r.buf, i)
-			ci.readers = append(ci.readers, seq)
-			ci.all = append(ci.all, access{seq: seq})
+			if ci.nrd == 0 {
+				ci.rd0 = seq
+			} else {
+				ci.readers = append(ci.readers, seq)
+			}
+			ci.nrd++
+			ci.all = s.pushAccess(ci.all, access{seq: seq})
 		}
 	}
 	for _, w := range writes {
 		for i := w.idx; i < w.idx+w.size; i++ {
 			ci := s.info(w.rank, w.buf, i)
-			ci.lastW, ci.wPacket, ci.readers = seq, w.packet, ci.readers[:0]
-			ci.all = append(ci.all, access{seq: seq, write: true})
+			ci.lastW, ci.wPacket, ci.nrd, ci.readers = seq, w.packet, 0, ci.readers[:0]
+			ci.all = s.pushAccess(ci.all, access{seq: seq, write: true})
 		}
 	}
 }
