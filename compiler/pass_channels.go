@@ -1,8 +1,9 @@
 package compiler
 
 import (
+	"cmp"
 	"math"
-	"sort"
+	"slices"
 
 	"github.com/msccl-go/msccl-go/dsl"
 	"github.com/msccl-go/msccl-go/ir"
@@ -14,7 +15,7 @@ import (
 // channel from A to B pair with the k-th from B to A.
 func buildPlan(st *state) {
 	h := &st.hdr
-	b := &planBuilder{st: st, flat: map[chanPair][2]int{}, ints: &intSlab{}, refs: &refSlab{}}
+	b := &planBuilder{st: st, flat: map[chanPair][2]int{}, flatP: map[uint64][2]int{}, ints: &intSlab{}, refs: &refSlab{}}
 	b.collectExplicitPairs()
 	b.layoutChannels()
 	p := &ir.Plan{Name: h.name, Collective: h.collective, Protocol: h.protocol, InPlace: h.inplace, ReuseResources: h.reuse,
@@ -71,6 +72,7 @@ type planBuilder struct {
 	st    *state
 	peers [][3][]int          // [rank][type] connected_to
 	flat  map[chanPair][2]int // pair -> flat index on (rankA, rankB) side
+	flatP map[uint64][2]int   // the same, for pairs that pack (all, in practice)
 	ints  *intSlab
 	refs  *refSlab
 }
@@ -141,7 +143,7 @@ func (b *planBuilder) collectExplicitPairs() {
 				tb = -1
 			}
 			k := pairKey(a.rank, a.tb, p.rank, tb, a.chType)
-			st.pairs[k] = true
+			st.pairs.add(k)
 			a.chans = append(a.chans, k)
 		}
 		if info.Class == ir.ClassSync {
@@ -155,14 +157,14 @@ func (b *planBuilder) collectExplicitPairs() {
 					continue
 				}
 				found := false
-				for k := range st.pairs {
+				for _, k := range st.pairs.list {
 					if k.typ == a.chType && ((k.rankA == a.rank && k.rankB == r.rank) || (k.rankB == a.rank && k.rankA == r.rank)) {
 						found = true
 						break
 					}
 				}
 				if !found {
-					st.pairs[pairKey(a.rank, a.tb, r.rank, -1, a.chType)] = true
+					st.pairs.add(pairKey(a.rank, a.tb, r.rank, -1, a.chType))
 				}
 			}
 		}
@@ -174,25 +176,10 @@ func (b *planBuilder) collectExplicitPairs() {
 
 func (b *planBuilder) layoutChannels() {
 	st := b.st
-	keys := make([]chanPair, 0, len(st.pairs))
-	for k := range st.pairs {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		x, y := keys[i], keys[j]
-		if x.typ != y.typ {
-			return x.typ < y.typ
-		}
-		if x.rankA != y.rankA {
-			return x.rankA < y.rankA
-		}
-		if x.rankB != y.rankB {
-			return x.rankB < y.rankB
-		}
-		if x.tbA != y.tbA {
-			return x.tbA < y.tbA
-		}
-		return x.tbB < y.tbB
+	keys := slices.Clone(st.pairs.list)
+	slices.SortFunc(keys, func(x, y chanPair) int {
+		return cmp.Or(cmp.Compare(x.typ, y.typ), cmp.Compare(x.rankA, y.rankA), cmp.Compare(x.rankB, y.rankB),
+			cmp.Compare(x.tbA, y.tbA), cmp.Compare(x.tbB, y.tbB))
 	})
 	b.peers = make([][3][]int, st.hdr.ranks)
 	// Within one (type, rankA, rankB) group both sides see the pairs in the
@@ -204,7 +191,11 @@ func (b *planBuilder) layoutChannels() {
 		b.peers[k.rankA][t] = append(b.peers[k.rankA][t], k.rankB)
 		ib := len(b.peers[k.rankB][t])
 		b.peers[k.rankB][t] = append(b.peers[k.rankB][t], k.rankA)
-		b.flat[k] = [2]int{ia, ib}
+		if pk, ok := k.packed(); ok {
+			b.flatP[pk] = [2]int{ia, ib}
+		} else {
+			b.flat[k] = [2]int{ia, ib}
+		}
 	}
 }
 
@@ -226,7 +217,12 @@ func (b *planBuilder) addChanID(r int, tbb *tbBuild, k chanPair) int {
 }
 
 func (b *planBuilder) newChanID(r int, tbb *tbBuild, k chanPair) int {
-	f := b.flat[k]
+	var f [2]int
+	if pk, ok := k.packed(); ok {
+		f = b.flatP[pk]
+	} else {
+		f = b.flat[k]
+	}
 	idx := f[0]
 	if k.rankB == r {
 		idx = f[1]

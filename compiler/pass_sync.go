@@ -100,8 +100,8 @@ type syncer struct {
 	start     [][]item   // per gid
 	startWait [][]item
 	end       [][]item
-	pairs     map[chanPair]bool
-	rankPairs map[[3]int]bool
+	pairs     *pairSet
+	rankPairs map[uint64]bool
 	// startKnown[(rank, block)]: the block waits at its start for a signal
 	// that rank sent at its start (1 relaxed, 2 release).
 	startKnown map[[2]int32]int8
@@ -170,7 +170,7 @@ func b2k(full bool) int8 {
 
 func newSyncer(st *state) *syncer {
 	s := &syncer{st: st, chunks: make([][4][]chunkInfo, st.hdr.ranks),
-		pairs: map[chanPair]bool{}, rankPairs: map[[3]int]bool{}, startKnown: map[[2]int32]int8{}}
+		pairs: newPairSet(), rankPairs: map[uint64]bool{}, startKnown: map[[2]int32]int8{}}
 	// A rank with no work may still have to serve its host (signal that a
 	// launch started, wait for peers' writes before it ends): give every
 	// rank a block up front, since block numbering must not change later.

@@ -28,7 +28,7 @@ type state struct {
 	items [][][]item
 	sync  *syncer
 	// pairs are the channels sync asked for, beyond those data ops need.
-	pairs map[chanPair]bool
+	pairs *pairSet
 
 	// Slabs for the millions of ops and actions a large program makes:
 	// one allocation per thousand rather than one each.

@@ -271,7 +271,7 @@ func containsPair(ps []chanPair, p chanPair) bool {
 func (s *syncer) explicitItems() {
 	st := s.st
 	st.items = make([][][]item, st.hdr.ranks)
-	st.pairs = map[chanPair]bool{}
+	st.pairs = newPairSet()
 	for r, row := range st.blocks {
 		st.items[r] = make([][]item, len(row))
 		for tb, blk := range row {
@@ -285,15 +285,16 @@ func (s *syncer) explicitItems() {
 	}
 }
 
-func rankPairKey(a, b int, t ir.ChannelType) [3]int {
+// rankPairKey names the unordered pair of ranks a, b and a channel type.
+func rankPairKey(a, b int, t ir.ChannelType) uint64 {
 	if a > b {
 		a, b = b, a
 	}
-	return [3]int{a, b, int(t)}
+	return uint64(uint32(a))<<32 | uint64(uint32(b))<<3 | uint64(t)&7
 }
 
 func (s *syncer) addPair(k chanPair) {
-	s.pairs[k] = true
+	s.pairs.add(k)
 	s.rankPairs[rankPairKey(k.rankA, k.rankB, k.typ)] = true
 	if k.tbA < 0 || k.tbB < 0 {
 		return

@@ -15,6 +15,45 @@ type chanPair struct {
 	typ                    ir.ChannelType
 }
 
+// packed returns k as one integer, a far cheaper map key than the struct,
+// when its fields fit (ranks below 2^14, blocks below 2^16-1, a channel
+// type below 8); ok is false otherwise.
+func (k chanPair) packed() (uint64, bool) {
+	const rankBits, tbBits = 14, 16
+	if uint(k.rankA) >= 1<<rankBits || uint(k.rankB) >= 1<<rankBits || uint(k.tbA+1) >= 1<<tbBits || uint(k.tbB+1) >= 1<<tbBits || uint(k.typ) >= 8 {
+		return 0, false
+	}
+	return uint64(k.rankA)<<(rankBits+2*tbBits+3) | uint64(k.rankB)<<(2*tbBits+3) | uint64(k.tbA+1)<<(tbBits+3) | uint64(k.tbB+1)<<3 | uint64(k.typ), true
+}
+
+// pairSet is a set of channel pairs in insertion order.
+type pairSet struct {
+	packed map[uint64]struct{}
+	slow   map[chanPair]struct{} // pairs that do not pack
+	list   []chanPair
+}
+
+func newPairSet() *pairSet {
+	return &pairSet{packed: map[uint64]struct{}{}, slow: map[chanPair]struct{}{}}
+}
+
+// add inserts k and reports whether it was new.
+func (ps *pairSet) add(k chanPair) bool {
+	if pk, ok := k.packed(); ok {
+		if _, dup := ps.packed[pk]; dup {
+			return false
+		}
+		ps.packed[pk] = struct{}{}
+	} else {
+		if _, dup := ps.slow[k]; dup {
+			return false
+		}
+		ps.slow[k] = struct{}{}
+	}
+	ps.list = append(ps.list, k)
+	return true
+}
+
 // pairKey normalises a pair so both ends find the same one.
 func pairKey(r1, t1, r2, t2 int, typ ir.ChannelType) chanPair {
 	if r1 > r2 {
