@@ -360,7 +360,8 @@ func (ev *evaluator) opStmt(o *dsl.OpStmt, onRank, onTB int) *evOp {
 						continue
 					}
 					op.via = append(op.via, name)
-					op.viaRng = cr()
+					r := cr()
+					op.viaRng = &r
 				} else {
 					choices := []string{"sum", "min", "max", "prod"}
 					if !contains(choices, name) || len(c.Args) != 1 {

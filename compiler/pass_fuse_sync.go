@@ -26,7 +26,9 @@ func fuseSync(st *state) {
 				if n > 0 && fuseInto(&tb.Ops[n-1], &tb.Ops[i]) {
 					continue
 				}
-				tb.Ops[n], srcs[n] = tb.Ops[i], srcs[i]
+				if n != i {
+					tb.Ops[n], srcs[n] = tb.Ops[i], srcs[i]
+				}
 				n++
 			}
 			tb.Ops = tb.Ops[:n]

@@ -237,7 +237,7 @@ func (lw *lowerer) copyOp(o *evOp, a *action, src, dst aref) *action {
 			lw.setPkt(dst, false)
 		}
 		if get {
-			st.errorf(o.viaRng, "", "`via get` needs a copy between two ranks")
+			st.errorf(o.viaRange(), "", "`via get` needs a copy between two ranks")
 			return nil
 		}
 		return a
@@ -249,7 +249,7 @@ func (lw *lowerer) copyOp(o *evOp, a *action, src, dst aref) *action {
 	a.chType = t
 	if ll {
 		if get {
-			st.errorf(o.viaRng, "LL packets are pushed by the sender; drop `via get` or use protocol Simple", "`via get` with protocol LL")
+			st.errorf(o.viaRange(), "LL packets are pushed by the sender; drop `via get` or use protocol Simple", "`via get` with protocol LL")
 			return nil
 		}
 		if dst.buf != ir.BufScratch {
@@ -273,7 +273,7 @@ func (lw *lowerer) copyOp(o *evOp, a *action, src, dst aref) *action {
 	lw.setPkt(dst, false)
 	if get {
 		if t != ir.ChanMemory {
-			st.errorf(o.viaRng, "get reads the peer's memory directly, which needs a memory channel", "no usable channel type for get between rank %d and rank %d", src.rank, dst.rank)
+			st.errorf(o.viaRange(), "get reads the peer's memory directly, which needs a memory channel", "no usable channel type for get between rank %d and rank %d", src.rank, dst.rank)
 			return nil
 		}
 		a.rank, a.code = dst.rank, ir.OpGet
@@ -286,7 +286,7 @@ func (lw *lowerer) copyOp(o *evOp, a *action, src, dst aref) *action {
 func (lw *lowerer) reduceOp(o *evOp, a *action, srcs []aref, dst aref) *action {
 	st, ll := lw.st, lw.st.hdr.protocol == ir.LL
 	if contains(o.via, "get") {
-		st.errorf(o.viaRng, "a reduce reads remote sources directly when it needs to", "`via get` on reduce")
+		st.errorf(o.viaRange(), "a reduce reads remote sources directly when it needs to", "`via get` on reduce")
 		return nil
 	}
 	a.rank = dst.rank

@@ -88,7 +88,7 @@ type evOp struct {
 	src, dst []evRef
 	tb       int // -1: not given
 	via      []string
-	viaRng   dsl.Range
+	viaRng   *dsl.Range // set with via; a pointer keeps the million-op common case small
 	to       []peerSpec
 	reduce   ir.ReduceOp
 	sems     []int
@@ -247,4 +247,12 @@ func (st *state) newAction() *action {
 // programs start with small slabs, large ones soon reach limit.
 func slabSize(prev, limit int) int {
 	return min(max(32, 2*prev), limit)
+}
+
+// viaRange is where the op's via clause is, for messages about it.
+func (o *evOp) viaRange() dsl.Range {
+	if o.viaRng == nil {
+		return o.rng
+	}
+	return *o.viaRng
 }
