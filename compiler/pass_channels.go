@@ -15,7 +15,7 @@ import (
 // channel from A to B pair with the k-th from B to A.
 func buildPlan(st *state) {
 	h := &st.hdr
-	b := &planBuilder{st: st, flat: map[chanPair][2]int{}, flatP: map[uint64][2]int{}, ints: &intSlab{}, refs: &refSlab{}}
+	b := &planBuilder{st: st, ints: &intSlab{}, refs: &refSlab{}}
 	b.collectExplicitPairs()
 	b.layoutChannels()
 	p := &ir.Plan{Name: h.name, Collective: h.collective, Protocol: h.protocol, InPlace: h.inplace, ReuseResources: h.reuse,
@@ -70,11 +70,11 @@ func buildPlan(st *state) {
 
 type planBuilder struct {
 	st    *state
-	peers [][3][]int          // [rank][type] connected_to
-	flat  map[chanPair][2]int // pair -> flat index on (rankA, rankB) side
-	flatP map[uint64][2]int   // the same, for pairs that pack (all, in practice)
-	ints  *intSlab
-	refs  *refSlab
+	peers [][3][]int // [rank][type] connected_to
+	// flatOf[id]: the flat index of pair id on its (rankA, rankB) sides.
+	flatOf [][2]int
+	ints   *intSlab
+	refs   *refSlab
 }
 
 // intSlab and refSlab hand out the small id and operand lists of plan
@@ -176,26 +176,29 @@ func (b *planBuilder) collectExplicitPairs() {
 
 func (b *planBuilder) layoutChannels() {
 	st := b.st
-	keys := slices.Clone(st.pairs.list)
-	slices.SortFunc(keys, func(x, y chanPair) int {
+	list := st.pairs.list
+	order := make([]int32, len(list))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(i, j int32) int {
+		x, y := &list[i], &list[j]
 		return cmp.Or(cmp.Compare(x.typ, y.typ), cmp.Compare(x.rankA, y.rankA), cmp.Compare(x.rankB, y.rankB),
 			cmp.Compare(x.tbA, y.tbA), cmp.Compare(x.tbB, y.tbB))
 	})
+	b.flatOf = make([][2]int, len(list))
 	b.peers = make([][3][]int, st.hdr.ranks)
 	// Within one (type, rankA, rankB) group both sides see the pairs in the
 	// same order, so appending in sorted order pairs them. Across peers the
 	// order on a rank does not matter.
-	for _, k := range keys {
+	for _, id := range order {
+		k := list[id]
 		t := k.typ
 		ia := len(b.peers[k.rankA][t])
 		b.peers[k.rankA][t] = append(b.peers[k.rankA][t], k.rankB)
 		ib := len(b.peers[k.rankB][t])
 		b.peers[k.rankB][t] = append(b.peers[k.rankB][t], k.rankA)
-		if pk, ok := k.packed(); ok {
-			b.flatP[pk] = [2]int{ia, ib}
-		} else {
-			b.flat[k] = [2]int{ia, ib}
-		}
+		b.flatOf[id] = [2]int{ia, ib}
 	}
 }
 
@@ -217,11 +220,19 @@ func (b *planBuilder) addChanID(r int, tbb *tbBuild, k chanPair) int {
 }
 
 func (b *planBuilder) newChanID(r int, tbb *tbBuild, k chanPair) int {
+	id, ok := b.st.pairs.id(k)
+	if !ok {
+		// Not a pair of the plan; the validator reports its use.
+		id = -1
+	}
+	return b.localChan(r, tbb, k, id)
+}
+
+// localChan is chanID for pair k whose id is known (-1: no such pair).
+func (b *planBuilder) localChan(r int, tbb *tbBuild, k chanPair, id int32) int {
 	var f [2]int
-	if pk, ok := k.packed(); ok {
-		f = b.flatP[pk]
-	} else {
-		f = b.flat[k]
+	if id >= 0 {
+		f = b.flatOf[id]
 	}
 	idx := f[0]
 	if k.rankB == r {
@@ -307,7 +318,11 @@ func (b *planBuilder) op(op *ir.Op, r int, tbb *tbBuild, it *item, scratch []int
 	op.Code = itemCodes[it.kind]
 	if it.pairs == nil {
 		op.ChannelType, op.ChannelIDs = it.pair.typ, b.ints.take(1)
-		op.ChannelIDs[0] = b.chanID(r, tbb, it.pair)
+		if it.pid1 > 0 {
+			op.ChannelIDs[0] = b.localChan(r, tbb, it.pair, it.pid1-1)
+		} else {
+			op.ChannelIDs[0] = b.chanID(r, tbb, it.pair)
+		}
 		return src
 	}
 	op.ChannelType = it.pairs[0].typ

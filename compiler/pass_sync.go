@@ -108,8 +108,10 @@ type syncer struct {
 	// partners[g]: blocks that share a channel with block g.
 	// A block has a handful, so a list beats a map.
 	partners [][]int32
-	needBuf  []edgeNeed
-	bestBuf  []keyedNeed
+	// partnerPair[g][i] is the id of the pair of g and partners[g][i].
+	partnerPair [][]int32
+	needBuf     []edgeNeed
+	bestBuf     []keyedNeed
 	// touch[(r, p)]: the blocks of rank r whose ops reach rank p.
 	touch map[[2]int][]int32
 	// slab backs the first item of each node's pre and post lists: most
@@ -230,6 +232,7 @@ func (s *syncer) regBlocks() {
 	}
 	for len(s.partners) < len(s.blkRank) {
 		s.partners = append(s.partners, nil)
+		s.partnerPair = append(s.partnerPair, nil)
 	}
 	for len(s.fE) < len(s.blkRank) {
 		s.fE = append(s.fE, map[int32]int32{})
@@ -491,13 +494,14 @@ func (s *syncer) edge(p, c int32, full bool) {
 		sig, wait = item{kind: itemSemRelease, sem: sp}, item{kind: itemSemAcquire, sem: sp}
 	} else {
 		k := pairKey(pr, ptb, cr, ctb, s.chanType(pr, cr))
-		if !s.isPartner(pg, cg) {
-			// Blocks that share a channel already have exactly this pair
-			// (edges and handshakes pair blocks by their ranks' channel
-			// type); most edges of a long schedule reuse one.
-			s.addPair(k)
+		// Blocks that share a channel already have exactly this pair
+		// (edges and handshakes pair blocks by their ranks' channel type);
+		// most edges of a long schedule reuse one.
+		pid := s.pairOf(pg, cg)
+		if pid < 0 {
+			pid = s.addPair(k)
 		}
-		sig, wait = item{kind: itemRlxSignal, pair: k}, item{kind: itemRlxWait, pair: k}
+		sig, wait = item{kind: itemRlxSignal, pair: k, pid1: pid + 1}, item{kind: itemRlxWait, pair: k, pid1: pid + 1}
 		if full {
 			sig.kind, wait.kind = itemSignal, itemWait
 		}

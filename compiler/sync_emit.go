@@ -98,9 +98,9 @@ func (s *syncer) addHandshakes(need map[hsKey]hsVal) {
 		pr, ptb := s.blkRank[pg], s.blkTB[pg]
 		cr, ctb := s.blkRank[hk.to], s.blkTB[hk.to]
 		pk := pairKey(pr, ptb, cr, ctb, s.chanType(pr, cr))
-		s.addPair(pk)
+		pid := s.addPair(pk)
 		s.startKnown[[2]int32{int32(hk.from), hk.to}] = b2k(v.full)
-		sig, wait := item{kind: itemRlxSignal, pair: pk}, item{kind: itemRlxWait, pair: pk}
+		sig, wait := item{kind: itemRlxSignal, pair: pk, pid1: pid + 1}, item{kind: itemRlxWait, pair: pk, pid1: pid + 1}
 		if v.full {
 			sig.kind, wait.kind = itemSignal, itemWait
 		}
@@ -293,19 +293,32 @@ func rankPairKey(a, b int, t ir.ChannelType) uint64 {
 	return uint64(uint32(a))<<32 | uint64(uint32(b))<<3 | uint64(t)&7
 }
 
-func (s *syncer) addPair(k chanPair) {
-	s.pairs.add(k)
+func (s *syncer) addPair(k chanPair) int32 {
+	id := s.pairs.add(k)
 	s.rankPairs[rankPairKey(k.rankA, k.rankB, k.typ)] = true
 	if k.tbA < 0 || k.tbB < 0 {
-		return
+		return id
 	}
 	a, b := s.gid[k.rankA][k.tbA], s.gid[k.rankB][k.tbB]
 	if !s.isPartner(a, b) {
 		s.partners[a] = append(s.partners[a], b)
+		s.partnerPair[a] = append(s.partnerPair[a], id)
 		if a != b {
 			s.partners[b] = append(s.partners[b], a)
+			s.partnerPair[b] = append(s.partnerPair[b], id)
 		}
 	}
+	return id
+}
+
+// pairOf returns the id of the pair that blocks a and b share, or -1.
+func (s *syncer) pairOf(a, b int32) int32 {
+	for i, g := range s.partners[a] {
+		if g == b {
+			return s.partnerPair[a][i]
+		}
+	}
+	return -1
 }
 
 // isPartner reports whether blocks a and b share a channel.

@@ -26,32 +26,44 @@ func (k chanPair) packed() (uint64, bool) {
 	return uint64(k.rankA)<<(rankBits+2*tbBits+3) | uint64(k.rankB)<<(2*tbBits+3) | uint64(k.tbA+1)<<(tbBits+3) | uint64(k.tbB+1)<<3 | uint64(k.typ), true
 }
 
-// pairSet is a set of channel pairs in insertion order.
+// pairSet is a set of channel pairs in insertion order; a pair's id is
+// its position in list.
 type pairSet struct {
-	packed map[uint64]struct{}
-	slow   map[chanPair]struct{} // pairs that do not pack
+	packed map[uint64]int32
+	slow   map[chanPair]int32 // pairs that do not pack
 	list   []chanPair
 }
 
 func newPairSet() *pairSet {
-	return &pairSet{packed: map[uint64]struct{}{}, slow: map[chanPair]struct{}{}}
+	return &pairSet{packed: map[uint64]int32{}, slow: map[chanPair]int32{}}
 }
 
-// add inserts k and reports whether it was new.
-func (ps *pairSet) add(k chanPair) bool {
+// add inserts k if it is new and returns its id.
+func (ps *pairSet) add(k chanPair) int32 {
+	id := int32(len(ps.list))
 	if pk, ok := k.packed(); ok {
-		if _, dup := ps.packed[pk]; dup {
-			return false
+		if old, dup := ps.packed[pk]; dup {
+			return old
 		}
-		ps.packed[pk] = struct{}{}
+		ps.packed[pk] = id
 	} else {
-		if _, dup := ps.slow[k]; dup {
-			return false
+		if old, dup := ps.slow[k]; dup {
+			return old
 		}
-		ps.slow[k] = struct{}{}
+		ps.slow[k] = id
 	}
 	ps.list = append(ps.list, k)
-	return true
+	return id
+}
+
+// id returns the id of k if it is in the set.
+func (ps *pairSet) id(k chanPair) (int32, bool) {
+	if pk, ok := k.packed(); ok {
+		id, ok := ps.packed[pk]
+		return id, ok
+	}
+	id, ok := ps.slow[k]
+	return id, ok
 }
 
 // pairKey normalises a pair so both ends find the same one.
@@ -82,7 +94,11 @@ const (
 
 // item is one entry of a block's final op list before ids are resolved.
 type item struct {
-	kind  itemKind
+	kind itemKind
+	// pid1 is 1 + the id of pair in the state's pairSet, when the item
+	// came with it (signals and waits sync inserts), else 0; buildPlan
+	// then finds the channel without hashing the pair.
+	pid1  int32
 	act   *action
 	pair  chanPair   // signal/wait channel
 	pairs []chanPair // flush: several channels (pair unused)
