@@ -3,8 +3,8 @@ module github.com/msccl-go/msccl-go
 go 1.26.8
 
 require (
-	github.com/NVIDIA/go-nvml v0.13.4-1 // indirect
-	github.com/alecthomas/participle/v2 v2.1.4 // indirect
-	golang.org/x/tools v0.52.0 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
+	github.com/NVIDIA/go-nvml v0.13.4-1
+	github.com/alecthomas/participle/v2 v2.1.4
+	golang.org/x/tools v0.52.0
+	gopkg.in/yaml.v3 v3.0.1
 )
