@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+
+	"github.com/msccl-go/msccl-go/dsl"
 	"io"
 	"os"
 	"sort"
@@ -41,7 +43,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	c, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "msccl-compile: unknown command %q%s\n", args[0], suggest(args[0], commandNames()))
+		msg := fmt.Sprintf("msccl-compile: unknown command %q", args[0])
+		if hint := dsl.Suggest(args[0], commandNames()); hint != "" {
+			msg += " (" + hint + ")"
+		}
+		fmt.Fprintln(stderr, msg)
 		usage(stderr)
 		return exitUsage
 	}
@@ -63,40 +69,6 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w, "\nRun 'msccl-compile COMMAND -h' for a command's flags.")
-}
-
-// suggest returns ` (did you mean "x"?)` when a known name is close.
-func suggest(name string, known []string) string {
-	best, bestD := "", 3
-	for _, k := range known {
-		if d := distance(name, k); d < bestD {
-			best, bestD = k, d
-		}
-	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf(" (did you mean %q?)", best)
-}
-
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // errorf prints "msccl-compile CMD: msg" and returns exitBad.

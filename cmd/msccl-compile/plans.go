@@ -54,21 +54,7 @@ func cmdPlans(args []string, stdout, stderr io.Writer) int {
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			return errorf(stderr, "plans", "%v", err)
 		}
-		fmt.Fprintf(stdout, "%s\t%s\t[%s, %s]\t%s\n", path, np.Plan.Collective, sizeText(np.Plan.MinMessageSize), sizeText(np.Plan.MaxMessageSize), strings.TrimSuffix(filepath.Base(np.Algorithm), ".msccl"))
+		fmt.Fprintf(stdout, "%s\t%s\t[%s, %s]\t%s\n", path, np.Plan.Collective, np.Row.MinSize, np.Row.MaxSize, strings.TrimSuffix(filepath.Base(np.Algorithm), ".msccl"))
 	}
 	return exitOK
-}
-
-func sizeText(n uint64) string {
-	switch {
-	case n == ^uint64(0):
-		return "inf"
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%dGiB", n>>30)
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%dMiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%dKiB", n>>10)
-	}
-	return fmt.Sprint(n)
 }
