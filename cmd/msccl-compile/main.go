@@ -2,12 +2,12 @@ package main
 
 import (
 	"fmt"
-
-	"github.com/msccl-go/msccl-go/dsl"
 	"io"
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/msccl-go/msccl-go/dsl"
 )
 
 // exit codes
