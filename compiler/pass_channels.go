@@ -35,7 +35,7 @@ func buildPlan(st *state) {
 				g.Channels = append(g.Channels, ir.Channel{Type: t, ConnectedTo: peers})
 			}
 		}
-		rb := &rankBuild{g: g, remote: map[[2]int]int{}, sems: map[semPair]int{}}
+		rb := &rankBuild{g: g, remote: map[[2]int]int{}, sems: map[int32]int{}}
 		sm.ops[r] = make([][]opSource, len(st.blocks[r]))
 		g.ThreadBlocks = make([]ir.ThreadBlock, 0, len(st.blocks[r]))
 		for tb := range st.blocks[r] {
@@ -106,7 +106,7 @@ func (s *refSlab) take(n int) []ir.BufRef {
 type rankBuild struct {
 	g      *ir.GPU
 	remote map[[2]int]int // (rank, buf) -> remote_buffers index
-	sems   map[semPair]int
+	sems   map[int32]int  // state sems index -> semaphore id
 	nsem   int
 }
 
@@ -225,26 +225,27 @@ func (b *planBuilder) newChanID(r int, tbb *tbBuild, k chanPair) int {
 		// Not a pair of the plan; the validator reports its use.
 		id = -1
 	}
-	return b.localChan(r, tbb, k, id)
+	var side uint8
+	if k.rankB == r {
+		side = 1
+	}
+	return b.localChan(tbb, k.typ, side, id)
 }
 
-// localChan is chanID for pair k whose id is known (-1: no such pair).
-func (b *planBuilder) localChan(r int, tbb *tbBuild, k chanPair, id int32) int {
-	var f [2]int
+// localChan returns the block-local id of pair id (-1: no such pair) of
+// type t, seen from its end side.
+func (b *planBuilder) localChan(tbb *tbBuild, t ir.ChannelType, side uint8, id int32) int {
+	idx := 0
 	if id >= 0 {
-		f = b.flatOf[id]
+		idx = b.flatOf[id][side]
 	}
-	idx := f[0]
-	if k.rankB == r {
-		idx = f[1]
-	}
-	for id, x := range tbb.chanIDs[k.typ] {
+	for id, x := range tbb.chanIDs[t] {
 		if x == idx {
 			return id
 		}
 	}
-	tbb.chanIDs[k.typ] = append(tbb.chanIDs[k.typ], idx)
-	return len(tbb.chanIDs[k.typ]) - 1
+	tbb.chanIDs[t] = append(tbb.chanIDs[t], idx)
+	return len(tbb.chanIDs[t]) - 1
 }
 
 func (b *planBuilder) remoteID(tbb *tbBuild, t ir.ChannelType, rank int, buf ir.BufferType) int {
@@ -302,11 +303,11 @@ func (b *planBuilder) op(op *ir.Op, r int, tbb *tbBuild, it *item, scratch []int
 		*op = b.actOp(r, tbb, it.act, scratch, &src)
 		return src
 	case itemSemRelease, itemSemAcquire:
-		id, ok := tbb.rb.sems[it.sem]
+		id, ok := tbb.rb.sems[it.sid]
 		if !ok {
 			id = tbb.rb.nsem
 			tbb.rb.nsem++
-			tbb.rb.sems[it.sem] = id
+			tbb.rb.sems[it.sid] = id
 		}
 		op.Code, op.SemaphoreIDs = itemCodes[it.kind], b.ints.take(1)
 		op.SemaphoreIDs[0] = id
@@ -317,16 +318,12 @@ func (b *planBuilder) op(op *ir.Op, r int, tbb *tbBuild, it *item, scratch []int
 	}
 	op.Code = itemCodes[it.kind]
 	if it.pairs == nil {
-		op.ChannelType, op.ChannelIDs = it.pair.typ, b.ints.take(1)
-		if it.pid1 > 0 {
-			op.ChannelIDs[0] = b.localChan(r, tbb, it.pair, it.pid1-1)
-		} else {
-			op.ChannelIDs[0] = b.chanID(r, tbb, it.pair)
-		}
+		op.ChannelType, op.ChannelIDs = it.typ, b.ints.take(1)
+		op.ChannelIDs[0] = b.localChan(tbb, it.typ, it.side, it.pid1-1)
 		return src
 	}
-	op.ChannelType = it.pairs[0].typ
-	for _, k := range it.pairs {
+	op.ChannelType = (*it.pairs)[0].typ
+	for _, k := range *it.pairs {
 		op.ChannelIDs = append(op.ChannelIDs, b.chanID(r, tbb, k))
 	}
 	return src

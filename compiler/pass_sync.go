@@ -110,6 +110,7 @@ type syncer struct {
 	partners [][]int32
 	// partnerPair[g][i] is the id of the pair of g and partners[g][i].
 	partnerPair [][]int32
+	semIDs      map[semPair]int32
 	needBuf     []edgeNeed
 	bestBuf     []keyedNeed
 	// touch[(r, p)]: the blocks of rank r whose ops reach rank p.
@@ -172,7 +173,7 @@ func b2k(full bool) int8 {
 
 func newSyncer(st *state) *syncer {
 	s := &syncer{st: st, chunks: make([][4][]chunkInfo, st.hdr.ranks),
-		pairs: newPairSet(), rankPairs: map[uint64]bool{}, startKnown: map[[2]int32]int8{}}
+		pairs: newPairSet(), rankPairs: map[uint64]bool{}, startKnown: map[[2]int32]int8{}, semIDs: map[semPair]int32{}}
 	// A rank with no work may still have to serve its host (signal that a
 	// launch started, wait for peers' writes before it ends): give every
 	// rank a block up front, since block numbering must not change later.
@@ -490,8 +491,8 @@ func (s *syncer) edge(p, c int32, full bool) {
 	cr, ctb := s.blkRank[cg], s.blkTB[cg]
 	var sig, wait item
 	if pr == cr {
-		sp := semPair{rank: pr, from: ptb, to: ctb}
-		sig, wait = item{kind: itemSemRelease, sem: sp}, item{kind: itemSemAcquire, sem: sp}
+		sid := s.semID(semPair{rank: pr, from: ptb, to: ctb})
+		sig, wait = item{kind: itemSemRelease, sid: sid}, item{kind: itemSemAcquire, sid: sid}
 	} else {
 		k := pairKey(pr, ptb, cr, ctb, s.chanType(pr, cr))
 		// Blocks that share a channel already have exactly this pair
@@ -501,7 +502,7 @@ func (s *syncer) edge(p, c int32, full bool) {
 		if pid < 0 {
 			pid = s.addPair(k)
 		}
-		sig, wait = item{kind: itemRlxSignal, pair: k, pid1: pid + 1}, item{kind: itemRlxWait, pair: k, pid1: pid + 1}
+		sig, wait = pairItem(itemRlxSignal, k, pid, pr), pairItem(itemRlxWait, k, pid, cr)
 		if full {
 			sig.kind, wait.kind = itemSignal, itemWait
 		}

@@ -27,6 +27,8 @@ type state struct {
 	// syncer and lays blocks out on demand (blockItems).
 	items [][][]item
 	sync  *syncer
+	// sems lists the semaphore pairs sync items name by index.
+	sems []semPair
 	// pairs are the channels sync asked for, beyond those data ops need.
 	pairs *pairSet
 

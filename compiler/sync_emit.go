@@ -100,7 +100,7 @@ func (s *syncer) addHandshakes(need map[hsKey]hsVal) {
 		pk := pairKey(pr, ptb, cr, ctb, s.chanType(pr, cr))
 		pid := s.addPair(pk)
 		s.startKnown[[2]int32{int32(hk.from), hk.to}] = b2k(v.full)
-		sig, wait := item{kind: itemRlxSignal, pair: pk, pid1: pid + 1}, item{kind: itemRlxWait, pair: pk, pid1: pid + 1}
+		sig, wait := pairItem(itemRlxSignal, pk, pid, pr), pairItem(itemRlxWait, pk, pid, cr)
 		if v.full {
 			sig.kind, wait.kind = itemSignal, itemWait
 		}
@@ -201,7 +201,8 @@ func (s *syncer) layoutBlock(r, tb int, out []item) []item {
 	var unflushed []chanPair
 	flush := func(ps []chanPair) {
 		if len(ps) > 0 {
-			out = append(out, item{kind: itemFlush, pairs: append([]chanPair(nil), ps...), pos: out[len(out)-1].pos})
+			fl := append([]chanPair(nil), ps...)
+			out = append(out, item{kind: itemFlush, pairs: &fl, pos: out[len(out)-1].pos})
 		}
 	}
 	for _, a := range blk.acts {
@@ -233,7 +234,7 @@ func (s *syncer) layoutBlock(r, tb int, out []item) []item {
 		for _, u := range unflushed {
 			onlyU := true
 			for _, it := range post {
-				if it.kind == itemSemRelease || it.pair != u {
+				if it.kind == itemSemRelease || s.itemPair(&it) != u {
 					onlyU = false
 				}
 			}
@@ -319,6 +320,25 @@ func (s *syncer) pairOf(a, b int32) int32 {
 		}
 	}
 	return -1
+}
+
+// itemPair is the channel pair of a signal or wait item.
+func (s *syncer) itemPair(it *item) chanPair {
+	if it.pid1 == 0 {
+		return chanPair{}
+	}
+	return s.pairs.list[it.pid1-1]
+}
+
+// semID interns a semaphore pair.
+func (s *syncer) semID(sp semPair) int32 {
+	if id, ok := s.semIDs[sp]; ok {
+		return id
+	}
+	id := int32(len(s.st.sems))
+	s.semIDs[sp] = id
+	s.st.sems = append(s.st.sems, sp)
+	return id
 }
 
 // isPartner reports whether blocks a and b share a channel.

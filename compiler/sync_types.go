@@ -93,15 +93,31 @@ const (
 )
 
 // item is one entry of a block's final op list before ids are resolved.
+//
+// Millions of items are stored and copied, so they name their channel
+// pair or semaphore by id (the state's pairs and sems lists) rather than
+// by value.
 type item struct {
 	kind itemKind
-	// pid1 is 1 + the id of pair in the state's pairSet, when the item
-	// came with it (signals and waits sync inserts), else 0; buildPlan
-	// then finds the channel without hashing the pair.
+	// Signal/wait: the channel type and which end of the pair the item's
+	// block holds (0: rankA, 1: rankB).
+	typ  ir.ChannelType
+	side uint8
+	// pid1 is 1 + the id of the signal/wait channel in the state's pairs,
+	// else 0; sid the semaphore's index in the state's sems.
 	pid1  int32
+	sid   int32
 	act   *action
-	pair  chanPair   // signal/wait channel
-	pairs []chanPair // flush: several channels (pair unused)
-	sem   semPair
-	pos   *dsl.Range // source the op is reported at (shared, not copied)
+	pairs *[]chanPair // flush: its channels
+	pos   *dsl.Range  // source the op is reported at (shared, not copied)
+}
+
+// pairItem returns a signal/wait item on pair k (id pid) for the block
+// of rank r.
+func pairItem(kind itemKind, k chanPair, pid int32, r int) item {
+	it := item{kind: kind, typ: k.typ, pid1: pid + 1}
+	if r == k.rankB {
+		it.side = 1
+	}
+	return it
 }
