@@ -67,6 +67,66 @@ type access struct {
 	write bool
 }
 
+// knowMap maps a block to the latest node of it another block knows of.
+// A block hears from a handful of others, so a short list (searched in
+// place) serves, until it grows long enough to need a map.
+type knowMap struct {
+	ks, vs []int32
+	m      map[int32]int32
+}
+
+func (k *knowMap) get(g int32) (int32, bool) {
+	if k.m != nil {
+		v, ok := k.m[g]
+		return v, ok
+	}
+	for i, x := range k.ks {
+		if x == g {
+			return k.vs[i], true
+		}
+	}
+	return 0, false
+}
+
+// raise records that g is known up to seq, if that is later.
+func (k *knowMap) raise(g, seq int32) {
+	if k.m != nil {
+		if v, ok := k.m[g]; !ok || seq > v {
+			k.m[g] = seq
+		}
+		return
+	}
+	for i, x := range k.ks {
+		if x == g {
+			k.vs[i] = max(k.vs[i], seq)
+			return
+		}
+	}
+	if len(k.ks) < 32 {
+		k.ks, k.vs = append(k.ks, g), append(k.vs, seq)
+		return
+	}
+	k.m = make(map[int32]int32, 2*len(k.ks))
+	for i, x := range k.ks {
+		k.m[x] = k.vs[i]
+	}
+	k.m[g] = seq
+	k.ks, k.vs = nil, nil
+}
+
+// each calls f for every entry.
+func (k *knowMap) each(f func(g, seq int32)) {
+	if k.m != nil {
+		for g, v := range k.m {
+			f(g, v)
+		}
+		return
+	}
+	for i, x := range k.ks {
+		f(x, k.vs[i])
+	}
+}
+
 // nodeSync is what sync adds around one node, kept together because
 // layout reads it all at once, in block order, far from program order.
 type nodeSync struct {
@@ -94,7 +154,7 @@ type syncer struct {
 	blkTB     []int
 	nodes     []node
 	chunks    [][4][]chunkInfo // [rank][buffer][chunk]
-	fE, fV    []map[int32]int32
+	fE, fV    []knowMap
 	nopPos    []int32    // 2*seq+1 after, 2*seq-1 before
 	ns        []nodeSync // by node
 	start     [][]item   // per gid
@@ -231,13 +291,19 @@ func (s *syncer) regBlocks() {
 			s.blkTB = append(s.blkTB, tb)
 		}
 	}
+	if s.fE == nil {
+		n := len(s.blkRank)
+		s.partners, s.partnerPair = make([][]int32, 0, n), make([][]int32, 0, n)
+		s.fE, s.fV, s.nopPos = make([]knowMap, 0, n), make([]knowMap, 0, n), make([]int32, 0, n)
+		s.start, s.startWait, s.end = make([][]item, 0, n), make([][]item, 0, n), make([][]item, 0, n)
+	}
 	for len(s.partners) < len(s.blkRank) {
 		s.partners = append(s.partners, nil)
 		s.partnerPair = append(s.partnerPair, nil)
 	}
 	for len(s.fE) < len(s.blkRank) {
-		s.fE = append(s.fE, map[int32]int32{})
-		s.fV = append(s.fV, map[int32]int32{})
+		s.fE = append(s.fE, knowMap{})
+		s.fV = append(s.fV, knowMap{})
 		s.nopPos = append(s.nopPos, -1)
 		s.start = append(s.start, nil)
 		s.startWait = append(s.startWait, nil)
@@ -294,6 +360,7 @@ func (s *syncer) chanType(a, b int) ir.ChannelType {
 func (s *syncer) run() {
 	st := s.st
 	n := st.hdr.ranks
+	s.nodes = make([]node, 0, 2*n+len(st.actions))
 	for r := 0; r < n; r++ {
 		s.nodes = append(s.nodes, node{rank: r, gid: -1, host: 1})
 	}
@@ -480,11 +547,11 @@ func (s *syncer) edge(p, c int32, full bool) {
 	if pn.host == 1 {
 		pseq = 0
 	}
-	know := s.fE[cg]
+	know := &s.fE[cg]
 	if full {
-		know = s.fV[cg]
+		know = &s.fV[cg]
 	}
-	if v, ok := know[pg]; ok && v >= pseq {
+	if v, ok := know.get(pg); ok && v >= pseq {
 		return
 	}
 	pr, ptb := s.blkRank[pg], s.blkTB[pg]
@@ -542,9 +609,9 @@ func (s *syncer) edge(p, c int32, full bool) {
 		s.ns[c].pre = s.push(s.ns[c].pre, wait)
 		s.nopPos[cg] = max(s.nopPos[cg], 2*c-1)
 	}
-	s.fE[cg][pg] = max(s.fE[cg][pg], pseq)
+	s.fE[cg].raise(pg, pseq)
 	if full || pr == cr {
 		// Release signals and semaphores carry visibility too.
-		s.fV[cg][pg] = max(s.fV[cg][pg], pseq)
+		s.fV[cg].raise(pg, pseq)
 	}
 }

@@ -20,9 +20,7 @@ func (s *syncer) crossLaunch() {
 		if endE[r] == nil {
 			m := map[int32]int32{}
 			for _, g := range s.gid[r] {
-				for k, v := range s.fE[g] {
-					m[k] = max(m[k], v)
-				}
+				s.fE[g].each(func(k, v int32) { m[k] = max(m[k], v) })
 			}
 			endE[r] = m
 		}
