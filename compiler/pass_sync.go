@@ -50,16 +50,73 @@ type node struct {
 	act  *action
 }
 
+// chunkInfo is sync's record of one chunk. A large program has a million
+// of them, met in no useful order, so the common case fits in 48 bytes
+// with no pointer to chase: the first readers and accesses are inline,
+// the rest in more.
 type chunkInfo struct {
-	lastW   int32 // node seq of the last writer, -1 none
+	lastW int32 // node seq of the last writer, -1 none
+	// Readers since the last write: rd holds the first two.
+	nrd int32
+	rd  [2]int32
+	// Every access of the launch, in order: all holds the first four
+	// (seq<<1 | write).
+	nall    int32
+	all     [4]uint32
 	wPacket bool
-	// Readers since the last write: the first inline (most chunks have
-	// one, and a separate array would cost a cache miss per access), the
-	// rest in more.
-	nrd     int32
-	rd0     int32
-	readers []int32
-	all     []access
+	more    *chunkMore
+}
+
+type chunkMore struct {
+	readers []int32  // beyond rd
+	all     []access // beyond all
+}
+
+// reader returns the i-th reader since the last write.
+func (ci *chunkInfo) reader(i int32) int32 {
+	if i < int32(len(ci.rd)) {
+		return ci.rd[i]
+	}
+	return ci.more.readers[i-int32(len(ci.rd))]
+}
+
+func (ci *chunkInfo) addReader(seq int32) {
+	if ci.nrd < int32(len(ci.rd)) {
+		ci.rd[ci.nrd] = seq
+	} else {
+		if ci.more == nil {
+			ci.more = &chunkMore{}
+		}
+		ci.more.readers = append(ci.more.readers, seq)
+	}
+	ci.nrd++
+}
+
+func (ci *chunkInfo) addAccess(a access) {
+	if ci.nall < int32(len(ci.all)) {
+		w := uint32(0)
+		if a.write {
+			w = 1
+		}
+		ci.all[ci.nall] = uint32(a.seq)<<1 | w
+	} else {
+		if ci.more == nil {
+			ci.more = &chunkMore{}
+		}
+		ci.more.all = append(ci.more.all, a)
+	}
+	ci.nall++
+}
+
+// accesses appends the chunk's accesses, in order, to buf.
+func (ci *chunkInfo) accesses(buf []access) []access {
+	for i := int32(0); i < min(ci.nall, int32(len(ci.all))); i++ {
+		buf = append(buf, access{seq: int32(ci.all[i] >> 1), write: ci.all[i]&1 != 0})
+	}
+	if ci.more != nil {
+		buf = append(buf, ci.more.all...)
+	}
+	return buf
 }
 
 type access struct {
@@ -180,22 +237,6 @@ type syncer struct {
 	// the rest of the pass.
 	slab     []item
 	pairSlab []chanPair
-	accSlab  []access
-}
-
-// pushAccess appends to a chunk's access list, whose first few entries
-// come from a slab.
-func (s *syncer) pushAccess(l []access, x access) []access {
-	if l != nil {
-		return append(l, x)
-	}
-	if len(s.accSlab)+4 > cap(s.accSlab) {
-		s.accSlab = make([]access, 0, slabSize(cap(s.accSlab), 4096))
-	}
-	n := len(s.accSlab)
-	s.accSlab = s.accSlab[:n+4] // room for three more before a copy
-	s.accSlab[n] = x
-	return s.accSlab[n : n+1 : n+4]
 }
 
 // pushPair is push for the outs lists.
@@ -440,11 +481,8 @@ func (s *syncer) visit(seq int32, reads, writes []aref) {
 				}
 				add(ci.lastW, true)
 			}
-			if ci.nrd > 0 {
-				add(ci.rd0, false)
-			}
-			for _, rd := range ci.readers {
-				add(rd, false)
+			for k := int32(0); k < ci.nrd; k++ {
+				add(ci.reader(k), false)
 			}
 		}
 	}
@@ -506,20 +544,18 @@ func (s *syncer) visit(seq int32, reads, writes []aref) {
 	for _, r := range reads {
 		for i := r.idx; i < r.idx+r.size; i++ {
 			ci := s.info(r.rank, r.buf, i)
-			if ci.nrd == 0 {
-				ci.rd0 = seq
-			} else {
-				ci.readers = append(ci.readers, seq)
-			}
-			ci.nrd++
-			ci.all = s.pushAccess(ci.all, access{seq: seq})
+			ci.addReader(seq)
+			ci.addAccess(access{seq: seq})
 		}
 	}
 	for _, w := range writes {
 		for i := w.idx; i < w.idx+w.size; i++ {
 			ci := s.info(w.rank, w.buf, i)
-			ci.lastW, ci.wPacket, ci.nrd, ci.readers = seq, w.packet, 0, ci.readers[:0]
-			ci.all = s.pushAccess(ci.all, access{seq: seq, write: true})
+			ci.lastW, ci.wPacket, ci.nrd = seq, w.packet, 0
+			if ci.more != nil {
+				ci.more.readers = ci.more.readers[:0]
+			}
+			ci.addAccess(access{seq: seq, write: true})
 		}
 	}
 }

@@ -27,13 +27,16 @@ func (s *syncer) crossLaunch() {
 		return endE[r]
 	}
 	need := map[hsKey]hsVal{}
+	var accBuf []access
 	for r := range s.chunks {
 		for buf := range s.chunks[r] {
 			if h.doubleScratch && ir.BufferType(buf) == ir.BufScratch {
 				continue // alternate launches use alternate scratch halves
 			}
 			for ci := range s.chunks[r][buf] {
-				s.crossPairs(s.chunks[r][buf][ci].all, know, need)
+				acc := s.chunks[r][buf][ci].accesses(accBuf[:0])
+				s.crossPairs(acc, know, need)
+				accBuf = acc
 			}
 		}
 	}
@@ -119,13 +122,14 @@ func (s *syncer) dataPairs(seq int32, a *action) {
 	if a.chType == ir.ChanNone {
 		return
 	}
-	seen := map[int]bool{}
-	for _, refs := range [][]aref{a.src, a.dst} {
+	var seenBuf [8]int
+	seen := seenBuf[:0] // peers met so far; an op names a few
+	for _, refs := range [2][]aref{a.src, a.dst} {
 		for _, r := range refs {
-			if r.rank == a.rank || seen[r.rank] {
+			if r.rank == a.rank || slices.Contains(seen, r.rank) {
 				continue
 			}
-			seen[r.rank] = true
+			seen = append(seen, r.rank)
 			if a.chType == ir.ChanPort {
 				continue
 			}
