@@ -286,7 +286,16 @@ func parseInt(s string, r dsl.Range, st *state) (int64, bool) {
 func (ev *evaluator) opStmt(o *dsl.OpStmt, onRank, onTB int) *evOp {
 	st := ev.st
 	op := st.newEvOp()
-	*op = evOp{name: o.Name, rng: dsl.RangeOf(o.Pos, o.EndPos), tb: -1, onRank: onRank, onTB: onTB, id: -1, cnt: -1}
+	rp := ev.ranges[o]
+	if rp == nil {
+		r := dsl.RangeOf(o.Pos, o.EndPos)
+		rp = &r
+		if ev.ranges == nil {
+			ev.ranges = map[*dsl.OpStmt]*dsl.Range{}
+		}
+		ev.ranges[o] = rp
+	}
+	*op = evOp{name: o.Name, rng: *rp, rngp: rp, tb: -1, onRank: onRank, onTB: onTB, id: -1, cnt: -1}
 	ok := true
 	// One array for both operand lists: one allocation per op, not two.
 	refs := make([]evRef, 0, len(o.Src)+len(o.Dst))

@@ -366,7 +366,7 @@ func (b *planBuilder) actOp(r int, tbb *tbBuild, a *action, scratch []int, src *
 		for _, in := range a.body {
 			op.Ops = append(op.Ops, b.actOp(r, tbb, in, scratch, nil))
 			if src != nil {
-				src.inner = append(src.inner, &in.pos)
+				src.inner = append(src.inner, in.pos)
 			}
 		}
 	}

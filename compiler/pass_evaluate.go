@@ -58,8 +58,10 @@ type evaluator struct {
 	maxOps int
 	maxIt  int
 	stop   bool
-	// ints caches parsed integer literals.
-	ints map[*dsl.Primary]int64
+	// ints caches parsed integer literals; ranges the range of each op
+	// statement, which all its ops share.
+	ints   map[*dsl.Primary]int64
+	ranges map[*dsl.OpStmt]*dsl.Range
 }
 
 func (ev *evaluator) header() {

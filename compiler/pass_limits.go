@@ -67,7 +67,7 @@ func (st *state) checkBalance() {
 			count[e] = c
 			f := first[e]
 			if !f[slot].Start.IsValid() {
-				f[slot] = a.pos
+				f[slot] = *a.pos
 			}
 			first[e] = f
 		}

@@ -172,7 +172,7 @@ func (lw *lowerer) chunk(o *evOp) *action {
 		}
 	}
 	a := st.newAction()
-	*a = action{rank: -1, tb: -1, tbHint: o.tb, pos: o.rng, reduce: st.hdr.reduce}
+	*a = action{rank: -1, tb: -1, tbHint: o.tb, pos: o.posRef(), reduce: st.hdr.reduce}
 	if o.reduce != "" {
 		a.reduce = o.reduce
 	}
@@ -381,7 +381,7 @@ func (r aref) rangeHint(o *evOp) dsl.Range { return o.rng }
 func (lw *lowerer) explicit(o *evOp) *action {
 	st := lw.st
 	if o.name == "pipeline" {
-		a := &action{rank: o.onRank, tb: o.onTB, tbHint: o.onTB, code: ir.OpPipeline, explicit: true, pos: o.rng, iter: o.pipeline}
+		a := &action{rank: o.onRank, tb: o.onTB, tbHint: o.onTB, code: ir.OpPipeline, explicit: true, pos: o.posRef(), iter: o.pipeline}
 		for _, in := range o.body {
 			if in.name == "pipeline" {
 				st.errorf(in.rng, "", "pipelines cannot be nested")
@@ -409,7 +409,7 @@ func (lw *lowerer) explicit(o *evOp) *action {
 		return nil
 	}
 	in := code.Info()
-	a := &action{rank: o.onRank, tb: o.onTB, tbHint: o.onTB, code: code, explicit: true, pos: o.rng, tbg: o.tbg, sems: o.sems}
+	a := &action{rank: o.onRank, tb: o.onTB, tbHint: o.onTB, code: code, explicit: true, pos: o.posRef(), tbg: o.tbg, sems: o.sems}
 	if in.Reduces {
 		a.reduce = st.hdr.reduce
 		if o.reduce != "" {

@@ -474,7 +474,7 @@ func (s *syncer) visit(seq int32, reads, writes []aref) {
 				if w.packet && ci.wPacket && nd.act != nil {
 					prev := s.nodes[ci.lastW].act
 					if prev != nil {
-						s.st.errorf(nd.act.pos, fmt.Sprintf("the slot was already written with packets at %s; LL readers cannot tell two writes of one launch apart: use another scratch chunk", prev.pos.Start),
+						s.st.errorf(*nd.act.pos, fmt.Sprintf("the slot was already written with packets at %s; LL readers cannot tell two writes of one launch apart: use another scratch chunk", prev.pos.Start),
 							"rank %d's scratch chunk %d is written with packets twice in one launch", w.rank, i)
 						return
 					}
@@ -616,11 +616,11 @@ func (s *syncer) edge(p, c int32, full bool) {
 	// Source positions: the producer's op for the signal, the consumer's
 	// for the wait (a host end is reported at the producer).
 	if pn.act != nil {
-		sig.pos = &pn.act.pos
+		sig.pos = pn.act.pos
 	}
 	wait.pos = sig.pos
 	if cn.act != nil {
-		wait.pos = &cn.act.pos
+		wait.pos = cn.act.pos
 	}
 	if sig.pos == nil {
 		sig.pos = wait.pos

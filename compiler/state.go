@@ -82,6 +82,9 @@ func (r evRef) String() string {
 type peerSpec struct {
 	rank, tb int
 	rng      dsl.Range
+	// rngp is rng shared by every op of the statement (actions point to
+	// it rather than each holding a copy).
+	rngp *dsl.Range
 }
 
 // evOp is one evaluated operation statement.
@@ -97,6 +100,9 @@ type evOp struct {
 	tbg      *ir.TBGInfo
 	id, cnt  int
 	rng      dsl.Range
+	// rngp is rng shared by every op of the statement (actions point to
+	// it rather than each holding a copy).
+	rngp     *dsl.Range
 	onRank   int // channel level: the `on` block's rank; -1 for chunk ops
 	onTB     int
 	pipeline *ir.IterContext
@@ -132,7 +138,7 @@ type action struct {
 	dst    []aref
 	chType ir.ChannelType // channel type of remote refs; ChanNone when local
 	reduce ir.ReduceOp
-	pos    dsl.Range
+	pos    *dsl.Range // shared by the actions of one statement
 	// dead marks an action fused into an earlier one.
 	dead bool
 
@@ -257,4 +263,14 @@ func (o *evOp) viaRange() dsl.Range {
 		return o.rng
 	}
 	return *o.viaRng
+}
+
+// posRef returns the op's range as a pointer shared with the statement's
+// other ops where the evaluator made one.
+func (o *evOp) posRef() *dsl.Range {
+	if o.rngp != nil {
+		return o.rngp
+	}
+	r := o.rng
+	return &r
 }

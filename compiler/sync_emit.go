@@ -105,7 +105,7 @@ func (s *syncer) addHandshakes(need map[hsKey]hsVal) {
 		if v.full {
 			sig.kind, wait.kind = itemSignal, itemWait
 		}
-		wait.pos = &s.nodes[v.first].act.pos
+		wait.pos = s.nodes[v.first].act.pos
 		sig.pos = wait.pos
 		s.start[pg] = append(s.start[pg], sig)
 		g := s.nodes[v.first].gid
@@ -197,7 +197,7 @@ func (s *syncer) layoutBlock(r, tb int, out []item) []item {
 	out = append(out, s.start[g]...)
 	out = append(out, s.startWait[g]...)
 	if len(s.startWait[g]) > 0 && len(blk.acts) > 0 {
-		out = append(out, item{kind: itemNop, pos: &blk.acts[0].pos})
+		out = append(out, item{kind: itemNop, pos: blk.acts[0].pos})
 	}
 	dirty := false
 	var unflushed []chanPair
@@ -217,9 +217,9 @@ func (s *syncer) layoutBlock(r, tb int, out []item) []item {
 		}
 		out = append(out, pre...)
 		if len(pre) > 0 || ns.preNop {
-			out = append(out, item{kind: itemNop, pos: &a.pos})
+			out = append(out, item{kind: itemNop, pos: a.pos})
 		}
-		out = append(out, item{kind: itemAct, act: a, pos: &a.pos})
+		out = append(out, item{kind: itemAct, act: a, pos: a.pos})
 		// Port ops are carried out by the proxy, not the block's
 		// threads: they leave nothing for a nop to fence.
 		dirty = dirty || a.chType != ir.ChanPort
@@ -249,7 +249,7 @@ func (s *syncer) layoutBlock(r, tb int, out []item) []item {
 		flush(fl)
 		unflushed = keep
 		if dirty {
-			out = append(out, item{kind: itemNop, pos: &a.pos})
+			out = append(out, item{kind: itemNop, pos: a.pos})
 			dirty = false
 		}
 		out = append(out, post...)
@@ -279,7 +279,7 @@ func (s *syncer) explicitItems() {
 		st.items[r] = make([][]item, len(row))
 		for tb, blk := range row {
 			for _, a := range blk.acts {
-				st.items[r][tb] = append(st.items[r][tb], item{kind: itemAct, act: a, pos: &a.pos})
+				st.items[r][tb] = append(st.items[r][tb], item{kind: itemAct, act: a, pos: a.pos})
 			}
 		}
 		if len(row) == 1 && len(st.items[r][0]) == 0 {
