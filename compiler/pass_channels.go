@@ -24,7 +24,7 @@ func buildPlan(st *state) {
 	if p.MaxMessageSize == 0 {
 		p.MaxMessageSize = math.MaxUint64
 	}
-	sm := &SourceMap{ops: make([][][]opSource, h.ranks), head: h.pos}
+	sm := &SourceMap{ops: make([][][]*dsl.Range, h.ranks), head: h.pos}
 	scratch := make([]int, h.ranks)
 	var buf []item
 	for r := range p.GPUs {
@@ -36,16 +36,20 @@ func buildPlan(st *state) {
 			}
 		}
 		rb := &rankBuild{g: g, remote: map[[2]int]int{}, sems: map[int32]int{}}
-		sm.ops[r] = make([][]opSource, len(st.blocks[r]))
+		sm.ops[r] = make([][]*dsl.Range, len(st.blocks[r]))
 		g.ThreadBlocks = make([]ir.ThreadBlock, 0, len(st.blocks[r]))
 		for tb := range st.blocks[r] {
 			items := st.blockItems(r, tb, buf)
 			buf = items
 			tbb := &tbBuild{rb: rb}
 			tbk := ir.ThreadBlock{ID: tb, Ops: make([]ir.Op, len(items))}
-			srcs := make([]opSource, len(items))
+			srcs := make([]*dsl.Range, len(items))
 			for i := range items {
-				srcs[i] = b.op(&tbk.Ops[i], r, tbb, &items[i], scratch)
+				var inner []*dsl.Range
+				srcs[i] = b.op(&tbk.Ops[i], r, tbb, &items[i], scratch, &inner)
+				if inner != nil {
+					sm.setInner(r, tb, i, inner)
+				}
 			}
 			sm.ops[r][tb] = srcs
 			for _, t := range []ir.ChannelType{ir.ChanMemory, ir.ChanPort} {
@@ -295,12 +299,13 @@ func (b *planBuilder) bufRefs(r int, tbb *tbBuild, a *action, refs []aref, scrat
 var itemCodes = [...]ir.OpCode{itemNop: ir.OpNop, itemSignal: ir.OpSignal, itemWait: ir.OpWait, itemRlxSignal: ir.OpRlxSignal,
 	itemRlxWait: ir.OpRlxWait, itemSemRelease: ir.OpSemRelease, itemSemAcquire: ir.OpSemAcquire, itemFlush: ir.OpFlush}
 
-// op writes item it as *op (which is zero) and returns its source.
-func (b *planBuilder) op(op *ir.Op, r int, tbb *tbBuild, it *item, scratch []int) opSource {
-	src := opSource{pos: it.pos}
+// op writes item it as *op (which is zero) and returns its source; the
+// sources of a pipeline's body go to inner.
+func (b *planBuilder) op(op *ir.Op, r int, tbb *tbBuild, it *item, scratch []int, inner *[]*dsl.Range) *dsl.Range {
+	src := it.pos
 	switch it.kind {
 	case itemAct:
-		*op = b.actOp(r, tbb, it.act, scratch, &src)
+		*op = b.actOp(r, tbb, it.act, scratch, inner)
 		return src
 	case itemSemRelease, itemSemAcquire:
 		id, ok := tbb.rb.sems[it.sid]
@@ -329,7 +334,7 @@ func (b *planBuilder) op(op *ir.Op, r int, tbb *tbBuild, it *item, scratch []int
 	return src
 }
 
-func (b *planBuilder) actOp(r int, tbb *tbBuild, a *action, scratch []int, src *opSource) ir.Op {
+func (b *planBuilder) actOp(r int, tbb *tbBuild, a *action, scratch []int, inner *[]*dsl.Range) ir.Op {
 	info := a.code.Info()
 	op := ir.Op{Code: a.code, TBG: a.tbg}
 	if info.Chans != ir.MaskNone {
@@ -365,16 +370,10 @@ func (b *planBuilder) actOp(r int, tbb *tbBuild, a *action, scratch []int, src *
 		op.Iter = &it
 		for _, in := range a.body {
 			op.Ops = append(op.Ops, b.actOp(r, tbb, in, scratch, nil))
-			if src != nil {
-				src.inner = append(src.inner, in.pos)
+			if inner != nil {
+				*inner = append(*inner, in.pos)
 			}
 		}
 	}
 	return op
-}
-
-// opSource is where one plan op came from.
-type opSource struct {
-	pos   *dsl.Range
-	inner []*dsl.Range // pipeline body
 }

@@ -20,19 +20,20 @@ func fuseSync(st *state) {
 		for t := range g.ThreadBlocks {
 			tb := &g.ThreadBlocks[t]
 			// Compact in place: the write index never passes the read index.
-			srcs := st.sm.ops[r][t]
 			n := 0
 			for i := range tb.Ops {
 				if n > 0 && fuseInto(&tb.Ops[n-1], &tb.Ops[i]) {
+					st.sm.moveOp(r, t, i, -1)
 					continue
 				}
 				if n != i {
-					tb.Ops[n], srcs[n] = tb.Ops[i], srcs[i]
+					tb.Ops[n] = tb.Ops[i]
+					st.sm.moveOp(r, t, i, n)
 				}
 				n++
 			}
 			tb.Ops = tb.Ops[:n]
-			st.sm.ops[r][t] = srcs[:n]
+			st.sm.ops[r][t] = st.sm.ops[r][t][:n]
 		}
 	}
 }

@@ -11,8 +11,40 @@ import (
 // that needed it (a wait to the op that waits, a signal to the op whose
 // result it publishes).
 type SourceMap struct {
-	ops  [][][]opSource // [rank][block][op]
-	head dsl.Range      // the collective header: findings about the whole plan
+	ops [][][]*dsl.Range // [rank][block][op]
+	// inner holds the sources of pipeline bodies, for the few ops that
+	// have one: a plan of millions of ops keeps one pointer per op.
+	inner map[[3]int][]*dsl.Range // (rank, block, op)
+	head  dsl.Range               // the collective header: findings about the whole plan
+}
+
+func (m *SourceMap) setInner(rank, block, op int, inner []*dsl.Range) {
+	if m.inner == nil {
+		m.inner = map[[3]int][]*dsl.Range{}
+	}
+	m.inner[[3]int{rank, block, op}] = inner
+}
+
+// moveOp moves op from's sources to op to of the same block (fuse-sync
+// compacting a block); from's are dropped when to < 0.
+func (m *SourceMap) moveOp(rank, block, from, to int) {
+	ops := m.ops[rank][block]
+	if to >= 0 {
+		ops[to] = ops[from]
+	}
+	if len(m.inner) == 0 {
+		return
+	}
+	k := [3]int{rank, block, from}
+	in, ok := m.inner[k]
+	delete(m.inner, k)
+	if to >= 0 {
+		if ok {
+			m.inner[[3]int{rank, block, to}] = in
+		} else {
+			delete(m.inner, [3]int{rank, block, to})
+		}
+	}
 }
 
 func (m *SourceMap) header() dsl.Range {
@@ -38,14 +70,14 @@ func (m *SourceMap) lookup(rank, block, op, inner int) (dsl.Range, bool) {
 	if m == nil || rank < 0 || rank >= len(m.ops) || block < 0 || block >= len(m.ops[rank]) || op < 0 || op >= len(m.ops[rank][block]) {
 		return dsl.Range{}, false
 	}
-	s := m.ops[rank][block][op]
-	if inner >= 0 && inner < len(s.inner) && s.inner[inner] != nil {
-		return *s.inner[inner], s.inner[inner].Start.IsValid()
+	pos := m.ops[rank][block][op]
+	if in := m.inner[[3]int{rank, block, op}]; inner >= 0 && inner < len(in) && in[inner] != nil {
+		return *in[inner], in[inner].Start.IsValid()
 	}
-	if s.pos == nil {
+	if pos == nil {
 		return dsl.Range{}, false
 	}
-	return *s.pos, s.pos.Start.IsValid()
+	return *pos, pos.Start.IsValid()
 }
 
 // rangeOfPath finds the source of an ir diagnostic path
