@@ -49,6 +49,7 @@ type validator struct {
 	// and counts are then O(1) however many channels a rank has.
 	byPeer [][numChanTypes]map[int][]int
 	use    []usage // per rank
+	sawTBG bool    // an op of the rank being checked has tbg_info
 }
 
 func (v *validator) plan() {
@@ -101,7 +102,12 @@ func (v *validator) gpu(r int) {
 	for t := range g.ThreadBlocks {
 		v.threadBlock(r, t)
 	}
-	v.tbgGroups(r)
+	if v.sawTBG {
+		// Only ops with tbg_info form groups; most plans have none, and
+		// the walk would read every op of the rank once more.
+		v.tbgGroups(r)
+		v.sawTBG = false
+	}
 }
 
 func (v *validator) channels(r int, path string) {

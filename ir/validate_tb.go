@@ -127,6 +127,7 @@ func (v *validator) op(c *blockCtx, op *Op, path *jpath, inPipeline bool) {
 		v.warnp(path, ".reduce_op", "%s does not reduce; reduce_op is ignored", in.Name)
 	}
 	if op.TBG != nil {
+		v.sawTBG = true
 		switch {
 		case !in.TBG:
 			v.errorp(path, ".tbg_info", "%s does not take tbg_info", in.Name)
