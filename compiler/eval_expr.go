@@ -297,8 +297,14 @@ func (ev *evaluator) opStmt(o *dsl.OpStmt, onRank, onTB int) *evOp {
 	}
 	*op = evOp{name: o.Name, rng: *rp, rngp: rp, tb: -1, onRank: onRank, onTB: onTB, id: -1, cnt: -1}
 	ok := true
-	// One array for both operand lists: one allocation per op, not two.
-	refs := make([]evRef, 0, len(o.Src)+len(o.Dst))
+	// Both operand lists from the evaluator's slab: no allocation per op.
+	nr := len(o.Src) + len(o.Dst)
+	if len(ev.refSlab)+nr > cap(ev.refSlab) {
+		ev.refSlab = make([]evRef, 0, max(slabSize(cap(ev.refSlab), 1024), nr))
+	}
+	base := len(ev.refSlab)
+	ev.refSlab = ev.refSlab[:base+nr]
+	refs := ev.refSlab[base : base : base+nr]
 	for _, r := range o.Src {
 		ref, good := ev.ref(r)
 		ok = ok && good
@@ -315,15 +321,18 @@ func (ev *evaluator) opStmt(o *dsl.OpStmt, onRank, onTB int) *evOp {
 	if len(o.Dst) > 0 {
 		op.dst = refs[len(o.Src):]
 	}
+	var intBuf [4]int
 	for _, c := range o.Clauses {
 		// The clause's range, spelled only for a message (or via).
 		cr := func() dsl.Range { return dsl.RangeOf(c.Pos, c.EndPos) }
+		// ints evaluates the clause's values into intBuf when they fit; a
+		// caller that keeps them copies them.
 		ints := func(n int) ([]int, bool) {
 			if n > 0 && len(c.Args) != n {
 				st.errorf(cr(), "", "%s takes %d value(s), got %d", c.Key, n, len(c.Args))
 				return nil, false
 			}
-			var out []int
+			out := intBuf[:0]
 			for _, a := range c.Args {
 				if a.At != nil {
 					st.errorf(cr(), "", "`@` is only meaningful in `to PEER@TB`")
@@ -409,7 +418,7 @@ func (ev *evaluator) opStmt(o *dsl.OpStmt, onRank, onTB int) *evOp {
 			}
 		case "sem":
 			if v, good := ints(0); good {
-				op.sems = v
+				op.sems = append([]int(nil), v...)
 			} else {
 				ok = false
 			}

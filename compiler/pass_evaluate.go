@@ -62,6 +62,8 @@ type evaluator struct {
 	// statement, which all its ops share.
 	ints   map[*dsl.Primary]int64
 	ranges map[*dsl.OpStmt]*dsl.Range
+	// refSlab backs the operand lists of evaluated ops.
+	refSlab []evRef
 }
 
 func (ev *evaluator) header() {
