@@ -2,7 +2,6 @@ package compiler
 
 import (
 	"fmt"
-	"sort"
 
 	"github.com/msccl-go/msccl-go/ir"
 )
@@ -33,10 +32,11 @@ func assignTBs(st *state) {
 			a.tb = a.tbHint
 		default:
 			key := -1
-			for _, ref := range append(append([]aref{}, a.dst...), a.src...) {
-				if ref.rank != r {
-					key = ref.rank
-					break
+			for _, refs := range [2][]aref{a.dst, a.src} {
+				for _, ref := range refs {
+					if key < 0 && ref.rank != r {
+						key = ref.rank
+					}
 				}
 			}
 			if key < 0 && producer[r] != nil {
@@ -88,35 +88,41 @@ func chunkKey(rank int, buf ir.BufferType, idx int) int64 {
 // st.blocks; explicit peer block references are renumbered alike.
 func (st *state) compactBlocks() {
 	n := st.hdr.ranks
-	used := make([]map[int]bool, n)
+	// remap[r][tb] is block tb's dense number, -1 where rank r has no
+	// such block. Block numbers are small (at most 1023 from `tb`, one
+	// more per peer when assigned), so dense tables beat maps.
+	remap := make([][]int32, n)
 	for _, a := range st.actions {
-		if used[a.rank] == nil {
-			used[a.rank] = map[int]bool{}
+		if a.tb >= len(remap[a.rank]) {
+			remap[a.rank] = append(remap[a.rank], make([]int32, a.tb+1-len(remap[a.rank]))...)
 		}
-		used[a.rank][a.tb] = true
-	}
-	remap := make([]map[int]int, n)
-	for r := range used {
-		ids := make([]int, 0, len(used[r]))
-		for tb := range used[r] {
-			ids = append(ids, tb)
-		}
-		sort.Ints(ids)
-		remap[r] = make(map[int]int, len(ids))
-		for i, tb := range ids {
-			remap[r][tb] = i
-		}
+		remap[a.rank][a.tb] = 1
 	}
 	st.blocks = make([][]*block, n)
-	for r := range st.blocks {
-		st.blocks[r] = make([]*block, len(remap[r]))
+	for r := range remap {
+		k := int32(0)
+		for tb, u := range remap[r] {
+			if u == 0 {
+				remap[r][tb] = -1
+				continue
+			}
+			remap[r][tb] = k
+			k++
+		}
+		st.blocks[r] = make([]*block, k)
 		for i := range st.blocks[r] {
 			st.blocks[r][i] = &block{rank: r, tb: i}
 		}
 	}
+	lookup := func(r, tb int) (int, bool) {
+		if r < 0 || r >= n || tb < 0 || tb >= len(remap[r]) || remap[r][tb] < 0 {
+			return 0, false
+		}
+		return int(remap[r][tb]), true
+	}
 	var fix func(a *action)
 	fix = func(a *action) {
-		a.tb = remap[a.rank][a.tb]
+		a.tb = int(remap[a.rank][a.tb])
 		for i := range a.peers {
 			p := &a.peers[i]
 			if p.tb == noBlock {
@@ -126,7 +132,7 @@ func (st *state) compactBlocks() {
 			if want < 0 {
 				want = a.tbHint
 			}
-			tb, ok := remap[p.rank][want]
+			tb, ok := lookup(p.rank, want)
 			if !ok {
 				st.errorf(p.rng, fmt.Sprintf("rank %d has no ops in thread block %d, so nothing there can answer; name an existing block with `to %d@TB`", p.rank, want, p.rank),
 					"peer block rank(%d) tb %d does not exist", p.rank, want)
@@ -144,7 +150,7 @@ func (st *state) compactBlocks() {
 				if want < 0 {
 					want = a.tbHint
 				}
-				tb, ok := remap[p.rank][want]
+				tb, ok := lookup(p.rank, want)
 				if !ok {
 					st.errorf(p.rng, "", "peer block rank(%d) tb %d does not exist", p.rank, want)
 					continue
