@@ -454,7 +454,7 @@ func (ev *evaluator) opStmt(o *dsl.OpStmt, onRank, onTB int) *evOp {
 // ref evaluates a chunk slice and checks rank, buffer and range.
 func (ev *evaluator) ref(r *dsl.Ref) (evRef, bool) {
 	st, h := ev.st, &ev.st.hdr
-	out := evRef{rng: dsl.RangeOf(r.Pos, r.EndPos)}
+	out := evRef{src: r}
 	rk, ok1 := ev.eval(r.Rank)
 	lo, ok2 := ev.eval(r.Lo)
 	hi := lo + 1
@@ -470,7 +470,7 @@ func (ev *evaluator) ref(r *dsl.Ref) (evRef, bool) {
 	case "scratch":
 		out.buf = ir.BufScratch
 	default:
-		st.errorf(out.rng, joinDetail(dsl.Suggest(r.Buffer, bufferNames), "buffers: input, output, scratch"), "unknown buffer %q", r.Buffer)
+		st.errorf(out.rng(), joinDetail(dsl.Suggest(r.Buffer, bufferNames), "buffers: input, output, scratch"), "unknown buffer %q", r.Buffer)
 		return out, false
 	}
 	if !ok1 || !ok2 || !ok3 {

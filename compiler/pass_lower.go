@@ -167,7 +167,7 @@ func (lw *lowerer) chunk(o *evOp) *action {
 	size := o.dst[0].hi - o.dst[0].lo
 	for _, s := range o.src {
 		if s.hi-s.lo != size {
-			st.errorf(s.rng, fmt.Sprintf("the destination %s covers %d chunk(s)", o.dst[0], size), "source %s covers %d chunk(s)", s, s.hi-s.lo)
+			st.errorf(s.rng(), fmt.Sprintf("the destination %s covers %d chunk(s)", o.dst[0], size), "source %s covers %d chunk(s)", s, s.hi-s.lo)
 			return nil
 		}
 	}
@@ -253,7 +253,7 @@ func (lw *lowerer) copyOp(o *evOp, a *action, src, dst aref) *action {
 			return nil
 		}
 		if dst.buf != ir.BufScratch {
-			st.errorf(o.dst[0].rng, "with protocol LL, data crosses ranks as packets into the peer's scratch; copy it there, then copy it locally to its final place (the compiler unpacks it)",
+			st.errorf(o.dst[0].rng(), "with protocol LL, data crosses ranks as packets into the peer's scratch; copy it there, then copy it locally to its final place (the compiler unpacks it)",
 				"LL copy to rank %d's %s", dst.rank, dst.buf.Long())
 			return nil
 		}
@@ -548,7 +548,7 @@ func (lw *lowerer) operands(o *evOp, a *action, what string, refs []evRef, spec 
 			if kind == ir.RefLocal {
 				where = "another rank's buffer"
 			}
-			st.errorf(r.rng, fmt.Sprintf("%s %d of %s must be %s", what, k, o.name, where), "%s is in the wrong place for %s", r, o.name)
+			st.errorf(r.rng(), fmt.Sprintf("%s %d of %s must be %s", what, k, o.name, where), "%s is in the wrong place for %s", r, o.name)
 			return false
 		}
 		*out = append(*out, ar)

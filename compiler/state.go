@@ -71,7 +71,17 @@ type evRef struct {
 	rank   int
 	buf    ir.BufferType
 	lo, hi int // chunk range [lo, hi)
-	rng    dsl.Range
+	// src is the reference in the source; its range is spelled only for
+	// a message (a million-op program evaluates millions of them).
+	src *dsl.Ref
+}
+
+// rng is the reference's source range.
+func (r evRef) rng() dsl.Range {
+	if r.src == nil {
+		return dsl.Range{}
+	}
+	return dsl.RangeOf(r.src.Pos, r.src.EndPos)
 }
 
 func (r evRef) String() string {
@@ -82,9 +92,6 @@ func (r evRef) String() string {
 type peerSpec struct {
 	rank, tb int
 	rng      dsl.Range
-	// rngp is rng shared by every op of the statement (actions point to
-	// it rather than each holding a copy).
-	rngp *dsl.Range
 }
 
 // evOp is one evaluated operation statement.
