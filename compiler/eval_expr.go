@@ -295,7 +295,7 @@ func (ev *evaluator) opStmt(o *dsl.OpStmt, onRank, onTB int) *evOp {
 		}
 		ev.ranges[o] = rp
 	}
-	*op = evOp{name: o.Name, rng: *rp, rngp: rp, tb: -1, onRank: onRank, onTB: onTB, id: -1, cnt: -1}
+	*op = evOp{name: o.Name, rngp: rp, tb: -1, onRank: onRank, onTB: onTB, id: -1, cnt: -1}
 	ok := true
 	// Both operand lists from the evaluator's slab: no allocation per op.
 	nr := len(o.Src) + len(o.Dst)

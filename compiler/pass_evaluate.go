@@ -391,7 +391,8 @@ func (ev *evaluator) stmts(ss []*dsl.Stmt, onRank, onTB int, top bool) []*evOp {
 			ev.push()
 			body := ev.stmts(s.Pipeline.Body, onRank, onTB, false)
 			ev.pop()
-			op := &evOp{name: "pipeline", rng: r(), onRank: onRank, onTB: onTB, tb: -1, pipeline: &ir.IterContext{UnitSize: int(unit), NumChunks: int(n)}, body: body}
+			pr := r()
+			op := &evOp{name: "pipeline", rngp: &pr, onRank: onRank, onTB: onTB, tb: -1, pipeline: &ir.IterContext{UnitSize: int(unit), NumChunks: int(n)}, body: body}
 			out = ev.add(out, op, onRank)
 		case s.Op != nil:
 			if op := ev.opStmt(s.Op, onRank, onTB); op != nil {
@@ -409,7 +410,7 @@ func (ev *evaluator) stmts(ss []*dsl.Stmt, onRank, onTB int, top bool) []*evOp {
 func (ev *evaluator) add(out []*evOp, op *evOp, onRank int) []*evOp {
 	ev.nops++
 	if ev.nops > ev.maxOps {
-		ev.st.errorf(op.rng, "reduce ranks or chunks", "the program produces more than %d ops", ev.maxOps)
+		ev.st.errorf(op.rng(), "reduce ranks or chunks", "the program produces more than %d ops", ev.maxOps)
 		ev.stop = true
 		return out
 	}

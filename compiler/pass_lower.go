@@ -26,7 +26,7 @@ func lower(st *state) {
 		}
 	}
 	if chunkOp != nil && chanOp != nil {
-		st.errorf(chunkOp.rng, fmt.Sprintf("the program also has channel-level ops (first at %s); the compiler cannot place synchronisation around hand-placed ops, so write it all at one level", chanOp.rng.Start),
+		st.errorf(chunkOp.rng(), fmt.Sprintf("the program also has channel-level ops (first at %s); the compiler cannot place synchronisation around hand-placed ops, so write it all at one level", chanOp.rng().Start),
 			"chunk-level %s outside `on` in a channel-level program", chunkOp.name)
 		return
 	}
@@ -100,7 +100,7 @@ func (lw *lowerer) chanFor(o *evOp, a, b int) (ir.ChannelType, bool) {
 		}
 	}
 	if t == ir.ChanMemory && lw.node(a) != lw.node(b) {
-		lw.st.errorf(o.rng, fmt.Sprintf("ranks %d and %d are on nodes %d and %d (gpus_per_node = %d); memory channels only reach GPUs of one node: use `via port` or a port-capable op", a, b, lw.node(a), lw.node(b), h.gpusPerNode),
+		lw.st.errorf(o.rng(), fmt.Sprintf("ranks %d and %d are on nodes %d and %d (gpus_per_node = %d); memory channels only reach GPUs of one node: use `via port` or a port-capable op", a, b, lw.node(a), lw.node(b), h.gpusPerNode),
 			"no usable channel type for %s between rank %d and rank %d", o.name, a, b)
 		return t, false
 	}
@@ -146,22 +146,22 @@ func (lw *lowerer) chunk(o *evOp) *action {
 	case "copy", "reduce":
 	default:
 		if _, ok := ir.LookupOp(o.name); ok {
-			st.errorf(o.rng, "channel-level ops go inside an `on rank(r) tb N { ... }` block; at chunk level use copy or reduce", "%s is a channel-level op", o.name)
+			st.errorf(o.rng(), "channel-level ops go inside an `on rank(r) tb N { ... }` block; at chunk level use copy or reduce", "%s is a channel-level op", o.name)
 		} else {
-			st.errorf(o.rng, joinDetail(dsl.Suggest(o.name, []string{"copy", "reduce"}), "chunk-level ops are copy and reduce"), "unknown operation %q", o.name)
+			st.errorf(o.rng(), joinDetail(dsl.Suggest(o.name, []string{"copy", "reduce"}), "chunk-level ops are copy and reduce"), "unknown operation %q", o.name)
 		}
 		return nil
 	}
 	if len(o.to) > 0 || o.sems != nil || o.tbg != nil || o.id >= 0 || o.cnt >= 0 {
-		st.errorf(o.rng, "chunk-level ops take tb, via and op clauses; the compiler places channels, semaphores and barriers", "channel-level clause on %s", o.name)
+		st.errorf(o.rng(), "chunk-level ops take tb, via and op clauses; the compiler places channels, semaphores and barriers", "channel-level clause on %s", o.name)
 		return nil
 	}
 	if !o.hasArrow() {
-		st.errorf(o.rng, "write: "+o.name+" SRC -> DST", "%s needs sources and a destination", o.name)
+		st.errorf(o.rng(), "write: "+o.name+" SRC -> DST", "%s needs sources and a destination", o.name)
 		return nil
 	}
 	if len(o.dst) != 1 {
-		st.errorf(o.rng, "", "%s has one destination, got %d", o.name, len(o.dst))
+		st.errorf(o.rng(), "", "%s has one destination, got %d", o.name, len(o.dst))
 		return nil
 	}
 	size := o.dst[0].hi - o.dst[0].lo
@@ -179,17 +179,17 @@ func (lw *lowerer) chunk(o *evOp) *action {
 	dst := lw.canon(o.dst[0])
 	if o.name == "copy" {
 		if len(o.src) != 1 {
-			st.errorf(o.rng, "use reduce to combine several sources", "copy has one source, got %d", len(o.src))
+			st.errorf(o.rng(), "use reduce to combine several sources", "copy has one source, got %d", len(o.src))
 			return nil
 		}
 		if o.reduce != "" {
-			st.errorf(o.rng, "", "copy does not reduce; drop the op clause")
+			st.errorf(o.rng(), "", "copy does not reduce; drop the op clause")
 			return nil
 		}
 		return lw.copyOp(o, a, lw.canon(o.src[0]), dst)
 	}
 	if len(o.src) < 2 {
-		st.errorf(o.rng, "list the chunks to combine, including the destination to accumulate into it: reduce D, X -> D", "reduce needs at least two sources, got %d", len(o.src))
+		st.errorf(o.rng(), "list the chunks to combine, including the destination to accumulate into it: reduce D, X -> D", "reduce needs at least two sources, got %d", len(o.src))
 		return nil
 	}
 	srcs := make([]aref, len(o.src))
@@ -204,13 +204,13 @@ func (o *evOp) hasArrow() bool { return len(o.dst) > 0 }
 func (lw *lowerer) copyOp(o *evOp, a *action, src, dst aref) *action {
 	st, ll := lw.st, lw.st.hdr.protocol == ir.LL
 	if overlaps(src, dst) {
-		st.errorf(o.rng, "", "copy source and destination overlap")
+		st.errorf(o.rng(), "", "copy source and destination overlap")
 		return nil
 	}
 	get := contains(o.via, "get")
 	srcAll, srcAny := lw.isPkt(src)
 	if srcAny && !srcAll {
-		st.errorf(o.rng, "copy whole packet slots: split the slice where packet and plain chunks meet", "source %s mixes packet and plain chunks", src)
+		st.errorf(o.rng(), "copy whole packet slots: split the slice where packet and plain chunks meet", "source %s mixes packet and plain chunks", src)
 		return nil
 	}
 	// One slab slot pair for both operands; each is capped, so a later
@@ -267,7 +267,7 @@ func (lw *lowerer) copyOp(o *evOp, a *action, src, dst aref) *action {
 		return a
 	}
 	if srcAll {
-		st.errorf(o.rng, "", "packet data can only cross ranks with protocol LL")
+		st.errorf(o.rng(), "", "packet data can only cross ranks with protocol LL")
 		return nil
 	}
 	lw.setPkt(dst, false)
@@ -297,7 +297,7 @@ func (lw *lowerer) reduceOp(o *evOp, a *action, srcs []aref, dst aref) *action {
 	for _, s := range srcs {
 		all, any := lw.isPkt(s)
 		if any && !all {
-			st.errorf(o.rng, "", "source %s mixes packet and plain chunks", s)
+			st.errorf(o.rng(), "", "source %s mixes packet and plain chunks", s)
 			return nil
 		}
 		s.packet = all
@@ -311,7 +311,7 @@ func (lw *lowerer) reduceOp(o *evOp, a *action, srcs []aref, dst aref) *action {
 		}
 	}
 	if len(srcs) > 10 {
-		st.errorf(o.rng, "the executor takes at most 10 buffer references per op; split the reduction", "reduce of %d sources", len(srcs))
+		st.errorf(o.rng(), "the executor takes at most 10 buffer references per op; split the reduction", "reduce of %d sources", len(srcs))
 		return nil
 	}
 	a.dst = []aref{dst}
@@ -335,7 +335,7 @@ func (lw *lowerer) reduceOp(o *evOp, a *action, srcs []aref, dst aref) *action {
 		case len(plain) == 1:
 			a.code = ir.OpRepkt
 		default:
-			st.errorf(o.rng, "packet reductions combine one plain chunk with packets: reduce the plain chunks first", "LL reduce with %d plain and %d packet sources", len(plain), len(pk))
+			st.errorf(o.rng(), "packet reductions combine one plain chunk with packets: reduce the plain chunks first", "LL reduce with %d plain and %d packet sources", len(plain), len(pk))
 			return nil
 		}
 		a.src = append(plain, pk...)
@@ -344,7 +344,7 @@ func (lw *lowerer) reduceOp(o *evOp, a *action, srcs []aref, dst aref) *action {
 	}
 	for _, s := range local {
 		if s.packet {
-			st.errorf(o.rng, "", "packet source %s in a protocol Simple program", s)
+			st.errorf(o.rng(), "", "packet source %s in a protocol Simple program", s)
 			return nil
 		}
 	}
@@ -354,13 +354,13 @@ func (lw *lowerer) reduceOp(o *evOp, a *action, srcs []aref, dst aref) *action {
 		return a
 	}
 	if len(local) != 1 {
-		st.errorf(o.rng, "a remote-reading reduce (rre) combines exactly one chunk of the destination rank with remote chunks; reduce the local ones first",
+		st.errorf(o.rng(), "a remote-reading reduce (rre) combines exactly one chunk of the destination rank with remote chunks; reduce the local ones first",
 			"reduce with %d local and %d remote sources", len(local), len(remote))
 		return nil
 	}
 	for _, r := range remote {
 		if lw.node(r.rank) != lw.node(dst.rank) || contains(o.via, "port") || st.hdr.intra != ir.ChanMemory {
-			st.errorf(o.rng, fmt.Sprintf("reading rank %d's memory needs a memory channel, and ranks %d and %d are not connected by one; copy the chunk over first (a port put), then reduce locally", r.rank, r.rank, dst.rank),
+			st.errorf(o.rng(), fmt.Sprintf("reading rank %d's memory needs a memory channel, and ranks %d and %d are not connected by one; copy the chunk over first (a port put), then reduce locally", r.rank, r.rank, dst.rank),
 				"no usable channel type for a reduce reading rank %d from rank %d", r.rank, dst.rank)
 			return nil
 		}
@@ -373,7 +373,7 @@ func (lw *lowerer) reduceOp(o *evOp, a *action, srcs []aref, dst aref) *action {
 // needs a channel to reach the peer, not a partner block.
 const noBlock = -1000
 
-func (r aref) rangeHint(o *evOp) dsl.Range { return o.rng }
+func (r aref) rangeHint(o *evOp) dsl.Range { return o.rng() }
 
 // explicit lowers a channel-level op: the op name is a plan op, refs on the
 // `on` rank are local and others remote, and the operands must fit the op
@@ -384,7 +384,7 @@ func (lw *lowerer) explicit(o *evOp) *action {
 		a := &action{rank: o.onRank, tb: o.onTB, tbHint: o.onTB, code: ir.OpPipeline, explicit: true, pos: o.posRef(), iter: o.pipeline}
 		for _, in := range o.body {
 			if in.name == "pipeline" {
-				st.errorf(in.rng, "", "pipelines cannot be nested")
+				st.errorf(in.rng(), "", "pipelines cannot be nested")
 				return nil
 			}
 			b := lw.explicit(in)
@@ -405,7 +405,7 @@ func (lw *lowerer) explicit(o *evOp) *action {
 		if o.name == "reduce" {
 			hint = `did you mean "re"? (reduce is chunk level; inside on blocks use the plan ops re, rre, res, rres, repkt, ...)`
 		}
-		st.errorf(o.rng, joinDetail(hint, "channel-level ops are the plan ops listed in docs/dsl.md"), "unknown op %q", o.name)
+		st.errorf(o.rng(), joinDetail(hint, "channel-level ops are the plan ops listed in docs/dsl.md"), "unknown op %q", o.name)
 		return nil
 	}
 	in := code.Info()
@@ -416,31 +416,31 @@ func (lw *lowerer) explicit(o *evOp) *action {
 			a.reduce = o.reduce
 		}
 	} else if o.reduce != "" {
-		st.errorf(o.rng, "", "%s does not reduce; drop the op clause", o.name)
+		st.errorf(o.rng(), "", "%s does not reduce; drop the op clause", o.name)
 		return nil
 	}
 	if o.tbg != nil && !in.TBG {
-		st.errorf(o.rng, "", "%s takes no thread-block group", o.name)
+		st.errorf(o.rng(), "", "%s takes no thread-block group", o.name)
 		return nil
 	}
 	if in.Semaphores {
 		if len(o.sems) == 0 {
-			st.errorf(o.rng, "write e.g. `sem_release sem 0`", "%s needs semaphore ids", o.name)
+			st.errorf(o.rng(), "write e.g. `sem_release sem 0`", "%s needs semaphore ids", o.name)
 			return nil
 		}
 	} else if o.sems != nil {
-		st.errorf(o.rng, "", "%s takes no semaphores", o.name)
+		st.errorf(o.rng(), "", "%s takes no semaphores", o.name)
 		return nil
 	}
 	if code == ir.OpBarrier {
 		a.barrier = [2]int{max(o.id, 0), o.cnt}
 		if o.cnt < 1 {
-			st.errorf(o.rng, "write e.g. `barrier id 0 count 4` (count = blocks of this rank that take part)", "barrier needs a count")
+			st.errorf(o.rng(), "write e.g. `barrier id 0 count 4` (count = blocks of this rank that take part)", "barrier needs a count")
 			return nil
 		}
 	}
 	if in.Class == ir.ClassSwitch {
-		st.errorf(o.rng, "switch channels (NVLink multicast) are not generated by the compiler; load an upstream plan to use them", "switch op %s is not supported in the language", o.name)
+		st.errorf(o.rng(), "switch channels (NVLink multicast) are not generated by the compiler; load an upstream plan to use them", "switch op %s is not supported in the language", o.name)
 		return nil
 	}
 	if !lw.operands(o, a, "source", o.src, in.Src, in.IsPacketSrc, &a.src) || !lw.operands(o, a, "destination", o.dst, in.Dst, in.IsPacketDst, &a.dst) {
@@ -461,16 +461,16 @@ func (lw *lowerer) explicit(o *evOp) *action {
 		}
 	}
 	if in.ChannelIDs != ir.MaskNone && in.Class == ir.ClassSync && len(a.peers) == 0 {
-		st.errorf(o.rng, "name the peers: e.g. `"+o.name+" to 1` or `to 1@2` for rank 1's thread block 2", "%s needs `to PEER`", o.name)
+		st.errorf(o.rng(), "name the peers: e.g. `"+o.name+" to 1` or `to 1@2` for rank 1's thread block 2", "%s needs `to PEER`", o.name)
 		return nil
 	}
 	if in.Chans == ir.MaskNone {
 		if len(o.via) > 0 || len(o.to) > 0 {
-			st.errorf(o.rng, "", "%s uses no channel; drop via/to", o.name)
+			st.errorf(o.rng(), "", "%s uses no channel; drop via/to", o.name)
 			return nil
 		}
 		if len(remotes) > 0 {
-			st.errorf(o.rng, "", "%s works on local buffers only", o.name)
+			st.errorf(o.rng(), "", "%s works on local buffers only", o.name)
 			return nil
 		}
 		return a
@@ -485,7 +485,7 @@ func (lw *lowerer) explicit(o *evOp) *action {
 		}
 	}
 	if peer < 0 {
-		st.errorf(o.rng, "", "%s moves data between ranks but names no other rank", o.name)
+		st.errorf(o.rng(), "", "%s moves data between ranks but names no other rank", o.name)
 		return nil
 	}
 	t, ok := lw.chanFor(o, o.onRank, peer)
@@ -501,11 +501,11 @@ func (lw *lowerer) explicit(o *evOp) *action {
 		}
 		if len(names) == 1 && len(o.via) == 0 {
 			t, _ = ir.ParseChannelType(names[0])
-			if _, ok := lw.chanFor(&evOp{name: o.name, rng: o.rng, via: []string{names[0]}}, o.onRank, peer); !ok {
+			if _, ok := lw.chanFor(&evOp{name: o.name, rngp: o.rngp, via: []string{names[0]}}, o.onRank, peer); !ok {
 				return nil
 			}
 		} else {
-			st.errorf(o.rng, "it runs over "+strings.Join(names, " or ")+" channels", "no usable channel type: %s cannot use a %s channel", o.name, t)
+			st.errorf(o.rng(), "it runs over "+strings.Join(names, " or ")+" channels", "no usable channel type: %s cannot use a %s channel", o.name, t)
 			return nil
 		}
 	}
@@ -514,7 +514,7 @@ func (lw *lowerer) explicit(o *evOp) *action {
 	if t == ir.ChanPort && in.ChannelIDs.Has(ir.ChanPort) && in.Class != ir.ClassSync && len(a.peers) == 0 {
 		for _, d := range a.dst {
 			if d.rank != o.onRank {
-				a.peers = append(a.peers, peerSpec{rank: d.rank, tb: noBlock, rng: o.rng})
+				a.peers = append(a.peers, peerSpec{rank: d.rank, tb: noBlock, rng: o.rng()})
 			}
 		}
 	}
@@ -526,9 +526,9 @@ func (lw *lowerer) operands(o *evOp, a *action, what string, refs []evRef, spec 
 	st := lw.st
 	if len(refs) < spec.Min || len(refs) > spec.Max {
 		if spec.Max == 0 {
-			st.errorf(o.rng, "", "%s takes no %s buffers", o.name, what)
+			st.errorf(o.rng(), "", "%s takes no %s buffers", o.name, what)
 		} else {
-			st.errorf(o.rng, "", "%s takes %d..%d %s buffers, got %d", o.name, spec.Min, spec.Max, what, len(refs))
+			st.errorf(o.rng(), "", "%s takes %d..%d %s buffers, got %d", o.name, spec.Min, spec.Max, what, len(refs))
 		}
 		return false
 	}

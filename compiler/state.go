@@ -106,9 +106,8 @@ type evOp struct {
 	sems     []int
 	tbg      *ir.TBGInfo
 	id, cnt  int
-	rng      dsl.Range
-	// rngp is rng shared by every op of the statement (actions point to
-	// it rather than each holding a copy).
+	// rngp is the statement's range, shared by all its ops (and the
+	// actions made from them).
 	rngp     *dsl.Range
 	onRank   int // channel level: the `on` block's rank; -1 for chunk ops
 	onTB     int
@@ -204,7 +203,7 @@ func (st *state) dumpActions() string {
 	fmt.Fprintf(&b, "%s %s ranks=%d nodes=%d chunks in=%d out=%d instances=%d\n", h.collective, h.protocol, h.ranks, h.nodes, h.inChunks, h.outChunks, h.instances)
 	if st.actions == nil {
 		for _, o := range st.ops {
-			fmt.Fprintf(&b, "%s %v -> %v  // %d:%d\n", o.name, o.src, o.dst, o.rng.Start.Line, o.rng.Start.Col)
+			fmt.Fprintf(&b, "%s %v -> %v  // %d:%d\n", o.name, o.src, o.dst, o.rng().Start.Line, o.rng().Start.Col)
 		}
 		return b.String()
 	}
@@ -267,17 +266,19 @@ func slabSize(prev, limit int) int {
 // viaRange is where the op's via clause is, for messages about it.
 func (o *evOp) viaRange() dsl.Range {
 	if o.viaRng == nil {
-		return o.rng
+		return o.rng()
 	}
 	return *o.viaRng
 }
 
 // posRef returns the op's range as a pointer shared with the statement's
 // other ops where the evaluator made one.
-func (o *evOp) posRef() *dsl.Range {
-	if o.rngp != nil {
-		return o.rngp
+func (o *evOp) posRef() *dsl.Range { return o.rngp }
+
+// rng is the op's source range.
+func (o *evOp) rng() dsl.Range {
+	if o.rngp == nil {
+		return dsl.Range{}
 	}
-	r := o.rng
-	return &r
+	return *o.rngp
 }
