@@ -184,8 +184,8 @@ func (k *knowMap) each(f func(g, seq int32)) {
 	}
 }
 
-// nodeSync is what sync adds around one node, kept together because
-// layout reads it all at once, in block order, far from program order.
+// nodeSync is what sync adds around one action. It lives in the action:
+// layout reads both at once, in block order, far from program order.
 type nodeSync struct {
 	pre, post []item // waits before, signals after
 	// outs are the channels of edges leaving an action (for port data
@@ -212,9 +212,8 @@ type syncer struct {
 	nodes     []node
 	chunks    [][4][]chunkInfo // [rank][buffer][chunk]
 	fE, fV    []knowMap
-	nopPos    []int32    // 2*seq+1 after, 2*seq-1 before
-	ns        []nodeSync // by node
-	start     [][]item   // per gid
+	nopPos    []int32  // 2*seq+1 after, 2*seq-1 before
+	start     [][]item // per gid
 	startWait [][]item
 	end       [][]item
 	pairs     *pairSet
@@ -411,8 +410,6 @@ func (s *syncer) run() {
 	for r := 0; r < n; r++ {
 		s.nodes = append(s.nodes, node{rank: r, gid: -1, host: 2})
 	}
-	m := len(s.nodes)
-	s.ns = make([]nodeSync, m)
 	for seq := range s.nodes {
 		nd := &s.nodes[seq]
 		reads, writes := s.accesses(nd)
@@ -533,11 +530,11 @@ func (s *syncer) visit(seq int32, reads, writes []aref) {
 	}
 	for _, p := range sameBlock {
 		if s.nopPos[nd.gid] < 2*p+1 {
-			s.ns[seq].preNop = true
+			nd.act.sync.preNop = true
 			s.nopPos[nd.gid] = 2*seq - 1
 		}
 		if a := s.nodes[p].act; a != nil && a.chType == ir.ChanPort && a.code.Info().Class != ir.ClassSync {
-			s.ns[seq].preFl = true
+			nd.act.sync.preFl = true
 		}
 	}
 	// Record this node's accesses.
@@ -610,7 +607,7 @@ func (s *syncer) edge(p, c int32, full bool) {
 			sig.kind, wait.kind = itemSignal, itemWait
 		}
 		if pn.host == 0 {
-			s.ns[p].outs = s.pushPair(s.ns[p].outs, k)
+			pn.act.sync.outs = s.pushPair(pn.act.sync.outs, k)
 		}
 	}
 	// Source positions: the producer's op for the signal, the consumer's
@@ -629,7 +626,7 @@ func (s *syncer) edge(p, c int32, full bool) {
 	case 1:
 		s.start[pg] = append(s.start[pg], sig)
 	default:
-		s.ns[p].post = s.push(s.ns[p].post, sig)
+		pn.act.sync.post = s.push(pn.act.sync.post, sig)
 		s.nopPos[pg] = max(s.nopPos[pg], 2*p+1)
 	}
 	switch {
@@ -642,7 +639,7 @@ func (s *syncer) edge(p, c int32, full bool) {
 		k := [2]int32{int32(pr), cg}
 		s.startKnown[k] = max(s.startKnown[k], b2k(full))
 	default:
-		s.ns[c].pre = s.push(s.ns[c].pre, wait)
+		cn.act.sync.pre = s.push(cn.act.sync.pre, wait)
 		s.nopPos[cg] = max(s.nopPos[cg], 2*c-1)
 	}
 	s.fE[cg].raise(pg, pseq)

@@ -158,6 +158,8 @@ type action struct {
 	body     []*action
 	// chans: for port data ops, the channel carrying each remote dst.
 	chans []chanPair
+	// sync is what the sync pass puts around the action.
+	sync nodeSync
 }
 
 // block is one thread block's action list during compilation.

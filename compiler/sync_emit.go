@@ -118,7 +118,7 @@ func (s *syncer) addHandshakes(need map[hsKey]hsVal) {
 // travel in one FIFO and fuse into pws), and makes sure memory data ops
 // have some memory channel to each peer (the validator and upstream need
 // one to map the peer's buffers).
-func (s *syncer) dataPairs(seq int32, a *action) {
+func (s *syncer) dataPairs(a *action) {
 	if a.chType == ir.ChanNone {
 		return
 	}
@@ -148,7 +148,7 @@ func (s *syncer) dataPairs(seq int32, a *action) {
 		}
 		var pk chanPair
 		ok := false
-		for _, o := range s.ns[seq].outs {
+		for _, o := range a.sync.outs {
 			if o.typ == ir.ChanPort && (o.rankA == d.rank || o.rankB == d.rank) {
 				pk, ok = o, true
 				break
@@ -168,13 +168,12 @@ func (s *syncer) dataPairs(seq int32, a *action) {
 // block: a plan of millions of ops never holds them all as items too.
 func (s *syncer) materialize() {
 	st := s.st
-	n := int32(st.hdr.ranks)
 	st.pairs = s.pairs
 	st.sync = s
 	for r, row := range st.blocks {
 		for _, blk := range row {
 			for _, a := range blk.acts {
-				s.dataPairs(n+int32(a.seq), a)
+				s.dataPairs(a)
 			}
 		}
 		if len(row) == 1 {
@@ -191,7 +190,6 @@ func (s *syncer) materialize() {
 // action its waits, a nop, the op, then flushes, a nop and its signals; at
 // the end the remaining flushes and the waits that serve the host.
 func (s *syncer) layoutBlock(r, tb int, out []item) []item {
-	n := int32(s.st.hdr.ranks)
 	blk := s.st.blocks[r][tb]
 	g := s.gid[r][tb]
 	out = append(out, s.start[g]...)
@@ -208,8 +206,7 @@ func (s *syncer) layoutBlock(r, tb int, out []item) []item {
 		}
 	}
 	for _, a := range blk.acts {
-		q := n + int32(a.seq)
-		ns := &s.ns[q]
+		ns := &a.sync
 		pre := ns.pre
 		if ns.preFl {
 			flush(unflushed)
