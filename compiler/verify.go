@@ -2,6 +2,8 @@ package compiler
 
 import (
 	"fmt"
+	"runtime"
+	"sync"
 
 	"github.com/msccl-go/msccl-go/dsl"
 	"github.com/msccl-go/msccl-go/executor/cpu"
@@ -24,16 +26,51 @@ func Verify(p *ir.Plan, sm *SourceMap, sizes []int64, dtypes []cpu.DType) Diagno
 			ds = append(ds, d)
 		}
 	}
+	// The runs are independent simulations of a plan they only read, so
+	// they go in parallel, one per processor; findings are merged in the
+	// order of the runs, as if they had run one after another.
+	type run struct {
+		size int64
+		dt   cpu.DType
+		rep  *cpu.Report
+		err  error
+	}
+	var runs []run
 	for _, size := range sizes {
 		for _, dt := range dtypes {
-			rep, err := cpu.Run(p, cpu.Options{Size: size, DType: dt, Launches: 2})
-			if err != nil {
-				add(dsl.Diagnostic{Severity: dsl.Error, Summary: fmt.Sprintf("cannot simulate at %d bytes of %s: %v", size, dt, err), Subject: sm.header()})
-				continue
-			}
-			for _, d := range reportDiags(rep, sm, fmt.Sprintf("%d bytes, %s", size, dt)) {
-				add(d)
-			}
+			runs = append(runs, run{size: size, dt: dt})
+		}
+	}
+	par := min(runtime.GOMAXPROCS(0), len(runs))
+	if par <= 1 {
+		for i := range runs {
+			runs[i].rep, runs[i].err = cpu.Run(p, cpu.Options{Size: runs[i].size, DType: runs[i].dt, Launches: 2})
+		}
+	} else {
+		var wg sync.WaitGroup
+		next := make(chan int)
+		for w := 0; w < par; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range next {
+					runs[i].rep, runs[i].err = cpu.Run(p, cpu.Options{Size: runs[i].size, DType: runs[i].dt, Launches: 2})
+				}
+			}()
+		}
+		for i := range runs {
+			next <- i
+		}
+		close(next)
+		wg.Wait()
+	}
+	for _, r := range runs {
+		if r.err != nil {
+			add(dsl.Diagnostic{Severity: dsl.Error, Summary: fmt.Sprintf("cannot simulate at %d bytes of %s: %v", r.size, r.dt, r.err), Subject: sm.header()})
+			continue
+		}
+		for _, d := range reportDiags(r.rep, sm, fmt.Sprintf("%d bytes, %s", r.size, r.dt)) {
+			add(d)
 		}
 	}
 	ds.Sort()
