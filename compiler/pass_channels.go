@@ -70,6 +70,14 @@ func buildPlan(st *state) {
 		p.GPUs[r].ScratchChunks = scratch[r]
 	}
 	st.plan, st.sm = p, sm
+	// Later passes work on the plan. Dropping the actions and sync's
+	// tables (hundreds of megabytes for a large program) spares the
+	// collector from marking them again; a channel-level program keeps
+	// its actions for the balance check.
+	st.sync, st.items, st.blocks = nil, nil, nil
+	if !st.explicit {
+		st.actions, st.actSlab = nil, nil
+	}
 }
 
 type planBuilder struct {
