@@ -230,7 +230,7 @@ type syncer struct {
 	needBuf     []edgeNeed
 	bestBuf     []keyedNeed
 	// touch[(r, p)]: the blocks of rank r whose ops reach rank p.
-	touch map[[2]int][]int32
+	touch map[uint64][]int32 // by touchKey
 	// slab backs the first item of each node's pre and post lists: most
 	// nodes have one, and a million one-item allocations cost more than
 	// the rest of the pass.
@@ -297,27 +297,26 @@ func newSyncer(st *state) *syncer {
 			s.chunks[r][ir.BufOutput] = all[o+in : o+in+out : o+in+out]
 		}
 	}
-	s.touch = map[[2]int][]int32{}
+	s.touch = map[uint64][]int32{}
 	for _, a := range st.actions {
-		for _, refs := range [][]aref{a.src, a.dst} {
+		for _, refs := range [2][]aref{a.src, a.dst} {
 			for _, x := range refs {
 				if x.rank == a.rank {
 					continue
 				}
 				g := s.gid[a.rank][a.tb]
-				for _, k := range [][2]int{{a.rank, x.rank}, {x.rank, a.rank}} {
-					if k[0] != a.rank {
-						continue
-					}
-					if l := s.touch[k]; len(l) == 0 || l[len(l)-1] != g {
-						s.touch[k] = append(l, g)
-					}
+				k := touchKey(a.rank, x.rank)
+				if l := s.touch[k]; len(l) == 0 || l[len(l)-1] != g {
+					s.touch[k] = append(l, g)
 				}
 			}
 		}
 	}
 	return s
 }
+
+// touchKey names the ordered pair of ranks (r, p).
+func touchKey(r, p int) uint64 { return uint64(uint32(r))<<32 | uint64(uint32(p)) }
 
 func (s *syncer) regBlocks() {
 	st := s.st
@@ -369,7 +368,7 @@ func (s *syncer) blockOn(r int, other int32) int32 {
 	// Else a block that already works with that rank: the one with the
 	// same number if it does, otherwise the least connected, so that the
 	// host's channels spread over blocks (16 per block at most).
-	if cands := s.touch[[2]int{r, or}]; len(cands) > 0 {
+	if cands := s.touch[touchKey(r, or)]; len(cands) > 0 {
 		best := cands[0]
 		for _, g := range cands {
 			if s.blkTB[g] == ot {
