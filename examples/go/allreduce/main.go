@@ -2,7 +2,7 @@
 // algorithm (or load a plan file), open its ranks on the GPU, fill every
 // rank's input, run one allreduce and check the result on the host.
 //
-//	go run ./examples/go/allreduce -ranks 4 -size 1M
+//	go run ./examples/go/allreduce -ranks 4 -size 1048576
 //	go run ./examples/go/allreduce -plan testdata/peer-plans/allreduce.json
 package main
 
