@@ -15,7 +15,7 @@ import (
 // channel from A to B pair with the k-th from B to A.
 func buildPlan(st *state) {
 	h := &st.hdr
-	b := &planBuilder{st: st, ints: &intSlab{}, refs: &refSlab{}}
+	b := &planBuilder{st: st}
 	b.collectExplicitPairs()
 	b.layoutChannels()
 	p := &ir.Plan{Name: h.name, Collective: h.collective, Protocol: h.protocol, InPlace: h.inplace, ReuseResources: h.reuse,
@@ -25,49 +25,23 @@ func buildPlan(st *state) {
 		p.MaxMessageSize = math.MaxUint64
 	}
 	sm := &SourceMap{ops: make([][][]*dsl.Range, h.ranks), head: h.pos}
-	scratch := make([]int, h.ranks)
-	var buf []item
-	for r := range p.GPUs {
-		g := &p.GPUs[r]
-		g.ID, g.InputChunks, g.OutputChunks = r, h.inChunks, h.outChunks
-		for _, t := range []ir.ChannelType{ir.ChanMemory, ir.ChanPort} {
-			if peers := b.peers[r][t]; len(peers) > 0 {
-				g.Channels = append(g.Channels, ir.Channel{Type: t, ConnectedTo: peers})
-			}
-		}
-		rb := &rankBuild{g: g, remote: map[[2]int]int{}, sems: map[int32]int{}}
-		sm.ops[r] = make([][]*dsl.Range, len(st.blocks[r]))
-		g.ThreadBlocks = make([]ir.ThreadBlock, 0, len(st.blocks[r]))
-		for tb := range st.blocks[r] {
-			items := st.blockItems(r, tb, buf)
-			buf = items
-			tbb := &tbBuild{rb: rb}
-			tbk := ir.ThreadBlock{ID: tb, Ops: make([]ir.Op, len(items))}
-			srcs := make([]*dsl.Range, len(items))
-			for i := range items {
-				var inner []*dsl.Range
-				srcs[i] = b.op(&tbk.Ops[i], r, tbb, &items[i], scratch, &inner)
-				if inner != nil {
-					sm.setInner(r, tb, i, inner)
-				}
-			}
-			sm.ops[r][tb] = srcs
-			for _, t := range []ir.ChannelType{ir.ChanMemory, ir.ChanPort} {
-				if ids := tbb.chanIDs[t]; len(ids) > 0 {
-					tbk.Channels = append(tbk.Channels, ir.TBChannel{Type: t, ChannelIDs: ids})
-				}
-				if ids := tbb.remoteIDs[t]; len(ids) > 0 {
-					tbk.RemoteBufferRefs = append(tbk.RemoteBufferRefs, ir.RemoteBufferRef{AccessChannelType: t, RemoteBufferIDs: ids})
-				}
-			}
-			g.ThreadBlocks = append(g.ThreadBlocks, tbk)
-		}
-		for i := 0; i < rb.nsem; i++ {
-			g.Semaphores = append(g.Semaphores, ir.Semaphore{})
-		}
+	nw := rankWorkers(h.ranks)
+	ws := make([]*rankWorker, nw)
+	for w := range ws {
+		// Each worker has its own slabs and scratch high-water marks; the
+		// tables b holds are only read from here on.
+		wb := *b
+		wb.ints, wb.refs = &intSlab{}, &refSlab{}
+		ws[w] = &rankWorker{b: &wb, scratch: make([]int, h.ranks)}
 	}
-	for r := range p.GPUs {
-		p.GPUs[r].ScratchChunks = scratch[r]
+	forRanks(nw, h.ranks, func(w, r int) { ws[w].buildRank(p, sm, r) })
+	for _, w := range ws {
+		for r, n := range w.scratch {
+			p.GPUs[r].ScratchChunks = max(p.GPUs[r].ScratchChunks, n)
+		}
+		for _, in := range w.inner {
+			sm.setInner(in.rank, in.tb, in.op, in.srcs)
+		}
 	}
 	st.plan, st.sm = p, sm
 	// Later passes work on the plan. Dropping the actions and sync's
@@ -77,6 +51,61 @@ func buildPlan(st *state) {
 	st.sync, st.items, st.blocks = nil, nil, nil
 	if !st.explicit {
 		st.actions, st.actSlab = nil, nil
+	}
+}
+
+// rankWorker builds the ranks one worker is given.
+type rankWorker struct {
+	b       *planBuilder
+	scratch []int // per rank: scratch chunks the ops built so far reach
+	buf     []item
+	inner   []innerSrcs // pipeline body sources, for the source map
+}
+
+type innerSrcs struct {
+	rank, tb, op int
+	srcs         []*dsl.Range
+}
+
+// buildRank writes rank r's GPU entry and its row of the source map.
+func (w *rankWorker) buildRank(p *ir.Plan, sm *SourceMap, r int) {
+	b, st, h := w.b, w.b.st, &w.b.st.hdr
+	g := &p.GPUs[r]
+	g.ID, g.InputChunks, g.OutputChunks = r, h.inChunks, h.outChunks
+	for _, t := range []ir.ChannelType{ir.ChanMemory, ir.ChanPort} {
+		if peers := b.peers[r][t]; len(peers) > 0 {
+			g.Channels = append(g.Channels, ir.Channel{Type: t, ConnectedTo: peers})
+		}
+	}
+	rb := &rankBuild{g: g, remote: map[[2]int]int{}, sems: map[int32]int{}}
+	sm.ops[r] = make([][]*dsl.Range, len(st.blocks[r]))
+	g.ThreadBlocks = make([]ir.ThreadBlock, 0, len(st.blocks[r]))
+	for tb := range st.blocks[r] {
+		items := st.blockItems(r, tb, w.buf)
+		w.buf = items
+		tbb := &tbBuild{rb: rb}
+		tbk := ir.ThreadBlock{ID: tb, Ops: make([]ir.Op, len(items))}
+		srcs := make([]*dsl.Range, len(items))
+		for i := range items {
+			var inner []*dsl.Range
+			srcs[i] = b.op(&tbk.Ops[i], r, tbb, &items[i], w.scratch, &inner)
+			if inner != nil {
+				w.inner = append(w.inner, innerSrcs{rank: r, tb: tb, op: i, srcs: inner})
+			}
+		}
+		sm.ops[r][tb] = srcs
+		for _, t := range []ir.ChannelType{ir.ChanMemory, ir.ChanPort} {
+			if ids := tbb.chanIDs[t]; len(ids) > 0 {
+				tbk.Channels = append(tbk.Channels, ir.TBChannel{Type: t, ChannelIDs: ids})
+			}
+			if ids := tbb.remoteIDs[t]; len(ids) > 0 {
+				tbk.RemoteBufferRefs = append(tbk.RemoteBufferRefs, ir.RemoteBufferRef{AccessChannelType: t, RemoteBufferIDs: ids})
+			}
+		}
+		g.ThreadBlocks = append(g.ThreadBlocks, tbk)
+	}
+	for i := 0; i < rb.nsem; i++ {
+		g.Semaphores = append(g.Semaphores, ir.Semaphore{})
 	}
 }
 

@@ -15,26 +15,34 @@ const maxChannelsPerOp = 8
 // followed by a signal on exactly its channels becomes pws, and a flush of
 // them after that makes it pwsf.
 func fuseSync(st *state) {
-	for r := range st.plan.GPUs {
-		g := &st.plan.GPUs[r]
-		for t := range g.ThreadBlocks {
-			tb := &g.ThreadBlocks[t]
-			// Compact in place: the write index never passes the read index.
-			n := 0
-			for i := range tb.Ops {
-				if n > 0 && fuseInto(&tb.Ops[n-1], &tb.Ops[i]) {
-					st.sm.moveOp(r, t, i, -1)
-					continue
-				}
-				if n != i {
-					tb.Ops[n] = tb.Ops[i]
-					st.sm.moveOp(r, t, i, n)
-				}
-				n++
+	n := len(st.plan.GPUs)
+	workers := rankWorkers(n)
+	if len(st.sm.inner) > 0 {
+		// moveOp rewrites the shared map of pipeline body sources.
+		workers = 1
+	}
+	forRanks(workers, n, func(_, r int) { fuseRank(st, r) })
+}
+
+func fuseRank(st *state, r int) {
+	g := &st.plan.GPUs[r]
+	for t := range g.ThreadBlocks {
+		tb := &g.ThreadBlocks[t]
+		// Compact in place: the write index never passes the read index.
+		n := 0
+		for i := range tb.Ops {
+			if n > 0 && fuseInto(&tb.Ops[n-1], &tb.Ops[i]) {
+				st.sm.moveOp(r, t, i, -1)
+				continue
 			}
-			tb.Ops = tb.Ops[:n]
-			st.sm.ops[r][t] = st.sm.ops[r][t][:n]
+			if n != i {
+				tb.Ops[n] = tb.Ops[i]
+				st.sm.moveOp(r, t, i, n)
+			}
+			n++
 		}
+		tb.Ops = tb.Ops[:n]
+		st.sm.ops[r][t] = st.sm.ops[r][t][:n]
 	}
 }
 

@@ -17,7 +17,9 @@ func Validate(p *Plan) Diagnostics {
 		return Diagnostics{{Severity: SevError, Msg: "no plan"}}
 	}
 	v := &validator{p: p, flat: make([][numChanTypes][]FlatChannel, len(p.GPUs)), byPeer: make([][numChanTypes]map[int][]int, len(p.GPUs))}
-	for r := range p.GPUs {
+	n := len(p.GPUs)
+	workers := rankWorkers(n)
+	forRanks(workers, n, func(_, r int) {
 		for t := ChanMemory; t < numChanTypes; t++ {
 			v.flat[r][t] = p.GPUs[r].FlatChannels(t)
 			if t == ChanSwitch {
@@ -29,11 +31,20 @@ func Validate(p *Plan) Diagnostics {
 			}
 			v.byPeer[r][t] = m
 		}
-	}
+	})
 	v.plan()
-	v.gatherUsage()
-	for r := range p.GPUs {
-		v.gpu(r)
+	v.use = make([]usage, n)
+	forRanks(workers, n, v.gatherUsage)
+	// Each rank reports into its own list; joined in rank order they read
+	// as one walk over the ranks would have written them.
+	per := make([]Diagnostics, n)
+	forRanks(workers, n, func(_, r int) {
+		w := &validator{p: v.p, flat: v.flat, byPeer: v.byPeer, use: v.use}
+		w.gpu(r)
+		per[r] = w.ds
+	})
+	for _, ds := range per {
+		v.ds = append(v.ds, ds...)
 	}
 	return v.ds
 }

@@ -15,30 +15,28 @@ type barrierUse struct {
 	firstUse string // its path
 }
 
-func (v *validator) gatherUsage() {
-	v.use = make([]usage, len(v.p.GPUs))
-	for r := range v.p.GPUs {
-		u := &v.use[r]
-		for t := range u.signaled {
-			u.signaled[t], u.waited[t] = make([]bool, len(v.flat[r][t])), make([]bool, len(v.flat[r][t]))
+// gatherUsage fills v.use[r] (worker w is unused: forRanks's signature).
+func (v *validator) gatherUsage(_, r int) {
+	u := &v.use[r]
+	for t := range u.signaled {
+		u.signaled[t], u.waited[t] = make([]bool, len(v.flat[r][t])), make([]bool, len(v.flat[r][t]))
+	}
+	u.barriers = map[int]*barrierUse{}
+	g := &v.p.GPUs[r]
+	for t := range g.ThreadBlocks {
+		tb := &g.ThreadBlocks[t]
+		var tables [numChanTypes][]int
+		for ct := ChanMemory; ct < numChanTypes; ct++ {
+			tables[ct] = tb.ChannelTable(ct)
 		}
-		u.barriers = map[int]*barrierUse{}
-		g := &v.p.GPUs[r]
-		for t := range g.ThreadBlocks {
-			tb := &g.ThreadBlocks[t]
-			var tables [numChanTypes][]int
-			for ct := ChanMemory; ct < numChanTypes; ct++ {
-				tables[ct] = tb.ChannelTable(ct)
-			}
-			gp := jpath{key: "gpus", idx: r}
-			tp := gp.at(".threadblocks", t)
-			for i := range tb.Ops {
-				op := &tb.Ops[i]
-				opPath := tp.at(".ops", i)
-				v.noteUse(u, r, t, op, &opPath, &tables)
-				if len(op.Ops) > 0 {
-					v.noteBody(u, r, t, op.Ops, heapPath(&opPath), &tables)
-				}
+		gp := jpath{key: "gpus", idx: r}
+		tp := gp.at(".threadblocks", t)
+		for i := range tb.Ops {
+			op := &tb.Ops[i]
+			opPath := tp.at(".ops", i)
+			v.noteUse(u, r, t, op, &opPath, &tables)
+			if len(op.Ops) > 0 {
+				v.noteBody(u, r, t, op.Ops, heapPath(&opPath), &tables)
 			}
 		}
 	}
