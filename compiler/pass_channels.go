@@ -345,11 +345,11 @@ func (b *planBuilder) op(op *ir.Op, r int, tbb *tbBuild, it *item, scratch []int
 		*op = b.actOp(r, tbb, it.act, scratch, inner)
 		return src
 	case itemSemRelease, itemSemAcquire:
-		id, ok := tbb.rb.sems[it.sid]
+		id, ok := tbb.rb.sems[it.id]
 		if !ok {
 			id = tbb.rb.nsem
 			tbb.rb.nsem++
-			tbb.rb.sems[it.sid] = id
+			tbb.rb.sems[it.id] = id
 		}
 		op.Code, op.SemaphoreIDs = itemCodes[it.kind], b.ints.take(1)
 		op.SemaphoreIDs[0] = id
@@ -361,7 +361,7 @@ func (b *planBuilder) op(op *ir.Op, r int, tbb *tbBuild, it *item, scratch []int
 	op.Code = itemCodes[it.kind]
 	if it.pairs == nil {
 		op.ChannelType, op.ChannelIDs = it.typ, b.ints.take(1)
-		op.ChannelIDs[0] = b.localChan(tbb, it.typ, it.side, it.pid1-1)
+		op.ChannelIDs[0] = b.localChan(tbb, it.typ, it.side, it.id-1)
 		return src
 	}
 	op.ChannelType = (*it.pairs)[0].typ

@@ -591,7 +591,7 @@ func (s *syncer) edge(p, c int32, full bool) {
 	var sig, wait item
 	if pr == cr {
 		sid := s.semID(semPair{rank: pr, from: ptb, to: ctb})
-		sig, wait = item{kind: itemSemRelease, sid: sid}, item{kind: itemSemAcquire, sid: sid}
+		sig, wait = item{kind: itemSemRelease, id: sid}, item{kind: itemSemAcquire, id: sid}
 	} else {
 		k := pairKey(pr, ptb, cr, ctb, s.chanType(pr, cr))
 		// Blocks that share a channel already have exactly this pair

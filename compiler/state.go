@@ -119,9 +119,9 @@ type evOp struct {
 // memory it is, packet says the bytes hold LL packets.
 type aref struct {
 	rank   int
-	buf    ir.BufferType
 	idx    int
 	size   int
+	buf    ir.BufferType // the small fields share a word: a million ops hold two arefs each
 	packet bool
 }
 

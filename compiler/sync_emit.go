@@ -323,10 +323,10 @@ func (s *syncer) pairOf(a, b int32) int32 {
 
 // itemPair is the channel pair of a signal or wait item.
 func (s *syncer) itemPair(it *item) chanPair {
-	if it.pid1 == 0 {
+	if it.id == 0 || it.kind == itemSemRelease || it.kind == itemSemAcquire {
 		return chanPair{}
 	}
-	return s.pairs.list[it.pid1-1]
+	return s.pairs.list[it.id-1]
 }
 
 // semID interns a semaphore pair.

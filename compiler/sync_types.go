@@ -103,10 +103,10 @@ type item struct {
 	// block holds (0: rankA, 1: rankB).
 	typ  ir.ChannelType
 	side uint8
-	// pid1 is 1 + the id of the signal/wait channel in the state's pairs,
-	// else 0; sid the semaphore's index in the state's sems.
-	pid1  int32
-	sid   int32
+	// id is, for a signal or wait, 1 + the id of its channel in the
+	// state's pairs (0: none); for a semaphore op, the semaphore's index
+	// in the state's sems. One field for both keeps an item at 32 bytes.
+	id    int32
 	act   *action
 	pairs *[]chanPair // flush: its channels
 	pos   *dsl.Range  // source the op is reported at (shared, not copied)
@@ -115,7 +115,7 @@ type item struct {
 // pairItem returns a signal/wait item on pair k (id pid) for the block
 // of rank r.
 func pairItem(kind itemKind, k chanPair, pid int32, r int) item {
-	it := item{kind: kind, typ: k.typ, pid1: pid + 1}
+	it := item{kind: kind, typ: k.typ, id: pid + 1}
 	if r == k.rankB {
 		it.side = 1
 	}
