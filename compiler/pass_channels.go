@@ -170,7 +170,7 @@ func (b *planBuilder) collectExplicitPairs() {
 	st := b.st
 	var visit func(a *action)
 	visit = func(a *action) {
-		for _, in := range a.body {
+		for _, in := range a.body() {
 			visit(in)
 		}
 		if !a.explicit || a.chType == ir.ChanNone {
@@ -178,7 +178,7 @@ func (b *planBuilder) collectExplicitPairs() {
 		}
 		info := a.code.Info()
 		a.chans = a.chans[:0]
-		for _, p := range a.peers {
+		for _, p := range a.peers() {
 			tb := p.tb
 			if tb == noBlock {
 				tb = -1
@@ -373,7 +373,7 @@ func (b *planBuilder) op(op *ir.Op, r int, tbb *tbBuild, it *item, scratch []int
 
 func (b *planBuilder) actOp(r int, tbb *tbBuild, a *action, scratch []int, inner *[]*dsl.Range) ir.Op {
 	info := a.code.Info()
-	op := ir.Op{Code: a.code, TBG: a.tbg}
+	op := ir.Op{Code: a.code, TBG: a.tbg()}
 	if info.Chans != ir.MaskNone {
 		op.ChannelType = a.chType
 	}
@@ -394,18 +394,18 @@ func (b *planBuilder) actOp(r int, tbb *tbBuild, a *action, scratch []int, inner
 		op.ReduceOp = a.reduce
 	}
 	if info.Semaphores {
-		op.SemaphoreIDs = append([]int(nil), a.sems...)
-		for _, id := range a.sems {
+		op.SemaphoreIDs = append([]int(nil), a.sems()...)
+		for _, id := range a.sems() {
 			tbb.rb.nsem = max(tbb.rb.nsem, id+1)
 		}
 	}
-	if a.code == ir.OpBarrier {
-		op.BarrierID, op.NumTBs = a.barrier[0], a.barrier[1]
+	if a.code == ir.OpBarrier && a.ch != nil {
+		op.BarrierID, op.NumTBs = a.ch.barrier[0], a.ch.barrier[1]
 	}
-	if a.code == ir.OpPipeline {
-		it := *a.iter
+	if a.code == ir.OpPipeline && a.ch != nil {
+		it := *a.ch.iter
 		op.Iter = &it
-		for _, in := range a.body {
+		for _, in := range a.ch.body {
 			op.Ops = append(op.Ops, b.actOp(r, tbb, in, scratch, nil))
 			if inner != nil {
 				*inner = append(*inner, in.pos)

@@ -36,23 +36,28 @@ func (a *action) instance(I, i int) *action {
 	c.src = scaleRefs(a.src, I, i)
 	c.dst = scaleRefs(a.dst, I, i)
 	c.tb = a.tb*I + i
-	c.peers = make([]peerSpec, len(a.peers))
-	for k, p := range a.peers {
+	if a.ch == nil {
+		return &c
+	}
+	ch := *a.ch
+	c.ch = &ch
+	ch.peers = make([]peerSpec, len(a.ch.peers))
+	for k, p := range a.ch.peers {
 		if p.tb >= 0 {
 			p.tb = p.tb*I + i
 		}
-		c.peers[k] = p
+		ch.peers[k] = p
 	}
-	if a.sems != nil {
-		c.sems = make([]int, len(a.sems))
-		for k, s := range a.sems {
-			c.sems[k] = s*I + i
+	if a.ch.sems != nil {
+		ch.sems = make([]int, len(a.ch.sems))
+		for k, s := range a.ch.sems {
+			ch.sems[k] = s*I + i
 		}
 	}
-	c.barrier[0] = a.barrier[0]*I + i
-	c.body = nil
-	for _, in := range a.body {
-		c.body = append(c.body, in.instance(I, i))
+	ch.barrier[0] = a.ch.barrier[0]*I + i
+	ch.body = nil
+	for _, in := range a.ch.body {
+		ch.body = append(ch.body, in.instance(I, i))
 	}
 	return &c
 }

@@ -46,7 +46,7 @@ func (st *state) checkBalance() {
 	first := map[end][2]dsl.Range{}
 	var visit func(a *action)
 	visit = func(a *action) {
-		for _, in := range a.body {
+		for _, in := range a.body() {
 			visit(in)
 		}
 		var slot int

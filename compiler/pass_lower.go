@@ -381,7 +381,7 @@ func (r aref) rangeHint(o *evOp) dsl.Range { return o.rng() }
 func (lw *lowerer) explicit(o *evOp) *action {
 	st := lw.st
 	if o.name == "pipeline" {
-		a := &action{rank: o.onRank, tb: o.onTB, tbHint: o.onTB, code: ir.OpPipeline, explicit: true, pos: o.posRef(), iter: o.pipeline}
+		a := &action{rank: o.onRank, tb: o.onTB, tbHint: o.onTB, code: ir.OpPipeline, explicit: true, pos: o.posRef(), ch: &chanLevel{iter: o.pipeline}}
 		for _, in := range o.body {
 			if in.name == "pipeline" {
 				st.errorf(in.rng(), "", "pipelines cannot be nested")
@@ -391,7 +391,7 @@ func (lw *lowerer) explicit(o *evOp) *action {
 			if b == nil {
 				return nil
 			}
-			a.body = append(a.body, b)
+			a.ch.body = append(a.ch.body, b)
 		}
 		return a
 	}
@@ -409,7 +409,7 @@ func (lw *lowerer) explicit(o *evOp) *action {
 		return nil
 	}
 	in := code.Info()
-	a := &action{rank: o.onRank, tb: o.onTB, tbHint: o.onTB, code: code, explicit: true, pos: o.posRef(), tbg: o.tbg, sems: o.sems}
+	a := &action{rank: o.onRank, tb: o.onTB, tbHint: o.onTB, code: code, explicit: true, pos: o.posRef(), ch: &chanLevel{tbg: o.tbg, sems: o.sems}}
 	if in.Reduces {
 		a.reduce = st.hdr.reduce
 		if o.reduce != "" {
@@ -433,7 +433,7 @@ func (lw *lowerer) explicit(o *evOp) *action {
 		return nil
 	}
 	if code == ir.OpBarrier {
-		a.barrier = [2]int{max(o.id, 0), o.cnt}
+		a.ch.barrier = [2]int{max(o.id, 0), o.cnt}
 		if o.cnt < 1 {
 			st.errorf(o.rng(), "write e.g. `barrier id 0 count 4` (count = blocks of this rank that take part)", "barrier needs a count")
 			return nil
@@ -452,7 +452,7 @@ func (lw *lowerer) explicit(o *evOp) *action {
 			st.errorf(p.rng, "", "a channel connects two different ranks; rank %d is this block's own", p.rank)
 			return nil
 		}
-		a.peers = append(a.peers, p)
+		a.ch.peers = append(a.ch.peers, p)
 	}
 	remotes := map[int]bool{}
 	for _, r := range append(append([]aref{}, a.src...), a.dst...) {
@@ -460,7 +460,7 @@ func (lw *lowerer) explicit(o *evOp) *action {
 			remotes[r.rank] = true
 		}
 	}
-	if in.ChannelIDs != ir.MaskNone && in.Class == ir.ClassSync && len(a.peers) == 0 {
+	if in.ChannelIDs != ir.MaskNone && in.Class == ir.ClassSync && len(a.ch.peers) == 0 {
 		st.errorf(o.rng(), "name the peers: e.g. `"+o.name+" to 1` or `to 1@2` for rank 1's thread block 2", "%s needs `to PEER`", o.name)
 		return nil
 	}
@@ -476,8 +476,8 @@ func (lw *lowerer) explicit(o *evOp) *action {
 		return a
 	}
 	peer := -1
-	if len(a.peers) > 0 {
-		peer = a.peers[0].rank
+	if len(a.ch.peers) > 0 {
+		peer = a.ch.peers[0].rank
 	}
 	for r := range remotes {
 		if peer < 0 || r < peer {
@@ -511,10 +511,10 @@ func (lw *lowerer) explicit(o *evOp) *action {
 	}
 	a.chType = t
 	// Port data ops name one channel per remote destination.
-	if t == ir.ChanPort && in.ChannelIDs.Has(ir.ChanPort) && in.Class != ir.ClassSync && len(a.peers) == 0 {
+	if t == ir.ChanPort && in.ChannelIDs.Has(ir.ChanPort) && in.Class != ir.ClassSync && len(a.ch.peers) == 0 {
 		for _, d := range a.dst {
 			if d.rank != o.onRank {
-				a.peers = append(a.peers, peerSpec{rank: d.rank, tb: noBlock, rng: o.rng()})
+				a.ch.peers = append(a.ch.peers, peerSpec{rank: d.rank, tb: noBlock, rng: o.rng()})
 			}
 		}
 	}

@@ -123,8 +123,8 @@ func (st *state) compactBlocks() {
 	var fix func(a *action)
 	fix = func(a *action) {
 		a.tb = int(remap[a.rank][a.tb])
-		for i := range a.peers {
-			p := &a.peers[i]
+		for i := range a.peers() {
+			p := &a.ch.peers[i]
 			if p.tb == noBlock {
 				continue
 			}
@@ -140,12 +140,12 @@ func (st *state) compactBlocks() {
 			}
 			p.tb = tb
 		}
-		for _, in := range a.body {
+		for _, in := range a.body() {
 			in.tbHint = a.tbHint
 			in.rank = a.rank
 			in.tb = a.tb
-			for i := range in.peers {
-				p := &in.peers[i]
+			for i := range in.peers() {
+				p := &in.ch.peers[i]
 				want := p.tb
 				if want < 0 {
 					want = a.tbHint

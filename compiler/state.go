@@ -148,18 +148,53 @@ type action struct {
 	// dead marks an action fused into an earlier one.
 	dead bool
 
-	// Channel-level fields.
 	explicit bool
-	peers    []peerSpec // signal/wait/flush targets, port data channels
-	sems     []int
-	tbg      *ir.TBGInfo
-	barrier  [2]int // id, num blocks
-	iter     *ir.IterContext
-	body     []*action
+	// ch holds the fields only channel-level ops use; nil for chunk-level
+	// ones, which are millions and need none of them.
+	ch *chanLevel
 	// chans: for port data ops, the channel carrying each remote dst.
 	chans []chanPair
 	// sync is what the sync pass puts around the action.
 	sync nodeSync
+}
+
+// chanLevel is the part of an action only channel-level ops have.
+type chanLevel struct {
+	peers   []peerSpec // signal/wait/flush targets, port data channels
+	sems    []int
+	tbg     *ir.TBGInfo
+	barrier [2]int // id, num blocks
+	iter    *ir.IterContext
+	body    []*action
+}
+
+// peers, sems, tbg, barrier, iter and body read a.ch, empty when nil.
+func (a *action) peers() []peerSpec {
+	if a.ch == nil {
+		return nil
+	}
+	return a.ch.peers
+}
+
+func (a *action) body() []*action {
+	if a.ch == nil {
+		return nil
+	}
+	return a.ch.body
+}
+
+func (a *action) sems() []int {
+	if a.ch == nil {
+		return nil
+	}
+	return a.ch.sems
+}
+
+func (a *action) tbg() *ir.TBGInfo {
+	if a.ch == nil {
+		return nil
+	}
+	return a.ch.tbg
 }
 
 // block is one thread block's action list during compilation.
@@ -192,7 +227,7 @@ func (a *action) String() string {
 	if a.chType != ir.ChanNone {
 		b.WriteString(" via " + a.chType.String())
 	}
-	for _, p := range a.peers {
+	for _, p := range a.peers() {
 		fmt.Fprintf(&b, " to r%d@%d", p.rank, p.tb)
 	}
 	fmt.Fprintf(&b, "  // %d:%d", a.pos.Start.Line, a.pos.Start.Col)
@@ -215,7 +250,7 @@ func (st *state) dumpActions() string {
 		}
 		b.WriteString(a.String())
 		b.WriteByte('\n')
-		for _, in := range a.body {
+		for _, in := range a.body() {
 			b.WriteString("    " + in.String() + "\n")
 		}
 	}
