@@ -21,7 +21,18 @@ type FlatChannel struct {
 // FlatChannels returns g's channels of type t in the order thread blocks
 // index them.
 func (g *GPU) FlatChannels(t ChannelType) []FlatChannel {
-	var out []FlatChannel
+	// Sized up front: Validate calls this for every rank of plans with
+	// hundreds of channels a rank, and growing by appends doubles the cost.
+	n := 0
+	for e := range g.Channels {
+		if c := &g.Channels[e]; c.Type == t {
+			n += len(c.ConnectedTo) + len(c.RankGroups)
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]FlatChannel, 0, n)
 	nth := map[int]int{}
 	for e := range g.Channels {
 		c := &g.Channels[e]
