@@ -9,6 +9,11 @@
 // produces one. A SourceMap ties every emitted op back to the DSL line it
 // came from, so CPU-executor findings (Verify) are reported at the source.
 //
+// Once channels are allocated the ranks are independent: channels,
+// fuse-sync and the validator handle large plans a rank at a time on
+// GOMAXPROCS workers (parallel.go), each rank writing only its own part,
+// so the plan and its diagnostics do not depend on the number of workers.
+//
 // compiler reads dsl and writes ir; it must not import the executors'
 // internals beyond executor/cpu's public Run (Verify), nor the runtime.
 package compiler

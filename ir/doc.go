@@ -10,6 +10,8 @@
 // by a JSON path such as gpus[1].threadblocks[0].ops[3].dst_buff[0].index,
 // and report everything they find instead of stopping at the first.
 // Neither panics on any input.
+// Validate checks the ranks of a large plan on several cores and joins
+// their diagnostics in rank order, so the report is the same either way.
 //
 // ir sits in the middle of the data flow (dsl → compiler → ir → executor):
 // it must not import the compiler, the executors or the runtime. Everything
