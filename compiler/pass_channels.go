@@ -342,7 +342,7 @@ func (b *planBuilder) op(op *ir.Op, r int, tbb *tbBuild, it *item, scratch []int
 	src := it.pos
 	switch it.kind {
 	case itemAct:
-		*op = b.actOp(r, tbb, it.act, scratch, inner)
+		b.actOp(op, r, tbb, it.act, scratch, inner)
 		return src
 	case itemSemRelease, itemSemAcquire:
 		id, ok := tbb.rb.sems[it.id]
@@ -371,9 +371,11 @@ func (b *planBuilder) op(op *ir.Op, r int, tbb *tbBuild, it *item, scratch []int
 	return src
 }
 
-func (b *planBuilder) actOp(r int, tbb *tbBuild, a *action, scratch []int, inner *[]*dsl.Range) ir.Op {
+// actOp writes action a as *op (which is zero) in place: copying a
+// finished op into the plan would cost a write barrier per pointer field.
+func (b *planBuilder) actOp(op *ir.Op, r int, tbb *tbBuild, a *action, scratch []int, inner *[]*dsl.Range) {
 	info := a.code.Info()
-	op := ir.Op{Code: a.code, TBG: a.tbg()}
+	op.Code, op.TBG = a.code, a.tbg()
 	if info.Chans != ir.MaskNone {
 		op.ChannelType = a.chType
 	}
@@ -406,11 +408,11 @@ func (b *planBuilder) actOp(r int, tbb *tbBuild, a *action, scratch []int, inner
 		it := *a.ch.iter
 		op.Iter = &it
 		for _, in := range a.ch.body {
-			op.Ops = append(op.Ops, b.actOp(r, tbb, in, scratch, nil))
+			op.Ops = append(op.Ops, ir.Op{})
+			b.actOp(&op.Ops[len(op.Ops)-1], r, tbb, in, scratch, nil)
 			if inner != nil {
 				*inner = append(*inner, in.pos)
 			}
 		}
 	}
-	return op
 }
