@@ -39,6 +39,7 @@ func insertSync(st *state) {
 	s.run()
 	s.crossLaunch()
 	s.materialize()
+	s.release()
 }
 
 // node is an access-making entity in program order: a host start, an

@@ -186,6 +186,16 @@ func (s *syncer) materialize() {
 	}
 }
 
+// release drops what only the walk needed; buildPlan lays blocks out from
+// the rest. For a large program that is a few hundred megabytes the plan
+// can reuse instead of growing the heap further.
+func (s *syncer) release() {
+	s.nodes, s.chunks, s.fE, s.fV, s.nopPos = nil, nil, nil, nil, nil
+	s.touch, s.startKnown, s.rankPairs, s.semIDs = nil, nil, nil, nil
+	s.partners, s.partnerPair, s.blkRank, s.blkTB = nil, nil, nil, nil
+	s.needBuf, s.bestBuf = nil, nil
+}
+
 // layoutBlock appends block tb of rank r to out: start signals, then per
 // action its waits, a nop, the op, then flushes, a nop and its signals; at
 // the end the remaining flushes and the waits that serve the host.
