@@ -57,8 +57,9 @@ func buildPlan(st *state) {
 // rankWorker builds the ranks one worker is given.
 type rankWorker struct {
 	b       *planBuilder
-	scratch []int // per rank: scratch chunks the ops built so far reach
-	buf     []item
+	scratch []int       // per rank: scratch chunks the ops built so far reach
+	buf     []item      // the rank's blocks laid out one after another
+	ends    []int       // where each block's items end in buf
 	inner   []innerSrcs // pipeline body sources, for the source map
 }
 
@@ -80,12 +81,29 @@ func (w *rankWorker) buildRank(p *ir.Plan, sm *SourceMap, r int) {
 	rb := &rankBuild{g: g, remote: map[[2]int]int{}, sems: map[int32]int{}}
 	sm.ops[r] = make([][]*dsl.Range, len(st.blocks[r]))
 	g.ThreadBlocks = make([]ir.ThreadBlock, 0, len(st.blocks[r]))
+	// Lay every block out first, so that the rank's ops and their sources
+	// take one allocation each: a block's few dozen ops would round up to
+	// a size class (5% more memory for a large plan) and carry a header.
+	w.buf, w.ends = w.buf[:0], w.ends[:0]
 	for tb := range st.blocks[r] {
-		items := st.blockItems(r, tb, w.buf)
-		w.buf = items
+		if st.sync != nil {
+			w.buf = st.sync.layoutBlock(r, tb, w.buf)
+		} else {
+			w.buf = append(w.buf, st.items[r][tb]...)
+		}
+		w.ends = append(w.ends, len(w.buf))
+	}
+	ops, allSrcs := make([]ir.Op, len(w.buf)), make([]*dsl.Range, len(w.buf))
+	lo := 0
+	for tb := range st.blocks[r] {
+		hi := w.ends[tb]
+		items := w.buf[lo:hi]
 		tbb := &tbBuild{rb: rb}
-		tbk := ir.ThreadBlock{ID: tb, Ops: make([]ir.Op, len(items))}
-		srcs := make([]*dsl.Range, len(items))
+		// Capped, so that growing one block's ops copies them rather than
+		// running into the next block's.
+		tbk := ir.ThreadBlock{ID: tb, Ops: ops[lo:hi:hi]}
+		srcs := allSrcs[lo:hi:hi]
+		lo = hi
 		for i := range items {
 			var inner []*dsl.Range
 			srcs[i] = b.op(&tbk.Ops[i], r, tbb, &items[i], w.scratch, &inner)

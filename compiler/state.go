@@ -24,7 +24,7 @@ type state struct {
 
 	// items is sync's output for a channel-level program: each block's
 	// final op list, ids unresolved. For a chunk-level one, sync keeps its
-	// syncer and lays blocks out on demand (blockItems).
+	// syncer and lays blocks out on demand (buildRank).
 	items [][][]item
 	sync  *syncer
 	// sems lists the semaphore pairs sync items name by index.
@@ -268,14 +268,6 @@ func (st *state) errorf(r dsl.Range, detail, format string, args ...any) {
 		}
 	}
 	st.diags = append(st.diags, d)
-}
-
-// blockItems returns the op list of block tb of rank r, reusing buf.
-func (st *state) blockItems(r, tb int, buf []item) []item {
-	if st.sync != nil {
-		return st.sync.layoutBlock(r, tb, buf[:0])
-	}
-	return st.items[r][tb]
 }
 
 func (st *state) newEvOp() *evOp {
