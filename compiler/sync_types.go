@@ -121,3 +121,63 @@ func pairItem(kind itemKind, k chanPair, pid int32, r int) item {
 	}
 	return it
 }
+
+// knowMap maps a block to the latest node of it another block knows of.
+// A block hears from a handful of others, so a short list (searched in
+// place) serves, until it grows long enough to need a map.
+type knowMap struct {
+	ks, vs []int32
+	m      map[int32]int32
+}
+
+func (k *knowMap) get(g int32) (int32, bool) {
+	if k.m != nil {
+		v, ok := k.m[g]
+		return v, ok
+	}
+	for i, x := range k.ks {
+		if x == g {
+			return k.vs[i], true
+		}
+	}
+	return 0, false
+}
+
+// raise records that g is known up to seq, if that is later.
+func (k *knowMap) raise(g, seq int32) {
+	if k.m != nil {
+		if v, ok := k.m[g]; !ok || seq > v {
+			k.m[g] = seq
+		}
+		return
+	}
+	for i, x := range k.ks {
+		if x == g {
+			k.vs[i] = max(k.vs[i], seq)
+			return
+		}
+	}
+	if len(k.ks) < 32 {
+		k.ks, k.vs = append(k.ks, g), append(k.vs, seq)
+		return
+	}
+	k.m = make(map[int32]int32, 2*len(k.ks))
+	for i, x := range k.ks {
+		k.m[x] = k.vs[i]
+	}
+	k.m[g] = seq
+	k.ks, k.vs = nil, nil
+}
+
+// each calls f for every entry.
+func (k *knowMap) each(f func(g, seq int32)) {
+	if k.m != nil {
+		for g, v := range k.m {
+			f(g, v)
+		}
+		return
+	}
+	for i, x := range k.ks {
+		f(x, k.vs[i])
+	}
+}
