@@ -139,16 +139,16 @@ type action struct {
 	rank   int // executing rank
 	tb     int // -1 until assign-tbs
 	tbHint int // from `tb N`; -1 when absent
+	// The one-byte fields share a word: there are millions of actions.
 	code   ir.OpCode
-	src    []aref
-	dst    []aref
 	chType ir.ChannelType // channel type of remote refs; ChanNone when local
-	reduce ir.ReduceOp
-	pos    *dsl.Range // shared by the actions of one statement
 	// dead marks an action fused into an earlier one.
-	dead bool
-
+	dead     bool
 	explicit bool
+	src      []aref
+	dst      []aref
+	reduce   ir.ReduceOp
+	pos      *dsl.Range // shared by the actions of one statement
 	// ch holds the fields only channel-level ops use; nil for chunk-level
 	// ones, which are millions and need none of them.
 	ch *chanLevel
