@@ -16,7 +16,10 @@ import (
 func buildPlan(st *state) {
 	h := &st.hdr
 	b := &planBuilder{st: st}
-	b.collectExplicitPairs()
+	if st.explicit {
+		// Chunk-level actions name no channels themselves.
+		b.collectExplicitPairs()
+	}
 	b.layoutChannels()
 	p := &ir.Plan{Name: h.name, Collective: h.collective, Protocol: h.protocol, InPlace: h.inplace, ReuseResources: h.reuse,
 		DoubleScratch: h.doubleScratch, BufferAlignment: 16, MinMessageSize: h.minMsg, MaxMessageSize: h.maxMsg,
@@ -240,11 +243,28 @@ func (b *planBuilder) layoutChannels() {
 	for i := range order {
 		order[i] = int32(i)
 	}
-	slices.SortFunc(order, func(i, j int32) int {
-		x, y := &list[i], &list[j]
-		return cmp.Or(cmp.Compare(x.typ, y.typ), cmp.Compare(x.rankA, y.rankA), cmp.Compare(x.rankB, y.rankB),
-			cmp.Compare(x.tbA, y.tbA), cmp.Compare(x.tbB, y.tbB))
-	})
+	if keys, ok := sortKeys(list); ok {
+		// Hundreds of thousands of pairs in a large plan: one integer
+		// compare each instead of five field compares through the list.
+		type kid struct {
+			key uint64
+			id  int32
+		}
+		ks := make([]kid, len(list))
+		for i, k := range keys {
+			ks[i] = kid{k, int32(i)}
+		}
+		slices.SortFunc(ks, func(x, y kid) int { return cmp.Compare(x.key, y.key) })
+		for i := range ks {
+			order[i] = ks[i].id
+		}
+	} else {
+		slices.SortFunc(order, func(i, j int32) int {
+			x, y := &list[i], &list[j]
+			return cmp.Or(cmp.Compare(x.typ, y.typ), cmp.Compare(x.rankA, y.rankA), cmp.Compare(x.rankB, y.rankB),
+				cmp.Compare(x.tbA, y.tbA), cmp.Compare(x.tbB, y.tbB))
+		})
+	}
 	b.flatOf = make([][2]int, len(list))
 	b.peers = make([][3][]int, st.hdr.ranks)
 	// Within one (type, rankA, rankB) group both sides see the pairs in the
@@ -259,6 +279,21 @@ func (b *planBuilder) layoutChannels() {
 		b.peers[k.rankB][t] = append(b.peers[k.rankB][t], k.rankA)
 		b.flatOf[id] = [2]int{ia, ib}
 	}
+}
+
+// sortKeys packs each pair into an integer that sorts as (typ, rankA,
+// rankB, tbA, tbB) do; ok is false when some pair does not fit.
+func sortKeys(list []chanPair) ([]uint64, bool) {
+	const rankBits, tbBits = 14, 16
+	keys := make([]uint64, len(list))
+	for i, k := range list {
+		if uint(k.rankA) >= 1<<rankBits || uint(k.rankB) >= 1<<rankBits || uint(k.tbA+1) >= 1<<tbBits || uint(k.tbB+1) >= 1<<tbBits || uint(k.typ) >= 8 {
+			return nil, false
+		}
+		keys[i] = uint64(k.typ)<<(2*rankBits+2*tbBits) | uint64(k.rankA)<<(rankBits+2*tbBits) | uint64(k.rankB)<<(2*tbBits) |
+			uint64(k.tbA+1)<<tbBits | uint64(k.tbB+1)
+	}
+	return keys, true
 }
 
 // chanID returns the block-local id of pair k as seen from rank r.
