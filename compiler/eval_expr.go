@@ -295,7 +295,7 @@ func (ev *evaluator) opStmt(o *dsl.OpStmt, onRank, onTB int) *evOp {
 		}
 		ev.ranges[o] = rp
 	}
-	*op = evOp{name: o.Name, rngp: rp, tb: -1, onRank: onRank, onTB: onTB, id: -1, cnt: -1}
+	*op = evOp{name: o.Name, rngp: rp, tb: -1, onRank: onRank, onTB: onTB, evExtra: noExtra}
 	ok := true
 	// Both operand lists from the evaluator's slab: no allocation per op.
 	nr := len(o.Src) + len(o.Dst)
@@ -377,9 +377,10 @@ func (ev *evaluator) opStmt(o *dsl.OpStmt, onRank, onTB int) *evOp {
 						ok = false
 						continue
 					}
-					op.via = append(op.via, name)
+					x := op.own()
+					x.via = append(x.via, name)
 					r := cr()
-					op.viaRng = &r
+					x.viaRng = &r
 				} else {
 					choices := []string{"sum", "min", "max", "prod"}
 					if !contains(choices, name) || len(c.Args) != 1 {
@@ -414,11 +415,11 @@ func (ev *evaluator) opStmt(o *dsl.OpStmt, onRank, onTB int) *evOp {
 					}
 					ps.tb = int(t)
 				}
-				op.to = append(op.to, ps)
+				op.own().to = append(op.to, ps)
 			}
 		case "sem":
 			if v, good := ints(0); good {
-				op.sems = append([]int(nil), v...)
+				op.own().sems = append([]int(nil), v...)
 			} else {
 				ok = false
 			}
@@ -428,7 +429,7 @@ func (ev *evaluator) opStmt(o *dsl.OpStmt, onRank, onTB int) *evOp {
 					st.errorf(cr(), "write tbg ID, SIZE with 0 <= ID < SIZE", "bad thread-block group %d of %d", v[0], v[1])
 					ok = false
 				} else {
-					op.tbg = &ir.TBGInfo{TBID: v[0], TBGSize: v[1]}
+					op.own().tbg = &ir.TBGInfo{TBID: v[0], TBGSize: v[1]}
 				}
 			} else {
 				ok = false
@@ -436,9 +437,9 @@ func (ev *evaluator) opStmt(o *dsl.OpStmt, onRank, onTB int) *evOp {
 		case "id", "count":
 			if v, good := ints(1); good {
 				if c.Key == "id" {
-					op.id = v[0]
+					op.own().id = v[0]
 				} else {
-					op.cnt = v[0]
+					op.own().cnt = v[0]
 				}
 			} else {
 				ok = false

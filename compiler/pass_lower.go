@@ -501,7 +501,7 @@ func (lw *lowerer) explicit(o *evOp) *action {
 		}
 		if len(names) == 1 && len(o.via) == 0 {
 			t, _ = ir.ParseChannelType(names[0])
-			if _, ok := lw.chanFor(&evOp{name: o.name, rngp: o.rngp, via: []string{names[0]}}, o.onRank, peer); !ok {
+			if _, ok := lw.chanFor(&evOp{name: o.name, rngp: o.rngp, evExtra: &evExtra{id: -1, cnt: -1, via: []string{names[0]}}}, o.onRank, peer); !ok {
 				return nil
 			}
 		} else {
