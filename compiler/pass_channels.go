@@ -198,7 +198,8 @@ func (b *planBuilder) collectExplicitPairs() {
 			return
 		}
 		info := a.code.Info()
-		a.chans = a.chans[:0]
+		l := a.ownLinks()
+		l.chans = l.chans[:0]
 		for _, p := range a.peers() {
 			tb := p.tb
 			if tb == noBlock {
@@ -206,7 +207,7 @@ func (b *planBuilder) collectExplicitPairs() {
 			}
 			k := pairKey(a.rank, a.tb, p.rank, tb, a.chType)
 			st.pairs.add(k)
-			a.chans = append(a.chans, k)
+			l.chans = append(l.chans, k)
 		}
 		if info.Class == ir.ClassSync {
 			return
@@ -435,13 +436,13 @@ func (b *planBuilder) actOp(op *ir.Op, r int, tbb *tbBuild, a *action, scratch [
 	op.Src = b.bufRefs(r, tbb, a, a.src, scratch)
 	op.Dst = b.bufRefs(r, tbb, a, a.dst, scratch)
 	if info.ChannelIDs.Has(a.chType) {
-		for _, k := range a.chans {
+		for _, k := range a.chanList() {
 			op.ChannelIDs = append(op.ChannelIDs, b.chanID(r, tbb, k))
 		}
 	} else if info.Chans != ir.MaskNone && a.chType == ir.ChanMemory {
 		// Memory data ops address peers through remote buffers, but the
 		// block still holds the channel (upstream maps buffers through it).
-		for _, k := range a.chans {
+		for _, k := range a.chanList() {
 			b.chanID(r, tbb, k)
 		}
 	}

@@ -36,6 +36,11 @@ func (a *action) instance(I, i int) *action {
 	c.src = scaleRefs(a.src, I, i)
 	c.dst = scaleRefs(a.dst, I, i)
 	c.tb = a.tb*I + i
+	if a.links != nil {
+		// Each instance settles its own channels.
+		l := *a.links
+		c.links = &l
+	}
 	if a.ch == nil {
 		return &c
 	}

@@ -58,7 +58,7 @@ func (st *state) checkBalance() {
 		default:
 			return
 		}
-		for _, k := range a.chans {
+		for _, k := range a.chanList() {
 			// The signal travels from a.rank; the matching wait sits on the
 			// other end, which waits for tokens from a.rank's side.
 			e := end{pair: k, rankA: (k.rankA == a.rank) == (slot == 0)}

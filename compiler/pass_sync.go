@@ -128,11 +128,8 @@ type access struct {
 // nodeSync is what sync adds around one action. It lives in the action:
 // layout reads both at once, in block order, far from program order.
 type nodeSync struct {
-	pre, post []item // waits before, signals after
-	// outs are the port channels of edges leaving a port data op (which
-	// dataPairs picks its channels from).
-	outs          []chanPair
-	preNop, preFl bool // a nop (flush) before the op
+	pre, post     []item // waits before, signals after
+	preNop, preFl bool   // a nop (flush) before the op
 }
 
 type keyedNeed struct {
@@ -549,7 +546,8 @@ func (s *syncer) edge(p, c int32, full bool) {
 		if pn.host == 0 && pn.act.chType == ir.ChanPort && k.typ == ir.ChanPort {
 			// Only port data ops read outs, and only their port pairs
 			// (dataPairs): a million memory puts need not keep theirs.
-			pn.act.sync.outs = s.pushPair(pn.act.sync.outs, k)
+			l := pn.act.ownLinks()
+			l.outs = s.pushPair(l.outs, k)
 		}
 	}
 	// Source positions: the producer's op for the signal, the consumer's

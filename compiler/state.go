@@ -173,10 +173,38 @@ type action struct {
 	// ch holds the fields only channel-level ops use; nil for chunk-level
 	// ones, which are millions and need none of them.
 	ch *chanLevel
-	// chans: for port data ops, the channel carrying each remote dst.
-	chans []chanPair
+	// links: the channels of port data ops and channel-level ops; nil
+	// for the million memory copies and puts that have none.
+	links *actLinks
 	// sync is what the sync pass puts around the action.
 	sync nodeSync
+}
+
+// actLinks holds the channels an action uses, behind a pointer: 40 bytes
+// less per action for the many that have none.
+type actLinks struct {
+	// chans: for port data ops, the channel carrying each remote dst;
+	// for channel-level ops, the pair of each peer.
+	chans []chanPair
+	// outs are the port channels of edges leaving a port data op (which
+	// dataPairs picks its channels from).
+	outs []chanPair
+}
+
+// chanList returns a.links.chans, nil when a has no links.
+func (a *action) chanList() []chanPair {
+	if a.links == nil {
+		return nil
+	}
+	return a.links.chans
+}
+
+// ownLinks returns a's links for writing, making them if needed.
+func (a *action) ownLinks() *actLinks {
+	if a.links == nil {
+		a.links = &actLinks{}
+	}
+	return a.links
 }
 
 // chanLevel is the part of an action only channel-level ops have.

@@ -141,14 +141,15 @@ func (s *syncer) dataPairs(a *action) {
 	if a.chType != ir.ChanPort {
 		return
 	}
-	a.chans = a.chans[:0]
+	l := a.ownLinks()
+	l.chans = l.chans[:0]
 	for _, d := range a.dst {
 		if d.rank == a.rank {
 			continue
 		}
 		var pk chanPair
 		ok := false
-		for _, o := range a.sync.outs {
+		for _, o := range l.outs {
 			if o.typ == ir.ChanPort && (o.rankA == d.rank || o.rankB == d.rank) {
 				pk, ok = o, true
 				break
@@ -158,7 +159,7 @@ func (s *syncer) dataPairs(a *action) {
 			pk = pairKey(a.rank, a.tb, d.rank, -1, ir.ChanPort)
 		}
 		s.addPair(pk)
-		a.chans = append(a.chans, pk)
+		l.chans = append(l.chans, pk)
 	}
 }
 
@@ -230,7 +231,7 @@ func (s *syncer) layoutBlock(r, tb int, out []item) []item {
 		// Port ops are carried out by the proxy, not the block's
 		// threads: they leave nothing for a nop to fence.
 		dirty = dirty || a.chType != ir.ChanPort
-		for _, c := range a.chans {
+		for _, c := range a.chanList() {
 			if !containsPair(unflushed, c) {
 				unflushed = append(unflushed, c)
 			}
