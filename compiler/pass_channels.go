@@ -447,7 +447,7 @@ func (b *planBuilder) actOp(op *ir.Op, r int, tbb *tbBuild, a *action, scratch [
 		}
 	}
 	if info.Reduces {
-		op.ReduceOp = a.reduce
+		op.ReduceOp = a.reduce()
 	}
 	if info.Semaphores {
 		op.SemaphoreIDs = append([]int(nil), a.sems()...)

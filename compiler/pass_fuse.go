@@ -91,7 +91,7 @@ const maxRefs = 10
 // merge folds b into a when one plan op covers both; it reports whether
 // it did.
 func merge(a, b *action) bool {
-	if a.reduce != b.reduce && a.code.Info().Reduces && b.code.Info().Reduces {
+	if a.red != b.red && a.code.Info().Reduces && b.code.Info().Reduces {
 		return false
 	}
 	sameResult := len(b.src) > 0 && len(a.dst) > 0 && b.src[0] == plain(a.dst[0])

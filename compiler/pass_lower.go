@@ -172,9 +172,10 @@ func (lw *lowerer) chunk(o *evOp) *action {
 		}
 	}
 	a := st.newAction()
-	*a = action{rank: -1, tb: -1, tbHint: o.tb, pos: o.posRef(), reduce: st.hdr.reduce}
+	*a = action{rank: -1, tb: -1, tbHint: o.tb, pos: o.posRef()}
+	a.setReduce(st.hdr.reduce)
 	if o.reduce != "" {
-		a.reduce = o.reduce
+		a.setReduce(o.reduce)
 	}
 	dst := lw.canon(o.dst[0])
 	if o.name == "copy" {
@@ -411,9 +412,9 @@ func (lw *lowerer) explicit(o *evOp) *action {
 	in := code.Info()
 	a := &action{rank: o.onRank, tb: o.onTB, tbHint: o.onTB, code: code, explicit: true, pos: o.posRef(), ch: &chanLevel{tbg: o.tbg, sems: o.sems}}
 	if in.Reduces {
-		a.reduce = st.hdr.reduce
+		a.setReduce(st.hdr.reduce)
 		if o.reduce != "" {
-			a.reduce = o.reduce
+			a.setReduce(o.reduce)
 		}
 	} else if o.reduce != "" {
 		st.errorf(o.rng(), "", "%s does not reduce; drop the op clause", o.name)

@@ -166,10 +166,12 @@ type action struct {
 	// dead marks an action fused into an earlier one.
 	dead     bool
 	explicit bool
-	src      []aref
-	dst      []aref
-	reduce   ir.ReduceOp
-	pos      *dsl.Range // shared by the actions of one statement
+	// red is the reduction's index in reduceOps, one byte in the shared
+	// word rather than a 16-byte string in every action.
+	red uint8
+	src []aref
+	dst []aref
+	pos *dsl.Range // shared by the actions of one statement
 	// ch holds the fields only channel-level ops use; nil for chunk-level
 	// ones, which are millions and need none of them.
 	ch *chanLevel
@@ -179,6 +181,24 @@ type action struct {
 	// sync is what the sync pass puts around the action.
 	sync nodeSync
 }
+
+// reduceOps are the reductions evaluate accepts (the `reduce` option and
+// `op` clauses check their names), "" first.
+var reduceOps = [...]ir.ReduceOp{ir.ReduceNone, ir.ReduceSum, ir.ReduceMin, ir.ReduceMax, ir.ReduceProd}
+
+// setReduce sets a's reduction.
+func (a *action) setReduce(r ir.ReduceOp) {
+	for i, x := range reduceOps {
+		if x == r {
+			a.red = uint8(i)
+			return
+		}
+	}
+	panic(fmt.Sprintf("compiler: reduction %q was not checked", r))
+}
+
+// reduce returns a's reduction.
+func (a *action) reduce() ir.ReduceOp { return reduceOps[a.red] }
 
 // actLinks holds the channels an action uses, behind a pointer: 40 bytes
 // less per action for the many that have none.
