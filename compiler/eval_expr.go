@@ -388,7 +388,7 @@ func (ev *evaluator) opStmt(o *dsl.OpStmt, onRank, onTB int) *evOp {
 						ok = false
 						continue
 					}
-					op.reduce = ir.ReduceOp(name)
+					op.own().reduce = ir.ReduceOp(name)
 				}
 			}
 		case "to":

@@ -99,7 +99,6 @@ type evOp struct {
 	name     string
 	src, dst []evRef
 	tb       int // -1: not given
-	reduce   ir.ReduceOp
 	// rngp is the statement's range, shared by all its ops (and the
 	// actions made from them).
 	rngp   *dsl.Range
@@ -114,6 +113,7 @@ type evOp struct {
 
 // evExtra is the rarely set part of an evOp.
 type evExtra struct {
+	reduce   ir.ReduceOp // `op` clause; "" when absent
 	via      []string
 	viaRng   *dsl.Range // set with via
 	to       []peerSpec
