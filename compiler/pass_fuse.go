@@ -55,13 +55,13 @@ func fuse(st *state) {
 	}
 	for _, b := range st.actions {
 		a := prev[b.rank][b.tb]
-		if a != nil && free(b, a.seq) && merge(a, b) {
+		if a != nil && free(b, int(a.seq)) && merge(a, b) {
 			b.dead = true
-			record(b, a.seq)
+			record(b, int(a.seq))
 			continue
 		}
 		prev[b.rank][b.tb] = b
-		record(b, b.seq)
+		record(b, int(b.seq))
 	}
 	live := st.actions[:0]
 	for _, a := range st.actions {
@@ -70,7 +70,7 @@ func fuse(st *state) {
 		}
 	}
 	for i, a := range live {
-		a.seq = i
+		a.seq = int32(i)
 	}
 	st.actions = live
 	for _, row := range st.blocks {

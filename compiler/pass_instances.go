@@ -20,13 +20,13 @@ func replicate(st *state) {
 		// dense ids, which we scale here consistently.
 		for i := 0; i < I; i++ {
 			c := a.instance(I, i)
-			c.seq = len(out)
+			c.seq = int32(len(out))
 			out = append(out, c)
 		}
 	}
 	st.actions = out
 	for _, a := range st.actions {
-		a.tbHint = a.tb
+		a.tbHint = int32(a.tb)
 	}
 	st.compactBlocks()
 }

@@ -40,7 +40,7 @@ func lower(st *state) {
 			a = lw.chunk(o)
 		}
 		if a != nil {
-			a.seq = len(st.actions)
+			a.seq = int32(len(st.actions))
 			st.actions = append(st.actions, a)
 		}
 	}
@@ -172,7 +172,7 @@ func (lw *lowerer) chunk(o *evOp) *action {
 		}
 	}
 	a := st.newAction()
-	*a = action{rank: -1, tb: -1, tbHint: o.tb, pos: o.posRef()}
+	*a = action{rank: -1, tb: -1, tbHint: int32(o.tb), pos: o.posRef()}
 	a.setReduce(st.hdr.reduce)
 	if o.reduce != "" {
 		a.setReduce(o.reduce)
@@ -382,7 +382,7 @@ func (r aref) rangeHint(o *evOp) dsl.Range { return o.rng() }
 func (lw *lowerer) explicit(o *evOp) *action {
 	st := lw.st
 	if o.name == "pipeline" {
-		a := &action{rank: o.onRank, tb: o.onTB, tbHint: o.onTB, code: ir.OpPipeline, explicit: true, pos: o.posRef(), ch: &chanLevel{iter: o.pipeline}}
+		a := &action{rank: o.onRank, tb: o.onTB, tbHint: int32(o.onTB), code: ir.OpPipeline, explicit: true, pos: o.posRef(), ch: &chanLevel{iter: o.pipeline}}
 		for _, in := range o.body {
 			if in.name == "pipeline" {
 				st.errorf(in.rng(), "", "pipelines cannot be nested")
@@ -410,7 +410,7 @@ func (lw *lowerer) explicit(o *evOp) *action {
 		return nil
 	}
 	in := code.Info()
-	a := &action{rank: o.onRank, tb: o.onTB, tbHint: o.onTB, code: code, explicit: true, pos: o.posRef(), ch: &chanLevel{tbg: o.tbg, sems: o.sems}}
+	a := &action{rank: o.onRank, tb: o.onTB, tbHint: int32(o.onTB), code: code, explicit: true, pos: o.posRef(), ch: &chanLevel{tbg: o.tbg, sems: o.sems}}
 	if in.Reduces {
 		a.setReduce(st.hdr.reduce)
 		if o.reduce != "" {

@@ -19,8 +19,8 @@ func assignTBs(st *state) {
 		maxHint[i] = -1
 	}
 	for _, a := range st.actions {
-		if a.tbHint > maxHint[a.rank] {
-			maxHint[a.rank] = a.tbHint
+		if int(a.tbHint) > maxHint[a.rank] {
+			maxHint[a.rank] = int(a.tbHint)
 		}
 	}
 	auto := make([]map[int]int, n) // [rank] peer key -> tb (key -1: local)
@@ -29,7 +29,7 @@ func assignTBs(st *state) {
 		r := a.rank
 		switch {
 		case a.tbHint >= 0:
-			a.tb = a.tbHint
+			a.tb = int(a.tbHint)
 		default:
 			key := -1
 			for _, refs := range [2][]aref{a.dst, a.src} {
@@ -130,7 +130,7 @@ func (st *state) compactBlocks() {
 			}
 			want := p.tb
 			if want < 0 {
-				want = a.tbHint
+				want = int(a.tbHint)
 			}
 			tb, ok := lookup(p.rank, want)
 			if !ok {
@@ -148,7 +148,7 @@ func (st *state) compactBlocks() {
 				p := &in.ch.peers[i]
 				want := p.tb
 				if want < 0 {
-					want = a.tbHint
+					want = int(a.tbHint)
 				}
 				tb, ok := lookup(p.rank, want)
 				if !ok {

@@ -156,10 +156,12 @@ func (r aref) String() string {
 
 // action is one plan op before channels and ids are resolved.
 type action struct {
-	seq    int
-	rank   int // executing rank
-	tb     int // -1 until assign-tbs
-	tbHint int // from `tb N`; -1 when absent
+	// seq and tbHint share a word; both fit in 32 bits: evaluate caps
+	// ops at 4M and instances at 64, `tb` at 1023.
+	seq    int32
+	tbHint int32 // from `tb N`; -1 when absent
+	rank   int   // executing rank
+	tb     int   // -1 until assign-tbs
 	// The one-byte fields share a word: there are millions of actions.
 	code   ir.OpCode
 	chType ir.ChannelType // channel type of remote refs; ChanNone when local
