@@ -499,6 +499,6 @@ func (ev *evaluator) ref(r *dsl.Ref) (evRef, bool) {
 		}
 		return out, false
 	}
-	out.rank, out.lo, out.hi = int(rk), int(lo), int(hi)
+	out.rank, out.lo, out.hi = int32(rk), int(lo), int(hi)
 	return out, true
 }

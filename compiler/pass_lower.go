@@ -61,18 +61,18 @@ type lowerer struct {
 // so that one memory location has one name for dependency analysis.
 func (lw *lowerer) canon(r evRef) aref {
 	h := &lw.st.hdr
-	a := aref{rank: r.rank, buf: r.buf, idx: r.lo, size: r.hi - r.lo}
+	a := aref{rank: int(r.rank), buf: r.buf, idx: r.lo, size: r.hi - r.lo}
 	if !h.inplace {
 		return a
 	}
 	switch h.collective {
 	case ir.AllGather:
 		if a.buf == ir.BufInput {
-			a.buf, a.idx = ir.BufOutput, r.rank*h.inChunks+a.idx
+			a.buf, a.idx = ir.BufOutput, int(r.rank)*h.inChunks+a.idx
 		}
 	case ir.ReduceScatter:
 		if a.buf == ir.BufOutput {
-			a.buf, a.idx = ir.BufInput, r.rank*h.outChunks+a.idx
+			a.buf, a.idx = ir.BufInput, int(r.rank)*h.outChunks+a.idx
 		}
 	default:
 		if a.buf == ir.BufOutput {
@@ -541,7 +541,7 @@ func (lw *lowerer) operands(o *evOp, a *action, what string, refs []evRef, spec 
 			mask = spec.Rest
 		}
 		kind := ir.RefLocal
-		if r.rank != o.onRank {
+		if int(r.rank) != o.onRank {
 			kind = ir.RefRemote
 		}
 		if !mask.Has(kind) {

@@ -68,9 +68,11 @@ type header struct {
 
 // evRef is an evaluated chunk slice.
 type evRef struct {
-	rank   int
-	buf    ir.BufferType
 	lo, hi int // chunk range [lo, hi)
+	// rank and buf share a word: a million-op program evaluates millions
+	// of references (ranks are capped far below 2^31).
+	rank int32
+	buf  ir.BufferType
 	// src is the reference in the source; its range is spelled only for
 	// a message (a million-op program evaluates millions of them).
 	src *dsl.Ref
