@@ -221,7 +221,7 @@ func (b *planBuilder) collectExplicitPairs() {
 				}
 				found := false
 				for _, k := range st.pairs.list {
-					if k.typ == a.chType && ((k.rankA == a.rank && k.rankB == r.rank) || (k.rankB == a.rank && k.rankA == r.rank)) {
+					if k.typ == a.chType && ((int(k.rankA) == a.rank && int(k.rankB) == r.rank) || (int(k.rankB) == a.rank && int(k.rankA) == r.rank)) {
 						found = true
 						break
 					}
@@ -275,9 +275,9 @@ func (b *planBuilder) layoutChannels() {
 		k := list[id]
 		t := k.typ
 		ia := len(b.peers[k.rankA][t])
-		b.peers[k.rankA][t] = append(b.peers[k.rankA][t], k.rankB)
+		b.peers[k.rankA][t] = append(b.peers[k.rankA][t], int(k.rankB))
 		ib := len(b.peers[k.rankB][t])
-		b.peers[k.rankB][t] = append(b.peers[k.rankB][t], k.rankA)
+		b.peers[k.rankB][t] = append(b.peers[k.rankB][t], int(k.rankA))
 		b.flatOf[id] = [2]int{ia, ib}
 	}
 }
@@ -321,7 +321,7 @@ func (b *planBuilder) newChanID(r int, tbb *tbBuild, k chanPair) int {
 		id = -1
 	}
 	var side uint8
-	if k.rankB == r {
+	if int(k.rankB) == r {
 		side = 1
 	}
 	return b.localChan(tbb, k.typ, side, id)

@@ -61,7 +61,7 @@ func (st *state) checkBalance() {
 		for _, k := range a.chanList() {
 			// The signal travels from a.rank; the matching wait sits on the
 			// other end, which waits for tokens from a.rank's side.
-			e := end{pair: k, rankA: (k.rankA == a.rank) == (slot == 0)}
+			e := end{pair: k, rankA: (int(k.rankA) == a.rank) == (slot == 0)}
 			c := count[e]
 			c[slot]++
 			count[e] = c

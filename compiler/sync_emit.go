@@ -150,7 +150,7 @@ func (s *syncer) dataPairs(a *action) {
 		var pk chanPair
 		ok := false
 		for _, o := range l.outs {
-			if o.typ == ir.ChanPort && (o.rankA == d.rank || o.rankB == d.rank) {
+			if o.typ == ir.ChanPort && (int(o.rankA) == d.rank || int(o.rankB) == d.rank) {
 				pk, ok = o, true
 				break
 			}
@@ -306,7 +306,7 @@ func rankPairKey(a, b int, t ir.ChannelType) uint64 {
 
 func (s *syncer) addPair(k chanPair) int32 {
 	id := s.pairs.add(k)
-	s.rankPairs[rankPairKey(k.rankA, k.rankB, k.typ)] = true
+	s.rankPairs[rankPairKey(int(k.rankA), int(k.rankB), k.typ)] = true
 	if k.tbA < 0 || k.tbB < 0 {
 		return id
 	}

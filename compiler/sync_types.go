@@ -9,9 +9,10 @@ import (
 // tbA of rankA holds one end, tbB of rankB the other (tb -1: no block of
 // that rank uses its end, as for a put that needs a channel only to reach
 // the peer's memory). Pairs are created on demand and turned into paired
-// GPU channel entries by buildPlan.
+// GPU channel entries by buildPlan. The fields are int32 (ranks stop at
+// 2^14, blocks far below 2^31): a large ring holds hundreds of thousands.
 type chanPair struct {
-	rankA, tbA, rankB, tbB int
+	rankA, tbA, rankB, tbB int32
 	typ                    ir.ChannelType
 }
 
@@ -71,7 +72,7 @@ func pairKey(r1, t1, r2, t2 int, typ ir.ChannelType) chanPair {
 	if r1 > r2 {
 		r1, t1, r2, t2 = r2, t2, r1, t1
 	}
-	return chanPair{rankA: r1, tbA: t1, rankB: r2, tbB: t2, typ: typ}
+	return chanPair{rankA: int32(r1), tbA: int32(t1), rankB: int32(r2), tbB: int32(t2), typ: typ}
 }
 
 // semPair is a semaphore of one rank released by block from, acquired by
@@ -116,7 +117,7 @@ type item struct {
 // of rank r.
 func pairItem(kind itemKind, k chanPair, pid int32, r int) item {
 	it := item{kind: kind, typ: k.typ, id: pid + 1}
-	if r == k.rankB {
+	if r == int(k.rankB) {
 		it.side = 1
 	}
 	return it
