@@ -50,17 +50,3 @@ func TestParallelDeterminism(t *testing.T) {
 		}
 	}
 }
-
-func TestForRanksPanics(t *testing.T) {
-	defer func() {
-		if r := recover(); r != "boom" {
-			t.Errorf("recovered %v, want the worker's panic", r)
-		}
-	}()
-	forRanks(2, 100, func(_, r int) {
-		if r == 37 {
-			panic("boom")
-		}
-	})
-	t.Error("no panic")
-}

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/msccl-go/msccl-go/dsl"
+	"github.com/msccl-go/msccl-go/internal/par"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -28,7 +29,7 @@ func buildPlan(st *state) {
 		p.MaxMessageSize = math.MaxUint64
 	}
 	sm := &SourceMap{ops: make([][][]*dsl.Range, h.ranks), head: h.pos}
-	nw := rankWorkers(h.ranks)
+	nw := par.Workers(h.ranks)
 	ws := make([]*rankWorker, nw)
 	for w := range ws {
 		// Each worker has its own slabs and scratch high-water marks; the
@@ -37,7 +38,7 @@ func buildPlan(st *state) {
 		wb.ints, wb.refs = &intSlab{}, &refSlab{}
 		ws[w] = &rankWorker{b: &wb, scratch: make([]int, h.ranks)}
 	}
-	forRanks(nw, h.ranks, func(w, r int) { ws[w].buildRank(p, sm, r) })
+	par.ForEach(nw, h.ranks, func(w, r int) { ws[w].buildRank(p, sm, r) })
 	for _, w := range ws {
 		for r, n := range w.scratch {
 			p.GPUs[r].ScratchChunks = max(p.GPUs[r].ScratchChunks, n)

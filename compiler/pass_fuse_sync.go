@@ -3,6 +3,7 @@ package compiler
 import (
 	"slices"
 
+	"github.com/msccl-go/msccl-go/internal/par"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -16,12 +17,12 @@ const maxChannelsPerOp = 8
 // them after that makes it pwsf.
 func fuseSync(st *state) {
 	n := len(st.plan.GPUs)
-	workers := rankWorkers(n)
+	workers := par.Workers(n)
 	if len(st.sm.inner) > 0 {
 		// moveOp rewrites the shared map of pipeline body sources.
 		workers = 1
 	}
-	forRanks(workers, n, func(_, r int) { fuseRank(st, r) })
+	par.ForEach(workers, n, func(_, r int) { fuseRank(st, r) })
 }
 
 func fuseRank(st *state, r int) {

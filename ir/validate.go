@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/msccl-go/msccl-go/internal/par"
 )
 
 // Validate checks every structural rule of a decoded plan and returns all
@@ -18,8 +20,8 @@ func Validate(p *Plan) Diagnostics {
 	}
 	v := &validator{p: p, flat: make([][numChanTypes][]FlatChannel, len(p.GPUs)), byPeer: make([][numChanTypes]map[int][]int, len(p.GPUs))}
 	n := len(p.GPUs)
-	workers := rankWorkers(n)
-	forRanks(workers, n, func(_, r int) {
+	workers := par.Workers(n)
+	par.ForEach(workers, n, func(_, r int) {
 		for t := ChanMemory; t < numChanTypes; t++ {
 			v.flat[r][t] = p.GPUs[r].FlatChannels(t)
 			if t == ChanSwitch {
@@ -34,11 +36,11 @@ func Validate(p *Plan) Diagnostics {
 	})
 	v.plan()
 	v.use = make([]usage, n)
-	forRanks(workers, n, v.gatherUsage)
+	par.ForEach(workers, n, v.gatherUsage)
 	// Each rank reports into its own list; joined in rank order they read
 	// as one walk over the ranks would have written them.
 	per := make([]Diagnostics, n)
-	forRanks(workers, n, func(_, r int) {
+	par.ForEach(workers, n, func(_, r int) {
 		w := &validator{p: v.p, flat: v.flat, byPeer: v.byPeer, use: v.use}
 		w.gpu(r)
 		per[r] = w.ds

@@ -15,7 +15,7 @@ type barrierUse struct {
 	firstUse string // its path
 }
 
-// gatherUsage fills v.use[r] (worker w is unused: forRanks's signature).
+// gatherUsage fills v.use[r] (worker w is unused: par.ForEach's signature).
 func (v *validator) gatherUsage(_, r int) {
 	u := &v.use[r]
 	for t := range u.signaled {
