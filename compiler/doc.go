@@ -11,7 +11,7 @@
 //
 // Once channels are allocated the ranks are independent: channels,
 // fuse-sync and the validator handle large plans a rank at a time on
-// GOMAXPROCS workers (parallel.go), each rank writing only its own part,
+// GOMAXPROCS workers (internal/par), each rank writing only its own part,
 // so the plan and its diagnostics do not depend on the number of workers.
 //
 // compiler reads dsl and writes ir; it must not import the executors'
