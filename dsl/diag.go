@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/msccl-go/msccl-go/internal/textdist"
 )
 
 // Pos is a place in a source file. Line and Col are 1-based; the zero Pos
@@ -131,7 +133,7 @@ func Suggest(name string, candidates []string) string {
 		bestD = 3
 	}
 	for _, c := range candidates {
-		if d := editDistance(name, c); d < bestD || (d == bestD && best != "" && c < best) {
+		if d := textdist.Levenshtein(name, c); d < bestD || (d == bestD && best != "" && c < best) {
 			if d < bestD {
 				best, bestD = c, d
 			} else {
@@ -143,24 +145,4 @@ func Suggest(name string, candidates []string) string {
 		return ""
 	}
 	return fmt.Sprintf("did you mean %q?", best)
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
