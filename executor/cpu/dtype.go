@@ -218,7 +218,7 @@ func (r *reducer) reduce(dt DType, op ir.ReduceOp, out []byte, srcs [][]byte) {
 		loadF(dt, srcs[0], acc)
 		for _, s := range srcs[1:] {
 			loadF(dt, s, tmp)
-			combineF(op, acc, tmp)
+			combine(op, acc, tmp)
 		}
 		storeF(dt, acc, out)
 		return
@@ -229,7 +229,7 @@ func (r *reducer) reduce(dt DType, op ir.ReduceOp, out []byte, srcs [][]byte) {
 	loadI(dt, srcs[0], acc)
 	for _, s := range srcs[1:] {
 		loadI(dt, s, tmp)
-		combineI(op, acc, tmp)
+		combine(op, acc, tmp)
 	}
 	storeI(dt, acc, out)
 }
@@ -241,28 +241,10 @@ func grow[T any](s []T, n int) []T {
 	return s[:n]
 }
 
-func combineF(op ir.ReduceOp, acc, v []float32) {
-	switch op {
-	case ir.ReduceMin:
-		for i, x := range v {
-			acc[i] = min(acc[i], x)
-		}
-	case ir.ReduceMax:
-		for i, x := range v {
-			acc[i] = max(acc[i], x)
-		}
-	case ir.ReduceProd:
-		for i, x := range v {
-			acc[i] *= x
-		}
-	default:
-		for i, x := range v {
-			acc[i] += x
-		}
-	}
-}
-
-func combineI(op ir.ReduceOp, acc, v []int64) {
+// combine folds v into acc elementwise. Float and integer element types
+// have different GC shapes, so each instantiation is compiled on its own
+// and the loops stay as tight as hand-written ones.
+func combine[T float32 | int64](op ir.ReduceOp, acc, v []T) {
 	switch op {
 	case ir.ReduceMin:
 		for i, x := range v {
