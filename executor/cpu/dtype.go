@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"unsafe"
 
 	"github.com/msccl-go/msccl-go/ir"
 )
@@ -132,8 +133,43 @@ func f32ToBF16(f float32) uint16 {
 	return uint16(b >> 16)
 }
 
+// The element conversions below view byte slices as typed slices: plans
+// and GPUs lay elements out little-endian, as this host does (hostLE), and
+// byte-wise decoding cost as much as the rest of a 64 MiB simulation. On a
+// big-endian host they fall back to encoding/binary.
+var hostLE = func() bool { x := uint16(1); return *(*byte)(unsafe.Pointer(&x)) == 1 }()
+
+// view reinterprets the first n*size(T) bytes of b as n elements of T.
+// Simulated buffers come from make([]byte), which Go aligns to 8 bytes or
+// more; element offsets inside them are element-aligned by the plan's
+// geometry, and unaligned loads are legal on the hosts we build for.
+func view[T uint16 | uint32](b []byte, n int) []T {
+	if n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n)
+}
+
 // loadF converts n float elements of src into dst.
 func loadF(dt DType, src []byte, dst []float32) {
+	n := len(dst)
+	if hostLE {
+		switch dt {
+		case F32:
+			for i, v := range view[uint32](src[:4*n], n) {
+				dst[i] = math.Float32frombits(v)
+			}
+		case F16:
+			for i, v := range view[uint16](src[:2*n], n) {
+				dst[i] = f16ToF32(v)
+			}
+		case BF16:
+			for i, v := range view[uint16](src[:2*n], n) {
+				dst[i] = math.Float32frombits(uint32(v) << 16)
+			}
+		}
+		return
+	}
 	switch dt {
 	case F32:
 		for i := range dst {
@@ -151,6 +187,27 @@ func loadF(dt DType, src []byte, dst []float32) {
 }
 
 func storeF(dt DType, src []float32, dst []byte) {
+	n := len(src)
+	if hostLE {
+		switch dt {
+		case F32:
+			out := view[uint32](dst[:4*n], n)
+			for i, v := range src {
+				out[i] = math.Float32bits(v)
+			}
+		case F16:
+			out := view[uint16](dst[:2*n], n)
+			for i, v := range src {
+				out[i] = f32ToF16(v)
+			}
+		case BF16:
+			out := view[uint16](dst[:2*n], n)
+			for i, v := range src {
+				out[i] = f32ToBF16(v)
+			}
+		}
+		return
+	}
 	switch dt {
 	case F32:
 		for i, v := range src {
@@ -170,16 +227,25 @@ func storeF(dt DType, src []float32, dst []byte) {
 // loadI widens integer elements so that signed and unsigned compare right;
 // sums and products wrap the same way modulo the element width.
 func loadI(dt DType, src []byte, dst []int64) {
-	switch dt {
-	case I32:
+	n := len(dst)
+	switch {
+	case dt == I32 && hostLE:
+		for i, v := range view[uint32](src[:4*n], n) {
+			dst[i] = int64(int32(v))
+		}
+	case dt == U32 && hostLE:
+		for i, v := range view[uint32](src[:4*n], n) {
+			dst[i] = int64(v)
+		}
+	case dt == I32:
 		for i := range dst {
 			dst[i] = int64(int32(binary.LittleEndian.Uint32(src[4*i:])))
 		}
-	case U32:
+	case dt == U32:
 		for i := range dst {
 			dst[i] = int64(binary.LittleEndian.Uint32(src[4*i:]))
 		}
-	case U8:
+	case dt == U8:
 		for i := range dst {
 			dst[i] = int64(src[i])
 		}
@@ -187,12 +253,18 @@ func loadI(dt DType, src []byte, dst []int64) {
 }
 
 func storeI(dt DType, src []int64, dst []byte) {
-	switch dt {
-	case I32, U32:
+	n := len(src)
+	switch {
+	case (dt == I32 || dt == U32) && hostLE:
+		out := view[uint32](dst[:4*n], n)
+		for i, v := range src {
+			out[i] = uint32(v)
+		}
+	case dt == I32 || dt == U32:
 		for i, v := range src {
 			binary.LittleEndian.PutUint32(dst[4*i:], uint32(v))
 		}
-	case U8:
+	case dt == U8:
 		for i, v := range src {
 			dst[i] = byte(v)
 		}
@@ -207,31 +279,69 @@ type reducer struct {
 	accI, tmpI []int64
 }
 
+// reduceBlock is how many elements reduce converts at a time: small
+// enough that the fp32 (or int64) accumulators stay in the L1/L2 cache,
+// large enough that the loop overhead vanishes. Converting whole 64 MiB
+// operands at once made the simulation memory-bound.
+const reduceBlock = 4096
+
 // reduce writes op(srcs[0], srcs[1], ...) into out; every src holds at
 // least len(out) bytes and out may alias any of them.
 func (r *reducer) reduce(dt DType, op ir.ReduceOp, out []byte, srcs [][]byte) {
 	n := len(out) / dt.Size()
-	if dt.isFloat() {
-		r.accF = grow(r.accF, n)
-		r.tmpF = grow(r.tmpF, n)
-		acc, tmp := r.accF[:n], r.tmpF[:n]
-		loadF(dt, srcs[0], acc)
-		for _, s := range srcs[1:] {
-			loadF(dt, s, tmp)
-			combine(op, acc, tmp)
-		}
-		storeF(dt, acc, out)
-		return
+	blk := reduceBlock
+	if shiftedAlias(out, srcs) {
+		// out overlaps a source at another offset: a block written early
+		// would be read again later, so convert everything first.
+		blk = n
 	}
-	r.accI = grow(r.accI, n)
-	r.tmpI = grow(r.tmpI, n)
-	acc, tmp := r.accI[:n], r.tmpI[:n]
-	loadI(dt, srcs[0], acc)
+	sz := dt.Size()
+	for lo := 0; lo < n; lo += blk {
+		m := min(blk, n-lo)
+		b0, b1 := lo*sz, (lo+m)*sz
+		if dt.isFloat() {
+			foldBlock(dt, op, out[b0:b1], srcs, b0, &r.accF, &r.tmpF, loadF, storeF)
+		} else {
+			foldBlock(dt, op, out[b0:b1], srcs, b0, &r.accI, &r.tmpI, loadI, storeI)
+		}
+	}
+}
+
+// foldBlock reduces the bytes [b0, b0+len(out)) of every source into out
+// through the accumulator type T.
+func foldBlock[T float32 | int64](dt DType, op ir.ReduceOp, out []byte, srcs [][]byte, b0 int, accp, tmpp *[]T,
+	load func(DType, []byte, []T), store func(DType, []T, []byte)) {
+	m := len(out) / dt.Size()
+	*accp, *tmpp = grow(*accp, m), grow(*tmpp, m)
+	acc, tmp := (*accp)[:m], (*tmpp)[:m]
+	b1 := b0 + len(out)
+	load(dt, srcs[0][b0:b1], acc)
 	for _, s := range srcs[1:] {
-		loadI(dt, s, tmp)
+		load(dt, s[b0:b1], tmp)
 		combine(op, acc, tmp)
 	}
-	storeI(dt, acc, out)
+	store(dt, acc, out)
+}
+
+// shiftedAlias reports whether out shares memory with a source without
+// starting at the same address (same start is fine element by element).
+func shiftedAlias(out []byte, srcs [][]byte) bool {
+	if len(out) == 0 {
+		return false
+	}
+	o0 := uintptr(unsafe.Pointer(unsafe.SliceData(out)))
+	o1 := o0 + uintptr(len(out))
+	for _, s := range srcs {
+		if len(s) == 0 {
+			continue
+		}
+		s0 := uintptr(unsafe.Pointer(unsafe.SliceData(s)))
+		s1 := s0 + uintptr(len(s))
+		if s0 != o0 && s0 < o1 && o0 < s1 {
+			return true
+		}
+	}
+	return false
 }
 
 func grow[T any](s []T, n int) []T {

@@ -26,6 +26,15 @@ type Options struct {
 	// plan with a billion scratch chunks is refused, not allocated); 0
 	// means 16 GiB.
 	MaxMemory int64
+	// OnLaunch, when set, is called once every rank has finished a
+	// launch, with that launch's inputs and the simulated outputs
+	// ([rank] bytes, as in Report.Inputs/Outputs), after they were
+	// checked. The report then keeps neither (its Inputs and Outputs
+	// stay nil), so memory does not grow with Launches; the slices are
+	// reused once OnLaunch returns. An error from it ends the run and is
+	// returned by Run. Launches finished before a deadlock are still
+	// checked and handed over.
+	OnLaunch func(launch int, inputs, outputs [][]byte) error
 
 	// sched, when not zero, seeds a shuffled schedule (tests use it to
 	// show that verdicts do not depend on the interleaving).
@@ -129,8 +138,8 @@ type Report struct {
 	Unbalanced []UnbalancedSignal
 	Wrong      []Mismatch
 	WrongTotal int        // wrong elements over all launches and ranks
-	Inputs     [][][]byte // [launch][rank] inputs fed
-	Outputs    [][][]byte // [launch][rank] outputs at the end of each launch (in place: the output bytes of the shared buffer)
+	Inputs     [][][]byte // [launch][rank] inputs fed (nil with Options.OnLaunch)
+	Outputs    [][][]byte // [launch][rank] outputs at the end of each launch (in place: the output bytes of the shared buffer; nil with Options.OnLaunch)
 	Trace      []byte
 	Steps      int64 // op executions simulated
 }

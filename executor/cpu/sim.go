@@ -29,6 +29,8 @@ type sim struct {
 	report   *Report
 	lost     []UnbalancedSignal
 	tr       *tracer
+	stream   streamer
+	expArena []byte
 }
 
 // block is one thread block of one rank, run as a state machine.
@@ -87,6 +89,7 @@ func Run(p *ir.Plan, opt Options) (*Report, error) {
 		s.report.Inputs[l] = make([][]byte, len(s.ranks))
 		s.report.Outputs[l] = make([][]byte, len(s.ranks))
 	}
+	s.stream = streamer{on: opt.OnLaunch, done: make([]int, s.launches)}
 	hostPlace := make([]int32, len(s.ranks))
 	for r, rs := range s.ranks {
 		hostPlace[r] = s.addPlace(Place{Rank: r, Block: -1, Op: -1, Inner: -1, OpName: "host"})
@@ -158,12 +161,15 @@ func (s *sim) boundary(rs *rankState, l int, place int32) {
 	if l >= 0 {
 		a.typ, a.base = ir.BufOutput, rs.outBase
 		s.det.access(rs.r, rs.outArr, rs.outBase, rs.outBase+s.out, a, j)
-		s.report.Outputs[l][rs.r] = append([]byte(nil), rs.arrs[rs.outArr][rs.outBase:rs.outBase+s.out]...)
+		o := s.stream.buf(s.out)
+		copy(o, rs.arrs[rs.outArr][rs.outBase:])
+		s.report.Outputs[l][rs.r] = o
+		s.launchDone(l)
 	}
 	next := l + 1
 	rs.launch = next
 	if next < s.launches {
-		in := s.input(next, rs.r)
+		in := fillInput(s.opt.DType, s.opt.Seed, next, rs.r, s.stream.buf(s.in))
 		copy(rs.arrs[rs.inArr][rs.inBase:], in)
 		s.report.Inputs[next][rs.r] = in
 		a.typ, a.base, a.write = ir.BufInput, rs.inBase, true
@@ -210,6 +216,9 @@ func (s *sim) schedule(hostPlace []int32) error {
 					break
 				}
 				progress = true
+				if s.stream.err != nil {
+					return s.stream.err
+				}
 				if s.steps > s.maxSteps {
 					return fmt.Errorf("simulation stopped after %d op executions (MaxSteps); the plan may loop far longer than intended", s.steps)
 				}
@@ -219,6 +228,9 @@ func (s *sim) schedule(hostPlace []int32) error {
 			if rs.launch < s.launches && rs.done == len(rs.blocks) {
 				s.boundary(rs, rs.launch, hostPlace[rs.r])
 				progress = true
+				if s.stream.err != nil {
+					return s.stream.err
+				}
 			}
 		}
 		all := true
