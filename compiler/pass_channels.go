@@ -22,6 +22,8 @@ func buildPlan(st *state) {
 		b.collectExplicitPairs()
 	}
 	b.layoutChannels()
+	// The workers below look pairs up concurrently.
+	st.pairs.index()
 	p := &ir.Plan{Name: h.name, Collective: h.collective, Protocol: h.protocol, InPlace: h.inplace, ReuseResources: h.reuse,
 		DoubleScratch: h.doubleScratch, BufferAlignment: 16, MinMessageSize: h.minMsg, MaxMessageSize: h.maxMsg,
 		NumThreadsPerBlock: h.threads, GPUs: make([]ir.GPU, h.ranks)}

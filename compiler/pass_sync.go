@@ -148,7 +148,8 @@ type syncer struct {
 	blkRank   []int
 	blkTB     []int
 	nodes     []node
-	chunks    [][4][]chunkInfo // [rank][buffer][chunk]
+	chunks    [][4][]chunkInfo // [rank][buffer][chunk], beyond diag
+	diag      [4]diagTable     // input and output
 	fE, fV    []knowMap
 	nopPos    []int32  // 2*seq+1 after, 2*seq-1 before
 	start     [][]item // per gid
@@ -221,18 +222,20 @@ func newSyncer(st *state) *syncer {
 		}
 	}
 	s.regBlocks()
-	// Input and output chunk records in one array, so that a million of
-	// them are not grown one append at a time.
+	// Input and output chunk records in one array each, so that a million
+	// of them are not grown one append at a time.
 	h := &st.hdr
-	if in, out := max(h.inChunks, 0), max(h.outChunks, 0); in+out > 0 {
-		all := make([]chunkInfo, h.ranks*(in+out))
-		for i := range all {
-			all[i].lastW = -1
+	for _, bc := range [...]struct {
+		buf ir.BufferType
+		n   int
+	}{{ir.BufInput, h.inChunks}, {ir.BufOutput, h.outChunks}} {
+		if bc.n <= 0 {
+			continue
 		}
-		for r := range s.chunks {
-			o := r * (in + out)
-			s.chunks[r][ir.BufInput] = all[o : o+in : o+in]
-			s.chunks[r][ir.BufOutput] = all[o+in : o+in+out : o+in+out]
+		d := &s.diag[bc.buf]
+		d.n, d.all = bc.n, make([]chunkInfo, h.ranks*bc.n)
+		for i := range d.all {
+			d.all[i].lastW = -1
 		}
 	}
 	s.touch = map[uint64][]int32{}
@@ -378,6 +381,9 @@ func (s *syncer) accesses(nd *node) (reads, writes []aref) {
 // info returns the record of one chunk; the pointer is valid until the
 // next call (the slice may grow).
 func (s *syncer) info(rank int, buf ir.BufferType, idx int) *chunkInfo {
+	if d := &s.diag[buf]; idx < d.n {
+		return &d.all[d.at(rank, idx)]
+	}
 	cs := &s.chunks[rank][buf]
 	for len(*cs) <= idx {
 		*cs = append(*cs, chunkInfo{lastW: -1})

@@ -28,15 +28,24 @@ func (s *syncer) crossLaunch() {
 	}
 	need := map[hsKey]hsVal{}
 	var accBuf []access
+	visit := func(ci *chunkInfo) {
+		accBuf = ci.accesses(accBuf[:0])
+		s.crossPairs(accBuf, know, need)
+	}
+	// The order of chunks does not matter: need only keeps minima and
+	// unions.
+	for buf := range s.diag {
+		if !(h.doubleScratch && ir.BufferType(buf) == ir.BufScratch) {
+			s.diag[buf].each(visit)
+		}
+	}
 	for r := range s.chunks {
 		for buf := range s.chunks[r] {
 			if h.doubleScratch && ir.BufferType(buf) == ir.BufScratch {
 				continue // alternate launches use alternate scratch halves
 			}
 			for ci := range s.chunks[r][buf] {
-				acc := s.chunks[r][buf][ci].accesses(accBuf[:0])
-				s.crossPairs(acc, know, need)
-				accBuf = acc
+				visit(&s.chunks[r][buf][ci])
 			}
 		}
 	}
@@ -191,7 +200,7 @@ func (s *syncer) materialize() {
 // the rest. For a large program that is a few hundred megabytes the plan
 // can reuse instead of growing the heap further.
 func (s *syncer) release() {
-	s.nodes, s.chunks, s.fE, s.fV, s.nopPos = nil, nil, nil, nil, nil
+	s.nodes, s.chunks, s.diag, s.fE, s.fV, s.nopPos = nil, nil, [4]diagTable{}, nil, nil, nil
 	s.touch, s.startKnown, s.rankPairs, s.semIDs = nil, nil, nil, nil
 	s.partners, s.partnerPair, s.blkRank, s.blkTB = nil, nil, nil, nil
 	s.needBuf, s.bestBuf = nil, nil
@@ -305,19 +314,25 @@ func rankPairKey(a, b int, t ir.ChannelType) uint64 {
 }
 
 func (s *syncer) addPair(k chanPair) int32 {
-	id := s.pairs.add(k)
 	s.rankPairs[rankPairKey(int(k.rankA), int(k.rankB), k.typ)] = true
 	if k.tbA < 0 || k.tbB < 0 {
-		return id
+		return s.pairs.add(k)
 	}
 	a, b := s.gid[k.rankA][k.tbA], s.gid[k.rankB][k.tbB]
-	if !s.isPartner(a, b) {
-		s.partners[a] = append(s.partners[a], b)
-		s.partnerPair[a] = append(s.partnerPair[a], id)
-		if a != b {
-			s.partners[b] = append(s.partners[b], a)
-			s.partnerPair[b] = append(s.partnerPair[b], id)
+	if id := s.pairOf(a, b); id >= 0 {
+		if s.pairs.list[id] == k {
+			return id
 		}
+		return s.pairs.add(k)
+	}
+	// Every pair between two blocks is one of their partners, so a pair
+	// of blocks that are not partners is new: no lookup needed.
+	id := s.pairs.addNew(k)
+	s.partners[a] = append(s.partners[a], b)
+	s.partnerPair[a] = append(s.partnerPair[a], id)
+	if a != b {
+		s.partners[b] = append(s.partners[b], a)
+		s.partnerPair[b] = append(s.partnerPair[b], id)
 	}
 	return id
 }
@@ -349,9 +364,4 @@ func (s *syncer) semID(sp semPair) int32 {
 	s.semIDs[sp] = id
 	s.st.sems = append(s.st.sems, sp)
 	return id
-}
-
-// isPartner reports whether blocks a and b share a channel.
-func (s *syncer) isPartner(a, b int32) bool {
-	return slices.Contains(s.partners[a], b)
 }

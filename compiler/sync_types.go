@@ -29,36 +29,63 @@ func (k chanPair) packed() (uint64, bool) {
 
 // pairSet is a set of channel pairs in insertion order; a pair's id is
 // its position in list.
+//
+// The maps index list[:indexed] only: sync's walk appends the pairs it
+// knows to be new (addNew) without touching them, and the first lookup
+// indexes the rest into a map made at its final size. A large ring makes
+// a quarter of a million pairs, and growing a map one insert at a time
+// cost more than the rest of their handling.
 type pairSet struct {
-	packed map[uint64]int32
-	slow   map[chanPair]int32 // pairs that do not pack
-	list   []chanPair
+	packed  map[uint64]int32
+	slow    map[chanPair]int32 // pairs that do not pack
+	list    []chanPair
+	indexed int
 }
 
-func newPairSet() *pairSet {
-	return &pairSet{packed: map[uint64]int32{}, slow: map[chanPair]int32{}}
-}
+func newPairSet() *pairSet { return &pairSet{} }
 
 // add inserts k if it is new and returns its id.
 func (ps *pairSet) add(k chanPair) int32 {
-	id := int32(len(ps.list))
-	if pk, ok := k.packed(); ok {
-		if old, dup := ps.packed[pk]; dup {
-			return old
-		}
-		ps.packed[pk] = id
-	} else {
-		if old, dup := ps.slow[k]; dup {
-			return old
-		}
-		ps.slow[k] = id
+	if id, ok := ps.id(k); ok {
+		return id
 	}
-	ps.list = append(ps.list, k)
+	id := ps.addNew(k)
+	ps.index()
 	return id
+}
+
+// addNew appends k, which the caller knows is not in the set yet.
+func (ps *pairSet) addNew(k chanPair) int32 {
+	ps.list = append(ps.list, k)
+	return int32(len(ps.list) - 1)
+}
+
+// index brings the maps up to date with list. Lookups call it; a caller
+// that looks up from several goroutines calls it once before.
+func (ps *pairSet) index() {
+	if ps.indexed == len(ps.list) {
+		return
+	}
+	if ps.packed == nil {
+		ps.packed = make(map[uint64]int32, len(ps.list))
+	}
+	for i := ps.indexed; i < len(ps.list); i++ {
+		k := ps.list[i]
+		if pk, ok := k.packed(); ok {
+			ps.packed[pk] = int32(i)
+			continue
+		}
+		if ps.slow == nil {
+			ps.slow = map[chanPair]int32{}
+		}
+		ps.slow[k] = int32(i)
+	}
+	ps.indexed = len(ps.list)
 }
 
 // id returns the id of k if it is in the set.
 func (ps *pairSet) id(k chanPair) (int32, bool) {
+	ps.index()
 	if pk, ok := k.packed(); ok {
 		id, ok := ps.packed[pk]
 		return id, ok
@@ -180,5 +207,33 @@ func (k *knowMap) each(f func(g, seq int32)) {
 	}
 	for i, x := range k.ks {
 		f(x, k.vs[i])
+	}
+}
+
+// diagTable holds the records of one buffer's n chunks on every rank,
+// ordered by diagonal: chunk c of rank r sits at ((c-r) mod n, r).
+// Collectives number chunks relative to the rank (a ring's step s moves
+// chunk r-s of rank r to rank r+1), so accesses that follow each other in
+// program order share a diagonal and land side by side, where a rank by
+// rank layout would put each on its own page (a large ring spent more
+// time in those cache misses than in the rest of the walk).
+type diagTable struct {
+	n   int
+	all []chunkInfo
+}
+
+func (d *diagTable) at(rank, idx int) int {
+	ranks := len(d.all) / d.n
+	k := (idx - rank) % d.n
+	if k < 0 {
+		k += d.n
+	}
+	return k*ranks + rank
+}
+
+// each calls f for every record.
+func (d *diagTable) each(f func(ci *chunkInfo)) {
+	for i := range d.all {
+		f(&d.all[i])
 	}
 }
