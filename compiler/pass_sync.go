@@ -1,10 +1,6 @@
 package compiler
 
 import (
-	"cmp"
-	"fmt"
-	"slices"
-
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -157,9 +153,10 @@ type syncer struct {
 	end       [][]item
 	pairs     *pairSet
 	rankPairs map[uint64]bool
-	// startKnown[(rank, block)]: the block waits at its start for a signal
-	// that rank sent at its start (1 relaxed, 2 release).
-	startKnown map[[2]int32]int8
+	// startKnown[g]: the ranks whose start-of-launch signal block g waits
+	// for at its start. A block hears from one or two; a list per block
+	// beats a map of a hundred thousand entries.
+	startKnown [][]rankKnow
 	// partners[g]: blocks that share a channel with block g.
 	// A block has a handful, so a list beats a map.
 	partners [][]int32
@@ -168,6 +165,7 @@ type syncer struct {
 	semIDs      map[semPair]int32
 	needBuf     []edgeNeed
 	bestBuf     []keyedNeed
+	sameBuf     []int32
 	// touch[(r, p)]: the blocks of rank r whose ops reach rank p.
 	touch map[uint64][]int32 // by touchKey
 	// slab backs the first item of each node's pre and post lists: most
@@ -212,7 +210,7 @@ func b2k(full bool) int8 {
 
 func newSyncer(st *state) *syncer {
 	s := &syncer{st: st, chunks: make([][4][]chunkInfo, st.hdr.ranks),
-		pairs: newPairSet(), rankPairs: map[uint64]bool{}, startKnown: map[[2]int32]int8{}, semIDs: map[semPair]int32{}}
+		pairs: newPairSet(), rankPairs: map[uint64]bool{}, semIDs: map[semPair]int32{}}
 	// A rank with no work may still have to serve its host (signal that a
 	// launch started, wait for peers' writes before it ends): give every
 	// rank a block up front, since block numbering must not change later.
@@ -275,6 +273,7 @@ func (s *syncer) regBlocks() {
 		n := len(s.blkRank)
 		s.partners, s.partnerPair = make([][]int32, 0, n), make([][]int32, 0, n)
 		s.fE, s.fV, s.nopPos = make([]knowMap, 0, n), make([]knowMap, 0, n), make([]int32, 0, n)
+		s.startKnown = make([][]rankKnow, 0, n)
 		s.start, s.startWait, s.end = make([][]item, 0, n), make([][]item, 0, n), make([][]item, 0, n)
 	}
 	for len(s.partners) < len(s.blkRank) {
@@ -288,6 +287,7 @@ func (s *syncer) regBlocks() {
 		s.start = append(s.start, nil)
 		s.startWait = append(s.startWait, nil)
 		s.end = append(s.end, nil)
+		s.startKnown = append(s.startKnown, nil)
 	}
 }
 
@@ -335,169 +335,6 @@ func (s *syncer) chanType(a, b int) ir.ChannelType {
 		return h.intra
 	}
 	return h.inter
-}
-
-func (s *syncer) run() {
-	st := s.st
-	n := st.hdr.ranks
-	s.nodes = make([]node, 0, 2*n+len(st.actions))
-	for r := 0; r < n; r++ {
-		s.nodes = append(s.nodes, node{rank: r, gid: -1, host: 1})
-	}
-	for _, a := range st.actions {
-		s.nodes = append(s.nodes, node{rank: a.rank, gid: s.gid[a.rank][a.tb], act: a})
-	}
-	for r := 0; r < n; r++ {
-		s.nodes = append(s.nodes, node{rank: r, gid: -1, host: 2})
-	}
-	for seq := range s.nodes {
-		nd := &s.nodes[seq]
-		reads, writes := s.accesses(nd)
-		s.visit(int32(seq), reads, writes)
-	}
-}
-
-// accesses lists the chunks a node reads and writes (packet flag kept).
-func (s *syncer) accesses(nd *node) (reads, writes []aref) {
-	h := &s.st.hdr
-	if nd.host != 0 {
-		in := aref{rank: nd.rank, buf: ir.BufInput, idx: 0, size: h.inChunks}
-		out := aref{rank: nd.rank, buf: ir.BufOutput, idx: 0, size: h.outChunks}
-		if h.inplace {
-			switch h.collective {
-			case ir.AllGather:
-				in = aref{rank: nd.rank, buf: ir.BufOutput, idx: nd.rank * h.inChunks, size: h.inChunks}
-			case ir.ReduceScatter:
-				out = aref{rank: nd.rank, buf: ir.BufInput, idx: nd.rank * h.outChunks, size: h.outChunks}
-			default:
-				out = in
-			}
-		}
-		return []aref{out}, []aref{in}
-	}
-	return nd.act.src, nd.act.dst
-}
-
-// info returns the record of one chunk; the pointer is valid until the
-// next call (the slice may grow).
-func (s *syncer) info(rank int, buf ir.BufferType, idx int) *chunkInfo {
-	if d := &s.diag[buf]; idx < d.n {
-		return &d.all[d.at(rank, idx)]
-	}
-	cs := &s.chunks[rank][buf]
-	for len(*cs) <= idx {
-		*cs = append(*cs, chunkInfo{lastW: -1})
-	}
-	return &(*cs)[idx]
-}
-
-func (s *syncer) visit(seq int32, reads, writes []aref) {
-	nd := &s.nodes[seq]
-	need := s.needBuf[:0] // producers, possibly repeated
-	add := func(p int32, full bool) {
-		if p != seq {
-			need = append(need, edgeNeed{seq: p, full: full})
-		}
-	}
-	for _, r := range reads {
-		for i := r.idx; i < r.idx+r.size; i++ {
-			ci := s.info(r.rank, r.buf, i)
-			if ci.lastW >= 0 && !(r.packet && ci.wPacket) {
-				add(ci.lastW, true)
-			}
-		}
-	}
-	for _, w := range writes {
-		for i := w.idx; i < w.idx+w.size; i++ {
-			ci := s.info(w.rank, w.buf, i)
-			if ci.lastW >= 0 {
-				if w.packet && ci.wPacket && nd.act != nil {
-					prev := s.nodes[ci.lastW].act
-					if prev != nil {
-						s.st.errorf(*nd.act.pos, fmt.Sprintf("the slot was already written with packets at %s; LL readers cannot tell two writes of one launch apart: use another scratch chunk", prev.pos.Start),
-							"rank %d's scratch chunk %d is written with packets twice in one launch", w.rank, i)
-						return
-					}
-				}
-				add(ci.lastW, true)
-			}
-			for k := int32(0); k < ci.nrd; k++ {
-				add(ci.reader(k), false)
-			}
-		}
-	}
-	// Deterministic order: producers by sequence, duplicates merged.
-	slices.SortFunc(need, func(a, b edgeNeed) int { return cmp.Compare(a.seq, b.seq) })
-	s.needBuf = need
-	var sameBlock []int32
-	// Latest need per producer block (key -2-rank for a host start); few
-	// per node, so a slice beats a map.
-	best := s.bestBuf[:0]
-	for i, e := range need {
-		if i+1 < len(need) && need[i+1].seq == e.seq {
-			need[i+1].full = need[i+1].full || e.full
-			continue
-		}
-		p := e.seq
-		pn := &s.nodes[p]
-		switch {
-		case pn.host == 1 && pn.rank == nd.rank:
-			// The rank's own host: the kernel boundary orders it.
-		case nd.host == 2 && pn.rank == nd.rank:
-			// The kernel's end orders the rank's own blocks before its host.
-		case pn.gid >= 0 && pn.gid == nd.gid:
-			sameBlock = append(sameBlock, p)
-		default:
-			key := pn.gid
-			if pn.host == 1 {
-				key = int32(-2 - pn.rank)
-			}
-			found := false
-			for j := range best {
-				if best[j].key == key {
-					best[j].seq = max(best[j].seq, p)
-					best[j].full = best[j].full || e.full
-					found = true
-					break
-				}
-			}
-			if !found {
-				best = append(best, keyedNeed{key: key, edgeNeed: edgeNeed{seq: p, full: e.full}})
-			}
-		}
-	}
-	slices.SortFunc(best, func(a, b keyedNeed) int { return cmp.Compare(a.key, b.key) })
-	s.bestBuf = best
-	for _, b := range best {
-		s.edge(b.seq, seq, b.full)
-	}
-	for _, p := range sameBlock {
-		if s.nopPos[nd.gid] < 2*p+1 {
-			nd.act.sync.preNop = true
-			s.nopPos[nd.gid] = 2*seq - 1
-		}
-		if a := s.nodes[p].act; a != nil && a.chType == ir.ChanPort && a.code.Info().Class != ir.ClassSync {
-			nd.act.sync.preFl = true
-		}
-	}
-	// Record this node's accesses.
-	for _, r := range reads {
-		for i := r.idx; i < r.idx+r.size; i++ {
-			ci := s.info(r.rank, r.buf, i)
-			ci.addReader(seq)
-			ci.addAccess(access{seq: seq})
-		}
-	}
-	for _, w := range writes {
-		for i := w.idx; i < w.idx+w.size; i++ {
-			ci := s.info(w.rank, w.buf, i)
-			ci.lastW, ci.wPacket, ci.nrd = seq, w.packet, 0
-			if ci.more != nil {
-				ci.more.readers = ci.more.readers[:0]
-			}
-			ci.addAccess(access{seq: seq, write: true})
-		}
-	}
 }
 
 // edge orders node p before node c (full: with data visibility).
@@ -582,8 +419,7 @@ func (s *syncer) edge(p, c int32, full bool) {
 		// Tokens sent at a block's start come first on their channel, so
 		// they must be the first ones waited for too.
 		s.startWait[cg] = append(s.startWait[cg], wait)
-		k := [2]int32{int32(pr), cg}
-		s.startKnown[k] = max(s.startKnown[k], b2k(full))
+		s.raiseStart(int32(pr), cg, b2k(full))
 	default:
 		cn.act.sync.pre = s.push(cn.act.sync.pre, wait)
 		s.nopPos[cg] = max(s.nopPos[cg], 2*c-1)

@@ -77,7 +77,7 @@ func (s *syncer) crossPairs(all []access, know func(int) map[int32]int32, need m
 			if v, ok := know(bn.rank)[an.gid]; ok && v >= a.seq {
 				continue
 			}
-			if s.startKnown[[2]int32{int32(an.rank), bn.gid}] >= b2k(a.write) {
+			if s.startKnowledge(int32(an.rank), bn.gid) >= b2k(a.write) {
 				continue // a start-of-launch signal from that rank already orders it
 			}
 			hk := hsKey{from: an.rank, to: bn.gid}
@@ -109,7 +109,7 @@ func (s *syncer) addHandshakes(need map[hsKey]hsVal) {
 		cr, ctb := s.blkRank[hk.to], s.blkTB[hk.to]
 		pk := pairKey(pr, ptb, cr, ctb, s.chanType(pr, cr))
 		pid := s.addPair(pk)
-		s.startKnown[[2]int32{int32(hk.from), hk.to}] = b2k(v.full)
+		s.setStart(int32(hk.from), hk.to, b2k(v.full))
 		sig, wait := pairItem(itemRlxSignal, pk, pid, pr), pairItem(itemRlxWait, pk, pid, cr)
 		if v.full {
 			sig.kind, wait.kind = itemSignal, itemWait
@@ -203,7 +203,7 @@ func (s *syncer) release() {
 	s.nodes, s.chunks, s.diag, s.fE, s.fV, s.nopPos = nil, nil, [4]diagTable{}, nil, nil, nil
 	s.touch, s.startKnown, s.rankPairs, s.semIDs = nil, nil, nil, nil
 	s.partners, s.partnerPair, s.blkRank, s.blkTB = nil, nil, nil, nil
-	s.needBuf, s.bestBuf = nil, nil
+	s.needBuf, s.bestBuf, s.sameBuf = nil, nil, nil
 }
 
 // layoutBlock appends block tb of rank r to out: start signals, then per

@@ -237,3 +237,37 @@ func (d *diagTable) each(f func(ci *chunkInfo)) {
 		f(&d.all[i])
 	}
 }
+
+// rankKnow is one entry of startKnown: block g waits at its start for
+// rank's start-of-launch signal, relaxed (k 1) or release (k 2).
+type rankKnow struct {
+	rank int32
+	k    int8
+}
+
+// startKnowledge is what block g knows of rank's start (0: nothing).
+func (s *syncer) startKnowledge(rank, g int32) int8 {
+	for _, e := range s.startKnown[g] {
+		if e.rank == rank {
+			return e.k
+		}
+	}
+	return 0
+}
+
+// raiseStart records that g knows rank's start at least as k.
+func (s *syncer) raiseStart(rank, g int32, k int8) {
+	s.setStart(rank, g, max(s.startKnowledge(rank, g), k))
+}
+
+// setStart records that g knows rank's start as k.
+func (s *syncer) setStart(rank, g int32, k int8) {
+	l := s.startKnown[g]
+	for i := range l {
+		if l[i].rank == rank {
+			l[i].k = k
+			return
+		}
+	}
+	s.startKnown[g] = append(l, rankKnow{rank: rank, k: k})
+}

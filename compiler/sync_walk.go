@@ -1,0 +1,236 @@
+package compiler
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/msccl-go/msccl-go/internal/par"
+	"github.com/msccl-go/msccl-go/ir"
+)
+
+func (s *syncer) run() {
+	st := s.st
+	n := st.hdr.ranks
+	s.nodes = make([]node, 0, 2*n+len(st.actions))
+	for r := 0; r < n; r++ {
+		s.nodes = append(s.nodes, node{rank: r, gid: -1, host: 1})
+	}
+	for _, a := range st.actions {
+		s.nodes = append(s.nodes, node{rank: a.rank, gid: s.gid[a.rank][a.tb], act: a})
+	}
+	for r := 0; r < n; r++ {
+		s.nodes = append(s.nodes, node{rank: r, gid: -1, host: 2})
+	}
+	s.walk()
+}
+
+// walk visits the nodes in program order in two phases, one feeding the
+// other batch by batch: deps follows the chunks to find what each node
+// must wait for, order turns that into sync items. Neither reads what the
+// other writes, so on two cores they overlap (the walk is the longest
+// single-threaded part of a large compile); records go through in program
+// order, so the result does not depend on the schedule.
+func (s *syncer) walk() {
+	const batch = 4096 // nodes
+	n := len(s.nodes)
+	nb := (n + batch - 1) / batch
+	// Room for every batch, so that deps never blocks: with one worker
+	// it runs to the end before order starts.
+	full, free := make(chan []int32, nb), make(chan []int32, nb)
+	par.ForEach(min(par.Workers(s.st.hdr.ranks), 2), 2, func(_, phase int) {
+		if phase == 1 {
+			for recs := range full {
+				for len(recs) > 0 {
+					recs = s.order(recs)
+				}
+				free <- recs[:0]
+			}
+			return
+		}
+		defer close(full)
+		for lo := 0; lo < n; lo += batch {
+			var out []int32
+			select {
+			case out = <-free:
+			default:
+			}
+			for seq := lo; seq < min(lo+batch, n); seq++ {
+				out = s.deps(int32(seq), out)
+			}
+			full <- out
+		}
+	})
+}
+
+// accesses lists the chunks a node reads and writes (packet flag kept).
+func (s *syncer) accesses(nd *node) (reads, writes []aref) {
+	h := &s.st.hdr
+	if nd.host != 0 {
+		in := aref{rank: nd.rank, buf: ir.BufInput, idx: 0, size: h.inChunks}
+		out := aref{rank: nd.rank, buf: ir.BufOutput, idx: 0, size: h.outChunks}
+		if h.inplace {
+			switch h.collective {
+			case ir.AllGather:
+				in = aref{rank: nd.rank, buf: ir.BufOutput, idx: nd.rank * h.inChunks, size: h.inChunks}
+			case ir.ReduceScatter:
+				out = aref{rank: nd.rank, buf: ir.BufInput, idx: nd.rank * h.outChunks, size: h.outChunks}
+			default:
+				out = in
+			}
+		}
+		return []aref{out}, []aref{in}
+	}
+	return nd.act.src, nd.act.dst
+}
+
+// info returns the record of one chunk; the pointer is valid until the
+// next call (the slice may grow).
+func (s *syncer) info(rank int, buf ir.BufferType, idx int) *chunkInfo {
+	if d := &s.diag[buf]; idx < d.n {
+		return &d.all[d.at(rank, idx)]
+	}
+	cs := &s.chunks[rank][buf]
+	for len(*cs) <= idx {
+		*cs = append(*cs, chunkInfo{lastW: -1})
+	}
+	return &(*cs)[idx]
+}
+
+// deps is the walk's first phase for node seq: it finds the earlier
+// accesses the node's must follow, then records the node's own. It
+// appends to out a record for order: seq, the number of edges, the number
+// of same-block producers, the edges (producer<<1 | full) by producer
+// block, then the same-block producers. A node that needs nothing adds
+// nothing.
+func (s *syncer) deps(seq int32, out []int32) []int32 {
+	nd := &s.nodes[seq]
+	reads, writes := s.accesses(nd)
+	need := s.needBuf[:0] // producers, possibly repeated
+	add := func(p int32, full bool) {
+		if p != seq {
+			need = append(need, edgeNeed{seq: p, full: full})
+		}
+	}
+	for _, r := range reads {
+		for i := r.idx; i < r.idx+r.size; i++ {
+			ci := s.info(r.rank, r.buf, i)
+			if ci.lastW >= 0 && !(r.packet && ci.wPacket) {
+				add(ci.lastW, true)
+			}
+		}
+	}
+	for _, w := range writes {
+		for i := w.idx; i < w.idx+w.size; i++ {
+			ci := s.info(w.rank, w.buf, i)
+			if ci.lastW >= 0 {
+				if w.packet && ci.wPacket && nd.act != nil {
+					prev := s.nodes[ci.lastW].act
+					if prev != nil {
+						s.st.errorf(*nd.act.pos, fmt.Sprintf("the slot was already written with packets at %s; LL readers cannot tell two writes of one launch apart: use another scratch chunk", prev.pos.Start),
+							"rank %d's scratch chunk %d is written with packets twice in one launch", w.rank, i)
+						return out
+					}
+				}
+				add(ci.lastW, true)
+			}
+			for k := int32(0); k < ci.nrd; k++ {
+				add(ci.reader(k), false)
+			}
+		}
+	}
+	// Deterministic order: producers by sequence, duplicates merged.
+	slices.SortFunc(need, func(a, b edgeNeed) int { return cmp.Compare(a.seq, b.seq) })
+	s.needBuf = need
+	sameBlock := s.sameBuf[:0]
+	// Latest need per producer block (key -2-rank for a host start); few
+	// per node, so a slice beats a map.
+	best := s.bestBuf[:0]
+	for i, e := range need {
+		if i+1 < len(need) && need[i+1].seq == e.seq {
+			need[i+1].full = need[i+1].full || e.full
+			continue
+		}
+		p := e.seq
+		pn := &s.nodes[p]
+		switch {
+		case pn.host == 1 && pn.rank == nd.rank:
+			// The rank's own host: the kernel boundary orders it.
+		case nd.host == 2 && pn.rank == nd.rank:
+			// The kernel's end orders the rank's own blocks before its host.
+		case pn.gid >= 0 && pn.gid == nd.gid:
+			sameBlock = append(sameBlock, p)
+		default:
+			key := pn.gid
+			if pn.host == 1 {
+				key = int32(-2 - pn.rank)
+			}
+			found := false
+			for j := range best {
+				if best[j].key == key {
+					best[j].seq = max(best[j].seq, p)
+					best[j].full = best[j].full || e.full
+					found = true
+					break
+				}
+			}
+			if !found {
+				best = append(best, keyedNeed{key: key, edgeNeed: edgeNeed{seq: p, full: e.full}})
+			}
+		}
+	}
+	slices.SortFunc(best, func(a, b keyedNeed) int { return cmp.Compare(a.key, b.key) })
+	s.bestBuf = best
+	s.sameBuf = sameBlock
+	if len(best)+len(sameBlock) > 0 {
+		out = append(out, seq, int32(len(best)), int32(len(sameBlock)))
+		for _, b := range best {
+			e := b.seq << 1
+			if b.full {
+				e |= 1
+			}
+			out = append(out, e)
+		}
+		out = append(out, sameBlock...)
+	}
+	// Record this node's accesses.
+	for _, r := range reads {
+		for i := r.idx; i < r.idx+r.size; i++ {
+			ci := s.info(r.rank, r.buf, i)
+			ci.addReader(seq)
+			ci.addAccess(access{seq: seq})
+		}
+	}
+	for _, w := range writes {
+		for i := w.idx; i < w.idx+w.size; i++ {
+			ci := s.info(w.rank, w.buf, i)
+			ci.lastW, ci.wPacket, ci.nrd = seq, w.packet, 0
+			if ci.more != nil {
+				ci.more.readers = ci.more.readers[:0]
+			}
+			ci.addAccess(access{seq: seq, write: true})
+		}
+	}
+	return out
+}
+
+// order is the walk's second phase: it turns the first record of recs
+// (see deps) into edges and nops and returns the rest.
+func (s *syncer) order(recs []int32) []int32 {
+	seq, nb, ns := recs[0], recs[1], recs[2]
+	edges, same := recs[3:3+nb], recs[3+nb:3+nb+ns]
+	for _, e := range edges {
+		s.edge(e>>1, seq, e&1 != 0)
+	}
+	nd := &s.nodes[seq]
+	for _, p := range same {
+		if s.nopPos[nd.gid] < 2*p+1 {
+			nd.act.sync.preNop = true
+			s.nopPos[nd.gid] = 2*seq - 1
+		}
+		if a := s.nodes[p].act; a != nil && a.chType == ir.ChanPort && a.code.Info().Class != ir.ClassSync {
+			nd.act.sync.preFl = true
+		}
+	}
+	return recs[3+nb+ns:]
+}
