@@ -64,14 +64,59 @@ func buildPlan(st *state) {
 type rankWorker struct {
 	b       *planBuilder
 	scratch []int       // per rank: scratch chunks the ops built so far reach
-	buf     []item      // the rank's blocks laid out one after another
-	ends    []int       // where each block's items end in buf
 	inner   []innerSrcs // pipeline body sources, for the source map
 }
 
 type innerSrcs struct {
 	rank, tb, op int
 	srcs         []*dsl.Range
+}
+
+// opSink receives a rank's items in order, as buildRank lays its blocks
+// out twice: first only counting them, so that the rank's ops and their
+// sources take one allocation each (a block's few dozen ops would round
+// up to a size class, 5% more memory for a large plan, and carry a
+// header), then writing each op in place. Items are never stored: a
+// large plan would copy millions of them, with a write barrier per
+// pointer while the collector runs.
+type opSink struct {
+	n    int        // items put so far in this rank
+	last *dsl.Range // source of the last item put
+	// Set for the writing pass only.
+	w     *rankWorker
+	r, tb int
+	ops   []ir.Op
+	srcs  []*dsl.Range
+	lo    int // the current block's first item
+	tbb   tbBuild
+}
+
+func (k *opSink) put(it *item) {
+	k.last = it.pos
+	if k.ops != nil {
+		var inner []*dsl.Range
+		k.srcs[k.n] = k.w.b.op(&k.ops[k.n], k.r, &k.tbb, it, k.w.scratch, &inner)
+		if inner != nil {
+			k.w.inner = append(k.w.inner, innerSrcs{rank: k.r, tb: k.tb, op: k.n - k.lo, srcs: inner})
+		}
+	}
+	k.n++
+}
+
+func (k *opSink) putAll(its []item) {
+	for i := range its {
+		k.put(&its[i])
+	}
+}
+
+// layout puts block tb of rank r into k.
+func (w *rankWorker) layout(r, tb int, k *opSink) {
+	st := w.b.st
+	if st.sync != nil {
+		st.sync.layoutBlock(r, tb, k)
+		return
+	}
+	k.putAll(st.items[r][tb])
 }
 
 // buildRank writes rank r's GPU entry and its row of the source map.
@@ -87,42 +132,24 @@ func (w *rankWorker) buildRank(p *ir.Plan, sm *SourceMap, r int) {
 	rb := &rankBuild{g: g, remote: map[[2]int]int{}, sems: map[int32]int{}}
 	sm.ops[r] = make([][]*dsl.Range, len(st.blocks[r]))
 	g.ThreadBlocks = make([]ir.ThreadBlock, 0, len(st.blocks[r]))
-	// Lay every block out first, so that the rank's ops and their sources
-	// take one allocation each: a block's few dozen ops would round up to
-	// a size class (5% more memory for a large plan) and carry a header.
-	w.buf, w.ends = w.buf[:0], w.ends[:0]
+	count := opSink{}
 	for tb := range st.blocks[r] {
-		if st.sync != nil {
-			w.buf = st.sync.layoutBlock(r, tb, w.buf)
-		} else {
-			w.buf = append(w.buf, st.items[r][tb]...)
-		}
-		w.ends = append(w.ends, len(w.buf))
+		w.layout(r, tb, &count)
 	}
-	ops, allSrcs := make([]ir.Op, len(w.buf)), make([]*dsl.Range, len(w.buf))
-	lo := 0
+	k := opSink{w: w, r: r, ops: make([]ir.Op, count.n), srcs: make([]*dsl.Range, count.n)}
 	for tb := range st.blocks[r] {
-		hi := w.ends[tb]
-		items := w.buf[lo:hi]
-		tbb := &tbBuild{rb: rb}
+		k.tb, k.lo, k.tbb = tb, k.n, tbBuild{rb: rb}
+		w.layout(r, tb, &k)
+		lo, hi := k.lo, k.n
 		// Capped, so that growing one block's ops copies them rather than
 		// running into the next block's.
-		tbk := ir.ThreadBlock{ID: tb, Ops: ops[lo:hi:hi]}
-		srcs := allSrcs[lo:hi:hi]
-		lo = hi
-		for i := range items {
-			var inner []*dsl.Range
-			srcs[i] = b.op(&tbk.Ops[i], r, tbb, &items[i], w.scratch, &inner)
-			if inner != nil {
-				w.inner = append(w.inner, innerSrcs{rank: r, tb: tb, op: i, srcs: inner})
-			}
-		}
-		sm.ops[r][tb] = srcs
+		tbk := ir.ThreadBlock{ID: tb, Ops: k.ops[lo:hi:hi]}
+		sm.ops[r][tb] = k.srcs[lo:hi:hi]
 		for _, t := range []ir.ChannelType{ir.ChanMemory, ir.ChanPort} {
-			if ids := tbb.chanIDs[t]; len(ids) > 0 {
+			if ids := k.tbb.chanIDs[t]; len(ids) > 0 {
 				tbk.Channels = append(tbk.Channels, ir.TBChannel{Type: t, ChannelIDs: ids})
 			}
-			if ids := tbb.remoteIDs[t]; len(ids) > 0 {
+			if ids := k.tbb.remoteIDs[t]; len(ids) > 0 {
 				tbk.RemoteBufferRefs = append(tbk.RemoteBufferRefs, ir.RemoteBufferRef{AccessChannelType: t, RemoteBufferIDs: ids})
 			}
 		}

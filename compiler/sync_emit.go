@@ -206,23 +206,24 @@ func (s *syncer) release() {
 	s.needBuf, s.bestBuf, s.sameBuf = nil, nil, nil
 }
 
-// layoutBlock appends block tb of rank r to out: start signals, then per
+// layoutBlock lays block tb of rank r out into k: start signals, then per
 // action its waits, a nop, the op, then flushes, a nop and its signals; at
 // the end the remaining flushes and the waits that serve the host.
-func (s *syncer) layoutBlock(r, tb int, out []item) []item {
+func (s *syncer) layoutBlock(r, tb int, k *opSink) {
 	blk := s.st.blocks[r][tb]
 	g := s.gid[r][tb]
-	out = append(out, s.start[g]...)
-	out = append(out, s.startWait[g]...)
+	k.putAll(s.start[g])
+	k.putAll(s.startWait[g])
 	if len(s.startWait[g]) > 0 && len(blk.acts) > 0 {
-		out = append(out, item{kind: itemNop, pos: blk.acts[0].pos})
+		k.put(&item{kind: itemNop, pos: blk.acts[0].pos})
 	}
 	dirty := false
 	var unflushed []chanPair
 	flush := func(ps []chanPair) {
 		if len(ps) > 0 {
-			fl := append([]chanPair(nil), ps...)
-			out = append(out, item{kind: itemFlush, pairs: &fl, pos: out[len(out)-1].pos})
+			// The sink is done with the item when put returns: no copy.
+			hold := ps
+			k.put(&item{kind: itemFlush, pairs: &hold, pos: k.last})
 		}
 	}
 	for _, a := range blk.acts {
@@ -232,11 +233,11 @@ func (s *syncer) layoutBlock(r, tb int, out []item) []item {
 			flush(unflushed)
 			unflushed = nil
 		}
-		out = append(out, pre...)
+		k.putAll(pre)
 		if len(pre) > 0 || ns.preNop {
-			out = append(out, item{kind: itemNop, pos: a.pos})
+			k.put(&item{kind: itemNop, pos: a.pos})
 		}
-		out = append(out, item{kind: itemAct, act: a, pos: a.pos})
+		k.put(&item{kind: itemAct, act: a, pos: a.pos})
 		// Port ops are carried out by the proxy, not the block's
 		// threads: they leave nothing for a nop to fence.
 		dirty = dirty || a.chType != ir.ChanPort
@@ -266,15 +267,15 @@ func (s *syncer) layoutBlock(r, tb int, out []item) []item {
 		flush(fl)
 		unflushed = keep
 		if dirty {
-			out = append(out, item{kind: itemNop, pos: a.pos})
+			k.put(&item{kind: itemNop, pos: a.pos})
 			dirty = false
 		}
-		out = append(out, post...)
+		k.putAll(post)
 	}
-	if len(out) > 0 {
+	if k.n > 0 {
 		flush(unflushed)
 	}
-	return append(out, s.end[g]...)
+	k.putAll(s.end[g])
 }
 
 func containsPair(ps []chanPair, p chanPair) bool {
