@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/msccl-go/msccl-go/internal/par"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -15,28 +16,21 @@ import (
 func (s *syncer) crossLaunch() {
 	st := s.st
 	h := &st.hdr
+	workers := par.Workers(h.ranks)
+	// What each rank knows at its launch's end, from all its blocks.
 	endE := make([]map[int32]int32, h.ranks)
-	know := func(r int) map[int32]int32 {
-		if endE[r] == nil {
-			m := map[int32]int32{}
-			for _, g := range s.gid[r] {
-				s.fE[g].each(func(k, v int32) { m[k] = max(m[k], v) })
-			}
-			endE[r] = m
+	par.ForEach(workers, h.ranks, func(_, r int) {
+		m := map[int32]int32{}
+		for _, g := range s.gid[r] {
+			s.fE[g].each(func(k, v int32) { m[k] = max(m[k], v) })
 		}
-		return endE[r]
-	}
-	need := map[hsKey]hsVal{}
-	var accBuf []access
-	visit := func(ci *chunkInfo) {
-		accBuf = ci.accesses(accBuf[:0])
-		s.crossPairs(accBuf, know, need)
-	}
-	// The order of chunks does not matter: need only keeps minima and
-	// unions.
+		endE[r] = m
+	})
+	// The chunks' records in pieces, for the workers.
+	var pieces [][]chunkInfo
 	for buf := range s.diag {
-		if !(h.doubleScratch && ir.BufferType(buf) == ir.BufScratch) {
-			s.diag[buf].each(visit)
+		for all := s.diag[buf].all; len(all) > 0; all = all[min(len(all), 4096):] {
+			pieces = append(pieces, all[:min(len(all), 4096)])
 		}
 	}
 	for r := range s.chunks {
@@ -44,9 +38,34 @@ func (s *syncer) crossLaunch() {
 			if h.doubleScratch && ir.BufferType(buf) == ir.BufScratch {
 				continue // alternate launches use alternate scratch halves
 			}
-			for ci := range s.chunks[r][buf] {
-				visit(&s.chunks[r][buf][ci])
+			if len(s.chunks[r][buf]) > 0 {
+				pieces = append(pieces, s.chunks[r][buf])
 			}
+		}
+	}
+	needs := make([]map[hsKey]hsVal, workers)
+	par.ForEach(workers, len(pieces), func(w, i int) {
+		if needs[w] == nil {
+			needs[w] = map[hsKey]hsVal{}
+		}
+		var acc []access
+		for ci := range pieces[i] {
+			acc = pieces[i][ci].accesses(acc[:0])
+			s.crossPairs(acc, endE, needs[w])
+		}
+	})
+	// Merged the way crossPairs merges: minima and unions, so neither the
+	// order of chunks nor their split among workers shows.
+	need := needs[0]
+	for _, m := range needs[1:] {
+		for k, v := range m {
+			if need == nil {
+				need = map[hsKey]hsVal{}
+			}
+			if old, ok := need[k]; ok {
+				v.first, v.full = min(v.first, old.first), v.full || old.full
+			}
+			need[k] = v
 		}
 	}
 	s.addHandshakes(need)
@@ -63,7 +82,7 @@ type hsVal struct {
 }
 
 // crossPairs finds the unordered conflicting pairs of one chunk's accesses.
-func (s *syncer) crossPairs(all []access, know func(int) map[int32]int32, need map[hsKey]hsVal) {
+func (s *syncer) crossPairs(all []access, endE []map[int32]int32, need map[hsKey]hsVal) {
 	for _, a := range all {
 		an := &s.nodes[a.seq]
 		if an.host != 0 {
@@ -74,7 +93,7 @@ func (s *syncer) crossPairs(all []access, know func(int) map[int32]int32, need m
 			if bn.host != 0 || bn.rank == an.rank || !(a.write || b.write) {
 				continue
 			}
-			if v, ok := know(bn.rank)[an.gid]; ok && v >= a.seq {
+			if v, ok := endE[bn.rank][an.gid]; ok && v >= a.seq {
 				continue
 			}
 			if s.startKnowledge(int32(an.rank), bn.gid) >= b2k(a.write) {
