@@ -13,6 +13,11 @@
 // fuse-sync and the validator handle large plans a rank at a time on
 // GOMAXPROCS workers (internal/par), each rank writing only its own part,
 // so the plan and its diagnostics do not depend on the number of workers.
+// Before that, sync's program-order walk is split in two phases that
+// overlap on two workers (finding each node's producers, then turning them
+// into sync items), handing records over in program order, and its
+// cross-launch search splits the chunks among workers and merges by
+// minimum and union.
 //
 // compiler reads dsl and writes ir; it must not import the executors'
 // internals beyond executor/cpu's public Run (Verify), nor the runtime.
