@@ -297,7 +297,12 @@ func one(c *config, ex *cudaexec.Executor, p *ir.Plan, dt kernels.DType, red ir.
 	if err != nil {
 		return err
 	}
-	defer bufs.Free()
+	defer func() {
+		// The scratch bound to these buffers is as large as they are:
+		// return it now rather than when 16 sizes have been cached.
+		ex.Release(bufs)
+		bufs.Free()
+	}()
 	call := cudaexec.Call{Buffers: bufs, DType: dt, Reduce: red, LLWidth: c.ll, Stream: s}
 	if err := ex.Prepare(call); err != nil {
 		return err
@@ -314,27 +319,12 @@ func one(c *config, ex *cudaexec.Executor, p *ir.Plan, dt kernels.DType, red ir.
 	}
 	launch := func() error { return ex.Run(call) }
 	if c.graph {
-		runtime.LockOSThread()
-		if err := s.BeginCapture(); err != nil {
-			runtime.UnlockOSThread()
-			return err
-		}
-		rerr := ex.Run(call)
-		g, err := s.EndCapture()
-		runtime.UnlockOSThread()
-		if rerr != nil {
-			return rerr
-		}
+		g, err := ex.Capture(call)
 		if err != nil {
 			return err
 		}
 		defer g.Destroy()
-		ge, err := g.Instantiate()
-		if err != nil {
-			return err
-		}
-		defer ge.Destroy()
-		launch = func() error { return ge.Launch(s) }
+		launch = g.Launch
 	}
 	for i := 0; i < c.warmup; i++ {
 		if err := launch(); err != nil {

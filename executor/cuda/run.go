@@ -116,6 +116,7 @@ type bindKey struct {
 // binding is everything a (buffers, size, type) combination needs on the
 // device: scratch, op tables and launch arguments, uploaded once.
 type binding struct {
+	pins    int // captured graphs that point at this binding's memory
 	fn      *fnEntry
 	args    []cuda.DevicePtr // per rank: Args struct
 	mem     []cuda.DevicePtr // per rank: scratch + tables + args, one allocation
@@ -138,16 +139,25 @@ func (b *binding) free() error {
 
 const maxBindings = 16
 
+func llWidth(c *Call) int {
+	if c.LLWidth == 0 {
+		return 16
+	}
+	return c.LLWidth
+}
+
+// keyOf names the binding a call uses.
+func (e *Executor) keyOf(c *Call) bindKey {
+	return bindKey{ptrKey(c.Buffers), c.Buffers.Size, c.DType, llWidth(c), c.Reduce}
+}
+
 func (e *Executor) bind(c *Call) (*binding, error) {
 	bf := c.Buffers
 	if bf == nil || len(bf.In) != len(e.p.GPUs) || len(bf.Out) != len(e.p.GPUs) {
 		return nil, errors.New("cudaexec: call without buffers for every rank")
 	}
-	ll := c.LLWidth
-	if ll == 0 {
-		ll = 16
-	}
-	key := bindKey{ptrKey(bf), bf.Size, c.DType, ll, c.Reduce}
+	ll := llWidth(c)
+	key := e.keyOf(c)
 	if b := e.binds[key]; b != nil {
 		return b, nil
 	}
@@ -276,18 +286,9 @@ func (e *Executor) bind(c *Call) (*binding, error) {
 		}
 		fn.smem = int(b.smem)
 	}
-	if len(e.order) >= maxBindings {
-		old := e.order[0]
-		e.order = e.order[1:]
-		for _, rs := range e.ranks {
-			if err := rs.stream.Synchronize(); err != nil {
-				return nil, err
-			}
-		}
-		if ob := e.binds[old]; ob != nil {
-			ob.free()
-		}
-		delete(e.binds, old)
+	if err := e.evict(); err != nil {
+		b.free()
+		return nil, err
 	}
 	e.binds[key] = b
 	e.order = append(e.order, key)
@@ -324,7 +325,7 @@ func (e *Executor) Prepare(c Call) error {
 // after Prepare.
 func (e *Executor) Run(c Call) error {
 	if e.broken != nil {
-		return fmt.Errorf("cudaexec: executor unusable after an earlier failure: %w", e.broken)
+		return e.brokenErr()
 	}
 	b, err := e.bind(&c)
 	if err != nil {
@@ -355,6 +356,10 @@ func (e *Executor) Run(c Call) error {
 		}
 	}
 	return nil
+}
+
+func (e *Executor) brokenErr() error {
+	return fmt.Errorf("cudaexec: executor unusable after an earlier failure: %w", e.broken)
 }
 
 // Wait blocks until the work enqueued so far is done (on s, or on every
