@@ -216,6 +216,7 @@ func bench(c *config, p *ir.Plan, name string, w io.Writer) error {
 		// Start jobs in size order (small ones first) so the first rows
 		// never wait behind the largest references.
 		slots := make(chan struct{}, max(1, min(4, runtime.NumCPU()/2)))
+		mem := refMemory()
 		for i := range sizes {
 			jobs[i] = make(chan checkJob, 1)
 		}
@@ -223,7 +224,7 @@ func bench(c *config, p *ir.Plan, name string, w io.Writer) error {
 			for i, s := range sizes {
 				slots <- struct{}{}
 				go func() {
-					rep, err := cpu.Run(p, cpu.Options{Size: s, DType: cdt, Reduce: red, Launches: 1, LLWidth: c.ll})
+					rep, err := cpu.Run(p, cpu.Options{Size: s, DType: cdt, Reduce: red, Launches: 1, LLWidth: c.ll, MaxMemory: mem})
 					jobs[i] <- checkJob{rep, err}
 					<-slots
 				}()

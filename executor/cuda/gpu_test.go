@@ -1,20 +1,15 @@
 package cudaexec
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/msccl-go/msccl-go/compiler"
-	"github.com/msccl-go/msccl-go/executor/cpu"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/kernels"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
@@ -83,255 +78,12 @@ func reduces(p *ir.Plan) bool {
 	return false
 }
 
-type gcase struct {
-	size     int64
-	dt       cpu.DType
-	red      ir.ReduceOp
-	launches int
-	graph    bool
-	ll       int
-}
-
-func (c gcase) String() string {
-	g := ""
-	if c.graph {
-		g = "/graph"
-	}
-	return fmt.Sprintf("%d/%s/%s/ll%d/x%d%s", c.size, c.dt, c.red, c.ll, c.launches, g)
-}
-
-// runCase runs c on the GPU and compares every launch's outputs with the
-// CPU executor's, byte for byte.
-func runCase(t *testing.T, e *Executor, rep *cpu.Report, c gcase) error {
-	p := e.Plan()
-	bufs, err := e.Alloc(c.size)
-	if err != nil {
-		return err
-	}
-	defer bufs.Free()
-	s, err := cuda.NewStream(true)
-	if err != nil {
-		return err
-	}
-	defer s.Destroy()
-	call := Call{Buffers: bufs, DType: kernels.DType(c.dt), Reduce: c.red, LLWidth: c.ll, Stream: s}
-	if err := e.Prepare(call); err != nil {
-		return err
-	}
-	var ge *cuda.GraphExec
-	if c.graph {
-		runtime.LockOSThread()
-		if err := s.BeginCapture(); err != nil {
-			runtime.UnlockOSThread()
-			return err
-		}
-		rerr := e.Run(call)
-		g, err := s.EndCapture()
-		runtime.UnlockOSThread()
-		if rerr != nil {
-			return rerr
-		}
-		if err != nil {
-			return err
-		}
-		defer g.Destroy()
-		if ge, err = g.Instantiate(); err != nil {
-			return err
-		}
-		defer ge.Destroy()
-	}
-	n := len(p.GPUs)
-	outN := bufs.OutBytes
-	if p.InPlace && p.Collective != ir.AllGather && p.Collective != ir.ReduceScatter {
-		outN = max(bufs.InBytes, bufs.OutBytes)
-	}
-	if p.InPlace && p.Collective == ir.ReduceScatter {
-		outN = bufs.InBytes
-	}
-	snaps := make([][]cuda.DevicePtr, c.launches)
-	defer func() {
-		for _, l := range snaps {
-			for _, q := range l {
-				cuda.Free(q)
-			}
-		}
-	}()
-	for l := 0; l < c.launches; l++ {
-		for r := 0; r < n; r++ {
-			in := rep.Inputs[l][r]
-			if err := cuda.MemcpyHtoDAsync(bufs.In[r], unsafe.Pointer(&in[0]), int64(len(in)), s); err != nil {
-				return err
-			}
-		}
-		if ge != nil {
-			err = ge.Launch(s)
-		} else {
-			err = e.Run(call)
-		}
-		if err != nil {
-			return err
-		}
-		for r := 0; r < n; r++ {
-			q, err := cuda.Malloc(outN)
-			if err != nil {
-				return err
-			}
-			snaps[l] = append(snaps[l], q)
-			src := bufs.Out[r]
-			if p.InPlace && p.Collective == ir.ReduceScatter {
-				src = bufs.In[r]
-			}
-			if err := cuda.MemcpyAsync(q, src, outN, s); err != nil {
-				return err
-			}
-		}
-	}
-	if err := e.Wait(s); err != nil {
-		return err
-	}
-	got := make([]byte, outN)
-	for l := 0; l < c.launches; l++ {
-		for r := 0; r < n; r++ {
-			if err := cuda.MemcpyDtoH(got, snaps[l][r]); err != nil {
-				return err
-			}
-			want := rep.Outputs[l][r]
-			if !bytes.Equal(got, want) {
-				i := 0
-				for i < len(got) && i < len(want) && got[i] == want[i] {
-					i++
-				}
-				wrong := 0
-				for j := 0; j < len(got) && j < len(want); j++ {
-					if got[j] != want[j] {
-						wrong++
-					}
-				}
-				return fmt.Errorf("launch %d rank %d: output differs from the CPU executor (%d of %d bytes, first at byte %d; len got %d want %d)", l, r, wrong, len(want), i, len(got), len(want))
-			}
-		}
-	}
-	return nil
-}
-
-var gpuMu sync.Mutex
-
-// checkPlan runs every case of a plan: CPU reports are computed in
-// parallel up front, GPU runs one at a time.
-func checkCases(t *testing.T, name string, p *ir.Plan, cases []gcase) {
-	if err := checkPlan(p, false); err != nil && strings.Contains(err.Error(), "multicast") {
-		t.Skipf("%s: %v", name, err)
-	}
-	reps := make([]*cpu.Report, len(cases))
-	errs := make([]error, len(cases))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, max(1, runtime.NumCPU()))
-	for i, c := range cases {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			reps[i], errs[i] = cpu.Run(p, cpu.Options{Size: c.size, DType: c.dt, Reduce: c.red, Launches: c.launches, LLWidth: c.ll})
-		}()
-	}
-	wg.Wait()
-	gpuMu.Lock()
-	defer gpuMu.Unlock()
-	e, err := Open(p, Options{Timeout: 3 * time.Second})
-	if err != nil && strings.Contains(err.Error(), "multicast") {
-		t.Skipf("%s: %v", name, err)
-	}
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	defer e.Close()
-	pass, skipped := 0, 0
-	for i, c := range cases {
-		if errs[i] != nil {
-			t.Logf("%s %v: CPU executor refuses: %v", name, c, errs[i])
-			continue
-		}
-		if !reps[i].OK() {
-			// Nothing to compare with: a racy plan has no single right answer.
-			t.Logf("%s %v: skipped, the CPU executor's verdict is %s", name, c, reps[i].Verdict)
-			skipped++
-			continue
-		}
-		st := time.Now()
-		if err := runCase(t, e, reps[i], c); err != nil {
-			t.Errorf("%s %v: %v", name, c, err)
-			var h *HangError
-			if errors.As(err, &h) {
-				return
-			}
-			continue
-		}
-		pass++
-		if d := time.Since(st); d > 2*time.Second {
-			t.Logf("%s %v: %v", name, c, d)
-		}
-	}
-	t.Logf("%s: %d/%d cases bit-identical to the CPU executor (%d skipped)", name, pass, len(cases), skipped)
-}
-
-// matrix is the case list of issue 4, trimmed where the CPU oracle would
-// dominate the device lease: every type and reduction at 1 MiB and at an
-// uneven size (10 back-to-back launches), every reduction in f32 at 1 KiB,
-// f32 and bf16 at 64 MiB (2 launches), a CUDA-graph replay and an LL8 run.
-// MSCCL_GPU_QUICK=1 keeps one case per size; MSCCL_GPU_FULL=1 runs the
-// untrimmed matrix (every size × type × reduction, eager and graph).
-func matrix(p *ir.Plan) []gcase {
-	n := int64(len(p.GPUs))
-	uneven := 16 * n * 1009
-	dts := []cpu.DType{cpu.F32, cpu.F16, cpu.BF16, cpu.I32}
-	reds := []ir.ReduceOp{ir.ReduceSum}
-	if reduces(p) {
-		reds = append(reds, ir.ReduceMin, ir.ReduceMax)
-	}
-	quick := os.Getenv("MSCCL_GPU_QUICK") != ""
-	if quick {
-		dts, reds = dts[:1], reds[:1]
-	}
-	if os.Getenv("MSCCL_GPU_FULL") != "" {
-		// The whole matrix of issue 4: minutes of CPU-oracle time per plan.
-		var cs []gcase
-		for _, sz := range []int64{1 << 10, 1 << 20, 64 << 20, uneven} {
-			for _, dt := range dts {
-				for _, red := range reds {
-					cs = append(cs, gcase{size: sz, dt: dt, red: red, launches: 10, ll: 16},
-						gcase{size: sz, dt: dt, red: red, launches: 10, ll: 16, graph: true})
-				}
-			}
-		}
-		return cs
-	}
-	var cs []gcase
-	for _, red := range reds {
-		cs = append(cs, gcase{size: 1 << 10, dt: cpu.F32, red: red, launches: 10, ll: 16})
-	}
-	for _, sz := range []int64{1 << 20, uneven} {
-		for _, dt := range dts {
-			for _, red := range reds {
-				cs = append(cs, gcase{size: sz, dt: dt, red: red, launches: 10, ll: 16})
-			}
-		}
-	}
-	for _, dt := range []cpu.DType{cpu.F32, cpu.BF16}[:len(dts[:min(2, len(dts))])] {
-		cs = append(cs, gcase{size: 64 << 20, dt: dt, red: ir.ReduceSum, launches: 2, ll: 16})
-	}
-	cs = append(cs,
-		gcase{size: 1 << 20, dt: cpu.F16, red: ir.ReduceSum, launches: 10, ll: 16, graph: true},
-		gcase{size: uneven, dt: cpu.BF16, red: ir.ReduceSum, launches: 4, ll: 8},
-	)
-	return cs
-}
-
 func TestGPUPeerPlans(t *testing.T) {
 	needGPU(t)
 	for _, f := range planFiles(t) {
 		name := filepath.Base(f)
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			p := loadPlan(t, f)
 			checkCases(t, name, p, matrix(p))
 		})
@@ -432,6 +184,7 @@ func TestGPUAlgorithms(t *testing.T) {
 		for _, n := range []int{2, 4, 8} {
 			name := fmt.Sprintf("%s@%d", strings.TrimSuffix(filepath.Base(f), ".msccl"), n)
 			t.Run(name, func(t *testing.T) {
+				t.Parallel()
 				p, err := compileAlgo(f, n)
 				if err != nil {
 					t.Skipf("does not compile for %d ranks: %v", n, err)

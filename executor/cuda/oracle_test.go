@@ -1,0 +1,406 @@
+package cudaexec
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/ir"
+	"github.com/msccl-go/msccl-go/kernels"
+	"github.com/msccl-go/msccl-go/runtime/cuda"
+)
+
+// The GPU tests compare every launch of every case with the CPU executor,
+// byte for byte. The CPU oracle is the slow side (one core per case), so
+// cases run concurrently on the CPU and stream each finished launch to the
+// GPU (cpu.Options.OnLaunch): the GPU runs that launch twice — eagerly and
+// by replaying a CUDA graph, on separate buffers fed the same inputs — and
+// the outputs are compared while the CPU computes the next launch. Memory
+// stays at two launches per case whatever the launch count.
+
+// gpuMu serialises GPU work: an executor is not safe for concurrent use,
+// and kernels of two executors sharing the device could starve each
+// other of SMs (a rank's blocks spin waiting for a peer that cannot be
+// scheduled) and trip the watchdog.
+var gpuMu sync.Mutex
+
+type gcase struct {
+	size     int64
+	dt       cpu.DType
+	red      ir.ReduceOp
+	launches int
+	ll       int
+}
+
+func (c gcase) String() string {
+	return fmt.Sprintf("%d/%s/%s/ll%d/x%d", c.size, c.dt, c.red, c.ll, c.launches)
+}
+
+// matrix is the case list of issue 4. Every case runs eager and under
+// CUDA-graph replay. The default trims the CPU oracle's work: every type
+// and reduction at 1 MiB and at an uneven size, every reduction in f32 at
+// 1 KiB, f32 and bf16 at 64 MiB (2 launches), and an LL8 run.
+// MSCCL_GPU_QUICK=1 keeps f32 sum per size; MSCCL_GPU_FULL=1 runs the whole
+// matrix: {1 KiB, 1 MiB, 64 MiB, uneven} × {f32, f16, bf16, i32} ×
+// {sum, min, max where the plan reduces} × 10 launches.
+func matrix(p *ir.Plan) []gcase {
+	n := int64(len(p.GPUs))
+	uneven := 16 * n * 1009
+	dts := []cpu.DType{cpu.F32, cpu.F16, cpu.BF16, cpu.I32}
+	reds := []ir.ReduceOp{ir.ReduceSum}
+	if reduces(p) {
+		reds = append(reds, ir.ReduceMin, ir.ReduceMax)
+	}
+	ll8 := gcase{size: uneven, dt: cpu.BF16, red: ir.ReduceSum, launches: 4, ll: 8}
+	var cs []gcase
+	switch {
+	case os.Getenv("MSCCL_GPU_FULL") != "":
+		// Big sizes first: they take longest on the CPU.
+		for _, sz := range []int64{64 << 20, 1 << 20, uneven, 1 << 10} {
+			for _, dt := range dts {
+				for _, red := range reds {
+					cs = append(cs, gcase{size: sz, dt: dt, red: red, launches: 10, ll: 16})
+				}
+			}
+		}
+	case os.Getenv("MSCCL_GPU_QUICK") != "":
+		for _, sz := range []int64{64 << 20, 1 << 20, uneven, 1 << 10} {
+			cs = append(cs, gcase{size: sz, dt: cpu.F32, red: ir.ReduceSum, launches: 10, ll: 16})
+		}
+	default:
+		for _, dt := range []cpu.DType{cpu.F32, cpu.BF16} {
+			cs = append(cs, gcase{size: 64 << 20, dt: dt, red: ir.ReduceSum, launches: 2, ll: 16})
+		}
+		for _, sz := range []int64{1 << 20, uneven} {
+			for _, dt := range dts {
+				for _, red := range reds {
+					cs = append(cs, gcase{size: sz, dt: dt, red: red, launches: 10, ll: 16})
+				}
+			}
+		}
+		for _, red := range reds {
+			cs = append(cs, gcase{size: 1 << 10, dt: cpu.F32, red: red, launches: 10, ll: 16})
+		}
+	}
+	return append(cs, ll8)
+}
+
+// cpuSlots bounds concurrent CPU-oracle runs (one core each); cpuMem bounds
+// the host memory they and their pinned staging hold.
+var (
+	cpuSlots = make(chan struct{}, max(1, min(runtime.NumCPU()-2, 14)))
+	cpuMem   = newWeightSem(envBytes("MSCCL_GPU_TEST_MEM", 64<<30))
+)
+
+func envBytes(name string, def int64) int64 {
+	if v, err := strconv.ParseInt(os.Getenv(name), 10, 64); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+type weightSem struct {
+	mu         sync.Mutex
+	cond       *sync.Cond
+	cap, taken int64
+}
+
+func newWeightSem(c int64) *weightSem {
+	s := &weightSem{cap: c}
+	s.cond = sync.NewCond(&s.mu)
+	return s
+}
+
+// acquire takes w (at most the capacity, so one huge case still runs alone).
+func (s *weightSem) acquire(w int64) int64 {
+	w = min(w, s.cap)
+	s.mu.Lock()
+	for s.taken+w > s.cap {
+		s.cond.Wait()
+	}
+	s.taken += w
+	s.mu.Unlock()
+	return w
+}
+
+func (s *weightSem) release(w int64) {
+	s.mu.Lock()
+	s.taken -= w
+	s.mu.Unlock()
+	s.cond.Broadcast()
+}
+
+// gpuError marks an error from the GPU side of a case (as opposed to the
+// CPU executor refusing the case).
+type gpuError struct{ err error }
+
+func (g gpuError) Error() string { return g.err.Error() }
+func (g gpuError) Unwrap() error { return g.err }
+
+// caseRun is one case in flight: the CPU executor's run and, set up at
+// its first finished launch, the GPU buffers it is replayed on.
+type caseRun struct {
+	e          *Executor
+	p          *ir.Plan
+	c          gcase
+	n          int
+	inN, outN  int64
+	s          *cuda.Stream
+	bufs       [2]*Buffers // eager, graph
+	g          *Graph
+	pin        *cuda.HostMem // [n inputs][n eager outputs][n graph outputs]
+	mismatches int
+	first      error
+	gpuTime    time.Duration
+}
+
+// outBytes is how many output bytes per rank the CPU executor reports.
+func outBytes(p *ir.Plan, in, out int64) int64 {
+	switch {
+	case p.InPlace && p.Collective == ir.ReduceScatter:
+		return in
+	case p.InPlace && p.Collective != ir.AllGather:
+		return max(in, out)
+	}
+	return out
+}
+
+func (cr *caseRun) outSrc(k, r int) cuda.DevicePtr {
+	if cr.p.InPlace && cr.p.Collective == ir.ReduceScatter {
+		return cr.bufs[k].In[r]
+	}
+	return cr.bufs[k].Out[r]
+}
+
+func (cr *caseRun) outOff(k, r int) int64 {
+	return int64(cr.n)*cr.inN + int64(k*cr.n+r)*cr.outN
+}
+
+func (cr *caseRun) call(k int) Call {
+	return Call{Buffers: cr.bufs[k], DType: kernels.DType(cr.c.dt), Reduce: cr.c.red, LLWidth: cr.c.ll, Stream: cr.s}
+}
+
+// setup allocates both buffer sets, prepares them and captures the graph;
+// gpuMu is held.
+func (cr *caseRun) setup() error {
+	var err error
+	if cr.s, err = cuda.NewStream(true); err != nil {
+		return err
+	}
+	for k := range cr.bufs {
+		if cr.bufs[k], err = cr.e.Alloc(cr.c.size); err != nil {
+			return err
+		}
+		if err := cr.e.Prepare(cr.call(k)); err != nil {
+			return err
+		}
+	}
+	cr.g, err = cr.e.Capture(cr.call(1))
+	return err
+}
+
+// teardown frees what setup made; gpuMu is held.
+func (cr *caseRun) teardown() {
+	if cr.g != nil {
+		cr.g.Destroy()
+	}
+	for _, b := range cr.bufs {
+		if b != nil {
+			cr.e.Release(b)
+			b.Free()
+		}
+	}
+	if cr.s != nil {
+		cr.s.Destroy()
+	}
+	if cr.pin != nil {
+		cr.pin.Free()
+	}
+}
+
+// launch is the OnLaunch callback: run launch l on the GPU, eagerly and by
+// graph replay, with the CPU executor's inputs and compare the outputs.
+func (cr *caseRun) launch(l int, inputs, outputs [][]byte) error {
+	if cr.pin == nil {
+		// Under gpuMu: pinning host memory takes driver locks that the
+		// proxy of a running port-channel plan needs, stalling it until
+		// the watchdog fires (seen on allreduce_hierarchical@8).
+		gpuMu.Lock()
+		pin, err := cuda.HostAllocMapped(int64(cr.n) * (cr.inN + 2*cr.outN))
+		gpuMu.Unlock()
+		if err != nil {
+			return gpuError{err}
+		}
+		cr.pin = pin
+	}
+	for r := 0; r < cr.n; r++ {
+		if int64(len(inputs[r])) != cr.inN || int64(len(outputs[r])) != cr.outN {
+			return gpuError{fmt.Errorf("rank %d: CPU executor buffers are %d/%d bytes, GPU %d/%d", r, len(inputs[r]), len(outputs[r]), cr.inN, cr.outN)}
+		}
+		copy(cr.pin.Bytes[int64(r)*cr.inN:], inputs[r])
+	}
+	if err := cr.onGPU(l); err != nil {
+		return gpuError{err}
+	}
+	for k, how := range []string{"eager", "graph"} {
+		for r := 0; r < cr.n; r++ {
+			off := cr.outOff(k, r)
+			got, want := cr.pin.Bytes[off:off+cr.outN], outputs[r]
+			if bytes.Equal(got, want) {
+				continue
+			}
+			cr.mismatches++
+			if cr.first == nil {
+				i, wrong := 0, 0
+				for i < len(got) && got[i] == want[i] {
+					i++
+				}
+				for j := range got {
+					if got[j] != want[j] {
+						wrong++
+					}
+				}
+				cr.first = fmt.Errorf("%s launch %d rank %d: output differs from the CPU executor (%d of %d bytes, first at byte %d)", how, l, r, wrong, len(want), i)
+			}
+		}
+	}
+	return nil
+}
+
+func (cr *caseRun) onGPU(l int) error {
+	gpuMu.Lock()
+	defer gpuMu.Unlock()
+	st := time.Now()
+	defer func() { cr.gpuTime += time.Since(st) }()
+	if l == 0 {
+		if err := cr.setup(); err != nil {
+			return err
+		}
+	}
+	for k := range cr.bufs {
+		for r := 0; r < cr.n; r++ {
+			if err := cuda.MemcpyAsync(cr.bufs[k].In[r], cr.pin.Dev+cuda.DevicePtr(int64(r)*cr.inN), cr.inN, cr.s); err != nil {
+				return err
+			}
+		}
+	}
+	if err := cr.e.Run(cr.call(0)); err != nil {
+		return err
+	}
+	if err := cr.g.Launch(); err != nil {
+		return err
+	}
+	for k := range cr.bufs {
+		for r := 0; r < cr.n; r++ {
+			if err := cuda.MemcpyAsync(cr.pin.Dev+cuda.DevicePtr(cr.outOff(k, r)), cr.outSrc(k, r), cr.outN, cr.s); err != nil {
+				return err
+			}
+		}
+	}
+	return cr.e.Wait(cr.s)
+}
+
+// caseResult is one case's outcome: ok, skipped (with why), or failed.
+type caseResult struct {
+	skip     string
+	err      error
+	cpu, gpu time.Duration
+	hung     bool
+}
+
+func runCase(e *Executor, p *ir.Plan, c gcase) caseResult {
+	in, out, err := p.BufferBytes(c.size)
+	if err != nil {
+		return caseResult{skip: err.Error()}
+	}
+	n := len(p.GPUs)
+	cr := &caseRun{e: e, p: p, c: c, n: n, inN: in, outN: outBytes(p, in, out)}
+	// The CPU executor's buffers for two launches, its packet store and
+	// scratch, and the pinned staging.
+	w := int64(n) * (6*(in+out) + 2*cr.outN)
+	for r := range p.GPUs {
+		if lay, err := p.Layout(r, in, out); err == nil {
+			w += lay.ScratchAlloc * 3 / 2
+		}
+	}
+	w = cpuMem.acquire(w)
+	defer cpuMem.release(w)
+	cpuSlots <- struct{}{}
+	defer func() { <-cpuSlots }()
+	defer func() {
+		gpuMu.Lock()
+		cr.teardown()
+		gpuMu.Unlock()
+	}()
+	st := time.Now()
+	rep, err := cpu.Run(p, cpu.Options{Size: c.size, DType: c.dt, Reduce: c.red, Launches: c.launches, LLWidth: c.ll, OnLaunch: cr.launch})
+	res := caseResult{cpu: time.Since(st) - cr.gpuTime, gpu: cr.gpuTime}
+	var ge gpuError
+	var h *HangError
+	switch {
+	case errors.As(err, &ge):
+		res.err, res.hung = ge.err, errors.As(err, &h)
+	case err != nil:
+		res.skip = "the CPU executor refuses it: " + err.Error()
+	case !rep.OK():
+		// A racy or deadlocking plan has no single right answer.
+		res.skip = "the CPU executor's verdict is " + rep.Verdict.String()
+	case cr.first != nil:
+		res.err = fmt.Errorf("%d launch·rank outputs differ; first: %w", cr.mismatches, cr.first)
+	}
+	return res
+}
+
+// checkCases runs every case of a plan concurrently (bounded by cpuSlots
+// and cpuMem) and reports each failure.
+func checkCases(t *testing.T, name string, p *ir.Plan, cases []gcase) {
+	gpuMu.Lock()
+	e, err := Open(p, Options{Timeout: 3 * time.Second})
+	gpuMu.Unlock()
+	if err != nil && strings.Contains(err.Error(), "multicast") {
+		t.Skipf("%s: %v", name, err)
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	defer func() {
+		gpuMu.Lock()
+		e.Close()
+		gpuMu.Unlock()
+	}()
+	res := make([]caseResult, len(cases))
+	var wg sync.WaitGroup
+	for i, c := range cases {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res[i] = runCase(e, p, c)
+		}()
+	}
+	wg.Wait()
+	pass, skipped := 0, 0
+	var cpuT, gpuT time.Duration
+	for i, r := range res {
+		cpuT += r.cpu
+		gpuT += r.gpu
+		switch {
+		case r.err != nil:
+			t.Errorf("%s %v: %v", name, cases[i], r.err)
+		case r.skip != "":
+			t.Logf("%s %v: skipped, %s", name, cases[i], r.skip)
+			skipped++
+		default:
+			pass++
+		}
+	}
+	t.Logf("%s: %d/%d cases bit-identical to the CPU executor, eager and graph (%d skipped; CPU %.1fs, GPU %.1fs)",
+		name, pass, len(cases), skipped, cpuT.Seconds(), gpuT.Seconds())
+}
