@@ -1,6 +1,7 @@
 package cudaexec
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -167,7 +168,12 @@ func compileAlgo(path string, n int) (*ir.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, _, ds := compiler.CompileSource(path, src, map[string]int64{"ranks": int64(n)}, compiler.Options{})
+	defs := map[string]int64{"ranks": int64(n)}
+	if bytes.Contains(src, []byte("param gpus_per_node")) {
+		// Hierarchical: two "nodes" of n/2 ranks each (all on one GPU here).
+		defs["nodes"], defs["gpus_per_node"] = 2, int64(n/2)
+	}
+	p, _, ds := compiler.CompileSource(path, src, defs, compiler.Options{})
 	if ds.HasErrors() {
 		return nil, fmt.Errorf("%s", ds.String())
 	}

@@ -10,15 +10,13 @@ import (
 	"github.com/msccl-go/msccl-go/runtime/cuda"
 )
 
-// proxy serves the port channels of every rank: it takes requests from
-// each rank's FIFO strictly in order, issues copies on the rank's own proxy
-// stream, publishes signals with a stream-ordered 64-bit write (so a signal
-// lands after the copies before it) and completes flushes once the stream
-// has drained.
+// proxy serves the port channels of every rank through cuda.PortProxy
+// (a C loop, so Go's scheduler cannot starve it) on a goroutine locked to
+// its thread with the executor's context current.
 type proxy struct {
 	e       *Executor
 	ranks   []*proxyRank
-	quit    chan struct{}
+	pp      *cuda.PortProxy
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	failure error
@@ -28,14 +26,12 @@ type proxyRank struct {
 	head   cuda.DevicePtr // device: requests pushed so far
 	fifo   []byte         // mapped: entries, tail, flushed
 	size   uint64
-	tail   uint64
 	stream *cuda.Stream
-	remote []cuda.DevicePtr // per port channel: the peer's inbound token
-	tokens []uint64         // signals sent per port channel
 }
 
 func startProxy(e *Executor, remote [][2][]cuda.DevicePtr) (*proxy, error) {
-	p := &proxy{e: e, quit: make(chan struct{})}
+	p := &proxy{e: e}
+	var qs []cuda.ProxyQueue
 	for r, rs := range e.ranks {
 		if rs.fifo == nil {
 			continue
@@ -45,9 +41,15 @@ func startProxy(e *Executor, remote [][2][]cuda.DevicePtr) (*proxy, error) {
 			p.destroy()
 			return nil, err
 		}
-		p.ranks = append(p.ranks, &proxyRank{head: rs.fifoHead, fifo: rs.fifo.Bytes, size: uint64(e.opt.FifoEntries), stream: s,
-			remote: remote[r][1], tokens: make([]uint64, rs.nchan[1])})
+		p.ranks = append(p.ranks, &proxyRank{head: rs.fifoHead, fifo: rs.fifo.Bytes, size: uint64(e.opt.FifoEntries), stream: s})
+		qs = append(qs, cuda.ProxyQueue{FIFO: rs.fifo, Size: uint64(e.opt.FifoEntries), Stream: s, Remote: remote[r][1][:rs.nchan[1]]})
 	}
+	pp, err := cuda.NewPortProxy(qs)
+	if err != nil {
+		p.destroy()
+		return nil, err
+	}
+	p.pp = pp
 	p.wg.Add(1)
 	go p.loop()
 	return p, nil
@@ -76,79 +78,9 @@ func (p *proxy) loop() {
 		p.fail(err)
 		return
 	}
-	idle := 0
-	for {
-		select {
-		case <-p.quit:
-			return
-		default:
-		}
-		busy := false
-		for _, pr := range p.ranks {
-			for n := 0; n < 64; n++ { // bounded, so one busy rank does not starve the others
-				ok, err := pr.step()
-				if err != nil {
-					p.fail(err)
-					return
-				}
-				if !ok {
-					break
-				}
-				busy = true
-			}
-		}
-		if busy {
-			idle = 0
-			continue
-		}
-		// Spin briefly (requests come in bursts), then back off so an idle
-		// executor does not hold a core.
-		idle++
-		if idle > 2000 {
-			time.Sleep(50 * time.Microsecond)
-		} else {
-			runtime.Gosched()
-		}
+	if err := p.pp.Run(); err != nil {
+		p.fail(err)
 	}
-}
-
-// step handles at most one request; ok reports whether there was one.
-func (pr *proxyRank) step() (bool, error) {
-	slot := int(pr.tail&(pr.size-1)) * 32
-	tag := atomic.LoadUint64(u64At(pr.fifo, slot+24))
-	if tag == 0 || tag&0xffffffffff != (pr.tail+1)&0xffffffffff {
-		return false, nil
-	}
-	src := atomic.LoadUint64(u64At(pr.fifo, slot))
-	dst := atomic.LoadUint64(u64At(pr.fifo, slot+8))
-	size := atomic.LoadUint64(u64At(pr.fifo, slot+16))
-	kind, ch := tag>>56, int(tag>>40&0xffff)
-	atomic.StoreUint64(u64At(pr.fifo, slot+24), 0)
-	idx := pr.tail
-	pr.tail++
-	atomic.StoreUint64(u64At(pr.fifo, int(pr.size)*32), pr.tail)
-	switch kind {
-	case 1: // put
-		if err := cuda.MemcpyAsync(cuda.DevicePtr(dst), cuda.DevicePtr(src), int64(size), pr.stream); err != nil {
-			return true, fmt.Errorf("proxy put of %d bytes: %w", size, err)
-		}
-	case 2: // signal
-		if ch >= len(pr.remote) {
-			return true, fmt.Errorf("proxy: signal on unknown port channel %d", ch)
-		}
-		pr.tokens[ch]++
-		if err := pr.stream.WriteValue64(pr.remote[ch], pr.tokens[ch]); err != nil {
-			return true, fmt.Errorf("proxy signal: %w", err)
-		}
-	case 3: // flush
-		if err := pr.stream.Synchronize(); err != nil {
-			return true, fmt.Errorf("proxy flush: %w", err)
-		}
-		atomic.StoreUint64(u64At(pr.fifo, int(pr.size)*32+8), idx+1)
-	default:
-		return true, fmt.Errorf("proxy: unknown request kind %d", kind)
-	}
-	return true, nil
 }
 
 // drain waits until the proxy has taken every request the kernels pushed
@@ -182,8 +114,9 @@ func (p *proxy) destroy() {
 }
 
 func (p *proxy) stop() error {
-	close(p.quit)
+	p.pp.Stop()
 	p.wg.Wait()
+	p.pp.Free()
 	var first error
 	for _, pr := range p.ranks {
 		if err := pr.stream.Synchronize(); err != nil && first == nil {

@@ -1,0 +1,119 @@
+package cuda
+
+/*
+#include <stdlib.h>
+#include "proxy.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"unsafe"
+)
+
+// PortProxy is the host side of port channels: it takes requests from
+// rank FIFOs in mapped host memory strictly in order, issues each put as
+// cuMemcpyAsync on the queue's stream, publishes each signal as a
+// stream-ordered 64-bit write of the next token to the peer (so it lands
+// after the puts before it) and completes each flush once the stream has
+// drained.
+//
+// The loop is C, entered once by Run, because kernels spin on what it
+// publishes: written in Go, it yielded to the scheduler between polls, and
+// on a loaded process (a CPU-bound goroutine per core, as the GPU tests
+// run) it went unscheduled for seconds and the kernels' watchdog fired. A
+// thread inside a cgo call is outside Go's scheduler.
+type PortProxy struct {
+	p    *C.mc_proxy
+	once sync.Once
+}
+
+// ProxyQueue describes one rank's FIFO.
+type ProxyQueue struct {
+	FIFO   *HostMem    // Size entries of 4 words (src, dst, bytes, tag), then tail and flushed words
+	Size   uint64      // entries, a power of two
+	Stream *Stream     // the queue's copies and signals go here
+	Remote []DevicePtr // per port channel: the peer's inbound token
+}
+
+// NewPortProxy prepares a proxy over qs; Run serves them.
+func NewPortProxy(qs []ProxyQueue) (*PortProxy, error) {
+	if len(qs) == 0 {
+		return nil, errors.New("cuda: NewPortProxy: no queues")
+	}
+	for i, q := range qs {
+		if q.Size == 0 || q.Size&(q.Size-1) != 0 {
+			return nil, fmt.Errorf("cuda: NewPortProxy: queue %d size %d is not a power of two", i, q.Size)
+		}
+		if q.FIFO == nil || int64(len(q.FIFO.Bytes)) < int64(q.Size)*32+16 {
+			return nil, fmt.Errorf("cuda: NewPortProxy: queue %d FIFO is smaller than %d entries and 2 words", i, q.Size)
+		}
+		if err := q.Stream.live("NewPortProxy"); err != nil {
+			return nil, err
+		}
+	}
+	// Where the driver refuses stream memory operations, signals fall back
+	// to a one-thread kernel; load it now rather than inside the loop.
+	wv, err := qs[0].Stream.writeValueKernel()
+	if err != nil {
+		return nil, err
+	}
+	// Everything the loop touches is C memory: cgo forbids C keeping Go
+	// pointers across the long call.
+	p := (*C.mc_proxy)(C.calloc(1, C.size_t(unsafe.Sizeof(C.mc_proxy{}))))
+	p.n = C.int(len(qs))
+	p.wv = wv.h
+	p.q = (*C.mc_proxy_queue)(C.calloc(C.size_t(len(qs)), C.size_t(unsafe.Sizeof(C.mc_proxy_queue{}))))
+	cq := unsafe.Slice(p.q, len(qs))
+	for i, q := range qs {
+		n := max(1, len(q.Remote))
+		remote := unsafe.Slice((*C.uint64_t)(C.calloc(C.size_t(n), 8)), n)
+		for k, r := range q.Remote {
+			remote[k] = C.uint64_t(r)
+		}
+		cq[i] = C.mc_proxy_queue{
+			fifo:   (*C.uint64_t)(q.FIFO.host),
+			size:   C.uint64_t(q.Size),
+			stream: q.Stream.h,
+			remote: &remote[0],
+			tokens: (*C.uint64_t)(C.calloc(C.size_t(n), 8)),
+			nchan:  C.int(len(q.Remote)),
+		}
+	}
+	return &PortProxy{p: p}, nil
+}
+
+// Run serves the queues until Stop and returns the first failure, naming
+// the queue and request. Call it on a goroutine locked to its OS thread
+// with the queues' context current.
+func (pp *PortProxy) Run() error {
+	if C.mc_proxy_run(pp.p) == 0 {
+		return nil
+	}
+	what := fmt.Sprintf("proxy queue %d request %d", int(pp.p.err_queue), uint64(pp.p.err_req))
+	switch code := int(pp.p.err_code); code {
+	case -2:
+		return fmt.Errorf("cuda: %s: signal on an unknown port channel", what)
+	case -3:
+		return fmt.Errorf("cuda: %s: unknown request kind", what)
+	default:
+		return fmt.Errorf("%s: %w", what, check(C.GoString(pp.p.err_call), C.int(code)))
+	}
+}
+
+// Stop makes Run return after the request it is handling.
+func (pp *PortProxy) Stop() { C.mc_proxy_stop(pp.p) }
+
+// Free releases the proxy's memory; call it after Run has returned.
+func (pp *PortProxy) Free() {
+	pp.once.Do(func() {
+		for _, q := range unsafe.Slice(pp.p.q, int(pp.p.n)) {
+			C.free(unsafe.Pointer(q.remote))
+			C.free(unsafe.Pointer(q.tokens))
+		}
+		C.free(unsafe.Pointer(pp.p.q))
+		C.free(unsafe.Pointer(pp.p))
+	})
+}
