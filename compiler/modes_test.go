@@ -28,7 +28,7 @@ func countOps(p *ir.Plan, code ir.OpCode) int {
 				if op.Code == code {
 					n++
 				}
-				for _, in := range op.Ops {
+				for _, in := range op.Ops() {
 					if in.Code == code {
 						n++
 					}

@@ -435,8 +435,10 @@ func (b *planBuilder) op(op *ir.Op, r int, tbb *tbBuild, it *item, scratch []int
 			tbb.rb.nsem++
 			tbb.rb.sems[it.id] = id
 		}
-		op.Code, op.SemaphoreIDs = itemCodes[it.kind], b.ints.take(1)
-		op.SemaphoreIDs[0] = id
+		ids := b.ints.take(1)
+		ids[0] = id
+		op.Code = itemCodes[it.kind]
+		op.SetSemaphoreIDs(ids)
 		return src
 	case itemNop:
 		op.Code = ir.OpNop
@@ -459,7 +461,8 @@ func (b *planBuilder) op(op *ir.Op, r int, tbb *tbBuild, it *item, scratch []int
 // finished op into the plan would cost a write barrier per pointer field.
 func (b *planBuilder) actOp(op *ir.Op, r int, tbb *tbBuild, a *action, scratch []int, inner *[]*dsl.Range) {
 	info := a.code.Info()
-	op.Code, op.TBG = a.code, a.tbg()
+	op.Code = a.code
+	op.SetTBG(a.tbg())
 	if info.Chans != ir.MaskNone {
 		op.ChannelType = a.chType
 	}
@@ -477,26 +480,30 @@ func (b *planBuilder) actOp(op *ir.Op, r int, tbb *tbBuild, a *action, scratch [
 		}
 	}
 	if info.Reduces {
-		op.ReduceOp = a.reduce()
+		op.SetReduceOp(a.reduce())
 	}
 	if info.Semaphores {
-		op.SemaphoreIDs = append([]int(nil), a.sems()...)
+		op.SetSemaphoreIDs(append([]int(nil), a.sems()...))
 		for _, id := range a.sems() {
 			tbb.rb.nsem = max(tbb.rb.nsem, id+1)
 		}
 	}
 	if a.code == ir.OpBarrier && a.ch != nil {
-		op.BarrierID, op.NumTBs = a.ch.barrier[0], a.ch.barrier[1]
+		op.SetBarrier(a.ch.barrier[0], a.ch.barrier[1])
 	}
 	if a.code == ir.OpPipeline && a.ch != nil {
 		it := *a.ch.iter
-		op.Iter = &it
-		for _, in := range a.ch.body {
-			op.Ops = append(op.Ops, ir.Op{})
-			b.actOp(&op.Ops[len(op.Ops)-1], r, tbb, in, scratch, nil)
+		op.SetIter(&it)
+		var body []ir.Op
+		if len(a.ch.body) > 0 {
+			body = make([]ir.Op, len(a.ch.body))
+		}
+		for i, in := range a.ch.body {
+			b.actOp(&body[i], r, tbb, in, scratch, nil)
 			if inner != nil {
 				*inner = append(*inner, in.pos)
 			}
 		}
+		op.SetOps(body)
 	}
 }

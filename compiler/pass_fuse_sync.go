@@ -83,12 +83,12 @@ func fuseInto(prev, op *ir.Op) bool {
 		if prev.Code != op.Code {
 			return false
 		}
-		for _, id := range op.SemaphoreIDs {
-			if slices.Contains(prev.SemaphoreIDs, id) {
+		for _, id := range op.SemaphoreIDs() {
+			if slices.Contains(prev.SemaphoreIDs(), id) {
 				return false
 			}
 		}
-		prev.SemaphoreIDs = append(prev.SemaphoreIDs, op.SemaphoreIDs...)
+		prev.SetSemaphoreIDs(append(prev.SemaphoreIDs(), op.SemaphoreIDs()...))
 		return true
 	}
 	return false

@@ -54,16 +54,20 @@ func cloneOps(ops []Op) []Op {
 		op.Src = slices.Clone(op.Src)
 		op.Dst = slices.Clone(op.Dst)
 		op.ChannelIDs = slices.Clone(op.ChannelIDs)
-		op.SemaphoreIDs = slices.Clone(op.SemaphoreIDs)
-		if op.TBG != nil {
-			t := *op.TBG
-			op.TBG = &t
+		if op.x != nil {
+			x := *op.x
+			x.semaphoreIDs = slices.Clone(x.semaphoreIDs)
+			if x.tbg != nil {
+				t := *x.tbg
+				x.tbg = &t
+			}
+			if x.iter != nil {
+				it := *x.iter
+				x.iter = &it
+			}
+			x.ops = cloneOps(x.ops)
+			op.x = &x
 		}
-		if op.Iter != nil {
-			it := *op.Iter
-			op.Iter = &it
-		}
-		op.Ops = cloneOps(op.Ops)
 		return op
 	})
 }

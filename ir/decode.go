@@ -466,41 +466,46 @@ func (d *decoder) op(v any, path string, inPipeline bool) Op {
 	op.Dst = d.refs(o, "dst_buff", info.Dst)
 	if o.has("reduce_op") || info.Reduces {
 		if s, ok := o.str("reduce_op", false); ok {
-			op.ReduceOp = ReduceOp(s)
+			op.SetReduceOp(ReduceOp(s))
 		}
 	}
 	if o.has("tbg_info") {
 		tv, _ := o.get("tbg_info", false)
 		to := d.object(tv, o.sub("tbg_info"))
 		if to != nil {
-			op.TBG = &TBGInfo{}
-			op.TBG.TBID, _ = to.integer("tb_id", true)
-			op.TBG.TBGSize, _ = to.integer("tbg_size", true)
+			t := &TBGInfo{}
+			t.TBID, _ = to.integer("tb_id", true)
+			t.TBGSize, _ = to.integer("tbg_size", true)
+			op.SetTBG(t)
 			to.done()
 		}
 	}
 	if o.has("semaphore_ids") || info.Semaphores {
-		op.SemaphoreIDs = o.ints("semaphore_ids", info.Semaphores)
+		op.SetSemaphoreIDs(o.ints("semaphore_ids", info.Semaphores))
 	}
 	if code == OpBarrier {
-		op.BarrierID, _ = o.integer("barrier_id", true)
-		op.NumTBs, _ = o.integer("num_threadblocks", true)
+		id, _ := o.integer("barrier_id", true)
+		n, _ := o.integer("num_threadblocks", true)
+		op.SetBarrier(id, n)
 	}
 	if code == OpPipeline {
 		iv, ok := o.get("iter_context", true)
 		if ok {
 			io := d.object(iv, o.sub("iter_context"))
 			if io != nil {
-				op.Iter = &IterContext{}
-				op.Iter.UnitSize, _ = io.integer("unit_size", true)
-				op.Iter.NumChunks, _ = io.integer("num_chunks", true)
+				it := &IterContext{}
+				it.UnitSize, _ = io.integer("unit_size", true)
+				it.NumChunks, _ = io.integer("num_chunks", true)
+				op.SetIter(it)
 				io.done()
 			}
 		}
 		inner, _ := o.array("ops", true)
+		var body []Op
 		for i, iv := range inner {
-			op.Ops = append(op.Ops, d.op(iv, fmt.Sprintf("%s.ops[%d]", path, i), true))
+			body = append(body, d.op(iv, fmt.Sprintf("%s.ops[%d]", path, i), true))
 		}
+		op.SetOps(body)
 	}
 	o.done()
 	return op

@@ -111,7 +111,7 @@ func dumpOp(b *strings.Builder, p *Plan, g *GPU, tb *ThreadBlock, op *Op, i int,
 	in := op.Info()
 	fmt.Fprintf(b, "%s%d: %s", indent, i, in.Name)
 	if in.Reduces {
-		ro := op.ReduceOp
+		ro := op.ReduceOp()
 		if ro == ReduceNone {
 			ro = ReduceSum
 		}
@@ -131,22 +131,22 @@ func dumpOp(b *strings.Builder, p *Plan, g *GPU, tb *ThreadBlock, op *Op, i int,
 	} else if len(op.ChannelIDs) > 0 {
 		fmt.Fprintf(b, " ch=%s", intList(op.ChannelIDs, "[", "]"))
 	}
-	if op.TBG != nil {
-		fmt.Fprintf(b, " tbg=%d/%d", op.TBG.TBID, op.TBG.TBGSize)
+	if op.TBG() != nil {
+		fmt.Fprintf(b, " tbg=%d/%d", op.TBG().TBID, op.TBG().TBGSize)
 	}
-	if len(op.SemaphoreIDs) > 0 {
-		fmt.Fprintf(b, " sem=%s", intList(op.SemaphoreIDs, "[", "]"))
+	if len(op.SemaphoreIDs()) > 0 {
+		fmt.Fprintf(b, " sem=%s", intList(op.SemaphoreIDs(), "[", "]"))
 	}
 	if op.Code == OpBarrier {
-		fmt.Fprintf(b, " id=%d blocks=%d", op.BarrierID, op.NumTBs)
+		fmt.Fprintf(b, " id=%d blocks=%d", op.BarrierID(), op.NumTBs())
 	}
 	if op.Code == OpPipeline {
-		if op.Iter != nil {
-			fmt.Fprintf(b, " unit=%d chunks=%d", op.Iter.UnitSize, op.Iter.NumChunks)
+		if op.Iter() != nil {
+			fmt.Fprintf(b, " unit=%d chunks=%d", op.Iter().UnitSize, op.Iter().NumChunks)
 		}
 		b.WriteByte('\n')
-		for k := range op.Ops {
-			dumpOp(b, p, g, tb, &op.Ops[k], k, indent+"  ")
+		for k := range op.Ops() {
+			dumpOp(b, p, g, tb, &op.Ops()[k], k, indent+"  ")
 		}
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files (testdata/broken/ir/*.want, ir/testdata/dump/*.want)")
@@ -98,7 +99,13 @@ func scribble(v reflect.Value) {
 		}
 	case reflect.Struct:
 		for i := 0; i < v.NumField(); i++ {
-			scribble(v.Field(i))
+			f := v.Field(i)
+			if !f.CanSet() {
+				// Op keeps its rarely used fields unexported; reach them
+				// too, or a shallow clone of them would go unnoticed.
+				f = reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem()
+			}
+			scribble(f)
 		}
 	}
 }

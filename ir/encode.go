@@ -190,26 +190,27 @@ func encodeGPU(g *GPU) jGPU {
 }
 
 func encodeOp(op *Op) jOp {
-	jo := jOp{Name: op.Code.String(), ChannelIDs: op.ChannelIDs, ReduceOp: string(op.ReduceOp), SemaphoreIDs: op.SemaphoreIDs}
+	jo := jOp{Name: op.Code.String(), ChannelIDs: op.ChannelIDs, ReduceOp: string(op.ReduceOp()), SemaphoreIDs: op.SemaphoreIDs()}
 	if op.ChannelType != ChanNone {
 		jo.ChannelType = op.ChannelType.String()
 	}
 	jo.SrcBuff = encodeRefs(op.Src)
 	jo.DstBuff = encodeRefs(op.Dst)
-	if op.TBG != nil {
-		jo.TBGInfo = &jTBG{TBID: op.TBG.TBID, TBGSize: op.TBG.TBGSize}
+	if t := op.TBG(); t != nil {
+		jo.TBGInfo = &jTBG{TBID: t.TBID, TBGSize: t.TBGSize}
 	}
 	if op.Code == OpBarrier {
-		id, n := op.BarrierID, op.NumTBs
+		id, n := op.BarrierID(), op.NumTBs()
 		jo.BarrierID, jo.NumTBs = &id, &n
 	}
 	if op.Code == OpPipeline {
-		if op.Iter != nil {
-			jo.IterContext = &jIter{UnitSize: op.Iter.UnitSize, NumChunks: op.Iter.NumChunks}
+		if it := op.Iter(); it != nil {
+			jo.IterContext = &jIter{UnitSize: it.UnitSize, NumChunks: it.NumChunks}
 		}
 		jo.Ops = []jOp{}
-		for i := range op.Ops {
-			jo.Ops = append(jo.Ops, encodeOp(&op.Ops[i]))
+		body := op.Ops()
+		for i := range body {
+			jo.Ops = append(jo.Ops, encodeOp(&body[i]))
 		}
 	}
 	return jo

@@ -175,26 +175,6 @@ type RemoteBufferRef struct {
 	RemoteBufferIDs   []int
 }
 
-// Op is one operation of a thread block. Which fields are meaningful is
-// given by the op table (OpInfo) for Code.
-//
-// Plans hold millions of ops, so the two one-byte fields sit side by side
-// (one word, not two).
-type Op struct {
-	Code         OpCode
-	ChannelType  ChannelType // ChanNone when absent
-	Src          []BufRef
-	Dst          []BufRef
-	ChannelIDs   []int    // TB-local channel ids of ChannelType
-	ReduceOp     ReduceOp // "" when absent
-	TBG          *TBGInfo
-	SemaphoreIDs []int
-	BarrierID    int // barrier only
-	NumTBs       int // barrier only: num_threadblocks
-	Iter         *IterContext
-	Ops          []Op // pipeline body
-}
-
 // RefKind says how a buffer reference names its buffer.
 type RefKind uint8
 

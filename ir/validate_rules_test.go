@@ -97,7 +97,7 @@ func TestValidateRules(t *testing.T) {
 			"error: gpus[0].threadblocks[0].ops[0].src_buff[1].size: size must be at least 1 chunk, got 0"},
 		{"channel_type on copy", "reduce.json", func(p *Plan) { op0(p).ChannelType = ChanMemory },
 			"warning: gpus[0].threadblocks[0].ops[0].channel_type: copy takes no channel; channel_type is ignored"},
-		{"reduce_op on copy", "reduce.json", func(p *Plan) { op0(p).ReduceOp = ReduceMax },
+		{"reduce_op on copy", "reduce.json", func(p *Plan) { op0(p).SetReduceOp(ReduceMax) },
 			"warning: gpus[0].threadblocks[0].ops[0].reduce_op: copy does not reduce; reduce_op is ignored"},
 		{"copy with two sources", "reduce.json", func(p *Plan) { op0(p).Src = append(op0(p).Src, op0(p).Src[0]) },
 			"error: gpus[0].threadblocks[0].ops[0].src_buff: copy takes at most 1 src_buff refs, got 2"},
@@ -114,24 +114,29 @@ func TestValidateRules(t *testing.T) {
 			"error: gpus[0].threadblocks[0].ops[1].channel_type: respkt cannot use port channels (want memory)"},
 		{"packet op in a pipeline", "allreduce_packet.json", func(p *Plan) {
 			ops := p.GPUs[1].ThreadBlocks[1].Ops
-			p.GPUs[1].ThreadBlocks[1].Ops = []Op{{Code: OpPipeline, Iter: &IterContext{UnitSize: 1 << 20, NumChunks: 1}, Ops: ops}}
+			pipe := Op{Code: OpPipeline}
+			pipe.SetIter(&IterContext{UnitSize: 1 << 20, NumChunks: 1})
+			pipe.SetOps(ops)
+			p.GPUs[1].ThreadBlocks[1].Ops = []Op{pipe}
 		}, "error: gpus[1].threadblocks[1].ops[0].ops[0].name: respkt cannot run inside a pipeline: upstream's packet handlers ignore the pipeline window and would redo the whole range every iteration"},
-		{"pipeline without iter_context", "reduce_nvls_pipeline.json", func(p *Plan) { p.GPUs[1].ThreadBlocks[0].Ops[5].Iter = nil },
+		{"pipeline without iter_context", "reduce_nvls_pipeline.json", func(p *Plan) { p.GPUs[1].ThreadBlocks[0].Ops[5].SetIter(nil) },
 			"error: gpus[1].threadblocks[0].ops[5]: pipeline needs iter_context"},
 		{"switch ref out of range", "reduce_nvls.json", func(p *Plan) { p.GPUs[0].ThreadBlocks[0].Ops[5].Dst[0].SwitchID = 1 },
 			"error: gpus[0].threadblocks[0].ops[5].dst_buff[0].switch_channel_id: switch channel 1 out of range, the block's switch channel table has 1 entry"},
 		{"switch group without self", "reduce_nvls.json", func(p *Plan) { p.GPUs[0].Channels[1].RankGroups[0].Ranks = []int{1, 1} },
 			"error: gpus[0].channels[1].rank_groups[0].ranks[1]: rank 1 listed twice"},
 		{"too many semaphores on an op", "allreduce_pipeline.json", func(p *Plan) {
-			p.GPUs[0].ThreadBlocks[0].Ops[0].Ops[0].SemaphoreIDs = make([]int, 17)
+			p.GPUs[0].ThreadBlocks[0].Ops[0].Ops()[0].SetSemaphoreIDs(make([]int, 17))
 		}, "error: gpus[0].threadblocks[0].ops[0].ops[0].semaphore_ids: sem_acquire names 17 semaphores; the upstream executor holds at most 16 per op"},
-		{"sem_release without ids", "allreduce_pipeline.json", func(p *Plan) { p.GPUs[3].ThreadBlocks[2].Ops[0].Ops[10].SemaphoreIDs = nil },
+		{"sem_release without ids", "allreduce_pipeline.json", func(p *Plan) { p.GPUs[3].ThreadBlocks[2].Ops[0].Ops()[10].SetSemaphoreIDs(nil) },
 			"error: gpus[3].threadblocks[2].ops[0].ops[10]: sem_release needs semaphore_ids"},
 		{"64 ops counted with pipeline bodies", "allreduce_pipeline.json", func(p *Plan) {
-			body := &p.GPUs[2].ThreadBlocks[0].Ops[0].Ops
-			for len(*body) < 64 {
-				*body = append(*body, Op{Code: OpNop})
+			pipe := &p.GPUs[2].ThreadBlocks[0].Ops[0]
+			body := pipe.Ops()
+			for len(body) < 64 {
+				body = append(body, Op{Code: OpNop})
 			}
+			pipe.SetOps(body)
 		}, "error: gpus[2].threadblocks[0].ops: block has 65 ops counting pipeline bodies; the upstream executor holds at most 64 per block"},
 	}
 	for _, tc := range tests {

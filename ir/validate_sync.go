@@ -35,8 +35,8 @@ func (v *validator) gatherUsage(_, r int) {
 			op := &tb.Ops[i]
 			opPath := tp.at(".ops", i)
 			v.noteUse(u, r, t, op, &opPath, &tables)
-			if len(op.Ops) > 0 {
-				v.noteBody(u, r, t, op.Ops, heapPath(&opPath), &tables)
+			if len(op.Ops()) > 0 {
+				v.noteBody(u, r, t, op.Ops(), heapPath(&opPath), &tables)
 			}
 		}
 	}
@@ -46,18 +46,18 @@ func (v *validator) noteBody(u *usage, r, t int, ops []Op, path *jpath, tables *
 	for i := range ops {
 		opPath := &jpath{up: path, key: ".ops", idx: i}
 		v.noteUse(u, r, t, &ops[i], opPath, tables)
-		if len(ops[i].Ops) > 0 {
-			v.noteBody(u, r, t, ops[i].Ops, opPath, tables)
+		if len(ops[i].Ops()) > 0 {
+			v.noteBody(u, r, t, ops[i].Ops(), opPath, tables)
 		}
 	}
 }
 
 func (v *validator) noteUse(u *usage, r, t int, op *Op, path *jpath, tables *[numChanTypes][]int) {
 	if op.Code == OpBarrier {
-		b := u.barriers[op.BarrierID]
+		b := u.barriers[op.BarrierID()]
 		if b == nil {
-			b = &barrierUse{blocks: map[int]bool{}, num: op.NumTBs, firstUse: path.String()}
-			u.barriers[op.BarrierID] = b
+			b = &barrierUse{blocks: map[int]bool{}, num: op.NumTBs(), firstUse: path.String()}
+			u.barriers[op.BarrierID()] = b
 		}
 		b.blocks[t] = true
 	}
@@ -115,15 +115,15 @@ func (v *validator) syncPartner(c *blockCtx, op *Op, jp *jpath, id, gi, peer, pj
 // barrier checks that a barrier can complete: every use of one barrier
 // id on a rank agrees on the block count, and that many blocks use it.
 func (v *validator) barrier(c *blockCtx, op *Op, jp *jpath) {
-	b := v.use[c.r].barriers[op.BarrierID]
-	if b == nil || op.NumTBs < 1 || op.NumTBs > len(c.g.ThreadBlocks) {
+	b := v.use[c.r].barriers[op.BarrierID()]
+	if b == nil || op.NumTBs() < 1 || op.NumTBs() > len(c.g.ThreadBlocks) {
 		return
 	}
 	path := jp.String()
 	switch {
-	case op.NumTBs != b.num:
-		v.errorf(path+".num_threadblocks", "barrier %d is used with num_threadblocks %d here but %d at %s", op.BarrierID, op.NumTBs, b.num, b.firstUse)
-	case len(b.blocks) < op.NumTBs && b.firstUse == path:
-		v.errorf(path+".num_threadblocks", "barrier %d waits for %d blocks but only %s of gpu %d use it, so it can never complete", op.BarrierID, op.NumTBs, count(len(b.blocks), "block"), c.r)
+	case op.NumTBs() != b.num:
+		v.errorf(path+".num_threadblocks", "barrier %d is used with num_threadblocks %d here but %d at %s", op.BarrierID(), op.NumTBs(), b.num, b.firstUse)
+	case len(b.blocks) < op.NumTBs() && b.firstUse == path:
+		v.errorf(path+".num_threadblocks", "barrier %d waits for %d blocks but only %s of gpu %d use it, so it can never complete", op.BarrierID(), op.NumTBs(), count(len(b.blocks), "block"), c.r)
 	}
 }

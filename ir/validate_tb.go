@@ -32,7 +32,7 @@ func (v *validator) threadBlock(r, t int) {
 	for i := range tb.Ops {
 		n++
 		if tb.Ops[i].Code == OpPipeline {
-			n += len(tb.Ops[i].Ops)
+			n += len(tb.Ops[i].Ops())
 		}
 	}
 	if n > MaxOpsPerBlock {
@@ -103,7 +103,7 @@ func (v *validator) op(c *blockCtx, op *Op, path *jpath, inPipeline bool) {
 		return
 	}
 	if op.Code == OpNop && op.ChannelType == ChanNone && len(op.ChannelIDs) == 0 && len(op.Src) == 0 && len(op.Dst) == 0 &&
-		op.ReduceOp == ReduceNone && op.TBG == nil && len(op.SemaphoreIDs) == 0 && op.Iter == nil && len(op.Ops) == 0 {
+		op.ReduceOp() == ReduceNone && op.TBG() == nil && len(op.SemaphoreIDs()) == 0 && op.Iter() == nil && len(op.Ops()) == 0 {
 		// A bare nop, often a third of a plan, passes every check below.
 		return
 	}
@@ -125,30 +125,30 @@ func (v *validator) op(c *blockCtx, op *Op, path *jpath, inPipeline bool) {
 	v.portPeers(c, op, path)
 	switch {
 	case in.Reduces:
-		if op.ReduceOp != ReduceNone && !slices.Contains(ReduceOps, op.ReduceOp) {
-			v.errorp(path, ".reduce_op", "unknown reduce_op %q (want sum, min, max or prod)", op.ReduceOp)
+		if op.ReduceOp() != ReduceNone && !slices.Contains(ReduceOps, op.ReduceOp()) {
+			v.errorp(path, ".reduce_op", "unknown reduce_op %q (want sum, min, max or prod)", op.ReduceOp())
 		}
-	case op.ReduceOp != ReduceNone:
+	case op.ReduceOp() != ReduceNone:
 		v.warnp(path, ".reduce_op", "%s does not reduce; reduce_op is ignored", in.Name)
 	}
-	if op.TBG != nil {
+	if op.TBG() != nil {
 		v.sawTBG = true
 		switch {
 		case !in.TBG:
 			v.errorp(path, ".tbg_info", "%s does not take tbg_info", in.Name)
-		case op.TBG.TBGSize < 1:
-			v.errorp(path, ".tbg_info.tbg_size", "tbg_size must be at least 1, got %d", op.TBG.TBGSize)
-		case op.TBG.TBID < 0 || op.TBG.TBID >= op.TBG.TBGSize:
-			v.errorp(path, ".tbg_info.tb_id", "tb_id %d out of range for a group of %d blocks", op.TBG.TBID, op.TBG.TBGSize)
+		case op.TBG().TBGSize < 1:
+			v.errorp(path, ".tbg_info.tbg_size", "tbg_size must be at least 1, got %d", op.TBG().TBGSize)
+		case op.TBG().TBID < 0 || op.TBG().TBID >= op.TBG().TBGSize:
+			v.errorp(path, ".tbg_info.tb_id", "tb_id %d out of range for a group of %d blocks", op.TBG().TBID, op.TBG().TBGSize)
 		}
 	}
 	v.semaphores(c, op, path)
 	if op.Code == OpBarrier {
-		if op.BarrierID < 0 || op.BarrierID >= MaxBarriers {
-			v.errorp(path, ".barrier_id", "barrier_id %d out of range; the upstream executor has %d barriers (0..%d)", op.BarrierID, MaxBarriers, MaxBarriers-1)
+		if op.BarrierID() < 0 || op.BarrierID() >= MaxBarriers {
+			v.errorp(path, ".barrier_id", "barrier_id %d out of range; the upstream executor has %d barriers (0..%d)", op.BarrierID(), MaxBarriers, MaxBarriers-1)
 		}
-		if op.NumTBs < 1 || op.NumTBs > len(c.g.ThreadBlocks) {
-			v.errorp(path, ".num_threadblocks", "barrier over %d blocks, but gpu %d has %s", op.NumTBs, c.r, count(len(c.g.ThreadBlocks), "block"))
+		if op.NumTBs() < 1 || op.NumTBs() > len(c.g.ThreadBlocks) {
+			v.errorp(path, ".num_threadblocks", "barrier over %d blocks, but gpu %d has %s", op.NumTBs(), c.r, count(len(c.g.ThreadBlocks), "block"))
 		}
 		v.barrier(c, op, path)
 	}
@@ -160,18 +160,18 @@ func (v *validator) op(c *blockCtx, op *Op, path *jpath, inPipeline bool) {
 func (v *validator) semaphores(c *blockCtx, op *Op, path *jpath) {
 	in := op.Info()
 	if !in.Semaphores {
-		if len(op.SemaphoreIDs) > 0 {
+		if len(op.SemaphoreIDs()) > 0 {
 			v.warnp(path, ".semaphore_ids", "%s does not use semaphores; semaphore_ids is ignored", in.Name)
 		}
 		return
 	}
-	if len(op.SemaphoreIDs) == 0 {
+	if len(op.SemaphoreIDs()) == 0 {
 		v.errorp(path, "", "%s needs semaphore_ids", in.Name)
 	}
-	if len(op.SemaphoreIDs) > MaxSemaphoresPerOp {
-		v.errorp(path, ".semaphore_ids", "%s names %d semaphores; the upstream executor holds at most %d per op", in.Name, len(op.SemaphoreIDs), MaxSemaphoresPerOp)
+	if len(op.SemaphoreIDs()) > MaxSemaphoresPerOp {
+		v.errorp(path, ".semaphore_ids", "%s names %d semaphores; the upstream executor holds at most %d per op", in.Name, len(op.SemaphoreIDs()), MaxSemaphoresPerOp)
 	}
-	for j, id := range op.SemaphoreIDs {
+	for j, id := range op.SemaphoreIDs() {
 		if id < 0 || id >= len(c.g.Semaphores) {
 			sp := path.at(".semaphore_ids", j)
 			v.errorp(&sp, "", "semaphore %d out of range, gpu %d has %s", id, c.r, count(len(c.g.Semaphores), "semaphore"))
@@ -183,27 +183,27 @@ func (v *validator) pipeline(c *blockCtx, op *Op, path *jpath, inPipeline bool) 
 	if inPipeline {
 		v.errorp(path, ".name", "pipelines cannot nest")
 	}
-	if op.Iter == nil {
+	if op.Iter() == nil {
 		v.errorp(path, "", "pipeline needs iter_context")
 	} else {
 		switch {
-		case op.Iter.UnitSize <= 0:
-			v.errorp(path, ".iter_context.unit_size", "unit_size must be positive, got %d", op.Iter.UnitSize)
-		case v.p.BufferAlignment > 0 && op.Iter.UnitSize%v.p.BufferAlignment != 0:
-			v.errorp(path, ".iter_context.unit_size", "unit_size %d is not a multiple of buffer_alignment %d; every window would start misaligned", op.Iter.UnitSize, v.p.BufferAlignment)
+		case op.Iter().UnitSize <= 0:
+			v.errorp(path, ".iter_context.unit_size", "unit_size must be positive, got %d", op.Iter().UnitSize)
+		case v.p.BufferAlignment > 0 && op.Iter().UnitSize%v.p.BufferAlignment != 0:
+			v.errorp(path, ".iter_context.unit_size", "unit_size %d is not a multiple of buffer_alignment %d; every window would start misaligned", op.Iter().UnitSize, v.p.BufferAlignment)
 		}
-		if op.Iter.NumChunks <= 0 {
-			v.errorp(path, ".iter_context.num_chunks", "num_chunks must be positive, got %d", op.Iter.NumChunks)
+		if op.Iter().NumChunks <= 0 {
+			v.errorp(path, ".iter_context.num_chunks", "num_chunks must be positive, got %d", op.Iter().NumChunks)
 		}
 	}
-	if len(op.Ops) == 0 {
+	if len(op.Ops()) == 0 {
 		v.errorp(path, ".ops", "pipeline body is empty")
 	}
-	if len(op.Ops) == 0 {
+	if len(op.Ops()) == 0 {
 		return
 	}
 	base := heapPath(path)
-	for i := range op.Ops {
-		v.op(c, &op.Ops[i], &jpath{up: base, key: ".ops", idx: i}, true)
+	for i := range op.Ops() {
+		v.op(c, &op.Ops()[i], &jpath{up: base, key: ".ops", idx: i}, true)
 	}
 }

@@ -29,21 +29,21 @@ func (v *validator) tbgGroups(r int) {
 		walk = func(ops []Op, path *jpath) {
 			for i := range ops {
 				op := &ops[i]
-				if len(op.Ops) > 0 {
-					walk(op.Ops, &jpath{up: heapPath(path), key: ".ops", idx: i})
+				if len(op.Ops()) > 0 {
+					walk(op.Ops(), &jpath{up: heapPath(path), key: ".ops", idx: i})
 				}
-				if op.TBG == nil || !op.Info().TBG || op.TBG.TBGSize < 2 || op.TBG.TBGSize > 1024 || op.TBG.TBID < 0 || op.TBG.TBID >= op.TBG.TBGSize {
+				if op.TBG() == nil || !op.Info().TBG || op.TBG().TBGSize < 2 || op.TBG().TBGSize > 1024 || op.TBG().TBID < 0 || op.TBG().TBID >= op.TBG().TBGSize {
 					continue // size 1 is the whole range; bad ids are reported at the op
 				}
 				key := tbgKey(g, tb, op)
 				gr := groups[key]
 				if gr == nil {
 					first := path.at(".ops", i)
-					gr = &group{first: first.String(), size: op.TBG.TBGSize, name: op.Code.String(), count: make([]int, op.TBG.TBGSize)}
+					gr = &group{first: first.String(), size: op.TBG().TBGSize, name: op.Code.String(), count: make([]int, op.TBG().TBGSize)}
 					groups[key] = gr
 					order = append(order, key)
 				}
-				gr.count[op.TBG.TBID]++
+				gr.count[op.TBG().TBID]++
 			}
 		}
 		walk(tb.Ops, &jpath{key: "gpus[" + strconv.Itoa(r) + "].threadblocks", idx: t})
@@ -82,7 +82,7 @@ func times(n int) string {
 // its code, group size and resolved buffer references.
 func tbgKey(g *GPU, tb *ThreadBlock, op *Op) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d/%d", op.Code, op.TBG.TBGSize)
+	fmt.Fprintf(&b, "%d/%d", op.Code, op.TBG().TBGSize)
 	for _, refs := range [][]BufRef{op.Src, op.Dst} {
 		b.WriteByte('|')
 		for _, r := range refs {

@@ -170,7 +170,7 @@ func TestPlanReduceOpHonoured(t *testing.T) {
 			ops := p.GPUs[r].ThreadBlocks[b].Ops
 			for i := range ops {
 				if ops[i].Info().Reduces {
-					ops[i].ReduceOp = ir.ReduceMax
+					ops[i].SetReduceOp(ir.ReduceMax)
 				}
 			}
 		}

@@ -26,8 +26,8 @@ func mutateBytes(p *ir.Plan, data []byte) *ir.Plan {
 		}
 		i := ob % len(tb.Ops)
 		op := &tb.Ops[i]
-		if len(op.Ops) > 0 && v&0x80 != 0 {
-			op = &op.Ops[int(v)%len(op.Ops)]
+		if body := op.Ops(); len(body) > 0 && v&0x80 != 0 {
+			op = &body[int(v)%len(body)]
 		}
 		delta := int(int8(v)) % 3
 		switch what % 9 {
@@ -60,7 +60,7 @@ func mutateBytes(p *ir.Plan, data []byte) *ir.Plan {
 		case 7:
 			op.Code = ir.OpCode(int(v) % int(ir.NumOps))
 		case 8:
-			op.TBG = &ir.TBGInfo{TBID: int(v) % 4, TBGSize: int(v)%3 + 1}
+			op.SetTBG(&ir.TBGInfo{TBID: int(v) % 4, TBGSize: int(v)%3 + 1})
 		}
 	}
 	return q

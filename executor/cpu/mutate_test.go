@@ -33,19 +33,23 @@ func cloneOps(ops []ir.Op) []ir.Op {
 	for i, op := range ops {
 		op.Src = append([]ir.BufRef(nil), op.Src...)
 		op.Dst = append([]ir.BufRef(nil), op.Dst...)
-		op.Ops = cloneOps(op.Ops)
+		if body := op.Ops(); body != nil {
+			op.SetOps(cloneOps(body))
+		}
 		out[i] = op
 	}
 	return out
 }
 
-// opAt returns the op list holding (op, inner) of a block and the index.
-func opList(p *ir.Plan, r, b, op, inner int) (*[]ir.Op, int) {
-	ops := &p.GPUs[r].ThreadBlocks[b].Ops
+// opList returns the op list holding (op, inner) of a block, a function
+// that replaces that list, and the index.
+func opList(p *ir.Plan, r, b, op, inner int) ([]ir.Op, func([]ir.Op), int) {
+	tb := &p.GPUs[r].ThreadBlocks[b]
 	if inner < 0 {
-		return ops, op
+		return tb.Ops, func(ops []ir.Op) { tb.Ops = ops }, op
 	}
-	return &(*ops)[op].Ops, inner
+	pipe := &tb.Ops[op]
+	return pipe.Ops(), pipe.SetOps, inner
 }
 
 func isSync(c ir.OpCode) bool {
@@ -65,8 +69,8 @@ func mutations(p *ir.Plan) []mutation {
 		pl := Place{Rank: r, Block: b, Op: op, Inner: inner, OpName: o.Code.String()}
 		if isSync(o.Code) {
 			ms = append(ms, mutation{"delete " + pl.String(), func(q *ir.Plan) {
-				ops, i := opList(q, r, b, op, inner)
-				*ops = append((*ops)[:i], (*ops)[i+1:]...)
+				ops, set, i := opList(q, r, b, op, inner)
+				set(append(ops[:i], ops[i+1:]...))
 			}})
 		}
 		for k, d := range o.Dst {
@@ -80,8 +84,8 @@ func mutations(p *ir.Plan) []mutation {
 					continue
 				}
 				ms = append(ms, mutation{fmt.Sprintf("move %s dst_buff[%d] by %+d", pl, k, delta), func(q *ir.Plan) {
-					ops, i := opList(q, r, b, op, inner)
-					(*ops)[i].Dst[k].Index += delta
+					ops, _, i := opList(q, r, b, op, inner)
+					ops[i].Dst[k].Index += delta
 				}})
 			}
 		}
@@ -91,8 +95,9 @@ func mutations(p *ir.Plan) []mutation {
 			for i := range tb.Ops {
 				o := &tb.Ops[i]
 				visit(r, b, i, -1, o)
-				for j := range o.Ops {
-					visit(r, b, i, j, &o.Ops[j])
+				body := o.Ops()
+				for j := range body {
+					visit(r, b, i, j, &body[j])
 				}
 			}
 		}

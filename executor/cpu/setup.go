@@ -266,7 +266,7 @@ func (s *sim) addPlace(pl Place) int32 {
 }
 
 func (s *sim) resolveOp(r int, tab *tbTable, tb *ir.ThreadBlock, op *ir.Op, pl Place) (rop, error) {
-	ro := rop{code: op.Code, place: s.addPlace(pl), reduce: op.ReduceOp, barrierID: op.BarrierID, numTBs: op.NumTBs}
+	ro := rop{code: op.Code, place: s.addPlace(pl), reduce: op.ReduceOp(), barrierID: op.BarrierID(), numTBs: op.NumTBs()}
 	if op.Code >= ir.NumOps {
 		return ro, fmt.Errorf("invalid op code %d", op.Code)
 	}
@@ -275,15 +275,15 @@ func (s *sim) resolveOp(r int, tab *tbTable, tb *ir.ThreadBlock, op *ir.Op, pl P
 		if pl.Inner >= 0 {
 			return ro, fmt.Errorf("nested pipeline")
 		}
-		if op.Iter == nil || op.Iter.UnitSize <= 0 || op.Iter.NumChunks < 0 {
+		if op.Iter() == nil || op.Iter().UnitSize <= 0 || op.Iter().NumChunks < 0 {
 			return ro, fmt.Errorf("pipeline needs iter_context with a positive unit_size")
 		}
-		ro.unit = int64(op.Iter.UnitSize)
-		ro.iters = (int64(op.Iter.NumChunks)*rs.lay.MaxChunk() + ro.unit - 1) / ro.unit
-		if ro.iters*int64(len(op.Ops)+1) > s.maxSteps {
-			return ro, fmt.Errorf("pipeline would run %d iterations of %d ops (unit_size %d is too small for this size)", ro.iters, len(op.Ops), ro.unit)
+		ro.unit = int64(op.Iter().UnitSize)
+		ro.iters = (int64(op.Iter().NumChunks)*rs.lay.MaxChunk() + ro.unit - 1) / ro.unit
+		if ro.iters*int64(len(op.Ops())+1) > s.maxSteps {
+			return ro, fmt.Errorf("pipeline would run %d iterations of %d ops (unit_size %d is too small for this size)", ro.iters, len(op.Ops()), ro.unit)
 		}
-		body, err := s.resolveOps(r, pl.Block, tb, op.Ops, pl.Op)
+		body, err := s.resolveOps(r, pl.Block, tb, op.Ops(), pl.Op)
 		if err != nil {
 			return ro, err
 		}
@@ -303,8 +303,8 @@ func (s *sim) resolveOp(r int, tab *tbTable, tb *ir.ThreadBlock, op *ir.Op, pl P
 	}
 	info := op.Info()
 	tbgID, tbgSize := 0, 1
-	if op.TBG != nil {
-		tbgID, tbgSize = op.TBG.TBID, op.TBG.TBGSize
+	if op.TBG() != nil {
+		tbgID, tbgSize = op.TBG().TBID, op.TBG().TBGSize
 		if tbgSize < 1 || tbgID < 0 || tbgID >= tbgSize {
 			return ro, fmt.Errorf("tbg_info tb_id %d out of range for tbg_size %d", tbgID, tbgSize)
 		}
@@ -349,13 +349,13 @@ func (s *sim) resolveOp(r int, tab *tbTable, tb *ir.ThreadBlock, op *ir.Op, pl P
 			return ro, fmt.Errorf("port %s needs one channel per dst buffer", info.Name)
 		}
 	}
-	for j, id := range op.SemaphoreIDs {
+	for j, id := range op.SemaphoreIDs() {
 		if id < 0 || id >= len(rs.sems) {
 			return ro, fmt.Errorf("semaphore_ids[%d]: gpu has no semaphore %d", j, id)
 		}
 		ro.sems = append(ro.sems, id)
 	}
-	if op.Code == ir.OpBarrier && op.NumTBs < 1 {
+	if op.Code == ir.OpBarrier && op.NumTBs() < 1 {
 		return ro, fmt.Errorf("barrier needs num_threadblocks ≥ 1")
 	}
 	return ro, nil

@@ -24,8 +24,16 @@ func stagePlan(mid0, mid1 []ir.Op, sems int) *ir.Plan {
 }
 
 func TestBarriersAndSemaphores(t *testing.T) {
-	bar := func(n int) ir.Op { return ir.Op{Code: ir.OpBarrier, BarrierID: 3, NumTBs: n} }
-	sem := func(c ir.OpCode) ir.Op { return ir.Op{Code: c, SemaphoreIDs: []int{0}} }
+	bar := func(n int) ir.Op {
+		op := ir.Op{Code: ir.OpBarrier}
+		op.SetBarrier(3, n)
+		return op
+	}
+	sem := func(c ir.OpCode) ir.Op {
+		op := ir.Op{Code: c}
+		op.SetSemaphoreIDs([]int{0})
+		return op
+	}
 	tests := []struct {
 		name       string
 		mid0, mid1 []ir.Op

@@ -51,9 +51,10 @@ func synthAllReduce(ranks, blocks, perBlock int) *ir.Plan {
 			var puts []ir.Op
 			for j := range perBlock {
 				c := r*slice + k*perBlock + j
-				rre := ir.Op{Code: ir.OpRre, ChannelType: ir.ChanMemory, ReduceOp: ir.ReduceSum,
+				rre := ir.Op{Code: ir.OpRre, ChannelType: ir.ChanMemory,
 					Src: []ir.BufRef{{Kind: ir.RefLocal, Type: ir.BufInput, Index: c, Size: 1}},
 					Dst: []ir.BufRef{{Kind: ir.RefLocal, Type: ir.BufInput, Index: c, Size: 1}}}
+				rre.SetReduceOp(ir.ReduceSum)
 				put := ir.Op{Code: ir.OpPut, ChannelType: ir.ChanMemory}
 				for i := range np {
 					rre.Src = append(rre.Src, ir.BufRef{Kind: ir.RefRemote, BufferID: i, Index: c, Size: 1})
@@ -78,7 +79,7 @@ func countOps(p *ir.Plan) int {
 	for _, g := range p.GPUs {
 		for _, tb := range g.ThreadBlocks {
 			for _, op := range tb.Ops {
-				n += 1 + len(op.Ops)
+				n += 1 + len(op.Ops())
 			}
 		}
 	}

@@ -65,7 +65,7 @@ func reduces(p *ir.Plan) bool {
 			var walk func([]ir.Op) bool
 			walk = func(ops []ir.Op) bool {
 				for i := range ops {
-					if ops[i].Info().Reduces || walk(ops[i].Ops) {
+					if ops[i].Info().Reduces || walk(ops[i].Ops()) {
 						return true
 					}
 				}

@@ -91,11 +91,11 @@ func (b *tableBuilder) op(t *kernels.Table, tb *ir.ThreadBlock, op *ir.Op, path 
 	if info.Class == ir.ClassSwitch {
 		return fmt.Errorf("%s: op %q needs a switch channel (NVLink multicast), which this executor does not create", at, info.Name)
 	}
-	red, err := kernels.ReduceCode(op.ReduceOp)
+	red, err := kernels.ReduceCode(op.ReduceOp())
 	if err != nil {
 		return fmt.Errorf("%s: %w", at, err)
 	}
-	if (op.ReduceOp == ir.ReduceNone || op.ReduceOp == ir.ReduceSum) && info.Reduces {
+	if (op.ReduceOp() == ir.ReduceNone || op.ReduceOp() == ir.ReduceSum) && info.Reduces {
 		// sum (or absent) takes the run's reduction, as the CPU executor does.
 		red, err = kernels.ReduceCode(b.reduce)
 		if err != nil {
@@ -110,7 +110,7 @@ func (b *tableBuilder) op(t *kernels.Table, tb *ir.ThreadBlock, op *ir.Op, path 
 	// Channel ids, or semaphore ids.
 	switch {
 	case op.Code == ir.OpSemAcquire || op.Code == ir.OpSemRelease:
-		for _, s := range op.SemaphoreIDs {
+		for _, s := range op.SemaphoreIDs() {
 			if s < 0 || s >= len(b.p.GPUs[b.rank].Semaphores) {
 				return fmt.Errorf("%s: semaphore id %d out of range", at, s)
 			}
@@ -127,27 +127,27 @@ func (b *tableBuilder) op(t *kernels.Table, tb *ir.ThreadBlock, op *ir.Op, path 
 	}
 	d.NIdx = uint8(len(t.Idx) - int(d.Idx0))
 	if op.Code == ir.OpBarrier {
-		if op.BarrierID < 0 || op.BarrierID >= maxBarriers || op.NumTBs <= 0 {
-			return fmt.Errorf("%s: barrier id %d / num_threadblocks %d out of range", at, op.BarrierID, op.NumTBs)
+		if op.BarrierID() < 0 || op.BarrierID() >= maxBarriers || op.NumTBs() <= 0 {
+			return fmt.Errorf("%s: barrier id %d / num_threadblocks %d out of range", at, op.BarrierID(), op.NumTBs())
 		}
-		d.Barrier, d.NumTBs = uint16(op.BarrierID), uint16(op.NumTBs)
+		d.Barrier, d.NumTBs = uint16(op.BarrierID()), uint16(op.NumTBs())
 	}
 	if op.Code == ir.OpPipeline {
-		if op.Iter == nil || op.Iter.UnitSize <= 0 || op.Iter.UnitSize%4 != 0 {
+		if op.Iter() == nil || op.Iter().UnitSize <= 0 || op.Iter().UnitSize%4 != 0 {
 			return fmt.Errorf("%s: pipeline unit_size must be a positive multiple of 4 bytes", at)
 		}
-		total := int64(op.Iter.NumChunks) * b.lay.MaxChunk()
-		n := (total + int64(op.Iter.UnitSize) - 1) / int64(op.Iter.UnitSize)
-		if n > math.MaxUint32 || len(op.Ops) > 255 {
+		total := int64(op.Iter().NumChunks) * b.lay.MaxChunk()
+		n := (total + int64(op.Iter().UnitSize) - 1) / int64(op.Iter().UnitSize)
+		if n > math.MaxUint32 || len(op.Ops()) > 255 {
 			return fmt.Errorf("%s: pipeline too long", at)
 		}
-		d.Unit, d.NIter, d.NPipe = uint32(op.Iter.UnitSize), uint32(n), uint8(len(op.Ops))
+		d.Unit, d.NIter, d.NPipe = uint32(op.Iter().UnitSize), uint32(n), uint8(len(op.Ops()))
 		t.Ops = append(t.Ops, d)
-		for k := range op.Ops {
-			if op.Ops[k].Code == ir.OpPipeline {
+		for k := range op.Ops() {
+			if op.Ops()[k].Code == ir.OpPipeline {
 				return fmt.Errorf("%s: nested pipelines are not supported", at)
 			}
-			if err := b.op(t, tb, &op.Ops[k], append(append([]int(nil), path...), k)); err != nil {
+			if err := b.op(t, tb, &op.Ops()[k], append(append([]int(nil), path...), k)); err != nil {
 				return err
 			}
 		}
@@ -210,8 +210,8 @@ func (b *tableBuilder) ref(tb *ir.ThreadBlock, op *ir.Op, r *ir.BufRef, packet b
 		return kernels.Ref{}, fmt.Errorf("%s: switch channel buffers are not supported", at)
 	}
 	off, n := b.lay.Range(r.Index, r.Size)
-	if op.TBG != nil {
-		off, n = b.lay.TBGSlice(off, n, op.TBG.TBID, op.TBG.TBGSize)
+	if op.TBG() != nil {
+		off, n = b.lay.TBGSlice(off, n, op.TBG().TBID, op.TBG().TBGSize)
 	}
 	bs := &b.bufs[owner]
 	var base uint64
@@ -267,7 +267,7 @@ func checkPlan(p *ir.Plan, allowMulticast bool) error {
 					if ops[k].Info().Class == ir.ClassSwitch {
 						return fmt.Errorf("%s: op %q needs NVLink multicast, which this executor does not use", where(r, tb.ID, pk), ops[k].Info().Name)
 					}
-					if err := walk(ops[k].Ops, pk); err != nil {
+					if err := walk(ops[k].Ops(), pk); err != nil {
 						return err
 					}
 				}

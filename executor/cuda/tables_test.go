@@ -98,7 +98,7 @@ func TestTableErrors(t *testing.T) {
 		{"remote buffer id", func(p *ir.Plan) { p.GPUs[0].ThreadBlocks[0].Ops[0].Dst[0].BufferID = 7 }, "buffer_id 7"},
 		{"chunk out of range", func(p *ir.Plan) { p.GPUs[0].ThreadBlocks[0].Ops[0].Src[0].Index = 40 }, "exceed"},
 		{"block ids", func(p *ir.Plan) { p.GPUs[0].ThreadBlocks[1].ID = 5 }, "thread block ids"},
-		{"reduce op", func(p *ir.Plan) { p.GPUs[0].ThreadBlocks[0].Ops[1].ReduceOp = "avg" }, "avg"},
+		{"reduce op", func(p *ir.Plan) { p.GPUs[0].ThreadBlocks[0].Ops[1].SetReduceOp("avg") }, "avg"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
