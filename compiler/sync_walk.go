@@ -49,15 +49,21 @@ func (s *syncer) walk() {
 			return
 		}
 		defer close(full)
+		last := 0 // records of the previous batch
 		for lo := 0; lo < n; lo += batch {
 			var out []int32
 			select {
 			case out = <-free:
 			default:
+				// deps usually runs ahead of order, so nothing comes back
+				// to reuse; sized like the last batch, the records are
+				// not copied again and again as they grow.
+				out = make([]int32, 0, last+last/8)
 			}
 			for seq := lo; seq < min(lo+batch, n); seq++ {
 				out = s.deps(int32(seq), out)
 			}
+			last = len(out)
 			full <- out
 		}
 	})
