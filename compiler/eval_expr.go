@@ -286,16 +286,7 @@ func parseInt(s string, r dsl.Range, st *state) (int64, bool) {
 func (ev *evaluator) opStmt(o *dsl.OpStmt, onRank, onTB int) *evOp {
 	st := ev.st
 	op := st.newEvOp()
-	rp := ev.ranges[o]
-	if rp == nil {
-		r := dsl.RangeOf(o.Pos, o.EndPos)
-		rp = &r
-		if ev.ranges == nil {
-			ev.ranges = map[*dsl.OpStmt]*dsl.Range{}
-		}
-		ev.ranges[o] = rp
-	}
-	*op = evOp{name: o.Name, rngp: rp, tb: -1, onRank: onRank, onTB: onTB, evExtra: noExtra}
+	*op = evOp{name: o.Name, rngp: ev.rangeOf(o), tb: -1, onRank: onRank, onTB: onTB, evExtra: noExtra}
 	ok := true
 	// Both operand lists from the evaluator's slab: no allocation per op.
 	nr := len(o.Src) + len(o.Dst)

@@ -50,3 +50,46 @@ func TestParallelDeterminism(t *testing.T) {
 		}
 	}
 }
+
+// TestParallelLoops runs loops that evaluate may spread over workers,
+// including ones that fail part-way (which it reruns serially): plans and
+// diagnostics must not depend on the worker count.
+func TestParallelLoops(t *testing.T) {
+	const head = "collective allgather chunks 1\nparam ranks = 64\n"
+	ring := "for s in 0..ranks - 1 {\n  for r in 0..ranks {\n    let c = (r - s) % ranks\n    copy rank(r).output[c] -> rank((r + 1) % ranks).output[c] tb s / 8\n  }\n}\n"
+	own := "for r in 0..ranks {\n  copy rank(r).input[0] -> rank(r).output[r] tb 0\n}\n"
+	cases := []struct {
+		name, src string
+		maxOps    int
+	}{
+		{"ring", head + own + ring, 0},
+		{"shadowing let", head + "let c = 3\n" + own + ring + "copy rank(0).output[c] -> rank(5).scratch[0]\n", 0},
+		{"if and nested let", head + own + "for s in 0..ranks {\n  if s % 2 == 0 {\n    for r in 0..ranks {\n      let c = (r - s) % ranks\n      copy rank(r).output[c] -> rank((r + 1) % ranks).output[c] tb s / 8\n    }\n  } else {\n    let d = 1\n    for r in 0..ranks {\n      let c = (r - s) % ranks\n      copy rank(r).output[c] -> rank((r + d) % ranks).output[c] tb s / 8\n    }\n  }\n}\n", 0},
+		{"error in one iteration", head + "for r in 0..ranks {\n  copy rank(r).input[0] -> rank(r + r / 60).output[r]\n}\n", 0},
+		{"errors in many iterations", head + "for r in 0..ranks {\n  copy rank(r).input[r] -> rank(r).output[r / (r - 40)]\n}\n", 0},
+		{"op limit", head + own + ring, 1000},
+		{"nested param error", head + own + "for r in 0..ranks {\n  param x = 1\n  copy rank(r).output[r] -> rank((r + 1) % ranks).output[r]\n}\n", 0},
+	}
+	for _, c := range cases {
+		compile := func(procs int) (string, string) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			p, _, ds := CompileSource(c.name, []byte(c.src), nil, Options{MaxOps: c.maxOps})
+			var js []byte
+			if p != nil {
+				var err error
+				if js, err = ir.Encode(p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return string(js), ds.String()
+		}
+		js1, ds1 := compile(1)
+		js4, ds4 := compile(4)
+		if js1 != js4 || ds1 != ds4 {
+			t.Errorf("%s: plan or diagnostics differ between 1 and 4 workers:\n%s\n---\n%s", c.name, ds1, ds4)
+		}
+		if wantErr := strings.Contains(c.name, "error") || c.maxOps > 0; wantErr != (js1 == "") {
+			t.Errorf("%s: plan %v, diagnostics:\n%s", c.name, js1 != "", ds1)
+		}
+	}
+}

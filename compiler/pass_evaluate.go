@@ -64,6 +64,10 @@ type evaluator struct {
 	ranges map[*dsl.OpStmt]*dsl.Range
 	// refSlab backs the operand lists of evaluated ops.
 	refSlab []evRef
+	// pure caches pureBody; worker marks an evaluator of forParallel,
+	// which runs its loops serially.
+	pure   map[*dsl.ForStmt]bool
+	worker bool
 }
 
 func (ev *evaluator) header() {
@@ -465,6 +469,9 @@ func (ev *evaluator) forStmt(f *dsl.ForStmt, onRank, onTB int) []*evOp {
 	}
 	if (to-from)/step > int64(ev.maxIt) {
 		ev.st.errorf(dsl.RangeOf(f.Pos, f.EndPos), "", "loop runs %d times; the limit is %d", (to-from)/step, ev.maxIt)
+		return nil
+	}
+	if onRank < 0 && ev.forParallel(f, from, to, step) {
 		return nil
 	}
 	var out []*evOp
