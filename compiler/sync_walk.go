@@ -25,6 +25,9 @@ func (s *syncer) run() {
 	s.walk()
 }
 
+// walkBatch is how many nodes the walk's phases hand over at a time.
+const walkBatch = 4096
+
 // walk visits the nodes in program order in two phases, one feeding the
 // other batch by batch: deps follows the chunks to find what each node
 // must wait for, order turns that into sync items. Neither reads what the
@@ -32,9 +35,12 @@ func (s *syncer) run() {
 // single-threaded part of a large compile); records go through in program
 // order, so the result does not depend on the schedule.
 func (s *syncer) walk() {
-	const batch = 4096 // nodes
+	if w := par.Workers(s.st.hdr.ranks); w >= minShardWorkers && !s.packetWrites() {
+		s.walkSharded(w - 2)
+		return
+	}
 	n := len(s.nodes)
-	nb := (n + batch - 1) / batch
+	nb := (n + walkBatch - 1) / walkBatch
 	// Room for every batch, so that deps never blocks: with one worker
 	// it runs to the end before order starts.
 	full, free := make(chan []int32, nb), make(chan []int32, nb)
@@ -50,7 +56,7 @@ func (s *syncer) walk() {
 		}
 		defer close(full)
 		last := 0 // records of the previous batch
-		for lo := 0; lo < n; lo += batch {
+		for lo := 0; lo < n; lo += walkBatch {
 			var out []int32
 			select {
 			case out = <-free:
@@ -60,7 +66,7 @@ func (s *syncer) walk() {
 				// not copied again and again as they grow.
 				out = make([]int32, 0, last+last/8)
 			}
-			for seq := lo; seq < min(lo+batch, n); seq++ {
+			for seq := lo; seq < min(lo+walkBatch, n); seq++ {
 				out = s.deps(int32(seq), out)
 			}
 			last = len(out)
@@ -105,20 +111,36 @@ func (s *syncer) info(rank int, buf ir.BufferType, idx int) *chunkInfo {
 
 // deps is the walk's first phase for node seq: it finds the earlier
 // accesses the node's must follow, then records the node's own. It
-// appends to out a record for order: seq, the number of edges, the number
-// of same-block producers, the edges (producer<<1 | full) by producer
-// block, then the same-block producers. A node that needs nothing adds
-// nothing.
+// appends to out a record for order (see group). A node that needs
+// nothing adds nothing.
 func (s *syncer) deps(seq int32, out []int32) []int32 {
 	nd := &s.nodes[seq]
 	reads, writes := s.accesses(nd)
-	need := s.needBuf[:0] // producers, possibly repeated
+	need, ok := s.gather(seq, nd, reads, writes, 0, s.st.hdr.ranks, s.needBuf[:0])
+	s.needBuf = need
+	if !ok {
+		return out
+	}
+	out = s.group(seq, need, out)
+	s.record(seq, reads, writes, 0, s.st.hdr.ranks)
+	return out
+}
+
+// gather appends to need the earlier accesses that node seq must follow,
+// among the chunks of ranks [lo, hi), possibly repeated. It reports a
+// second packet write to a slot and returns false; the sharded walk runs
+// only on programs that have no packet writes, so only the serial walk
+// reports.
+func (s *syncer) gather(seq int32, nd *node, reads, writes []aref, lo, hi int, need []edgeNeed) ([]edgeNeed, bool) {
 	add := func(p int32, full bool) {
 		if p != seq {
 			need = append(need, edgeNeed{seq: p, full: full})
 		}
 	}
 	for _, r := range reads {
+		if r.rank < lo || r.rank >= hi {
+			continue
+		}
 		for i := r.idx; i < r.idx+r.size; i++ {
 			ci := s.info(r.rank, r.buf, i)
 			if ci.lastW >= 0 && !(r.packet && ci.wPacket) {
@@ -127,6 +149,9 @@ func (s *syncer) deps(seq int32, out []int32) []int32 {
 		}
 	}
 	for _, w := range writes {
+		if w.rank < lo || w.rank >= hi {
+			continue
+		}
 		for i := w.idx; i < w.idx+w.size; i++ {
 			ci := s.info(w.rank, w.buf, i)
 			if ci.lastW >= 0 {
@@ -135,7 +160,7 @@ func (s *syncer) deps(seq int32, out []int32) []int32 {
 					if prev != nil {
 						s.st.errorf(*nd.act.pos, fmt.Sprintf("the slot was already written with packets at %s; LL readers cannot tell two writes of one launch apart: use another scratch chunk", prev.pos.Start),
 							"rank %d's scratch chunk %d is written with packets twice in one launch", w.rank, i)
-						return out
+						return need, false
 					}
 				}
 				add(ci.lastW, true)
@@ -145,9 +170,18 @@ func (s *syncer) deps(seq int32, out []int32) []int32 {
 			}
 		}
 	}
+	return need, true
+}
+
+// group turns the producers node seq needs (gather's list, in any order)
+// into a record for order: seq, the number of edges, the number of
+// same-block producers, the edges (producer<<1 | full) by producer block,
+// then the same-block producers. It appends nothing when nothing is
+// needed.
+func (s *syncer) group(seq int32, need []edgeNeed, out []int32) []int32 {
+	nd := &s.nodes[seq]
 	// Deterministic order: producers by sequence, duplicates merged.
 	slices.SortFunc(need, func(a, b edgeNeed) int { return cmp.Compare(a.seq, b.seq) })
-	s.needBuf = need
 	sameBlock := s.sameBuf[:0]
 	// Latest need per producer block (key -2-rank for a host start); few
 	// per node, so a slice beats a map.
@@ -199,8 +233,15 @@ func (s *syncer) deps(seq int32, out []int32) []int32 {
 		}
 		out = append(out, sameBlock...)
 	}
-	// Record this node's accesses.
+	return out
+}
+
+// record notes node seq's accesses to the chunks of ranks [lo, hi).
+func (s *syncer) record(seq int32, reads, writes []aref, lo, hi int) {
 	for _, r := range reads {
+		if r.rank < lo || r.rank >= hi {
+			continue
+		}
 		for i := r.idx; i < r.idx+r.size; i++ {
 			ci := s.info(r.rank, r.buf, i)
 			ci.addReader(seq)
@@ -208,6 +249,9 @@ func (s *syncer) deps(seq int32, out []int32) []int32 {
 		}
 	}
 	for _, w := range writes {
+		if w.rank < lo || w.rank >= hi {
+			continue
+		}
 		for i := w.idx; i < w.idx+w.size; i++ {
 			ci := s.info(w.rank, w.buf, i)
 			ci.lastW, ci.wPacket, ci.nrd = seq, w.packet, 0
@@ -217,7 +261,6 @@ func (s *syncer) deps(seq int32, out []int32) []int32 {
 			ci.addAccess(access{seq: seq, write: true})
 		}
 	}
-	return out
 }
 
 // order is the walk's second phase: it turns the first record of recs
