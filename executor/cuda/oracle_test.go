@@ -204,9 +204,6 @@ func (cr *caseRun) call(k int) Call {
 // gpuMu is held.
 func (cr *caseRun) setup() error {
 	var err error
-	if cr.s, err = cuda.NewStream(true); err != nil {
-		return err
-	}
 	for k := range cr.bufs {
 		if cr.bufs[k], err = cr.e.Alloc(cr.c.size); err != nil {
 			return err
@@ -229,9 +226,6 @@ func (cr *caseRun) teardown() {
 			cr.e.Release(b)
 			b.Free()
 		}
-	}
-	if cr.s != nil {
-		cr.s.Destroy()
 	}
 	if cr.pin != nil {
 		cr.pin.Free()
@@ -335,13 +329,13 @@ type caseResult struct {
 	hung     bool
 }
 
-func runCase(e *Executor, p *ir.Plan, c gcase) caseResult {
+func runCase(e *Executor, s *cuda.Stream, p *ir.Plan, c gcase) caseResult {
 	in, out, err := p.BufferBytes(c.size)
 	if err != nil {
 		return caseResult{skip: err.Error()}
 	}
 	n := len(p.GPUs)
-	cr := &caseRun{e: e, p: p, c: c, n: n, inN: in, outN: outBytes(p, in, out)}
+	cr := &caseRun{e: e, s: s, p: p, c: c, n: n, inN: in, outN: outBytes(p, in, out)}
 	// The CPU executor's buffers for two launches, its packet store and
 	// scratch, and the pinned staging.
 	w := int64(n) * (6*(in+out) + 2*cr.outN)
@@ -381,8 +375,20 @@ func runCase(e *Executor, p *ir.Plan, c gcase) caseResult {
 // checkCases runs every case of a plan concurrently (bounded by cpuSlots
 // and cpuMem) and reports each failure.
 func checkCases(t *testing.T, name string, p *ir.Plan, cases []gcase) {
+	// The cases' stream (copies in and out, and the join of every
+	// collective) is made right after the executor's, so that the driver,
+	// which deals streams round-robin onto CUDA_DEVICE_MAX_CONNECTIONS
+	// hardware queues, never puts it on a proxy stream's queue: a proxy
+	// copy queued behind this stream's wait for the ranks' kernels would
+	// deadlock with them (a stream per case, made later, eventually did).
 	gpuMu.Lock()
 	e, err := Open(p, Options{Timeout: 3 * time.Second})
+	var s *cuda.Stream
+	if err == nil {
+		if s, err = cuda.NewStream(true); err != nil {
+			e.Close()
+		}
+	}
 	gpuMu.Unlock()
 	if err != nil && strings.Contains(err.Error(), "multicast") {
 		t.Skipf("%s: %v", name, err)
@@ -392,6 +398,7 @@ func checkCases(t *testing.T, name string, p *ir.Plan, cases []gcase) {
 	}
 	defer func() {
 		gpuMu.Lock()
+		s.Destroy()
 		e.Close()
 		gpuMu.Unlock()
 	}()
@@ -401,7 +408,7 @@ func checkCases(t *testing.T, name string, p *ir.Plan, cases []gcase) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res[i] = runCase(e, p, c)
+			res[i] = runCase(e, s, p, c)
 		}()
 	}
 	wg.Wait()
