@@ -42,6 +42,9 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			t.Fatalf("Encode: %v", err)
 		}
+		if ref, _ := encodeReflect(p); !bytes.Equal(out, ref) {
+			t.Fatalf("Encode differs from the reflect-based encoder at byte %d", firstDiff(out, ref))
+		}
 		if ds.HasErrors() {
 			return
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"io"
@@ -73,16 +74,28 @@ func cmdCompile(args []string, stdout, stderr io.Writer) int {
 			return exitBad
 		}
 	}
-	data, err := ir.Encode(p)
+	// Streamed: a 1024-rank plan is about 1 GB of JSON.
+	dst, closeOut := stdout, func() error { return nil }
+	if *out != "" {
+		f, err := os.Create(*out)
+		if err != nil {
+			return errorf(stderr, "compile", "%v", err)
+		}
+		dst, closeOut = f, f.Close
+	}
+	bw := bufio.NewWriterSize(dst, 1<<20)
+	err = ir.EncodeTo(bw, p)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if cerr := closeOut(); err == nil {
+		err = cerr
+	}
 	if err != nil {
-		return errorf(stderr, "compile", "encoding plan: %v", err)
-	}
-	if *out == "" {
-		stdout.Write(data)
-		return exitOK
-	}
-	if err := os.WriteFile(*out, data, 0o644); err != nil {
-		return errorf(stderr, "compile", "%v", err)
+		if *out != "" {
+			os.Remove(*out) // no half-written plan left behind
+		}
+		return errorf(stderr, "compile", "writing plan: %v", err)
 	}
 	if !*noVerify {
 		fmt.Fprintf(stderr, "%s: wrote %s (%d ranks); proven correct at %s for %s\n", pos[0], *out, len(p.GPUs), *sizes, *dtypes)
