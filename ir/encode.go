@@ -20,14 +20,12 @@ import (
 // It is written by hand because a 1024-rank plan is about 1 GB of JSON:
 // through reflection and a separate indentation pass that took 50 s on a
 // 2-core machine, twenty times the compile. Ranks are encoded in parallel
-// into their own buffers and joined in rank order.
+// into their own buffers and written in rank order (EncodeTo).
 func Encode(p *Plan) ([]byte, error) {
 	var buf bytes.Buffer
 	n := 4096
 	for i := range p.GPUs {
-		for _, tb := range p.GPUs[i].ThreadBlocks {
-			n += 200 * len(tb.Ops)
-		}
+		n += gpuBytes(&p.GPUs[i])
 	}
 	buf.Grow(n)
 	if err := EncodeTo(&buf, p); err != nil {
@@ -60,13 +58,7 @@ func EncodeTo(out io.Writer, p *Plan) error {
 		hi := min(lo+batch, len(p.GPUs))
 		par.ForEach(workers, hi-lo, func(_, i int) {
 			g := &p.GPUs[lo+i]
-			pw := jw{ind: 2}
-			// About 200 bytes per op, so the buffer rarely grows and copies.
-			ops := 0
-			for _, tb := range g.ThreadBlocks {
-				ops += len(tb.Ops)
-			}
-			pw.b = make([]byte, 0, 4096+200*ops)
+			pw := jw{ind: 2, b: make([]byte, 0, gpuBytes(g))}
 			pw.gpu(g)
 			parts[i] = pw.b
 		})
@@ -97,6 +89,16 @@ func EncodeTo(out io.Writer, p *Plan) error {
 	w.b = append(w.b, '\n')
 	_, err := out.Write(w.b)
 	return err
+}
+
+// gpuBytes estimates a rank's JSON, about 200 bytes per op, so buffers
+// sized by it rarely grow and copy.
+func gpuBytes(g *GPU) int {
+	n := 4096
+	for _, tb := range g.ThreadBlocks {
+		n += 200 * len(tb.Ops)
+	}
+	return n
 }
 
 // jw appends indented JSON: first[d] says whether the container open at
