@@ -236,9 +236,8 @@ func (cr *caseRun) teardown() {
 // graph replay, with the CPU executor's inputs and compare the outputs.
 func (cr *caseRun) launch(l int, inputs, outputs [][]byte) error {
 	if cr.pin == nil {
-		// Under gpuMu: pinning host memory takes driver locks that the
-		// proxy of a running port-channel plan needs, stalling it until
-		// the watchdog fires (seen on allreduce_hierarchical@8).
+		// Under gpuMu: pinning host memory may take driver locks that the
+		// proxy of a running port-channel plan needs.
 		gpuMu.Lock()
 		pin, err := cuda.HostAllocMapped(int64(cr.n) * (cr.inN + 2*cr.outN))
 		gpuMu.Unlock()

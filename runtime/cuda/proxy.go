@@ -23,8 +23,8 @@ import (
 // The loop is C, entered once by Run, because kernels spin on what it
 // publishes: written in Go, it yielded to the scheduler between polls, and
 // on a loaded process (a CPU-bound goroutine per core, as the GPU tests
-// run) it went unscheduled for seconds and the kernels' watchdog fired. A
-// thread inside a cgo call is outside Go's scheduler.
+// run) nothing bounded how long it waited for a P. A thread inside a cgo
+// call is outside Go's scheduler.
 type PortProxy struct {
 	p    *C.mc_proxy
 	once sync.Once
