@@ -65,6 +65,10 @@ type rankWorker struct {
 	b       *planBuilder
 	scratch []int       // per rank: scratch chunks the ops built so far reach
 	inner   []innerSrcs // pipeline body sources, for the source map
+	// ops and srcs are the worker's slabs of plan ops and their sources:
+	// blocks take consecutive runs of them (see opSink).
+	ops  []ir.Op
+	srcs []*dsl.Range
 }
 
 type innerSrcs struct {
@@ -72,35 +76,72 @@ type innerSrcs struct {
 	srcs         []*dsl.Range
 }
 
-// opSink receives a rank's items in order, as buildRank lays its blocks
-// out twice: first only counting them, so that the rank's ops and their
-// sources take one allocation each (a block's few dozen ops would round
-// up to a size class, 5% more memory for a large plan, and carry a
-// header), then writing each op in place. Items are never stored: a
-// large plan would copy millions of them, with a write barrier per
-// pointer while the collector runs.
+// opSlabMax is the most ops one slab holds (5.6 MB): few enough
+// allocations for a plan of millions of ops, little left unused at the
+// end of a small one, as slabs start small and double.
+const opSlabMax = 64 << 10
+
+// opSink receives a rank's items in order and writes each as a plan op in
+// place, at the end of the worker's slab: a block's ops are one run of
+// it. Writing in place spares copying finished ops (a write barrier per
+// pointer while the collector runs), and slabs shared by blocks spare
+// allocating a block's few dozen ops on their own (rounded up to a size
+// class, 5% more memory for a large plan, and a header each). Items are
+// never stored: a large plan would copy millions of them.
 type opSink struct {
-	n    int        // items put so far in this rank
-	last *dsl.Range // source of the last item put
-	// Set for the writing pass only.
+	n     int        // items put so far in this rank
+	last  *dsl.Range // source of the last item put
 	w     *rankWorker
 	r, tb int
-	ops   []ir.Op
-	srcs  []*dsl.Range
-	lo    int // the current block's first item
+	lo    int // the current block's first op in w.ops
 	tbb   tbBuild
 }
 
 func (k *opSink) put(it *item) {
 	k.last = it.pos
-	if k.ops != nil {
-		var inner []*dsl.Range
-		k.srcs[k.n] = k.w.b.op(&k.ops[k.n], k.r, &k.tbb, it, k.w.scratch, &inner)
-		if inner != nil {
-			k.w.inner = append(k.w.inner, innerSrcs{rank: k.r, tb: k.tb, op: k.n - k.lo, srcs: inner})
-		}
+	w := k.w
+	if len(w.ops) == cap(w.ops) {
+		k.grow()
+	}
+	i := len(w.ops)
+	w.ops, w.srcs = w.ops[:i+1], w.srcs[:i+1]
+	var inner []*dsl.Range
+	w.srcs[i] = w.b.op(&w.ops[i], k.r, &k.tbb, it, w.scratch, &inner)
+	if inner != nil {
+		w.inner = append(w.inner, innerSrcs{rank: k.r, tb: k.tb, op: i - k.lo, srcs: inner})
 	}
 	k.n++
+}
+
+// grow starts a new slab, twice the last one (up to opSlabMax) and at
+// least twice the current block, and moves the block's ops there.
+func (k *opSink) grow() {
+	w := k.w
+	done := len(w.ops) - k.lo
+	n := max(min(2*cap(w.ops), opSlabMax), 64, 2*done)
+	ops, srcs := make([]ir.Op, done, n), make([]*dsl.Range, done, n)
+	copy(ops, w.ops[k.lo:])
+	copy(srcs, w.srcs[k.lo:])
+	// The old slab's tail belongs to no block; it must not keep what
+	// its ops point to alive.
+	clear(w.ops[k.lo:])
+	clear(w.srcs[k.lo:])
+	w.ops, w.srcs, k.lo = ops, srcs, 0
+}
+
+// block returns the ops put since the current block started and their
+// sources, and starts the next block after them. Both are capped, so that
+// growing one block's ops copies them rather than running into the next
+// block's.
+func (k *opSink) block() ([]ir.Op, []*dsl.Range) {
+	w := k.w
+	if w.ops == nil {
+		// Empty, not nil, as every block's list.
+		return []ir.Op{}, []*dsl.Range{}
+	}
+	lo, hi := k.lo, len(w.ops)
+	k.lo = hi
+	return w.ops[lo:hi:hi], w.srcs[lo:hi:hi]
 }
 
 func (k *opSink) putAll(its []item) {
@@ -132,19 +173,13 @@ func (w *rankWorker) buildRank(p *ir.Plan, sm *SourceMap, r int) {
 	rb := &rankBuild{g: g, remote: map[[2]int]int{}, sems: map[int32]int{}}
 	sm.ops[r] = make([][]*dsl.Range, len(st.blocks[r]))
 	g.ThreadBlocks = make([]ir.ThreadBlock, 0, len(st.blocks[r]))
-	count := opSink{}
+	k := opSink{w: w, r: r, lo: len(w.ops)}
 	for tb := range st.blocks[r] {
-		w.layout(r, tb, &count)
-	}
-	k := opSink{w: w, r: r, ops: make([]ir.Op, count.n), srcs: make([]*dsl.Range, count.n)}
-	for tb := range st.blocks[r] {
-		k.tb, k.lo, k.tbb = tb, k.n, tbBuild{rb: rb}
+		k.tb, k.tbb = tb, tbBuild{rb: rb}
 		w.layout(r, tb, &k)
-		lo, hi := k.lo, k.n
-		// Capped, so that growing one block's ops copies them rather than
-		// running into the next block's.
-		tbk := ir.ThreadBlock{ID: tb, Ops: k.ops[lo:hi:hi]}
-		sm.ops[r][tb] = k.srcs[lo:hi:hi]
+		ops, srcs := k.block()
+		tbk := ir.ThreadBlock{ID: tb, Ops: ops}
+		sm.ops[r][tb] = srcs
 		for _, t := range []ir.ChannelType{ir.ChanMemory, ir.ChanPort} {
 			if ids := k.tbb.chanIDs[t]; len(ids) > 0 {
 				tbk.Channels = append(tbk.Channels, ir.TBChannel{Type: t, ChannelIDs: ids})
@@ -462,7 +497,11 @@ func (b *planBuilder) op(op *ir.Op, r int, tbb *tbBuild, it *item, scratch []int
 func (b *planBuilder) actOp(op *ir.Op, r int, tbb *tbBuild, a *action, scratch []int, inner *[]*dsl.Range) {
 	info := a.code.Info()
 	op.Code = a.code
-	op.SetTBG(a.tbg())
+	if t := a.tbg(); t != nil {
+		// Only then: clearing an absent field reads the op's fresh memory
+		// first, a second page fault where a write alone takes one.
+		op.SetTBG(t)
+	}
 	if info.Chans != ir.MaskNone {
 		op.ChannelType = a.chType
 	}
