@@ -1,6 +1,7 @@
 package compiler
 
 import (
+	"github.com/msccl-go/msccl-go/dsl"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -124,8 +125,32 @@ type access struct {
 // nodeSync is what sync adds around one action. It lives in the action:
 // layout reads both at once, in block order, far from program order.
 type nodeSync struct {
-	pre, post     []item // waits before, signals after
-	preNop, preFl bool   // a nop (flush) before the op
+	pre, post     []syncItem // waits before, signals after
+	preNop, preFl bool       // a nop (flush) before the op
+}
+
+// syncItem is an item of an action's pre or post list. A large program
+// holds millions, so they keep only what varies: their source is always
+// the action's own (a wait is reported at the op that waits, a signal at
+// the op whose result it publishes, and every action has a position), and
+// they are signals, waits or semaphore ops, which name no action and no
+// flush list. Without pointers, their slabs are never scanned by the
+// collector either.
+type syncItem struct {
+	id   int32
+	kind itemKind
+	typ  ir.ChannelType
+	side uint8
+}
+
+// compactItem drops its position, action and flush list (see syncItem).
+func compactItem(it item) syncItem {
+	return syncItem{id: it.id, kind: it.kind, typ: it.typ, side: it.side}
+}
+
+// item returns x as an item reported at pos.
+func (x syncItem) item(pos *dsl.Range) item {
+	return item{kind: x.kind, typ: x.typ, side: x.side, id: x.id, pos: pos}
 }
 
 type keyedNeed struct {
@@ -171,7 +196,7 @@ type syncer struct {
 	// slab backs the first item of each node's pre and post lists: most
 	// nodes have one, and a million one-item allocations cost more than
 	// the rest of the pass.
-	slab     []item
+	slab     []syncItem
 	pairSlab []chanPair
 }
 
@@ -189,12 +214,12 @@ func (s *syncer) pushPair(l []chanPair, k chanPair) []chanPair {
 }
 
 // push appends it to l, starting an empty list in the slab.
-func (s *syncer) push(l []item, it item) []item {
+func (s *syncer) push(l []syncItem, it syncItem) []syncItem {
 	if l != nil {
 		return append(l, it)
 	}
 	if len(s.slab) == cap(s.slab) {
-		s.slab = make([]item, 0, slabSize(cap(s.slab), 1024))
+		s.slab = make([]syncItem, 0, slabSize(cap(s.slab), 4096))
 	}
 	s.slab = append(s.slab, it)
 	n := len(s.slab)
@@ -409,7 +434,7 @@ func (s *syncer) edge(p, c int32, full bool) {
 	case 1:
 		s.start[pg] = append(s.start[pg], sig)
 	default:
-		pn.act.sync.post = s.push(pn.act.sync.post, sig)
+		pn.act.sync.post = s.push(pn.act.sync.post, compactItem(sig))
 		s.nopPos[pg] = max(s.nopPos[pg], 2*p+1)
 	}
 	switch {
@@ -421,7 +446,7 @@ func (s *syncer) edge(p, c int32, full bool) {
 		s.startWait[cg] = append(s.startWait[cg], wait)
 		s.raiseStart(int32(pr), cg, b2k(full))
 	default:
-		cn.act.sync.pre = s.push(cn.act.sync.pre, wait)
+		cn.act.sync.pre = s.push(cn.act.sync.pre, compactItem(wait))
 		s.nopPos[cg] = max(s.nopPos[cg], 2*c-1)
 	}
 	s.fE[cg].raise(pg, pseq)

@@ -252,7 +252,10 @@ func (s *syncer) layoutBlock(r, tb int, k *opSink) {
 			flush(unflushed)
 			unflushed = nil
 		}
-		k.putAll(pre)
+		for _, x := range pre {
+			it := x.item(a.pos)
+			k.put(&it)
+		}
 		if len(pre) > 0 || ns.preNop {
 			k.put(&item{kind: itemNop, pos: a.pos})
 		}
@@ -272,8 +275,8 @@ func (s *syncer) layoutBlock(r, tb int, k *opSink) {
 		var keep, fl []chanPair
 		for _, u := range unflushed {
 			onlyU := true
-			for _, it := range post {
-				if it.kind == itemSemRelease || s.itemPair(&it) != u {
+			for _, x := range post {
+				if x.kind == itemSemRelease || s.syncItemPair(x) != u {
 					onlyU = false
 				}
 			}
@@ -289,7 +292,10 @@ func (s *syncer) layoutBlock(r, tb int, k *opSink) {
 			k.put(&item{kind: itemNop, pos: a.pos})
 			dirty = false
 		}
-		k.putAll(post)
+		for _, x := range post {
+			it := x.item(a.pos)
+			k.put(&it)
+		}
 	}
 	if k.n > 0 {
 		flush(unflushed)
@@ -367,12 +373,12 @@ func (s *syncer) pairOf(a, b int32) int32 {
 	return -1
 }
 
-// itemPair is the channel pair of a signal or wait item.
-func (s *syncer) itemPair(it *item) chanPair {
-	if it.id == 0 || it.kind == itemSemRelease || it.kind == itemSemAcquire {
+// syncItemPair is the channel pair of a signal or wait item.
+func (s *syncer) syncItemPair(x syncItem) chanPair {
+	if x.id == 0 || x.kind == itemSemRelease || x.kind == itemSemAcquire {
 		return chanPair{}
 	}
-	return s.pairs.list[it.id-1]
+	return s.pairs.list[x.id-1]
 }
 
 // semID interns a semaphore pair.
