@@ -122,12 +122,66 @@ type access struct {
 	write bool
 }
 
-// nodeSync is what sync adds around one action. It lives in the action:
-// layout reads both at once, in block order, far from program order.
+// nodeSync is what sync notes in an action besides its waits and signals
+// (syncer.pre and post).
 type nodeSync struct {
-	pre, post     []syncItem // waits before, signals after
-	preNop, preFl bool       // a nop (flush) before the op
+	preNop, preFl bool // a nop (flush) before the op
 }
+
+// syncLists holds every action's waits (pre) and signals (post) in two
+// arrays, by node: node seq's are pre[preAt[seq]:preAt[seq+1]]. A list
+// per action cost 48 bytes of slice headers in each of a million actions
+// (two pointers each for the collector), where most have one of each.
+// The walk hands an action all its waits at once, in node order, so they
+// go straight to pre; its signals come later, one consumer at a time, so
+// they are collected as postRecs and sorted by node when the walk ends.
+type syncLists struct {
+	pre, post     []syncItem
+	preAt, postAt []int32
+	preNext       int32 // the first node whose waits have not started yet
+	posts         []postRec
+}
+
+// postRec is a signal of the action at node seq, until finishPost.
+type postRec struct {
+	seq int32
+	it  syncItem
+}
+
+// addPre appends a wait of node seq, which is no earlier a node than any
+// before.
+func (l *syncLists) addPre(seq int32, it syncItem) {
+	for ; l.preNext <= seq; l.preNext++ {
+		l.preAt[l.preNext] = int32(len(l.pre))
+	}
+	l.pre = append(l.pre, it)
+}
+
+// finish closes the lists of nodes nodes: pre's remaining starts, and
+// post's records grouped by node, each node's in the order they came.
+func (l *syncLists) finish(nodes int) {
+	for ; int(l.preNext) <= nodes; l.preNext++ {
+		l.preAt[l.preNext] = int32(len(l.pre))
+	}
+	l.postAt = make([]int32, nodes+1)
+	for _, r := range l.posts {
+		l.postAt[r.seq+1]++
+	}
+	for i := 1; i <= nodes; i++ {
+		l.postAt[i] += l.postAt[i-1]
+	}
+	l.post = make([]syncItem, len(l.posts))
+	next := append([]int32(nil), l.postAt[:nodes]...)
+	for _, r := range l.posts {
+		l.post[next[r.seq]] = r.it
+		next[r.seq]++
+	}
+	l.posts = nil
+}
+
+// waits and signals return the lists of the action at node seq.
+func (l *syncLists) waits(seq int32) []syncItem   { return l.pre[l.preAt[seq]:l.preAt[seq+1]] }
+func (l *syncLists) signals(seq int32) []syncItem { return l.post[l.postAt[seq]:l.postAt[seq+1]] }
 
 // syncItem is an item of an action's pre or post list. A large program
 // holds millions, so they keep only what varies: their source is always
@@ -192,11 +246,8 @@ type syncer struct {
 	bestBuf     []keyedNeed
 	sameBuf     []int32
 	// touch[(r, p)]: the blocks of rank r whose ops reach rank p.
-	touch map[uint64][]int32 // by touchKey
-	// slab backs the first item of each node's pre and post lists: most
-	// nodes have one, and a million one-item allocations cost more than
-	// the rest of the pass.
-	slab     []syncItem
+	touch    map[uint64][]int32 // by touchKey
+	lists    syncLists
 	pairSlab []chanPair
 }
 
@@ -211,19 +262,6 @@ func (s *syncer) pushPair(l []chanPair, k chanPair) []chanPair {
 	s.pairSlab = append(s.pairSlab, k)
 	n := len(s.pairSlab)
 	return s.pairSlab[n-1 : n : n]
-}
-
-// push appends it to l, starting an empty list in the slab.
-func (s *syncer) push(l []syncItem, it syncItem) []syncItem {
-	if l != nil {
-		return append(l, it)
-	}
-	if len(s.slab) == cap(s.slab) {
-		s.slab = make([]syncItem, 0, slabSize(cap(s.slab), 4096))
-	}
-	s.slab = append(s.slab, it)
-	n := len(s.slab)
-	return s.slab[n-1 : n : n]
 }
 
 func b2k(full bool) int8 {
@@ -434,7 +472,7 @@ func (s *syncer) edge(p, c int32, full bool) {
 	case 1:
 		s.start[pg] = append(s.start[pg], sig)
 	default:
-		pn.act.sync.post = s.push(pn.act.sync.post, compactItem(sig))
+		s.lists.posts = append(s.lists.posts, postRec{seq: p, it: compactItem(sig)})
 		s.nopPos[pg] = max(s.nopPos[pg], 2*p+1)
 	}
 	switch {
@@ -446,7 +484,7 @@ func (s *syncer) edge(p, c int32, full bool) {
 		s.startWait[cg] = append(s.startWait[cg], wait)
 		s.raiseStart(int32(pr), cg, b2k(full))
 	default:
-		cn.act.sync.pre = s.push(cn.act.sync.pre, compactItem(wait))
+		s.lists.addPre(c, compactItem(wait))
 		s.nopPos[cg] = max(s.nopPos[cg], 2*c-1)
 	}
 	s.fE[cg].raise(pg, pseq)

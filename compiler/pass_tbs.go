@@ -159,8 +159,21 @@ func (st *state) compactBlocks() {
 			}
 		}
 	}
+	// Every block's list is a capped run of one array, sized by a count
+	// first: a large program has a hundred thousand blocks, and growing
+	// each list by appends made most of this pass's allocations.
 	for _, a := range st.actions {
 		fix(a)
-		st.blocks[a.rank][a.tb].acts = append(st.blocks[a.rank][a.tb].acts, a)
+		st.blocks[a.rank][a.tb].n++
+	}
+	all := make([]*action, len(st.actions))
+	for _, row := range st.blocks {
+		for _, blk := range row {
+			blk.acts, all = all[:0:blk.n], all[blk.n:]
+		}
+	}
+	for _, a := range st.actions {
+		blk := st.blocks[a.rank][a.tb]
+		blk.acts = append(blk.acts, a)
 	}
 }

@@ -173,17 +173,18 @@ type action struct {
 	// red is the reduction's index in reduceOps, one byte in the shared
 	// word rather than a 16-byte string in every action.
 	red uint8
-	src []aref
-	dst []aref
-	pos *dsl.Range // shared by the actions of one statement
+	// sync is what the sync pass notes for the action (two flags, in the
+	// shared word too).
+	sync nodeSync
+	src  []aref
+	dst  []aref
+	pos  *dsl.Range // shared by the actions of one statement
 	// ch holds the fields only channel-level ops use; nil for chunk-level
 	// ones, which are millions and need none of them.
 	ch *chanLevel
 	// links: the channels of port data ops and channel-level ops; nil
 	// for the million memory copies and puts that have none.
 	links *actLinks
-	// sync is what the sync pass puts around the action.
-	sync nodeSync
 }
 
 // reduceOps are the reductions evaluate accepts (the `reduce` option and
@@ -274,6 +275,7 @@ func (a *action) tbg() *ir.TBGInfo {
 type block struct {
 	rank, tb int
 	acts     []*action
+	n        int // compactBlocks: the number of actions, while it counts
 }
 
 func (a *action) String() string {

@@ -247,7 +247,9 @@ func (s *syncer) layoutBlock(r, tb int, k *opSink) {
 	}
 	for _, a := range blk.acts {
 		ns := &a.sync
-		pre := ns.pre
+		// Actions follow the ranks' host starts in node order.
+		seq := int32(s.st.hdr.ranks) + a.seq
+		pre := s.lists.waits(seq)
 		if ns.preFl {
 			flush(unflushed)
 			unflushed = nil
@@ -268,7 +270,7 @@ func (s *syncer) layoutBlock(r, tb int, k *opSink) {
 				unflushed = append(unflushed, c)
 			}
 		}
-		post := ns.post
+		post := s.lists.signals(seq)
 		if len(post) == 0 {
 			continue
 		}
