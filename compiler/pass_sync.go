@@ -122,66 +122,84 @@ type access struct {
 	write bool
 }
 
-// nodeSync is what sync notes in an action besides its waits and signals
-// (syncer.pre and post).
+// nodeSync is what sync notes in an action besides its waits and signals.
 type nodeSync struct {
 	preNop, preFl bool // a nop (flush) before the op
 }
 
 // syncLists holds every action's waits (pre) and signals (post) in two
-// arrays, by node: node seq's are pre[preAt[seq]:preAt[seq+1]]. A list
-// per action cost 48 bytes of slice headers in each of a million actions
-// (two pointers each for the collector), where most have one of each.
-// The walk hands an action all its waits at once, in node order, so they
-// go straight to pre; its signals come later, one consumer at a time, so
-// they are collected as postRecs and sorted by node when the walk ends.
+// arrays: an action's are a run of items from its waitsAt (signalsAt),
+// the last one flagged. A list per action cost 48 bytes of slice headers
+// in each of a million actions (two pointers each for the collector),
+// where most have one of each; the run's start sits in the action, which
+// layout reads anyway. The walk hands an action all its waits at once, so
+// they go straight to pre; its signals come later, one consumer at a
+// time, so they are collected as postRecs and grouped by node when the
+// walk ends.
 type syncLists struct {
-	pre, post     []syncItem
-	preAt, postAt []int32
-	preNext       int32 // the first node whose waits have not started yet
-	posts         []postRec
+	pre, post []syncItem
+	posts     []postRec
 }
 
-// postRec is a signal of the action at node seq, until finishPost.
+// postRec is a signal of the action at node seq, until finish.
 type postRec struct {
 	seq int32
 	it  syncItem
 }
 
-// addPre appends a wait of node seq, which is no earlier a node than any
-// before.
-func (l *syncLists) addPre(seq int32, it syncItem) {
-	for ; l.preNext <= seq; l.preNext++ {
-		l.preAt[l.preNext] = int32(len(l.pre))
+// addPre appends a wait of a; every wait of a comes before any wait of a
+// later action.
+func (l *syncLists) addPre(a *action, it syncItem) {
+	if a.waitsAt == 0 {
+		a.waitsAt = int32(len(l.pre)) + 1
+	} else {
+		l.pre[len(l.pre)-1].last = false
 	}
+	it.last = true
 	l.pre = append(l.pre, it)
 }
 
-// finish closes the lists of nodes nodes: pre's remaining starts, and
-// post's records grouped by node, each node's in the order they came.
-func (l *syncLists) finish(nodes int) {
-	for ; int(l.preNext) <= nodes; l.preNext++ {
-		l.preAt[l.preNext] = int32(len(l.pre))
-	}
-	l.postAt = make([]int32, nodes+1)
+// finishLists groups the signals by node, each node's in the order they came,
+// and points their actions at them.
+func (s *syncer) finishLists() {
+	l := &s.lists
+	at := make([]int32, len(s.nodes)+1)
 	for _, r := range l.posts {
-		l.postAt[r.seq+1]++
+		at[r.seq+1]++
 	}
-	for i := 1; i <= nodes; i++ {
-		l.postAt[i] += l.postAt[i-1]
+	for i := 1; i < len(at); i++ {
+		at[i] += at[i-1]
 	}
 	l.post = make([]syncItem, len(l.posts))
-	next := append([]int32(nil), l.postAt[:nodes]...)
 	for _, r := range l.posts {
-		l.post[next[r.seq]] = r.it
-		next[r.seq]++
+		l.post[at[r.seq]] = r.it
+		at[r.seq]++
+	}
+	// at[seq] is now the end of node seq's run.
+	for seq, nd := range s.nodes {
+		start := int32(0)
+		if seq > 0 {
+			start = at[seq-1]
+		}
+		if at[seq] > start {
+			l.post[at[seq]-1].last = true
+			nd.act.signalsAt = start + 1
+		}
 	}
 	l.posts = nil
 }
 
-// waits and signals return the lists of the action at node seq.
-func (l *syncLists) waits(seq int32) []syncItem   { return l.pre[l.preAt[seq]:l.preAt[seq+1]] }
-func (l *syncLists) signals(seq int32) []syncItem { return l.post[l.postAt[seq]:l.postAt[seq+1]] }
+// list returns the run of items that starts at at (1-based; 0: none).
+func list(items []syncItem, at int32) []syncItem {
+	if at == 0 {
+		return nil
+	}
+	n := at - 1
+	for !items[n].last {
+		n++
+	}
+	return items[at-1 : n+1]
+}
 
 // syncItem is an item of an action's pre or post list. A large program
 // holds millions, so they keep only what varies: their source is always
@@ -195,6 +213,7 @@ type syncItem struct {
 	kind itemKind
 	typ  ir.ChannelType
 	side uint8
+	last bool // the last of its action's list (syncLists)
 }
 
 // compactItem drops its position, action and flush list (see syncItem).
@@ -484,7 +503,7 @@ func (s *syncer) edge(p, c int32, full bool) {
 		s.startWait[cg] = append(s.startWait[cg], wait)
 		s.raiseStart(int32(pr), cg, b2k(full))
 	default:
-		s.lists.addPre(c, compactItem(wait))
+		s.lists.addPre(cn.act, compactItem(wait))
 		s.nopPos[cg] = max(s.nopPos[cg], 2*c-1)
 	}
 	s.fE[cg].raise(pg, pseq)

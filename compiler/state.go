@@ -164,6 +164,9 @@ type action struct {
 	tbHint int32 // from `tb N`; -1 when absent
 	rank   int   // executing rank
 	tb     int   // -1 until assign-tbs
+	// waitsAt and signalsAt are where sync put the action's waits and
+	// signals (see syncLists); 0 when it has none.
+	waitsAt, signalsAt int32
 	// The one-byte fields share a word: there are millions of actions.
 	code   ir.OpCode
 	chType ir.ChannelType // channel type of remote refs; ChanNone when local

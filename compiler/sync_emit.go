@@ -247,9 +247,7 @@ func (s *syncer) layoutBlock(r, tb int, k *opSink) {
 	}
 	for _, a := range blk.acts {
 		ns := &a.sync
-		// Actions follow the ranks' host starts in node order.
-		seq := int32(s.st.hdr.ranks) + a.seq
-		pre := s.lists.waits(seq)
+		pre := list(s.lists.pre, a.waitsAt)
 		if ns.preFl {
 			flush(unflushed)
 			unflushed = nil
@@ -270,7 +268,7 @@ func (s *syncer) layoutBlock(r, tb int, k *opSink) {
 				unflushed = append(unflushed, c)
 			}
 		}
-		post := s.lists.signals(seq)
+		post := list(s.lists.post, a.signalsAt)
 		if len(post) == 0 {
 			continue
 		}

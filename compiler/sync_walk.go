@@ -24,11 +24,10 @@ func (s *syncer) run() {
 	}
 	// Most actions wait once and signal once: room for that up front
 	// spares growing two arrays of a million items step by step.
-	s.lists.preAt = make([]int32, len(s.nodes)+1)
 	s.lists.pre = make([]syncItem, 0, len(st.actions))
 	s.lists.posts = make([]postRec, 0, len(st.actions))
 	s.walk()
-	s.lists.finish(len(s.nodes))
+	s.finishLists()
 }
 
 // walkBatch is how many nodes the walk's phases hand over at a time.
