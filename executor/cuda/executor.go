@@ -82,6 +82,7 @@ type rankRes struct {
 	doneCnt  cuda.DevicePtr
 	fifoHead cuda.DevicePtr
 	inbound  [2]cuda.DevicePtr // [memory, port] inbound semaphores, one u64 per channel
+	portIn   *cuda.HostMem     // the port inbound semaphores: mapped host memory the proxy stores to
 	expected [2]cuda.DevicePtr // signals consumed so far, one u64 per channel
 	nchan    [2]int
 	peers    [2][]int
@@ -198,7 +199,15 @@ func (e *Executor) setupRanks() error {
 			return q
 		}
 		rs.inbound[0] = take(8 * int64(rs.nchan[0]))
-		rs.inbound[1] = take(8 * int64(rs.nchan[1]))
+		if rs.nchan[1] > 0 {
+			// The proxy delivers port signals from the host (see
+			// runtime/cuda/proxy.c for why not a stream-ordered write),
+			// so their semaphores live in mapped host memory.
+			if rs.portIn, err = cuda.HostAllocMapped(8 * int64(rs.nchan[1])); err != nil {
+				return err
+			}
+			rs.inbound[1] = rs.portIn.Dev
+		}
 		expected := [2]cuda.DevicePtr{take(8 * int64(rs.nchan[0])), take(8 * int64(rs.nchan[1]))}
 		rs.memChans = take(int64(kernels.ChanBytes * rs.nchan[0]))
 		rs.portChan = take(int64(kernels.ChanBytes * rs.nchan[1]))
@@ -229,6 +238,7 @@ func (e *Executor) setupRanks() error {
 	}
 	// Pair the k-th channel A→B with the k-th channel B→A of the same type.
 	remote := make([][2][]cuda.DevicePtr, n)
+	remotePort := make([][]*uint64, n) // the same port semaphores, as the proxy stores to them
 	for r, rs := range e.ranks {
 		for s := 0; s < 2; s++ {
 			remote[r][s] = make([]cuda.DevicePtr, rs.nchan[s])
@@ -253,6 +263,9 @@ func (e *Executor) setupRanks() error {
 					return fmt.Errorf("gpus[%d]: %s channel %d to rank %d has no partner channel on rank %d", r, []string{"memory", "port"}[s], i, peer, peer)
 				}
 				remote[r][s][i] = e.ranks[peer].inbound[s] + cuda.DevicePtr(8*j)
+				if s == 1 {
+					remotePort[r] = append(remotePort[r], e.ranks[peer].portIn.Word(int64(8*j)))
+				}
 			}
 		}
 	}
@@ -277,7 +290,7 @@ func (e *Executor) setupRanks() error {
 		}
 	}
 	if hasPort {
-		pr, err := startProxy(e, remote)
+		pr, err := startProxy(e, remotePort)
 		if err != nil {
 			return err
 		}
@@ -366,6 +379,9 @@ func (e *Executor) Close() error {
 		}
 		if rs.fifo != nil {
 			keep(rs.fifo.Free())
+		}
+		if rs.portIn != nil {
+			keep(rs.portIn.Free())
 		}
 		if rs.static != 0 {
 			keep(cuda.Free(rs.static))

@@ -29,7 +29,7 @@ type proxyRank struct {
 	stream *cuda.Stream
 }
 
-func startProxy(e *Executor, remote [][2][]cuda.DevicePtr) (*proxy, error) {
+func startProxy(e *Executor, remote [][]*uint64) (*proxy, error) {
 	p := &proxy{e: e}
 	var qs []cuda.ProxyQueue
 	for r, rs := range e.ranks {
@@ -42,7 +42,7 @@ func startProxy(e *Executor, remote [][2][]cuda.DevicePtr) (*proxy, error) {
 			return nil, err
 		}
 		p.ranks = append(p.ranks, &proxyRank{head: rs.fifoHead, fifo: rs.fifo.Bytes, size: uint64(e.opt.FifoEntries), stream: s})
-		qs = append(qs, cuda.ProxyQueue{FIFO: rs.fifo, Size: uint64(e.opt.FifoEntries), Stream: s, Remote: remote[r][1][:rs.nchan[1]]})
+		qs = append(qs, cuda.ProxyQueue{FIFO: rs.fifo, Size: uint64(e.opt.FifoEntries), Stream: s, Remote: remote[r]})
 	}
 	pp, err := cuda.NewPortProxy(qs)
 	if err != nil {

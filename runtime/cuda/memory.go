@@ -135,6 +135,15 @@ func HostAllocMapped(n int64) (*HostMem, error) {
 	return &HostMem{Bytes: b, Dev: DevicePtr(d), host: p}, nil
 }
 
+// Word is the 8-byte-aligned 64-bit word at byte offset off, for atomic
+// access from the host while a kernel reads or writes it through Dev.
+func (h *HostMem) Word(off int64) *uint64 {
+	if off < 0 || off%8 != 0 || off+8 > int64(len(h.Bytes)) {
+		panic(fmt.Sprintf("cuda: HostMem.Word(%d) outside %d bytes or unaligned", off, len(h.Bytes)))
+	}
+	return (*uint64)(unsafe.Pointer(&h.Bytes[off]))
+}
+
 // Free releases the allocation; Bytes becomes nil. Freeing twice is an error.
 func (h *HostMem) Free() error {
 	if h == nil {

@@ -4,7 +4,7 @@
 #include "proxy.h"
 #include "shim.h"
 
-#define MC_NOT_SUPPORTED 801
+#define CU_NOT_READY 600
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -22,10 +22,43 @@ static int fail(mc_proxy *p, int qi, uint64_t req, const char *call, int code) {
   return -1;
 }
 
+// complete delivers pending signals and flushes of queue qi once its
+// stream has drained: 1 if it delivered any, 0 if none, -1 on failure.
+//
+// The queue's stream carries copies only. Signals and flushes are host
+// stores to mapped memory, made after cuStreamQuery says every copy
+// before them is done: a stream-ordered write (cuStreamWriteValue64, an
+// event) rides a hardware queue that the driver may share with another
+// stream, and when that stream waits for the ranks' kernels (a join, the
+// next collective's fork) the signal those kernels spin on sits behind
+// the wait: a deadlock. Copies go to copy engines and were never seen to
+// be held up so (runtime/cuda/queue_test.go). Polling rather than waiting
+// keeps one slow queue from holding up the rest.
+static int complete(mc_proxy *p, int qi) {
+  mc_proxy_queue *q = &p->q[qi];
+  if (q->pend_n == 0) return 0;
+  int rc = mc_cuStreamQuery(q->stream);
+  if (rc == CU_NOT_READY) return 0;
+  if (rc) return fail(p, qi, q->pend[q->pend_head].idx, "cuStreamQuery", rc);
+  // Everything taken so far is copied: deliver in FIFO order.
+  while (q->pend_n > 0) {
+    mc_proxy_pending *e = &q->pend[q->pend_head];
+    if (e->kind == 2) {
+      __atomic_store_n(q->remote[e->ch], ++q->tokens[e->ch], __ATOMIC_RELEASE);
+    } else {
+      __atomic_store_n(&q->fifo[4 * q->size + 1], e->idx + 1, __ATOMIC_RELEASE);
+    }
+    q->pend_head = (q->pend_head + 1) % q->npend;
+    q->pend_n--;
+  }
+  return 1;
+}
+
 // step handles at most one request of queue qi: 1 if it did, 0 if none
-// was pending, -1 on failure (recorded in p).
+// was pending (or the pending ring is full), -1 on failure (recorded in p).
 static int step(mc_proxy *p, int qi) {
   mc_proxy_queue *q = &p->q[qi];
+  if (q->pend_n == q->npend) return 0;  // back-pressure until complete runs
   uint64_t *e = q->fifo + 4 * (q->tail & (q->size - 1));
   uint64_t tag = __atomic_load_n(&e[3], __ATOMIC_ACQUIRE);
   if (tag == 0 || (tag & 0xffffffffffULL) != ((q->tail + 1) & 0xffffffffffULL)) return 0;
@@ -36,26 +69,19 @@ static int step(mc_proxy *p, int qi) {
   __atomic_store_n(&e[3], 0, __ATOMIC_RELAXED);
   uint64_t idx = q->tail++;
   __atomic_store_n(&q->fifo[4 * q->size], q->tail, __ATOMIC_RELEASE);
-  int rc;
   switch (kind) {
-  case 1:  // put
-    rc = mc_cuMemcpyAsync(dst, src, (size_t)bytes, q->stream);
+  case 1: {  // put
+    int rc = mc_cuMemcpyAsync(dst, src, (size_t)bytes, q->stream);
     return rc ? fail(p, qi, idx, "cuMemcpyAsync", rc) : 1;
-  case 2: {  // signal: a stream-ordered store, so it lands after the puts
-    if ((int)ch >= q->nchan) return fail(p, qi, idx, "signal", -2);
-    uint64_t addr = q->remote[ch], v = ++q->tokens[ch];
-    rc = mc_cuStreamWriteValue64(q->stream, addr, v);
-    if ((rc == MC_MISSING || rc == MC_NOT_SUPPORTED) && p->wv) {
-      void *args[2] = {&addr, &v};
-      rc = mc_cuLaunchKernel(p->wv, 1, 1, 1, 1, 1, 1, 0, q->stream, args);
-      return rc ? fail(p, qi, idx, "cuLaunchKernel", rc) : 1;
-    }
-    return rc ? fail(p, qi, idx, "cuStreamWriteValue64", rc) : 1;
   }
+  case 2:  // signal
   case 3:  // flush
-    rc = mc_cuStreamSynchronize(q->stream);
-    if (rc) return fail(p, qi, idx, "cuStreamSynchronize", rc);
-    __atomic_store_n(&q->fifo[4 * q->size + 1], idx + 1, __ATOMIC_RELEASE);
+    if (kind == 2 && (int)ch >= q->nchan) return fail(p, qi, idx, "signal", -2);
+    mc_proxy_pending *pe = &q->pend[(q->pend_head + q->pend_n) % q->npend];
+    pe->idx = idx;
+    pe->kind = (int)kind;
+    pe->ch = (int)ch;
+    q->pend_n++;
     return 1;
   }
   return fail(p, qi, idx, "request", -3);
@@ -72,14 +98,20 @@ int mc_proxy_run(mc_proxy *p) {
         if (r == 0) break;
         busy = 1;
       }
+      int c = complete(p, i);
+      if (c < 0) return -1;
+      busy |= c;
     }
     if (busy) {
       idle = 0;
       continue;
     }
     // Requests come in bursts: spin about a millisecond, then nap so an
-    // idle executor does not hold a core.
-    if (++idle < 20000) {
+    // idle executor does not hold a core. Pending completions keep it
+    // spinning: they are what the kernels wait for.
+    int waiting = 0;
+    for (int i = 0; i < p->n; i++) waiting |= p->q[i].pend_n > 0;
+    if (waiting || ++idle < 20000) {
       cpu_relax();
     } else {
       struct timespec ts = {0, 20000};

@@ -15,10 +15,11 @@ import (
 
 // PortProxy is the host side of port channels: it takes requests from
 // rank FIFOs in mapped host memory strictly in order, issues each put as
-// cuMemcpyAsync on the queue's stream, publishes each signal as a
-// stream-ordered 64-bit write of the next token to the peer (so it lands
-// after the puts before it) and completes each flush once the stream has
-// drained.
+// cuMemcpyAsync on the queue's stream, and delivers each signal (the next
+// token, stored to the peer's inbound word in mapped host memory) and each
+// flush (the flushed word) from the host once the stream has drained
+// every copy taken before it. The stream carries nothing but copies: see
+// proxy.c for the deadlock a stream-ordered signal ran into.
 //
 // The loop is C, entered once by Run, because kernels spin on what it
 // publishes: written in Go, it yielded to the scheduler between polls, and
@@ -30,12 +31,19 @@ type PortProxy struct {
 	once sync.Once
 }
 
+// proxyPending bounds the signals and flushes of one queue awaiting their
+// copies; beyond it the proxy stops taking that queue's requests until
+// the stream drains.
+const proxyPending = 256
+
 // ProxyQueue describes one rank's FIFO.
 type ProxyQueue struct {
-	FIFO   *HostMem    // Size entries of 4 words (src, dst, bytes, tag), then tail and flushed words
-	Size   uint64      // entries, a power of two
-	Stream *Stream     // the queue's copies and signals go here
-	Remote []DevicePtr // per port channel: the peer's inbound token
+	FIFO   *HostMem // Size entries of 4 words (src, dst, bytes, tag), then tail and flushed words
+	Size   uint64   // entries, a power of two
+	Stream *Stream  // the queue's copies go here
+	// Remote: per port channel, the peer's inbound token, a word of mapped
+	// host memory (HostMem.Word) that the peer's kernel polls.
+	Remote []*uint64
 }
 
 // NewPortProxy prepares a proxy over qs; Run serves them.
@@ -50,28 +58,27 @@ func NewPortProxy(qs []ProxyQueue) (*PortProxy, error) {
 		if q.FIFO == nil || int64(len(q.FIFO.Bytes)) < int64(q.Size)*32+16 {
 			return nil, fmt.Errorf("cuda: NewPortProxy: queue %d FIFO is smaller than %d entries and 2 words", i, q.Size)
 		}
+		for k, r := range q.Remote {
+			if r == nil || uintptr(unsafe.Pointer(r))%8 != 0 {
+				return nil, fmt.Errorf("cuda: NewPortProxy: queue %d channel %d: no aligned inbound token", i, k)
+			}
+		}
 		if err := q.Stream.live("NewPortProxy"); err != nil {
 			return nil, err
 		}
 	}
-	// Where the driver refuses stream memory operations, signals fall back
-	// to a one-thread kernel; load it now rather than inside the loop.
-	wv, err := qs[0].Stream.writeValueKernel()
-	if err != nil {
-		return nil, err
-	}
-	// Everything the loop touches is C memory: cgo forbids C keeping Go
-	// pointers across the long call.
+	// Everything the loop touches is C memory (the tokens are mapped host
+	// memory from cuMemHostAlloc): cgo forbids C keeping Go pointers
+	// across the long call.
 	p := (*C.mc_proxy)(C.calloc(1, C.size_t(unsafe.Sizeof(C.mc_proxy{}))))
 	p.n = C.int(len(qs))
-	p.wv = wv.h
 	p.q = (*C.mc_proxy_queue)(C.calloc(C.size_t(len(qs)), C.size_t(unsafe.Sizeof(C.mc_proxy_queue{}))))
 	cq := unsafe.Slice(p.q, len(qs))
 	for i, q := range qs {
 		n := max(1, len(q.Remote))
-		remote := unsafe.Slice((*C.uint64_t)(C.calloc(C.size_t(n), 8)), n)
+		remote := unsafe.Slice((**C.uint64_t)(C.calloc(C.size_t(n), C.size_t(unsafe.Sizeof(uintptr(0))))), n)
 		for k, r := range q.Remote {
-			remote[k] = C.uint64_t(r)
+			remote[k] = (*C.uint64_t)(unsafe.Pointer(r))
 		}
 		cq[i] = C.mc_proxy_queue{
 			fifo:   (*C.uint64_t)(q.FIFO.host),
@@ -80,6 +87,8 @@ func NewPortProxy(qs []ProxyQueue) (*PortProxy, error) {
 			remote: &remote[0],
 			tokens: (*C.uint64_t)(C.calloc(C.size_t(n), 8)),
 			nchan:  C.int(len(q.Remote)),
+			pend:   (*C.mc_proxy_pending)(C.calloc(proxyPending, C.size_t(unsafe.Sizeof(C.mc_proxy_pending{})))),
+			npend:  proxyPending,
 		}
 	}
 	return &PortProxy{p: p}, nil
@@ -112,6 +121,7 @@ func (pp *PortProxy) Free() {
 		for _, q := range unsafe.Slice(pp.p.q, int(pp.p.n)) {
 			C.free(unsafe.Pointer(q.remote))
 			C.free(unsafe.Pointer(q.tokens))
+			C.free(unsafe.Pointer(q.pend))
 		}
 		C.free(unsafe.Pointer(pp.p.q))
 		C.free(unsafe.Pointer(pp.p))

@@ -5,6 +5,13 @@
 
 #include <stdint.h>
 
+// A signal or flush taken from a FIFO whose puts are not yet known to be
+// complete: kind 2 (signal on channel ch) or 3 (flush of request idx).
+typedef struct {
+  uint64_t idx;
+  int kind, ch;
+} mc_proxy_pending;
+
 // One rank's request queue. fifo is mapped host memory: size entries of
 // four words (src, dst, bytes, tag), then the tail word (entries taken)
 // and the flushed word (requests whose copies are complete). The tag is
@@ -13,17 +20,20 @@ typedef struct {
   uint64_t *fifo;
   uint64_t size;
   uint64_t tail;
-  uintptr_t stream;
-  const uint64_t *remote;  // per port channel: the peer's inbound token
-  uint64_t *tokens;        // per port channel: signals sent
+  uintptr_t stream;   // the queue's copies, and nothing else
+  uint64_t **remote;  // per port channel: the peer's inbound token (mapped host memory)
+  uint64_t *tokens;   // per port channel: signals sent
   int nchan;
+  // Signals and flushes waiting for the stream to drain, oldest first: a
+  // ring of npend.
+  mc_proxy_pending *pend;
+  int npend, pend_head, pend_n;
 } mc_proxy_queue;
 
 typedef struct {
   mc_proxy_queue *q;
   int n;
-  int quit;            // set by mc_proxy_stop
-  uintptr_t wv;        // fallback kernel for signals (0: none)
+  int quit;  // set by mc_proxy_stop
   // The first failure: call is a static name, code the driver's result
   // (or -2 unknown channel, -3 unknown request kind).
   int err_queue;

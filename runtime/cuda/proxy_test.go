@@ -2,7 +2,6 @@ package cuda
 
 import (
 	"bytes"
-	"encoding/binary"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -28,17 +27,19 @@ func TestPortProxy(t *testing.T) {
 	defer s.Destroy()
 	src, _ := Malloc(4096)
 	dst, _ := Malloc(4096)
-	tok, _ := Malloc(8)
+	tok, err := HostAllocMapped(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tok.Free()
 	defer Free(src)
 	defer Free(dst)
-	defer Free(tok)
 	want := bytes.Repeat([]byte{1, 2, 3, 4}, 1024)
 	if err := MemcpyHtoD(src, want); err != nil {
 		t.Fatal(err)
 	}
 	Memset8(dst, 0, 4096)
-	Memset8(tok, 0, 8)
-	pp, err := NewPortProxy([]ProxyQueue{{FIFO: fifo, Size: size, Stream: s, Remote: []DevicePtr{tok}}})
+	pp, err := NewPortProxy([]ProxyQueue{{FIFO: fifo, Size: size, Stream: s, Remote: []*uint64{tok.Word(0)}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,17 +69,28 @@ func TestPortProxy(t *testing.T) {
 		push(2, 0, 0, 0, 0)
 		push(3, 0, 0, 0, 0)
 		deadline := time.Now().Add(5 * time.Second)
+		// The signal is delivered only after the put before it landed.
+		for atomic.LoadUint64(tok.Word(0)) < uint64(round+1) {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: token %d, want %d", round, atomic.LoadUint64(tok.Word(0)), round+1)
+			}
+			time.Sleep(10 * time.Microsecond)
+		}
+		got := make([]byte, 4096)
+		if err := MemcpyDtoH(got, dst); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("round %d: signal delivered before the put's bytes landed", round)
+		}
+		Memset8(dst, 0, 4096) // the next round's put must land again
 		for atomic.LoadUint64(word(4*size+1)) < seq {
 			if time.Now().After(deadline) {
 				t.Fatalf("round %d: flush not completed (flushed %d, pushed %d)", round, atomic.LoadUint64(word(4*size+1)), seq)
 			}
 			time.Sleep(10 * time.Microsecond)
 		}
-		var b [8]byte
-		if err := MemcpyDtoH(b[:], tok); err != nil {
-			t.Fatal(err)
-		}
-		if got := binary.LittleEndian.Uint64(b[:]); got != uint64(round+1) {
+		if got := atomic.LoadUint64(tok.Word(0)); got != uint64(round+1) {
 			t.Errorf("round %d: token %d, want %d", round, got, round+1)
 		}
 	}
@@ -95,11 +107,4 @@ func TestPortProxy(t *testing.T) {
 		t.Fatal("Run did not fail on a signal on an unknown channel")
 	}
 	pp.Free()
-	got := make([]byte, 4096)
-	if err := MemcpyDtoH(got, dst); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Error("put did not copy the bytes")
-	}
 }

@@ -66,9 +66,11 @@ DECL(cuStreamQuery, CUresult, (CUstream))
 DECL(cuStreamDestroy, CUresult, (CUstream))
 DECL(cuStreamWriteValue64, CUresult, (CUstream, CUdeviceptr, uint64_t, unsigned))
 DECL(cuStreamWaitEvent, CUresult, (CUstream, CUevent, unsigned))
+DECL(cuStreamWaitValue64, CUresult, (CUstream, CUdeviceptr, uint64_t, unsigned))
 DECL(cuEventCreate, CUresult, (CUevent *, unsigned))
 DECL(cuEventRecord, CUresult, (CUevent, CUstream))
 DECL(cuEventSynchronize, CUresult, (CUevent))
+DECL(cuEventQuery, CUresult, (CUevent))
 DECL(cuEventElapsedTime, CUresult, (float *, CUevent, CUevent))
 DECL(cuEventDestroy, CUresult, (CUevent))
 DECL(cuModuleLoadDataEx, CUresult, (CUmodule *, const void *, unsigned, int *, void **))
@@ -127,9 +129,11 @@ static struct sym syms[] = {
     S(cuStreamDestroy, "cuStreamDestroy_v2", "cuStreamDestroy"),
     S(cuStreamWriteValue64, "cuStreamWriteValue64_v2", "cuStreamWriteValue64"),
     S(cuStreamWaitEvent, "cuStreamWaitEvent"),
+    S(cuStreamWaitValue64, "cuStreamWaitValue64_v2", "cuStreamWaitValue64"),
     S(cuEventCreate, "cuEventCreate"),
     S(cuEventRecord, "cuEventRecord"),
     S(cuEventSynchronize, "cuEventSynchronize"),
+    S(cuEventQuery, "cuEventQuery"),
     S(cuEventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime"),
     S(cuEventDestroy, "cuEventDestroy_v2", "cuEventDestroy"),
     S(cuModuleLoadDataEx, "cuModuleLoadDataEx"),
@@ -295,10 +299,14 @@ int mc_cuStreamWriteValue64(uintptr_t s, uint64_t addr, uint64_t v) {
   CALLCTX(cuStreamWriteValue64, H(s), addr, v, 0);
 }
 int mc_cuStreamWaitEvent(uintptr_t s, uintptr_t e) { CALLCTX(cuStreamWaitEvent, H(s), H(e), 0); }
+int mc_cuStreamWaitValue64(uintptr_t s, uint64_t addr, uint64_t v) {
+  CALLCTX(cuStreamWaitValue64, H(s), addr, v, 0 /* CU_STREAM_WAIT_VALUE_GEQ */);
+}
 
 int mc_cuEventCreate(uintptr_t *e, unsigned flags) { CALLCTX(cuEventCreate, (CUevent *)e, flags); }
 int mc_cuEventRecord(uintptr_t e, uintptr_t s) { CALLCTX(cuEventRecord, H(e), H(s)); }
 int mc_cuEventSynchronize(uintptr_t e) { CALLCTX(cuEventSynchronize, H(e)); }
+int mc_cuEventQuery(uintptr_t e) { CALLCTX(cuEventQuery, H(e)); }
 int mc_cuEventElapsedTime(float *ms, uintptr_t a, uintptr_t b) {
   CALLCTX(cuEventElapsedTime, ms, H(a), H(b));
 }

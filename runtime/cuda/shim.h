@@ -57,10 +57,12 @@ int mc_cuStreamQuery(uintptr_t s);
 int mc_cuStreamDestroy(uintptr_t s);
 int mc_cuStreamWriteValue64(uintptr_t s, uint64_t addr, uint64_t v);
 int mc_cuStreamWaitEvent(uintptr_t s, uintptr_t e);
+int mc_cuStreamWaitValue64(uintptr_t s, uint64_t addr, uint64_t v);
 
 int mc_cuEventCreate(uintptr_t *e, unsigned flags);
 int mc_cuEventRecord(uintptr_t e, uintptr_t s);
 int mc_cuEventSynchronize(uintptr_t e);
+int mc_cuEventQuery(uintptr_t e);
 int mc_cuEventElapsedTime(float *ms, uintptr_t a, uintptr_t b);
 int mc_cuEventDestroy(uintptr_t e);
 

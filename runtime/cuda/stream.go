@@ -124,6 +124,19 @@ func MemcpyHtoDAsync(dst DevicePtr, src unsafe.Pointer, n int64, s *Stream) erro
 	return check("cuMemcpyHtoDAsync", C.mc_cuMemcpyHtoDAsync(C.uint64_t(dst), src, C.size_t(n), s.handle()))
 }
 
+// WaitValue64 makes s wait until the 64-bit word at addr (device memory
+// or mapped host memory, 8-byte aligned) is at least v
+// (cuStreamWaitValue64 with CU_STREAM_WAIT_VALUE_GEQ).
+func (s *Stream) WaitValue64(addr DevicePtr, v uint64) error {
+	if err := Init(); err != nil {
+		return err
+	}
+	if addr%8 != 0 {
+		return fmt.Errorf("cuda: WaitValue64: address %#x is not 8-byte aligned", uint64(addr))
+	}
+	return check("cuStreamWaitValue64", C.mc_cuStreamWaitValue64(s.handle(), C.uint64_t(addr), C.uint64_t(v)))
+}
+
 // WriteValue64 enqueues a 64-bit store of v to addr (8-byte aligned) on s,
 // ordered after earlier work on s: the host proxy uses it to publish a
 // token to a kernel waiting on it. It uses cuStreamWriteValue64; where the
@@ -228,6 +241,18 @@ func (e *Event) Record(s *Stream) error {
 		return err
 	}
 	return check("cuEventRecord", C.mc_cuEventRecord(e.h, s.handle()))
+}
+
+// Query reports whether the recorded work is done, without waiting.
+func (e *Event) Query() (bool, error) {
+	if err := e.live("cuEventQuery"); err != nil {
+		return false, err
+	}
+	r := C.mc_cuEventQuery(e.h)
+	if r == ErrorNotReady {
+		return false, nil
+	}
+	return r == 0, check("cuEventQuery", r)
 }
 
 // Synchronize waits until the recorded work is done.
