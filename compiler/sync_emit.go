@@ -161,8 +161,14 @@ func (s *syncer) dataPairs(a *action) {
 			if a.chType == ir.ChanPort {
 				continue
 			}
-			if !s.rankPairs[rankPairKey(a.rank, r.rank, ir.ChanMemory)] {
-				s.addPair(pairKey(a.rank, a.tb, r.rank, -1, ir.ChanMemory))
+			// Consecutive ops of a block mostly reach one peer: the last
+			// pair of ranks found connected needs no map lookup (pairs are
+			// never removed).
+			if k := rankPairKey(a.rank, r.rank, ir.ChanMemory); k != s.lastRankPair || !s.haveLastRankPair {
+				if !s.rankPairs[k] {
+					s.addPair(pairKey(a.rank, a.tb, r.rank, -1, ir.ChanMemory))
+				}
+				s.lastRankPair, s.haveLastRankPair = k, true
 			}
 		}
 	}
