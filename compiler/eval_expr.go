@@ -286,7 +286,7 @@ func parseInt(s string, r dsl.Range, st *state) (int64, bool) {
 func (ev *evaluator) opStmt(o *dsl.OpStmt, onRank, onTB int) *evOp {
 	st := ev.st
 	op := st.newEvOp()
-	*op = evOp{name: o.Name, rngp: ev.rangeOf(o), tb: -1, onRank: onRank, onTB: onTB, evExtra: noExtra}
+	*op = evOp{name: o.Name, rngp: ev.rangeOf(o), tb: -1, onRank: int32(onRank), onTB: int32(onTB), evExtra: noExtra}
 	ok := true
 	// Both operand lists from the evaluator's slab: no allocation per op.
 	nr := len(o.Src) + len(o.Dst)
@@ -348,7 +348,7 @@ func (ev *evaluator) opStmt(o *dsl.OpStmt, onRank, onTB int) *evOp {
 					st.errorf(cr(), "", "thread block %d out of range 0..1023", v[0])
 					ok = false
 				} else {
-					op.tb = v[0]
+					op.tb = int32(v[0])
 				}
 			} else {
 				ok = false
@@ -490,6 +490,6 @@ func (ev *evaluator) ref(r *dsl.Ref) (evRef, bool) {
 		}
 		return out, false
 	}
-	out.rank, out.lo, out.hi = int32(rk), int(lo), int(hi)
+	out.rank, out.lo, out.hi = int32(rk), int32(lo), int32(hi)
 	return out, true
 }

@@ -396,7 +396,7 @@ func (ev *evaluator) stmts(ss []*dsl.Stmt, onRank, onTB int, top bool) []*evOp {
 			body := ev.stmts(s.Pipeline.Body, onRank, onTB, false)
 			ev.pop()
 			pr := r()
-			op := &evOp{name: "pipeline", rngp: &pr, onRank: onRank, onTB: onTB, tb: -1,
+			op := &evOp{name: "pipeline", rngp: &pr, onRank: int32(onRank), onTB: int32(onTB), tb: -1,
 				evExtra: &evExtra{id: -1, cnt: -1, pipeline: &ir.IterContext{UnitSize: int(unit), NumChunks: int(n)}, body: body}}
 			out = ev.add(out, op, onRank)
 		case s.Op != nil:

@@ -61,7 +61,7 @@ type lowerer struct {
 // so that one memory location has one name for dependency analysis.
 func (lw *lowerer) canon(r evRef) aref {
 	h := &lw.st.hdr
-	a := aref{rank: int(r.rank), buf: r.buf, idx: r.lo, size: r.hi - r.lo}
+	a := aref{rank: int(r.rank), buf: r.buf, idx: int(r.lo), size: int(r.hi - r.lo)}
 	if !h.inplace {
 		return a
 	}
@@ -172,7 +172,7 @@ func (lw *lowerer) chunk(o *evOp) *action {
 		}
 	}
 	a := st.newAction()
-	*a = action{rank: -1, tb: -1, tbHint: int32(o.tb), pos: o.posRef()}
+	*a = action{rank: -1, tb: -1, tbHint: o.tb, pos: o.posRef()}
 	a.setReduce(st.hdr.reduce)
 	if o.reduce != "" {
 		a.setReduce(o.reduce)
@@ -382,7 +382,7 @@ func (r aref) rangeHint(o *evOp) dsl.Range { return o.rng() }
 func (lw *lowerer) explicit(o *evOp) *action {
 	st := lw.st
 	if o.name == "pipeline" {
-		a := &action{rank: o.onRank, tb: o.onTB, tbHint: int32(o.onTB), code: ir.OpPipeline, explicit: true, pos: o.posRef(), ch: &chanLevel{iter: o.pipeline}}
+		a := &action{rank: int(o.onRank), tb: int(o.onTB), tbHint: o.onTB, code: ir.OpPipeline, explicit: true, pos: o.posRef(), ch: &chanLevel{iter: o.pipeline}}
 		for _, in := range o.body {
 			if in.name == "pipeline" {
 				st.errorf(in.rng(), "", "pipelines cannot be nested")
@@ -410,7 +410,7 @@ func (lw *lowerer) explicit(o *evOp) *action {
 		return nil
 	}
 	in := code.Info()
-	a := &action{rank: o.onRank, tb: o.onTB, tbHint: int32(o.onTB), code: code, explicit: true, pos: o.posRef(), ch: &chanLevel{tbg: o.tbg, sems: o.sems}}
+	a := &action{rank: int(o.onRank), tb: int(o.onTB), tbHint: o.onTB, code: code, explicit: true, pos: o.posRef(), ch: &chanLevel{tbg: o.tbg, sems: o.sems}}
 	if in.Reduces {
 		a.setReduce(st.hdr.reduce)
 		if o.reduce != "" {
@@ -449,7 +449,7 @@ func (lw *lowerer) explicit(o *evOp) *action {
 	}
 	// Peers: explicit `to`, else the owners of remote refs.
 	for _, p := range o.to {
-		if p.rank == o.onRank {
+		if p.rank == int(o.onRank) {
 			st.errorf(p.rng, "", "a channel connects two different ranks; rank %d is this block's own", p.rank)
 			return nil
 		}
@@ -457,7 +457,7 @@ func (lw *lowerer) explicit(o *evOp) *action {
 	}
 	remotes := map[int]bool{}
 	for _, r := range append(append([]aref{}, a.src...), a.dst...) {
-		if r.rank != o.onRank {
+		if r.rank != int(o.onRank) {
 			remotes[r.rank] = true
 		}
 	}
@@ -489,7 +489,7 @@ func (lw *lowerer) explicit(o *evOp) *action {
 		st.errorf(o.rng(), "", "%s moves data between ranks but names no other rank", o.name)
 		return nil
 	}
-	t, ok := lw.chanFor(o, o.onRank, peer)
+	t, ok := lw.chanFor(o, int(o.onRank), peer)
 	if !ok {
 		return nil
 	}
@@ -502,7 +502,7 @@ func (lw *lowerer) explicit(o *evOp) *action {
 		}
 		if len(names) == 1 && len(o.via) == 0 {
 			t, _ = ir.ParseChannelType(names[0])
-			if _, ok := lw.chanFor(&evOp{name: o.name, rngp: o.rngp, evExtra: &evExtra{id: -1, cnt: -1, via: []string{names[0]}}}, o.onRank, peer); !ok {
+			if _, ok := lw.chanFor(&evOp{name: o.name, rngp: o.rngp, evExtra: &evExtra{id: -1, cnt: -1, via: []string{names[0]}}}, int(o.onRank), peer); !ok {
 				return nil
 			}
 		} else {
@@ -514,7 +514,7 @@ func (lw *lowerer) explicit(o *evOp) *action {
 	// Port data ops name one channel per remote destination.
 	if t == ir.ChanPort && in.ChannelIDs.Has(ir.ChanPort) && in.Class != ir.ClassSync && len(a.ch.peers) == 0 {
 		for _, d := range a.dst {
-			if d.rank != o.onRank {
+			if d.rank != int(o.onRank) {
 				a.ch.peers = append(a.ch.peers, peerSpec{rank: d.rank, tb: noBlock, rng: o.rng()})
 			}
 		}
@@ -541,7 +541,7 @@ func (lw *lowerer) operands(o *evOp, a *action, what string, refs []evRef, spec 
 			mask = spec.Rest
 		}
 		kind := ir.RefLocal
-		if int(r.rank) != o.onRank {
+		if r.rank != o.onRank {
 			kind = ir.RefRemote
 		}
 		if !mask.Has(kind) {

@@ -68,11 +68,12 @@ type header struct {
 
 // evRef is an evaluated chunk slice.
 type evRef struct {
-	lo, hi int // chunk range [lo, hi)
-	// rank and buf share a word: a million-op program evaluates millions
-	// of references (ranks are capped far below 2^31).
-	rank int32
-	buf  ir.BufferType
+	// The range and rank share two words: a million-op program evaluates
+	// millions of references (ranks and chunk indices are capped far
+	// below 2^31).
+	lo, hi int32 // chunk range [lo, hi)
+	rank   int32
+	buf    ir.BufferType
 	// src is the reference in the source; its range is spelled only for
 	// a message (a million-op program evaluates millions of them).
 	src *dsl.Ref
@@ -100,12 +101,14 @@ type peerSpec struct {
 type evOp struct {
 	name     string
 	src, dst []evRef
-	tb       int // -1: not given
 	// rngp is the statement's range, shared by all its ops (and the
 	// actions made from them).
-	rngp   *dsl.Range
-	onRank int // channel level: the `on` block's rank; -1 for chunk ops
-	onTB   int
+	rngp *dsl.Range
+	// The numbers share two words: a million-op program evaluates a
+	// million of these (ranks and blocks are capped far below 2^31).
+	tb     int32 // -1: not given
+	onRank int32 // channel level: the `on` block's rank; -1 for chunk ops
+	onTB   int32
 	// The clauses chunk-level ops rarely have live behind a pointer,
 	// shared read-only (noExtra) until an op sets one: a million-op
 	// program then holds ~140 bytes less per op to write and to scan.
