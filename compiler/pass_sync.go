@@ -127,21 +127,22 @@ type nodeSync struct {
 	preNop, preFl bool // a nop (flush) before the op
 }
 
-// syncLists holds every action's waits (pre) and signals (post) in two
-// arrays: an action's are a run of items from its waitsAt (signalsAt),
-// the last one flagged. A list per action cost 48 bytes of slice headers
-// in each of a million actions (two pointers each for the collector),
-// where most have one of each; the run's start sits in the action, which
-// layout reads anyway. The walk hands an action all its waits at once, so
-// they go straight to pre; its signals come later, one consumer at a
-// time, so they are collected as postRecs and grouped by node when the
-// walk ends.
+// syncLists holds the waits (pre) and signals (post) of actions beyond
+// their first of each, which the action holds itself (wait1, signal1):
+// most actions have one of each, and layout then finds them in the action
+// it reads anyway rather than in a cache line of their own. The rest of an
+// action's list is a run of the array from waitsAt (signalsAt), the last
+// one flagged. (A slice per list cost 48 bytes of headers in each of a
+// million actions, two pointers for the collector.) The walk hands an
+// action all its waits at once, so they go straight to pre; its signals
+// come later, one consumer at a time, so they are collected as postRecs
+// and grouped by node when the walk ends.
 type syncLists struct {
 	pre, post []syncItem
 	posts     []postRec
 }
 
-// postRec is a signal of the action at node seq, until finish.
+// postRec is a signal of the action at node seq, until finishLists.
 type postRec struct {
 	seq int32
 	it  syncItem
@@ -150,17 +151,30 @@ type postRec struct {
 // addPre appends a wait of a; every wait of a comes before any wait of a
 // later action.
 func (l *syncLists) addPre(a *action, it syncItem) {
-	if a.waitsAt == 0 {
+	switch {
+	case a.wait1.kind == itemNone:
+		a.wait1 = it
+		return
+	case a.waitsAt == 0:
 		a.waitsAt = int32(len(l.pre)) + 1
-	} else {
+	default:
 		l.pre[len(l.pre)-1].last = false
 	}
 	it.last = true
 	l.pre = append(l.pre, it)
 }
 
-// finishLists groups the signals by node, each node's in the order they came,
-// and points their actions at them.
+// addPost appends a signal of the action at node seq.
+func (l *syncLists) addPost(seq int32, a *action, it syncItem) {
+	if a.signal1.kind == itemNone {
+		a.signal1 = it
+		return
+	}
+	l.posts = append(l.posts, postRec{seq: seq, it: it})
+}
+
+// finishLists groups the signals by node, each node's in the order they
+// came, and points their actions at them.
 func (s *syncer) finishLists() {
 	l := &s.lists
 	at := make([]int32, len(s.nodes)+1)
@@ -189,16 +203,21 @@ func (s *syncer) finishLists() {
 	l.posts = nil
 }
 
-// list returns the run of items that starts at at (1-based; 0: none).
-func list(items []syncItem, at int32) []syncItem {
+// list appends to buf an action's list: first (none if itemNone), then
+// the run of items that starts at at (1-based; 0: none).
+func list(buf []syncItem, first syncItem, items []syncItem, at int32) []syncItem {
+	if first.kind == itemNone {
+		return buf
+	}
+	buf = append(buf, first)
 	if at == 0 {
-		return nil
+		return buf
 	}
 	n := at - 1
 	for !items[n].last {
 		n++
 	}
-	return items[at-1 : n+1]
+	return append(buf, items[at-1:n+1]...)
 }
 
 // syncItem is an item of an action's pre or post list. A large program
@@ -215,6 +234,9 @@ type syncItem struct {
 	side uint8
 	last bool // the last of its action's list (syncLists)
 }
+
+// itemNone marks an absent syncItem: no list holds actions.
+const itemNone = itemAct
 
 // compactItem drops its position, action and flush list (see syncItem).
 func compactItem(it item) syncItem {
@@ -495,7 +517,7 @@ func (s *syncer) edge(p, c int32, full bool) {
 	case 1:
 		s.start[pg] = append(s.start[pg], sig)
 	default:
-		s.lists.posts = append(s.lists.posts, postRec{seq: p, it: compactItem(sig)})
+		s.lists.addPost(p, pn.act, compactItem(sig))
 		s.nopPos[pg] = max(s.nopPos[pg], 2*p+1)
 	}
 	switch {

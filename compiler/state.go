@@ -167,8 +167,9 @@ type action struct {
 	tbHint int32 // from `tb N`; -1 when absent
 	rank   int   // executing rank
 	tb     int   // -1 until assign-tbs
-	// waitsAt and signalsAt are where sync put the action's waits and
-	// signals (see syncLists); 0 when it has none.
+	// The action's first wait and signal, and where sync put the rest
+	// (see syncLists).
+	wait1, signal1     syncItem
 	waitsAt, signalsAt int32
 	// The one-byte fields share a word: there are millions of actions.
 	code   ir.OpCode

@@ -251,9 +251,10 @@ func (s *syncer) layoutBlock(r, tb int, k *opSink) {
 			k.put(&item{kind: itemFlush, pairs: &hold, pos: k.last})
 		}
 	}
+	var preBuf, postBuf [4]syncItem
 	for _, a := range blk.acts {
 		ns := &a.sync
-		pre := list(s.lists.pre, a.waitsAt)
+		pre := list(preBuf[:0], a.wait1, s.lists.pre, a.waitsAt)
 		if ns.preFl {
 			flush(unflushed)
 			unflushed = nil
@@ -274,7 +275,7 @@ func (s *syncer) layoutBlock(r, tb int, k *opSink) {
 				unflushed = append(unflushed, c)
 			}
 		}
-		post := list(s.lists.post, a.signalsAt)
+		post := list(postBuf[:0], a.signal1, s.lists.post, a.signalsAt)
 		if len(post) == 0 {
 			continue
 		}
