@@ -32,6 +32,9 @@ func lower(st *state) {
 	}
 	st.explicit = chanOp != nil
 	lw := &lowerer{st: st, pkt: make([]map[int]bool, st.hdr.ranks)}
+	// One action per op at most: sized once, not grown through a dozen
+	// copies for a million ops.
+	st.actions = make([]*action, 0, len(st.ops))
 	for _, o := range st.ops {
 		var a *action
 		if st.explicit {
@@ -43,6 +46,9 @@ func lower(st *state) {
 			a.seq = int32(len(st.actions))
 			st.actions = append(st.actions, a)
 		}
+	}
+	if len(st.actions) == 0 {
+		st.actions = nil // as if never grown: dumps show the ops then
 	}
 	if len(st.actions) > 0 {
 		// Later passes work on actions; letting the evaluated ops go keeps

@@ -152,20 +152,25 @@ func pairItem(kind itemKind, k chanPair, pid int32, r int) item {
 
 // knowMap maps a block to the latest node of it another block knows of.
 // A block hears from a handful of others, so a short list (searched in
-// place) serves, until it grows long enough to need a map.
+// place) serves, until it grows long enough to need a map. Entries are
+// pairs in one list, first made with room for a few: a large program has
+// a quarter of a million of these, and growing two lists one entry at a
+// time made a good part of sync's allocations.
 type knowMap struct {
-	ks, vs []int32
-	m      map[int32]int32
+	es []knowEntry
+	m  map[int32]int32
 }
+
+type knowEntry struct{ g, seq int32 }
 
 func (k *knowMap) get(g int32) (int32, bool) {
 	if k.m != nil {
 		v, ok := k.m[g]
 		return v, ok
 	}
-	for i, x := range k.ks {
-		if x == g {
-			return k.vs[i], true
+	for _, e := range k.es {
+		if e.g == g {
+			return e.seq, true
 		}
 	}
 	return 0, false
@@ -179,22 +184,25 @@ func (k *knowMap) raise(g, seq int32) {
 		}
 		return
 	}
-	for i, x := range k.ks {
-		if x == g {
-			k.vs[i] = max(k.vs[i], seq)
+	for i := range k.es {
+		if e := &k.es[i]; e.g == g {
+			e.seq = max(e.seq, seq)
 			return
 		}
 	}
-	if len(k.ks) < 32 {
-		k.ks, k.vs = append(k.ks, g), append(k.vs, seq)
+	if len(k.es) < 32 {
+		if k.es == nil {
+			k.es = make([]knowEntry, 0, 4)
+		}
+		k.es = append(k.es, knowEntry{g, seq})
 		return
 	}
-	k.m = make(map[int32]int32, 2*len(k.ks))
-	for i, x := range k.ks {
-		k.m[x] = k.vs[i]
+	k.m = make(map[int32]int32, 2*len(k.es))
+	for _, e := range k.es {
+		k.m[e.g] = e.seq
 	}
 	k.m[g] = seq
-	k.ks, k.vs = nil, nil
+	k.es = nil
 }
 
 // each calls f for every entry.
@@ -205,8 +213,8 @@ func (k *knowMap) each(f func(g, seq int32)) {
 		}
 		return
 	}
-	for i, x := range k.ks {
-		f(x, k.vs[i])
+	for _, e := range k.es {
+		f(e.g, e.seq)
 	}
 }
 
