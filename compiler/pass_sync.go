@@ -281,15 +281,13 @@ type syncer struct {
 	// for at its start. A block hears from one or two; a list per block
 	// beats a map of a hundred thousand entries.
 	startKnown [][]rankKnow
-	// partners[g]: blocks that share a channel with block g.
-	// A block has a handful, so a list beats a map.
-	partners [][]int32
-	// partnerPair[g][i] is the id of the pair of g and partners[g][i].
-	partnerPair [][]int32
-	semIDs      map[semPair]int32
-	needBuf     []edgeNeed
-	bestBuf     []keyedNeed
-	sameBuf     []int32
+	// partners[g]: the blocks that share a channel with block g, with
+	// the id of that pair. A block has a handful, so a list beats a map.
+	partners [][]partner
+	semIDs   map[semPair]int32
+	needBuf  []edgeNeed
+	bestBuf  []keyedNeed
+	sameBuf  []int32
 	// touch[(r, p)]: the blocks of rank r whose ops reach rank p.
 	touch    map[uint64][]int32 // by touchKey
 	lists    syncLists
@@ -379,14 +377,13 @@ func (s *syncer) regBlocks() {
 	}
 	if s.fE == nil {
 		n := len(s.blkRank)
-		s.partners, s.partnerPair = make([][]int32, 0, n), make([][]int32, 0, n)
+		s.partners = make([][]partner, 0, n)
 		s.fE, s.fV, s.nopPos = make([]knowMap, 0, n), make([]knowMap, 0, n), make([]int32, 0, n)
 		s.startKnown = make([][]rankKnow, 0, n)
 		s.start, s.startWait, s.end = make([][]item, 0, n), make([][]item, 0, n), make([][]item, 0, n)
 	}
 	for len(s.partners) < len(s.blkRank) {
 		s.partners = append(s.partners, nil)
-		s.partnerPair = append(s.partnerPair, nil)
 	}
 	for len(s.fE) < len(s.blkRank) {
 		s.fE = append(s.fE, knowMap{})
@@ -406,7 +403,8 @@ func (s *syncer) blockOn(r int, other int32) int32 {
 	st := s.st
 	or, ot := s.blkRank[other], s.blkTB[other]
 	best := int32(-1)
-	for _, g := range s.partners[other] {
+	for _, pt := range s.partners[other] {
+		g := pt.g
 		if s.blkRank[g] == r && (best < 0 || g < best) {
 			best = g
 		}

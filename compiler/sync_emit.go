@@ -227,7 +227,7 @@ func (s *syncer) materialize() {
 func (s *syncer) release() {
 	s.nodes, s.chunks, s.diag, s.fE, s.fV, s.nopPos = nil, nil, [4]diagTable{}, nil, nil, nil
 	s.touch, s.startKnown, s.rankPairs, s.semIDs = nil, nil, nil, nil
-	s.partners, s.partnerPair, s.blkRank, s.blkTB = nil, nil, nil, nil
+	s.partners, s.blkRank, s.blkTB = nil, nil, nil
 	s.needBuf, s.bestBuf, s.sameBuf = nil, nil, nil
 }
 
@@ -361,20 +361,32 @@ func (s *syncer) addPair(k chanPair) int32 {
 	// Every pair between two blocks is one of their partners, so a pair
 	// of blocks that are not partners is new: no lookup needed.
 	id := s.pairs.addNew(k)
-	s.partners[a] = append(s.partners[a], b)
-	s.partnerPair[a] = append(s.partnerPair[a], id)
+	s.addPartner(a, b, id)
 	if a != b {
-		s.partners[b] = append(s.partners[b], a)
-		s.partnerPair[b] = append(s.partnerPair[b], id)
+		s.addPartner(b, a, id)
 	}
 	return id
 }
 
+// partner is an entry of syncer.partners: block g, and the id of the
+// pair it shares with the block whose list holds the entry.
+type partner struct{ g, pair int32 }
+
+// addPartner notes that block a shares pair id with block b. Lists start
+// with room for four: a large program has a hundred thousand blocks, and
+// growing each from one entry made half of sync's allocations.
+func (s *syncer) addPartner(a, b, id int32) {
+	if s.partners[a] == nil {
+		s.partners[a] = make([]partner, 0, 4)
+	}
+	s.partners[a] = append(s.partners[a], partner{g: b, pair: id})
+}
+
 // pairOf returns the id of the pair that blocks a and b share, or -1.
 func (s *syncer) pairOf(a, b int32) int32 {
-	for i, g := range s.partners[a] {
-		if g == b {
-			return s.partnerPair[a][i]
+	for _, pt := range s.partners[a] {
+		if pt.g == b {
+			return pt.pair
 		}
 	}
 	return -1

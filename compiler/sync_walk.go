@@ -22,10 +22,6 @@ func (s *syncer) run() {
 	for r := 0; r < n; r++ {
 		s.nodes = append(s.nodes, node{rank: r, gid: -1, host: 2})
 	}
-	// Most actions wait once and signal once: room for that up front
-	// spares growing two arrays of a million items step by step.
-	s.lists.pre = make([]syncItem, 0, len(st.actions))
-	s.lists.posts = make([]postRec, 0, len(st.actions))
 	s.walk()
 	s.finishLists()
 }

@@ -52,6 +52,10 @@ func (v *validator) channelTable(c *blockCtx) {
 			continue
 		}
 		flat := v.flat[c.r][tc.Type]
+		if c.chans[tc.Type] == nil {
+			// Sized once: plans have a hundred thousand blocks.
+			c.chans[tc.Type] = make([]int, 0, len(tc.ChannelIDs))
+		}
 		for j, id := range tc.ChannelIDs {
 			jp := kp.at(".channel_ids", j)
 			if id < 0 || id >= len(flat) {
@@ -73,6 +77,9 @@ func (v *validator) remoteTable(c *blockCtx) {
 		if t != ChanMemory && t != ChanPort {
 			v.errorp(&kp, ".access_channel_type", "access_channel_type must be memory or port, got %s", t)
 			continue
+		}
+		if c.remote[t] == nil {
+			c.remote[t] = make([]int, 0, len(rr.RemoteBufferIDs))
 		}
 		for j, id := range rr.RemoteBufferIDs {
 			jp := kp.at(".remote_buffer_ids", j)
