@@ -15,11 +15,12 @@ import (
 	"github.com/msccl-go/msccl-go/runtime/nvrtc"
 )
 
-// Every rank has its own stream, and the proxy its own; the driver maps
-// streams onto 8 hardware queues by default, so that with 8 ranks a proxy
-// copy or a peer's kernel can queue behind a kernel that waits for it, a
-// deadlock. 32 is the driver's maximum; a value the user set is kept. The
-// driver reads it when the context is created, hence package init.
+// Every rank has its own stream and a collective needs all their kernels
+// running at once; the driver maps streams onto 8 hardware queues by
+// default, in-order each, so a kernel could queue behind another stream's
+// wait. 32 is the driver's maximum (docs/rationale.md); a value the user
+// set is kept. The driver reads it when the context is created, hence
+// package init. (The port proxy does not rely on it: runtime/cuda/proxy.c.)
 func init() {
 	if os.Getenv("CUDA_DEVICE_MAX_CONNECTIONS") == "" {
 		os.Setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32")
