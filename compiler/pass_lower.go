@@ -35,6 +35,10 @@ func lower(st *state) {
 	// One action per op at most: sized once, not grown through a dozen
 	// copies for a million ops.
 	st.actions = make([]*action, 0, len(st.ops))
+	if !st.explicit && lw.chunksParallel() {
+		st.ops, st.opSlab = nil, nil
+		return
+	}
 	for _, o := range st.ops {
 		var a *action
 		if st.explicit {
@@ -127,7 +131,9 @@ func (lw *lowerer) isPkt(r aref) (all, any bool) {
 }
 
 func (lw *lowerer) setPkt(r aref, v bool) {
-	if r.buf != ir.BufScratch {
+	if r.buf != ir.BufScratch || (!v && lw.pkt[r.rank] == nil) {
+		// Nothing to clear: no map is made (chunksParallel relies on
+		// protocol Simple programs never writing lw.pkt).
 		return
 	}
 	if lw.pkt[r.rank] == nil {
