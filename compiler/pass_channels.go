@@ -249,6 +249,16 @@ type tbBuild struct {
 	// in planBuilder.flat.
 	seen   []chanPair
 	seenID []int
+	// lastRemote caches remoteID's last answer.
+	lastRemote lastRemote
+}
+
+type lastRemote struct {
+	ok   bool
+	t    ir.ChannelType
+	buf  ir.BufferType
+	rank int
+	id   int
 }
 
 // collectExplicitPairs adds the channels named by channel-level ops.
@@ -409,6 +419,17 @@ func (b *planBuilder) localChan(tbb *tbBuild, t ir.ChannelType, side uint8, id i
 }
 
 func (b *planBuilder) remoteID(tbb *tbBuild, t ir.ChannelType, rank int, buf ir.BufferType) int {
+	if l := &tbb.lastRemote; l.ok && l.t == t && l.rank == rank && l.buf == buf {
+		// A block's ops mostly reach one peer buffer: its id, as found
+		// before, spares the map lookup and the scans below.
+		return l.id
+	}
+	id := b.newRemoteID(tbb, t, rank, buf)
+	tbb.lastRemote = lastRemote{ok: true, t: t, rank: rank, buf: buf, id: id}
+	return id
+}
+
+func (b *planBuilder) newRemoteID(tbb *tbBuild, t ir.ChannelType, rank int, buf ir.BufferType) int {
 	rb := tbb.rb
 	k := [2]int{rank, int(buf)}
 	gi, ok := rb.remote[k]
