@@ -8,8 +8,8 @@ import (
 // A protocol Simple chunk-level program lowers each op on its own: with no
 // packets, lowering reads only the header and the op (the packet table
 // stays empty). Workers then lower contiguous ranges of the ops, each with
-// its own lowerer, slabs and diagnostics, and the ranges' actions are
-// appended in op order, so the result is the serial one. A diagnostic
+// its own lowerer, slabs and diagnostics, into their places in the action
+// list, so the result is the serial one. A diagnostic
 // throws the workers' results away and lowers serially, which reports
 // exactly as before. (LL programs track packet slots from op to op, in
 // order, so they always lower serially.)
@@ -17,8 +17,9 @@ import (
 // minParallelLower: fewer ops are not worth the goroutines.
 const minParallelLower = 1 << 14
 
-// chunksParallel lowers st.ops into st.actions on several workers and
-// reports whether it did; when it did not, nothing was changed.
+// chunksParallel lowers st.ops into st.actions (empty, with room for
+// them) on several workers and reports whether it did; when it did not,
+// nothing was changed.
 func (lw *lowerer) chunksParallel() bool {
 	st := lw.st
 	n := len(st.ops)
@@ -27,31 +28,30 @@ func (lw *lowerer) chunksParallel() bool {
 		return false
 	}
 	parts := 4 * workers
-	type result struct {
-		acts []*action
-		ok   bool
-	}
-	res := make([]result, parts)
+	ok := make([]bool, parts)
+	// Without a diagnostic every op makes one action, so action i is op
+	// i's: workers put theirs in place, numbered.
+	acts := st.actions[:n]
 	par.ForEach(workers, parts, func(_, p int) {
 		w := &lowerer{st: &state{file: st.file, defines: st.defines, opts: st.opts, hdr: st.hdr}, pkt: lw.pkt}
-		acts := make([]*action, 0, (p+1)*n/parts-p*n/parts)
-		for _, o := range st.ops[p*n/parts : (p+1)*n/parts] {
-			if a := w.chunk(o); a != nil {
-				acts = append(acts, a)
+		good := true
+		for i := p * n / parts; i < (p+1)*n/parts; i++ {
+			a := w.chunk(st.ops[i])
+			if a == nil {
+				good = false // reported; the serial rerun reports it again
+				break
 			}
+			a.seq = int32(i)
+			acts[i] = a
 		}
-		res[p] = result{acts: acts, ok: len(w.st.diags) == 0}
+		ok[p] = good && len(w.st.diags) == 0
 	})
-	for _, r := range res {
-		if !r.ok {
+	for _, good := range ok {
+		if !good {
+			clear(acts)
 			return false
 		}
 	}
-	for _, r := range res {
-		for _, a := range r.acts {
-			a.seq = int32(len(st.actions))
-			st.actions = append(st.actions, a)
-		}
-	}
+	st.actions = acts
 	return true
 }
