@@ -273,10 +273,6 @@ type syncer struct {
 	end       [][]item
 	pairs     *pairSet
 	rankPairs map[uint64]bool
-	// lastRankPair is the key dataPairs last found in rankPairs, when
-	// haveLastRankPair.
-	lastRankPair     uint64
-	haveLastRankPair bool
 	// startKnown[g]: the ranks whose start-of-launch signal block g waits
 	// for at its start. A block hears from one or two; a list per block
 	// beats a map of a hundred thousand entries.

@@ -161,14 +161,8 @@ func (s *syncer) dataPairs(a *action) {
 			if a.chType == ir.ChanPort {
 				continue
 			}
-			// Consecutive ops of a block mostly reach one peer: the last
-			// pair of ranks found connected needs no map lookup (pairs are
-			// never removed).
-			if k := rankPairKey(a.rank, r.rank, ir.ChanMemory); k != s.lastRankPair || !s.haveLastRankPair {
-				if !s.rankPairs[k] {
-					s.addPair(pairKey(a.rank, a.tb, r.rank, -1, ir.ChanMemory))
-				}
-				s.lastRankPair, s.haveLastRankPair = k, true
+			if !s.rankPairs[rankPairKey(a.rank, r.rank, ir.ChanMemory)] {
+				s.addPair(pairKey(a.rank, a.tb, r.rank, -1, ir.ChanMemory))
 			}
 		}
 	}
@@ -197,6 +191,26 @@ func (s *syncer) dataPairs(a *action) {
 	}
 }
 
+// mayNeedPairs says whether dataPairs could add a pair for a: a port
+// op, or a memory op reaching a rank that no memory channel connects yet.
+// It only reads the syncer.
+func (s *syncer) mayNeedPairs(a *action) bool {
+	switch a.chType {
+	case ir.ChanNone:
+		return false
+	case ir.ChanPort:
+		return true
+	}
+	for _, refs := range [2][]aref{a.src, a.dst} {
+		for _, r := range refs {
+			if r.rank != a.rank && !s.rankPairs[rankPairKey(a.rank, r.rank, ir.ChanMemory)] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // materialize settles the channels of every data op, in block order (the
 // first op to reach a peer creates its channel), and leaves the layout of
 // each block's op list to layoutBlock, which buildPlan calls block by
@@ -205,11 +219,23 @@ func (s *syncer) materialize() {
 	st := s.st
 	st.pairs = s.pairs
 	st.sync = s
-	for r, row := range st.blocks {
-		for _, blk := range row {
+	// Most data ops need nothing here: memory ops whose ranks the walk
+	// already connected (pairs are only ever added). Workers pick out, per
+	// rank and in block order, the ops that may need something; only
+	// those go through dataPairs, in the same order as all ops would.
+	todo := make([][]*action, len(st.blocks))
+	par.ForEach(par.Workers(len(st.blocks)), len(st.blocks), func(_, r int) {
+		for _, blk := range st.blocks[r] {
 			for _, a := range blk.acts {
-				s.dataPairs(a)
+				if s.mayNeedPairs(a) {
+					todo[r] = append(todo[r], a)
+				}
 			}
+		}
+	})
+	for r, row := range st.blocks {
+		for _, a := range todo[r] {
+			s.dataPairs(a)
 		}
 		if len(row) == 1 {
 			g := s.gid[r][0]
