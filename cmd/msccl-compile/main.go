@@ -29,6 +29,7 @@ func register(name, summary string, run func(args []string, stdout, stderr io.Wr
 }
 
 func main() {
+	tuneGC()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
