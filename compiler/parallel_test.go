@@ -12,7 +12,7 @@ import (
 )
 
 // TestParallelDeterminism compiles every library algorithm at 64 ranks
-// (enough for several workers) on one core and on four: plans and
+// (enough for several workers) on one core, two and four: plans and
 // diagnostics must be byte for byte the same.
 func TestParallelDeterminism(t *testing.T) {
 	if testing.Short() {
@@ -43,10 +43,13 @@ func TestParallelDeterminism(t *testing.T) {
 		if strings.Contains(name, "hierarchical") {
 			defs = map[string]int64{"nodes": 8, "gpus_per_node": 8, "ranks": 64}
 		}
+		// Two workers walk with one shard, four with two.
 		js1, ds1 := compile(1, name, src, defs)
-		js4, ds4 := compile(4, name, src, defs)
-		if !bytes.Equal([]byte(js1), []byte(js4)) || ds1 != ds4 {
-			t.Errorf("%s: plan or diagnostics differ between 1 and 4 workers", name)
+		for _, procs := range []int{2, 4} {
+			js, ds := compile(procs, name, src, defs)
+			if !bytes.Equal([]byte(js1), []byte(js)) || ds1 != ds {
+				t.Errorf("%s: plan or diagnostics differ between 1 and %d workers", name, procs)
+			}
 		}
 	}
 }

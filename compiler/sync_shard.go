@@ -2,19 +2,21 @@ package compiler
 
 import "github.com/msccl-go/msccl-go/internal/par"
 
-// minShardWorkers: below this many workers the walk's two phases already
-// fill the cores, and sharding deps only adds work.
+// minShardWorkers: below this many workers the walk's stages already fill
+// the cores, and more than one shard only adds work (each shard follows
+// every node).
 const minShardWorkers = 4
 
-// walkSharded is walk with deps split three ways, for many cores. Shards
+// walkSharded is walk in three stages, for more than one core: deps'
+// gather and record in shards, its group in a merger, then order. Shards
 // own the chunks of contiguous rank ranges: each follows every node in
 // program order, but reads and records only its own chunks, and lists
-// per node the producers it found. A merger takes the shards' lists batch
-// by batch, joins them per node and groups them (group) into order's
-// records, which order consumes as in walk. group sorts what it is given,
-// so the records are deps' own whatever the number of shards; a second
-// packet write (deps' one diagnostic) cannot happen, as the walk is
-// sharded only for programs without packet writes.
+// per node the producers it found. The merger takes the shards' lists
+// batch by batch, joins them per node and groups them (group) into
+// order's records, which order consumes as in walk. group sorts what it
+// is given, so the records are deps' own whatever the number of shards; a
+// second packet write (deps' one diagnostic) cannot happen, as the walk
+// is sharded only for programs without packet writes.
 func (s *syncer) walkSharded(shards int) {
 	n, ranks := len(s.nodes), s.st.hdr.ranks
 	nb := (n + walkBatch - 1) / walkBatch

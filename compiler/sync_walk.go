@@ -32,12 +32,23 @@ const walkBatch = 4096
 // walk visits the nodes in program order in two phases, one feeding the
 // other batch by batch: deps follows the chunks to find what each node
 // must wait for, order turns that into sync items. Neither reads what the
-// other writes, so on two cores they overlap (the walk is the longest
+// other writes, so on several cores they overlap (the walk is the longest
 // single-threaded part of a large compile); records go through in program
-// order, so the result does not depend on the schedule.
+// order, so the result does not depend on the schedule. With more than one
+// core, programs without packet writes take walkSharded, which splits
+// deps further.
 func (s *syncer) walk() {
-	if w := par.Workers(s.st.hdr.ranks); w >= minShardWorkers && !s.packetWrites() {
-		s.walkSharded(w - 2)
+	if w := par.Workers(s.st.hdr.ranks); w >= 2 && !s.packetWrites() {
+		// One shard on two or three cores: the walk becomes a pipeline of
+		// three stages (gather and record, group, order) with no work
+		// added. deps alone was the slower of two phases (0.45-0.6 s for
+		// the 1024-rank ring on the 2-core VM, order 0.33-0.5); split,
+		// the walk took 0.52-0.63 s where it had taken 0.53-0.86.
+		shards := 1
+		if w >= minShardWorkers {
+			shards = w - 2
+		}
+		s.walkSharded(shards)
 		return
 	}
 	n := len(s.nodes)
