@@ -71,6 +71,38 @@ func setup(t testing.TB) *Context {
 	return ctx
 }
 
+// testMalloc, testStream and testHostMem allocate for a test (after
+// setup), failing it on error and freeing at its end.
+func testMalloc(t testing.TB, n int64) DevicePtr {
+	t.Helper()
+	p, err := Malloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { Free(p) })
+	return p
+}
+
+func testStream(t testing.TB) *Stream {
+	t.Helper()
+	s, err := NewStream(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Destroy() })
+	return s
+}
+
+func testHostMem(t testing.TB, n int64) *HostMem {
+	t.Helper()
+	h, err := HostAllocMapped(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Free() })
+	return h
+}
+
 func loadAdd1(t testing.TB) (*Module, *Function) {
 	t.Helper()
 	m, err := LoadModule([]byte(add1PTX))
@@ -238,13 +270,7 @@ func TestStreamsAndEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a, _ := Malloc(n)
-	b, err := Malloc(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer Free(a)
-	defer Free(b)
+	a, b := testMalloc(t, n), testMalloc(t, n)
 	s1, err := NewStream(true)
 	if err != nil {
 		t.Fatal(err)

@@ -15,25 +15,8 @@ import (
 func TestPortProxy(t *testing.T) {
 	ctx := setup(t)
 	const size = 2
-	fifo, err := HostAllocMapped(size*32 + 16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fifo.Free()
-	s, err := NewStream(true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Destroy()
-	src, _ := Malloc(4096)
-	dst, _ := Malloc(4096)
-	tok, err := HostAllocMapped(8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tok.Free()
-	defer Free(src)
-	defer Free(dst)
+	fifo, s, tok := testHostMem(t, size*32+16), testStream(t), testHostMem(t, 8)
+	src, dst := testMalloc(t, 4096), testMalloc(t, 4096)
 	want := bytes.Repeat([]byte{1, 2, 3, 4}, 1024)
 	if err := MemcpyHtoD(src, want); err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
 )
 
 // TestHardwareQueueSharing measures what the port proxy's design rests
@@ -22,30 +21,14 @@ func TestHardwareQueueSharing(t *testing.T) {
 	if os.Getenv("MSCCL_PROBE_QUEUES") == "" {
 		t.Skip("a probe of the driver: set MSCCL_PROBE_QUEUES=1")
 	}
-	flag, err := HostAllocMapped(8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer flag.Free()
-	word := (*uint64)(unsafe.Pointer(&flag.Bytes[0]))
-	p, err := NewStream(true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Destroy()
+	flag := testHostMem(t, 8)
+	word := flag.Word(0)
+	p := testStream(t)
 	var others []*Stream
 	for range 64 {
-		s, err := NewStream(true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Destroy()
-		others = append(others, s)
+		others = append(others, testStream(t))
 	}
-	a, _ := Malloc(1 << 20)
-	b, _ := Malloc(1 << 20)
-	defer Free(a)
-	defer Free(b)
+	a, b := testMalloc(t, 1<<20), testMalloc(t, 1<<20)
 	ev, err := NewEvent(false)
 	if err != nil {
 		t.Fatal(err)
