@@ -100,7 +100,8 @@ DEV u16 f32_to_bf16(float f) {
 // One record per block, in mapped host memory, so the host can read it even
 // while other blocks still spin. No atomics: each block writes only its own
 // record (threads of one block that time out together write the same
-// kind of facts; any of them is a faithful report), kind last.
+// kind of facts; any of them is a faithful report), kind last, and only
+// once: the executor never clears a record (it refuses to run after a hang).
 struct WatchRecord {
   u32 kind;  // 0 none; 1 wait, 2 packet, 3 barrier, 4 semaphore, 5 flush, 6 fifo full
   u32 rank, block, op;
@@ -136,6 +137,10 @@ DEV void wd_report(WaitCtx* w, u32 kind, u32 chanType, u32 channel, i32 peer, u6
   if (*w->aborted) return;  // fell through because another thread already reported
   *w->aborted = 1;
   volatile WatchRecord* r = w->rec;
+  // Keep the first report: launches queued behind a hang time out in turn
+  // and would overwrite it with later token counts (expected 23, saw 2),
+  // which reads as if the peer had fallen behind by twenty signals.
+  if (r->kind != 0) return;
   r->rank = w->rank;
   r->block = w->block;
   r->op = w->op;

@@ -15,13 +15,13 @@ import (
 	"github.com/msccl-go/msccl-go/runtime/nvrtc"
 )
 
-// Every rank has its own stream and a collective needs all their kernels
-// running at once; the driver maps streams onto 8 hardware queues by
-// default, in-order each, so a kernel could queue behind another stream's
-// wait. 32 is the driver's maximum (docs/rationale.md); a value the user
-// set is kept. The driver reads it when the context is created, hence
-// package init. (At 8 connections the 8-rank hierarchical plans still
-// hung after the proxy's fix, unexplained: docs/rationale.md.)
+// Every rank has its own stream, and port channels add a proxy stream per
+// rank; the driver maps streams onto 8 hardware queues by default,
+// in-order each, and a proxy copy queued behind another stream's wait
+// deadlocks (queues.go). 32 is the driver's maximum (docs/rationale.md); a
+// value the user set is kept, and Open refuses port-channel plans that
+// need more streams than it allows. The driver reads it when the context
+// is created, hence package init.
 func init() {
 	if os.Getenv("CUDA_DEVICE_MAX_CONNECTIONS") == "" {
 		os.Setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32")
@@ -41,6 +41,10 @@ type Options struct {
 	// FifoEntries is the port-channel request queue length per rank (a
 	// power of two); 0 means 1024.
 	FifoEntries int
+	// SharedQueues runs plans with port channels even when the streams
+	// outnumber CUDA_DEVICE_MAX_CONNECTIONS (queues.go): they may then
+	// deadlock. For probing the driver, not for use.
+	SharedQueues bool
 }
 
 // Executor runs one plan; it owns the per-rank streams, channels,
@@ -100,6 +104,9 @@ func Open(p *ir.Plan, opt Options) (*Executor, error) {
 		return nil, errors.New("cudaexec: nil plan")
 	}
 	if err := checkPlan(p, opt.AllowMulticast); err != nil {
+		return nil, err
+	}
+	if err := checkQueues(p, connections(), opt.SharedQueues); err != nil {
 		return nil, err
 	}
 	if opt.Timeout <= 0 {

@@ -31,8 +31,9 @@ static int fail(mc_proxy *p, int qi, uint64_t req, const char *call, int code) {
 // event) rides a hardware queue that the driver may share with another
 // stream, and when that stream waits for the ranks' kernels (a join, the
 // next collective's fork) the signal those kernels spin on sits behind
-// the wait: a deadlock. Copies go to copy engines and were never seen to
-// be held up so (runtime/cuda/queue_test.go). Polling rather than waiting
+// the wait: a deadlock. Copies can be held up the same way when their
+// stream shares a queue (runtime/cuda/queue_test.go), so executor/cuda
+// refuses plans whose streams outnumber the queues. Polling rather than waiting
 // keeps one slow queue from holding up the rest.
 static int complete(mc_proxy *p, int qi) {
   mc_proxy_queue *q = &p->q[qi];
