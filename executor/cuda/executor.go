@@ -62,6 +62,8 @@ type Executor struct {
 	fork   *cuda.Event
 	proxy  *proxy
 	broken error
+	// portOpen: this executor counts in openPortExecutors until Close.
+	portOpen bool
 }
 
 type fnKey struct {
@@ -106,7 +108,9 @@ func Open(p *ir.Plan, opt Options) (*Executor, error) {
 	if err := checkPlan(p, opt.AllowMulticast); err != nil {
 		return nil, err
 	}
-	if err := checkQueues(p, connections(), opt.SharedQueues); err != nil {
+	need := needOf(p)
+	need.live, need.portOpen = cuda.LiveStreams(), openPortExecutors.Load() > 0
+	if err := checkQueues(p.Name, need, connections(), opt.SharedQueues); err != nil {
 		return nil, err
 	}
 	if opt.Timeout <= 0 {
@@ -141,6 +145,10 @@ func Open(p *ir.Plan, opt Options) (*Executor, error) {
 	if err := e.setupRanks(); err != nil {
 		e.Close()
 		return nil, err
+	}
+	if need.proxyQueues > 0 {
+		openPortExecutors.Add(1)
+		e.portOpen = true
 	}
 	return e, nil
 }
@@ -360,6 +368,10 @@ func (e *Executor) Close() error {
 		if rs != nil && rs.stream != nil {
 			keep(rs.stream.Synchronize())
 		}
+	}
+	if e.portOpen {
+		openPortExecutors.Add(-1)
+		e.portOpen = false
 	}
 	if e.proxy != nil {
 		keep(e.proxy.stop())

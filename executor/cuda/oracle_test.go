@@ -32,6 +32,13 @@ import (
 // scheduled) and trip the watchdog.
 var gpuMu sync.Mutex
 
+// planMu keeps a plan with port channels alone in the process, from Open
+// to Close (others share it): with every test's executor alive the
+// process has far more streams than the driver has hardware queues, and a
+// proxy copy on a shared queue can wait behind a wait for its own kernels
+// (queues.go). Open would refuse it then; the tests wait instead.
+var planMu sync.RWMutex
+
 type gcase struct {
 	size     int64
 	dt       cpu.DType
@@ -375,11 +382,20 @@ func runCase(e *Executor, s *cuda.Stream, p *ir.Plan, c gcase) caseResult {
 // and cpuMem) and reports each failure.
 func checkCases(t *testing.T, name string, p *ir.Plan, cases []gcase) {
 	// The cases' stream (copies in and out, and the join of every
-	// collective) is made right after the executor's, so that the driver,
-	// which deals streams round-robin onto CUDA_DEVICE_MAX_CONNECTIONS
-	// hardware queues, never puts it on a proxy stream's queue: a proxy
-	// copy queued behind this stream's wait for the ranks' kernels would
-	// deadlock with them (a stream per case, made later, eventually did).
+	// collective) is made right after the executor's, and a plan with
+	// port channels runs alone (planMu), so that the driver, which deals
+	// streams onto CUDA_DEVICE_MAX_CONNECTIONS hardware queues, has a
+	// queue for each: a proxy copy queued behind this stream's wait for
+	// the ranks' kernels would deadlock with them (a stream per case, made
+	// later, eventually did; so did the full matrix with every test's
+	// executor alive, testdata/gpu/full_matrix_shared_queues.log).
+	if needOf(p).proxyQueues > 0 {
+		planMu.Lock()
+		defer planMu.Unlock()
+	} else {
+		planMu.RLock()
+		defer planMu.RUnlock()
+	}
 	gpuMu.Lock()
 	e, err := Open(p, Options{Timeout: 3 * time.Second})
 	var s *cuda.Stream

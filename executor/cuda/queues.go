@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/msccl-go/msccl-go/ir"
 )
@@ -37,29 +38,51 @@ func connections() int {
 	return min(n, driverMaxConnections)
 }
 
-// checkQueues refuses a plan with port channels when this executor's
-// streams (one per rank, one per proxy queue, plus the caller's) cannot
-// each have a hardware queue of their own. Plans without port channels
-// have no copy the kernels wait for, and run at any value.
-func checkQueues(p *ir.Plan, conns int, shared bool) error {
-	proxyQueues := 0
+// openPortExecutors counts the open executors whose plans have port
+// channels: while one is open, every Open checks the process's streams.
+var openPortExecutors atomic.Int64
+
+// queueNeed is what checkQueues weighs for one Open.
+type queueNeed struct {
+	ranks, proxyQueues int
+	live               int  // streams already made through runtime/cuda
+	portOpen           bool // an executor with port channels is open
+}
+
+func needOf(p *ir.Plan) queueNeed {
+	q := queueNeed{ranks: len(p.GPUs)}
 	for r := range p.GPUs {
 		for _, c := range p.GPUs[r].Channels {
 			if c.Type == ir.ChanPort {
-				proxyQueues++
+				q.proxyQueues++
 				break
 			}
 		}
 	}
-	if proxyQueues == 0 || shared {
+	return q
+}
+
+// checkQueues refuses to open a plan when a port proxy would have to share
+// a hardware queue: the plan has port channels, or an executor with port
+// channels is open, and the process's streams (those already made, this
+// executor's rank and proxy streams, and the caller's) outnumber the
+// queues. Without port channels there is no copy the kernels wait for, and
+// any number of streams is safe.
+func checkQueues(name string, q queueNeed, conns int, shared bool) error {
+	if shared || (q.proxyQueues == 0 && !q.portOpen) {
 		return nil
 	}
-	streams := len(p.GPUs) + proxyQueues + 1
+	streams := q.live + q.ranks + q.proxyQueues + 1
 	if conns >= streams {
 		return nil
 	}
-	return fmt.Errorf("cudaexec: plan %q has port channels and needs %d streams (%d ranks, %d proxy queues, the caller's), "+
+	why := fmt.Sprintf("plan %q has port channels", name)
+	if q.proxyQueues == 0 {
+		why = "an executor with port channels is open"
+	}
+	return fmt.Errorf("cudaexec: %s and the process would have %d streams (%d already, %d ranks, %d proxy queues, the caller's), "+
 		"but CUDA_DEVICE_MAX_CONNECTIONS gives %d hardware queues: a proxy copy queued behind another stream's wait "+
-		"for the kernels would never run (deadlock). Unset CUDA_DEVICE_MAX_CONNECTIONS (the executor then sets %d) or set it to at least %d",
-		p.Name, streams, len(p.GPUs), proxyQueues, conns, driverMaxConnections, streams)
+		"for the kernels would never run (deadlock). Close other executors, unset CUDA_DEVICE_MAX_CONNECTIONS "+
+		"(the executor then sets %d) or raise it",
+		why, streams, q.live, q.ranks, q.proxyQueues, conns, driverMaxConnections)
 }

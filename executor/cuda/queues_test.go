@@ -28,23 +28,30 @@ func TestCheckQueues(t *testing.T) {
 		return p
 	}
 	for _, c := range []struct {
-		ranks  int
-		port   bool
-		conns  int
-		shared bool
-		ok     bool
+		ranks    int
+		port     bool
+		live     int
+		portOpen bool
+		conns    int
+		shared   bool
+		ok       bool
 	}{
-		{8, false, 1, false, true},  // no port channels: any value
-		{2, true, 4, false, false},  // hung on the H200 (5 streams)
-		{2, true, 8, false, true},   // ran
-		{8, true, 12, false, false}, // hung (17 streams)
-		{8, true, 32, false, true},  // the executor's default
-		{8, true, 1, true, true},    // SharedQueues
-		{1, true, 1, false, false},  // one rank per process, Megatron's setting
+		{8, false, 0, false, 1, false, true},   // no port channels: any value
+		{8, false, 40, false, 32, false, true}, // ... and any number of streams
+		{2, true, 0, false, 4, false, false},   // hung on the H200 (5 streams)
+		{2, true, 0, false, 8, false, true},    // ran
+		{8, true, 0, false, 12, false, false},  // hung (17 streams)
+		{8, true, 0, false, 32, false, true},   // the executor's default
+		{8, true, 16, false, 32, false, false}, // other executors' streams count
+		{8, false, 30, true, 32, false, false}, // a port executor is open
+		{8, true, 0, false, 1, true, true},     // SharedQueues
+		{1, true, 0, false, 1, false, false},   // one rank per process, Megatron's setting
 	} {
-		err := checkQueues(plan(c.ranks, c.port), c.conns, c.shared)
+		q := needOf(plan(c.ranks, c.port))
+		q.live, q.portOpen = c.live, c.portOpen
+		err := checkQueues("x", q, c.conns, c.shared)
 		if (err == nil) != c.ok {
-			t.Errorf("%d ranks, port %v, %d queues, shared %v: err %v, want ok=%v", c.ranks, c.port, c.conns, c.shared, err, c.ok)
+			t.Errorf("%+v: err %v, want ok=%v", c, err, c.ok)
 		}
 		if err != nil && !strings.Contains(err.Error(), "CUDA_DEVICE_MAX_CONNECTIONS") {
 			t.Errorf("error does not name the setting: %v", err)
