@@ -93,6 +93,16 @@ func testStream(t testing.TB) *Stream {
 	return s
 }
 
+func testEvent(t testing.TB, timing bool) *Event {
+	t.Helper()
+	e, err := NewEvent(timing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Destroy() })
+	return e
+}
+
 func testHostMem(t testing.TB, n int64) *HostMem {
 	t.Helper()
 	h, err := HostAllocMapped(n)
@@ -281,13 +291,7 @@ func TestStreamsAndEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s2.Destroy()
-	start, _ := NewEvent(true)
-	end, err := NewEvent(true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer start.Destroy()
-	defer end.Destroy()
+	start, end := testEvent(t, true), testEvent(t, true)
 	c, err := Malloc(8)
 	must(err)
 	defer Free(c)

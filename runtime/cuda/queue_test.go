@@ -30,11 +30,7 @@ func TestHardwareQueueSharing(t *testing.T) {
 		others = append(others, testStream(t))
 	}
 	a, b := testMalloc(t, 1<<20), testMalloc(t, 1<<20)
-	ev, err := NewEvent(false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ev.Destroy()
+	ev := testEvent(t, false)
 	var blocked []string
 	for k, s := range others {
 		gen := uint64(k + 1)
@@ -129,11 +125,7 @@ func TestCopyBehindSpinningKernel(t *testing.T) {
 			t.Fatal(err)
 		}
 		if joined {
-			ev, err := NewEvent(false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ev.Destroy()
+			ev := testEvent(t, false)
 			if err := ev.Record(k); err != nil {
 				t.Fatal(err)
 			}
@@ -150,11 +142,7 @@ func TestCopyBehindSpinningKernel(t *testing.T) {
 		if err := MemcpyAsync(marker.Dev, one, 8, p); err != nil {
 			t.Fatal(err)
 		}
-		pe, err := NewEvent(false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer pe.Destroy()
+		pe := testEvent(t, false)
 		if err := pe.Record(p); err != nil {
 			t.Fatal(err)
 		}
