@@ -2,15 +2,20 @@ package compiler
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/alecthomas/participle/v2/lexer"
 	"github.com/msccl-go/msccl-go/dsl"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
-// precedence of a binary operator; higher binds tighter.
+// precedence of a binary operator; higher binds tighter. The levels are
+// Go's (`^`, `<<` and `>>` sit with `+` and `*` as there, so `1 + 2 << 3`
+// is 17), with `**` above them all and right-associative as in
+// mathematics: `2 * 3 ** 2` is 18 and `2 ** 3 ** 2` is 512.
 func precedence(op string) int {
 	switch op {
 	case "||":
@@ -19,10 +24,12 @@ func precedence(op string) int {
 		return 2
 	case "==", "!=", "<", "<=", ">", ">=":
 		return 3
-	case "+", "-":
+	case "+", "-", "^":
 		return 4
-	case "*", "/", "%":
+	case "*", "/", "%", "<<", ">>":
 		return 5
+	case "**":
+		return 6
 	}
 	return 0
 }
@@ -37,30 +44,88 @@ func (ev *evaluator) eval(e *dsl.Expr) (int64, bool) {
 	if len(e.Tail) == 0 {
 		return ev.unary(e.Head) // the common case, without allocating
 	}
-	var (
-		valBuf [8]int64
-		opBuf  [8]string
-		atBuf  [8]*dsl.Unary
-	)
-	vals, ops, ats := valBuf[:0], opBuf[:0], atBuf[:0]
-	v, ok := ev.unary(e.Head)
+	return ev.logic(e.Head, e.Tail, 1)
+}
+
+// logic evaluates the chain head tail... at level lvl: 1 splits it at
+// `||`, 2 at `&&`, higher levels go to chain. The two lowest levels are
+// split off first so that they can short-circuit: the operands right of
+// a deciding one are never evaluated, so `b != 0 && a / b > 1` does not
+// divide by zero. The loop (not recursion) keeps a hostile chain of a
+// million `||` from growing the stack.
+func (ev *evaluator) logic(head *dsl.Unary, tail []*dsl.BinTail, lvl int) (int64, bool) {
+	if lvl > 2 {
+		return ev.chain(head, tail)
+	}
+	op := "||"
+	if lvl == 2 {
+		op = "&&"
+	}
+	next := func(from int) int {
+		for i := from; i < len(tail); i++ {
+			if tail[i].Op == op {
+				return i
+			}
+		}
+		return len(tail)
+	}
+	end := next(0)
+	if end == len(tail) {
+		return ev.logic(head, tail, lvl+1) // no operator of this level
+	}
+	start, h := 0, head
+	for {
+		v, ok := ev.logic(h, tail[start:end], lvl+1)
+		if !ok {
+			return 0, false
+		}
+		// `||` is decided by a true operand, `&&` by a false one.
+		if end == len(tail) || (v != 0) == (op == "||") {
+			return b2i(v != 0), true
+		}
+		h, start = tail[end].Operand, end+1
+		end = next(start)
+	}
+}
+
+// chain evaluates a chain without `||` and `&&` by operator precedence.
+// Beside each value it keeps where its source starts (overflow is
+// reported over the whole operation) and, while the value is still a
+// bare operand, that operand (`-2 ** 2` is refused as ambiguous).
+func (ev *evaluator) chain(head *dsl.Unary, tail []*dsl.BinTail) (int64, bool) {
+	v, ok := ev.unary(head)
 	if !ok {
 		return 0, false
 	}
-	vals = append(vals, v)
-	// Operator-precedence reduction over the flat chain the grammar gives.
+	if len(tail) == 0 {
+		return v, true
+	}
+	var (
+		valBuf   [8]int64
+		startBuf [8]lexer.Position
+		bareBuf  [8]*dsl.Unary
+		opBuf    [8]*dsl.BinTail
+	)
+	vals, starts, bare, ops := append(valBuf[:0], v), append(startBuf[:0], head.Pos), append(bareBuf[:0], head), opBuf[:0]
+	// end is where the source of the value on top of the stack ends: the
+	// values are contiguous, so it is the last operand's end.
+	end := head.Prim.EndPos
 	reduce := func() bool {
-		op := ops[len(ops)-1]
-		at := ats[len(ats)-1]
-		ops, ats = ops[:len(ops)-1], ats[:len(ats)-1]
-		b, a := vals[len(vals)-1], vals[len(vals)-2]
-		vals = vals[:len(vals)-2]
-		x, ok := ev.binop(op, a, b, at)
-		vals = append(vals, x)
+		t := ops[len(ops)-1]
+		ops = ops[:len(ops)-1]
+		n := len(vals)
+		x, ok := ev.binop(t, vals[n-2], vals[n-1], bare[n-2], starts[n-2], end)
+		vals, starts, bare = append(vals[:n-2], x), starts[:n-1], append(bare[:n-2], nil)
 		return ok
 	}
-	for _, t := range e.Tail {
-		for len(ops) > 0 && precedence(ops[len(ops)-1]) >= precedence(t.Op) {
+	for _, t := range tail {
+		p := precedence(t.Op)
+		for len(ops) > 0 {
+			q := precedence(ops[len(ops)-1].Op)
+			// `**` is right-associative: a pending `**` waits for the next.
+			if q < p || (q == p && t.Op == "**") {
+				break
+			}
 			if !reduce() {
 				return 0, false
 			}
@@ -69,9 +134,9 @@ func (ev *evaluator) eval(e *dsl.Expr) (int64, bool) {
 		if !ok {
 			return 0, false
 		}
-		ops = append(ops, t.Op)
-		ats = append(ats, t.Operand)
-		vals = append(vals, v)
+		ops = append(ops, t)
+		vals, starts, bare = append(vals, v), append(starts, t.Operand.Pos), append(bare, t.Operand)
+		end = t.Operand.Prim.EndPos
 	}
 	for len(ops) > 0 {
 		if !reduce() {
@@ -88,13 +153,21 @@ func b2i(b bool) int64 {
 	return 0
 }
 
-// binop applies op; at is the right operand, where errors are reported.
-func (ev *evaluator) binop(op string, a, b int64, at *dsl.Unary) (int64, bool) {
-	switch op {
-	case "||":
-		return b2i(a != 0 || b != 0), true
-	case "&&":
-		return b2i(a != 0 && b != 0), true
+// maxShift bounds shift counts: a shift by 63 or more moves every bit of
+// a value out (or into the sign), which is never what a schedule means.
+const maxShift = 62
+
+// binop applies t.Op to a and b. lhs is the left operand while it is a
+// bare operand (nil once it is a result); lhsStart and end delimit the
+// operation's source, where overflow is reported; the right operand
+// t.Operand is where a bad divisor, shift count or exponent is.
+func (ev *evaluator) binop(t *dsl.BinTail, a, b int64, lhs *dsl.Unary, lhsStart, end lexer.Position) (int64, bool) {
+	rhs := func() dsl.Range { return dsl.RangeOf(t.Operand.Pos, t.Operand.Prim.EndPos) }
+	overflow := func() (int64, bool) {
+		ev.st.errorf(dsl.RangeOf(lhsStart, end), "integers are 64-bit and never wrap", "integer overflow: %s %s %s does not fit in 64 bits", operand(a), t.Op, operand(b))
+		return 0, false
+	}
+	switch t.Op {
 	case "==":
 		return b2i(a == b), true
 	case "!=":
@@ -107,23 +180,133 @@ func (ev *evaluator) binop(op string, a, b int64, at *dsl.Unary) (int64, bool) {
 		return b2i(a > b), true
 	case ">=":
 		return b2i(a >= b), true
+	case "^":
+		return a ^ b, true
 	case "+":
-		return a + b, true
+		if s, ok := addInt(a, b); ok {
+			return s, true
+		}
+		return overflow()
 	case "-":
-		return a - b, true
+		if b != math.MinInt64 {
+			if s, ok := addInt(a, -b); ok {
+				return s, true
+			}
+		} else if a < 0 {
+			return a - b, true // a - MinInt64 = a + 2^63 fits for negative a
+		}
+		return overflow()
 	case "*":
-		return a * b, true
+		if p, ok := mulInt(a, b); ok {
+			return p, true
+		}
+		return overflow()
 	case "/", "%":
 		if b == 0 {
-			ev.st.errorf(dsl.RangeOf(at.Pos, at.Prim.EndPos), "", "division by zero")
+			ev.st.errorf(rhs(), "", "division by zero")
 			return 0, false
 		}
-		if op == "/" {
+		if b == -1 {
+			// The one quotient that overflows: MinInt64 / -1.
+			if t.Op == "%" {
+				return 0, true
+			}
+			if a == math.MinInt64 {
+				return overflow()
+			}
+			return -a, true
+		}
+		if t.Op == "/" {
 			return floorDiv(a, b), true
 		}
 		return a - floorDiv(a, b)*b, true
+	case "<<", ">>":
+		if b < 0 || b > maxShift {
+			ev.st.errorf(rhs(), fmt.Sprintf("shift counts are 0..%d", maxShift), "shift count %d out of range", b)
+			return 0, false
+		}
+		if t.Op == ">>" {
+			return a >> b, true // arithmetic: rounds toward negative infinity, like `/`
+		}
+		if x := a << b; x>>b == a {
+			return x, true
+		}
+		return overflow()
+	case "**":
+		if lhs != nil && lhs.Op != "" {
+			ev.st.errorf(dsl.RangeOf(lhsStart, end), fmt.Sprintf("write (%s%s) ** ... or %s(... ** ...)", lhs.Op, primString(lhs.Prim), lhs.Op),
+				"%s before a base of ** is ambiguous", lhs.Op)
+			return 0, false
+		}
+		if b < 0 {
+			ev.st.errorf(rhs(), "integer powers need an exponent >= 0", "negative exponent %d", b)
+			return 0, false
+		}
+		if p, ok := powInt(a, b); ok {
+			return p, true
+		}
+		return overflow()
 	}
+	ev.st.errorf(rhs(), "", "unknown operator %q", t.Op)
 	return 0, false
+}
+
+// operand spells a value as an operand in a message: (-2) ** 64, not
+// -2 ** 64, which reads as another expression.
+func operand(v int64) string {
+	if v < 0 {
+		return "(" + strconv.FormatInt(v, 10) + ")"
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+// primString spells a primary for a message.
+func primString(p *dsl.Primary) string {
+	return dsl.ExprString(&dsl.Expr{Head: &dsl.Unary{Prim: p}})
+}
+
+// addInt is a + b and whether it fits in 64 bits.
+func addInt(a, b int64) (int64, bool) {
+	s := a + b
+	// Overflow happened when both operands have one sign and the sum the other.
+	return s, (a >= 0) != (b >= 0) || (s >= 0) == (a >= 0)
+}
+
+// mulInt is a * b and whether it fits in 64 bits.
+func mulInt(a, b int64) (int64, bool) {
+	if a == 0 || b == 0 {
+		return 0, true
+	}
+	p := a * b
+	// MinInt64 * -1 wraps to MinInt64 and divides back "correctly".
+	if (a == -1 && b == math.MinInt64) || (b == -1 && a == math.MinInt64) || p/b != a {
+		return 0, false
+	}
+	return p, true
+}
+
+// powInt is a ** b (b >= 0) and whether it fits in 64 bits. Bases other
+// than -1, 0 and 1 overflow within 63 multiplications, so the loop is short.
+func powInt(a, b int64) (int64, bool) {
+	switch {
+	case b == 0 || a == 1:
+		return 1, true
+	case a == 0:
+		return 0, true
+	case a == -1:
+		if b%2 == 0 {
+			return 1, true
+		}
+		return -1, true
+	}
+	p := int64(1)
+	for ; b > 0; b-- {
+		var ok bool
+		if p, ok = mulInt(p, a); !ok {
+			return 0, false
+		}
+	}
+	return p, true
 }
 
 // floorDiv rounds toward negative infinity, so (r - 1) % ranks is a rank
@@ -143,6 +326,10 @@ func (ev *evaluator) unary(u *dsl.Unary) (int64, bool) {
 	}
 	switch u.Op {
 	case "-":
+		if v == math.MinInt64 {
+			ev.st.errorf(dsl.RangeOf(u.Pos, u.Prim.EndPos), "integers are 64-bit and never wrap", "integer overflow: -(%d) does not fit in 64 bits", v)
+			return 0, false
+		}
 		return -v, true
 	case "!":
 		return b2i(v == 0), true
@@ -201,6 +388,10 @@ func (ev *evaluator) primary(p *dsl.Primary) (int64, bool) {
 				return 0, false
 			}
 			if p.Call.Func == "abs" {
+				if args[0] == math.MinInt64 {
+					ev.st.errorf(r(), "integers are 64-bit and never wrap", "integer overflow: abs(%d) does not fit in 64 bits", args[0])
+					return 0, false
+				}
 				return max(args[0], -args[0]), true
 			}
 			if args[0] < 1 {
@@ -217,12 +408,7 @@ func (ev *evaluator) primary(p *dsl.Primary) (int64, bool) {
 		return 0, false
 	case p.Ident != nil:
 		name := *p.Ident
-		for i := len(ev.vars) - 1; i >= 0; i-- {
-			if ev.vars[i].name == name {
-				return ev.vars[i].v, true
-			}
-		}
-		if v, ok := ev.params[name]; ok {
+		if v, ok := ev.lookup(name); ok {
 			return v, true
 		}
 		if name == "true" || name == "false" {
@@ -232,6 +418,17 @@ func (ev *evaluator) primary(p *dsl.Primary) (int64, bool) {
 		return 0, false
 	}
 	return 0, false
+}
+
+// lookup finds a name's value: the innermost binding, else a param.
+func (ev *evaluator) lookup(name string) (int64, bool) {
+	for i := len(ev.vars) - 1; i >= 0; i-- {
+		if ev.vars[i].name == name {
+			return ev.vars[i].v, true
+		}
+	}
+	v, ok := ev.params[name]
+	return v, ok
 }
 
 func (ev *evaluator) undeclaredHint(name string) string {

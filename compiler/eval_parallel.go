@@ -70,15 +70,14 @@ func (ev *evaluator) rangeOf(o *dsl.OpStmt) *dsl.Range {
 	return rp
 }
 
-// forParallel runs the loop's iterations from, from+step, ... below to on
+// forParallel runs the loop's n iterations from, from+step, ... on
 // several workers and reports whether it did; when it did not, nothing
 // was changed and the caller runs the loop serially.
-func (ev *evaluator) forParallel(f *dsl.ForStmt, from, to, step int64) bool {
+func (ev *evaluator) forParallel(f *dsl.ForStmt, from, step, n int64) bool {
 	st := ev.st
-	if ev.worker || st.diags.HasErrors() || to <= from {
+	if ev.worker || st.diags.HasErrors() || n <= 0 {
 		return false
 	}
-	n := (to - from + step - 1) / step
 	workers := par.Workers(st.hdr.ranks)
 	if workers <= 1 || n < minParallelIters || int64(ev.iters)+n > int64(ev.maxIt) || !ev.pureBody(f) {
 		return false
@@ -99,7 +98,7 @@ func (ev *evaluator) forParallel(f *dsl.ForStmt, from, to, step int64) bool {
 		for k := lo; k < hi && !w.stop; k++ {
 			w.iters++
 			w.push()
-			w.bind(f.Var, from+k*step)
+			w.bind(f.Var, loopValue(from, step, k))
 			w.stmts(f.Body, -1, -1, false)
 			w.pop()
 		}

@@ -38,6 +38,9 @@ func evaluate(st *state) {
 		return
 	}
 	ev.vars, ev.marks = nil, nil
+	if !ev.requirements() {
+		return // the program does not support these parameters: say only that
+	}
 	ev.stmts(st.file.Stmts, -1, -1, true)
 	if len(st.ops) == 0 && !st.diags.HasErrors() {
 		st.errorf(st.hdr.pos, "add copy/reduce statements (chunk level) or an `on rank(r) tb N { ... }` block (channel level)", "the program has no operations")
@@ -68,6 +71,9 @@ type evaluator struct {
 	// which runs its loops serially.
 	pure   map[*dsl.ForStmt]bool
 	worker bool
+	// checked holds the requirements the pre-pass evaluated (see
+	// requirements); the body skips them.
+	checked map[*dsl.RequireStmt]bool
 }
 
 func (ev *evaluator) header() {
@@ -399,6 +405,12 @@ func (ev *evaluator) stmts(ss []*dsl.Stmt, onRank, onTB int, top bool) []*evOp {
 			op := &evOp{name: "pipeline", rngp: &pr, onRank: int32(onRank), onTB: int32(onTB), tb: -1,
 				evExtra: &evExtra{id: -1, cnt: -1, pipeline: &ir.IterContext{UnitSize: int(unit), NumChunks: int(n)}, body: body}}
 			out = ev.add(out, op, onRank)
+		case s.Require != nil:
+			// A failed requirement ends the evaluation: what follows
+			// assumes it, so its errors would only bury this one.
+			if !ev.checked[s.Require] && !ev.require(s.Require) {
+				ev.stop = true
+			}
 		case s.Op != nil:
 			if op := ev.opStmt(s.Op, onRank, onTB); op != nil {
 				out = ev.add(out, op, onRank)
@@ -467,15 +479,17 @@ func (ev *evaluator) forStmt(f *dsl.ForStmt, onRank, onTB int) []*evOp {
 		ev.st.errorf(exprRange(f.Step), "loops count up over [from, to)", "step must be positive, got %d", step)
 		return nil
 	}
-	if (to-from)/step > int64(ev.maxIt) {
-		ev.st.errorf(dsl.RangeOf(f.Pos, f.EndPos), "", "loop runs %d times; the limit is %d", (to-from)/step, ev.maxIt)
+	n := loopCount(from, to, step)
+	if n > uint64(ev.maxIt) {
+		ev.st.errorf(dsl.RangeOf(f.Pos, f.EndPos), "", "loop runs %d times; the limit is %d", n, ev.maxIt)
 		return nil
 	}
-	if onRank < 0 && ev.forParallel(f, from, to, step) {
+	if onRank < 0 && ev.forParallel(f, from, step, int64(n)) {
 		return nil
 	}
 	var out []*evOp
-	for i := from; i < to && !ev.stop; i += step {
+	for k := int64(0); k < int64(n) && !ev.stop; k++ {
+		i := loopValue(from, step, k)
 		if ev.iters++; ev.iters > ev.maxIt {
 			ev.st.errorf(dsl.RangeOf(f.Pos, f.EndPos), "", "the program runs more than %d loop iterations", ev.maxIt)
 			ev.stop = true
@@ -490,6 +504,29 @@ func (ev *evaluator) forStmt(f *dsl.ForStmt, onRank, onTB int) []*evOp {
 		}
 	}
 	return out
+}
+
+// loopCount is how many times `for v in from..to step step` runs
+// (step > 0). The difference is taken unsigned: to - from may not fit in
+// an int64 (from = -2^62, to = 2^62), and a wrapped count would let the
+// loop run away or not at all.
+func loopCount(from, to, step int64) uint64 {
+	if to <= from {
+		return 0
+	}
+	d := uint64(to) - uint64(from)
+	n := d / uint64(step)
+	if d%uint64(step) != 0 {
+		n++
+	}
+	return n
+}
+
+// loopValue is the loop variable in iteration k < loopCount: from +
+// k*step, which lies in [from, to) and so fits, computed unsigned
+// because k*step alone may not.
+func loopValue(from, step, k int64) int64 {
+	return int64(uint64(from) + uint64(k)*uint64(step))
 }
 
 func (ev *evaluator) ifStmt(s *dsl.IfStmt, onRank, onTB int) []*evOp {

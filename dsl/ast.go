@@ -31,6 +31,7 @@ type Stmt struct {
 	If         *IfStmt         `parser:" | @@"`
 	On         *OnStmt         `parser:" | @@"`
 	Pipeline   *PipelineStmt   `parser:" | @@"`
+	Require    *RequireStmt    `parser:" | @@"`
 	Op         *OpStmt         `parser:" | @@ ) \";\"?"`
 }
 
@@ -92,6 +93,17 @@ type IfStmt struct {
 	Then   []*Stmt `parser:"\"{\" @@* \"}\""`
 	ElseIf *IfStmt `parser:"( \"else\" ( @@"`
 	Else   []*Stmt `parser:"| \"{\" @@* \"}\" ) )?"`
+}
+
+// RequireStmt states a condition the parameters must meet:
+// `require ranks % 2 == 0, "the ring pairs ranks"`. It is checked when the
+// parameters are bound, so an unsupported world size is reported at the
+// requirement rather than as whatever breaks first further down.
+type RequireStmt struct {
+	Pos    lexer.Position
+	EndPos lexer.Position
+	Cond   *Expr   `parser:"\"require\" @@"`
+	Msg    *string `parser:"( \",\" @String )?"`
 }
 
 // OnStmt opens a channel-level block: the ops inside run on one rank's
@@ -160,7 +172,7 @@ type Expr struct {
 
 // BinTail is one `op operand` of an Expr chain.
 type BinTail struct {
-	Op      string `parser:"@( \"||\" | \"&&\" | \"==\" | \"!=\" | \"<=\" | \">=\" | \"<\" | \">\" | \"+\" | \"-\" | \"*\" | \"/\" | \"%\" )"`
+	Op      string `parser:"@( \"||\" | \"&&\" | \"==\" | \"!=\" | \"<=\" | \">=\" | \"<<\" | \">>\" | \"<\" | \">\" | \"+\" | \"-\" | \"^\" | \"**\" | \"*\" | \"/\" | \"%\" )"`
 	Operand *Unary `parser:"@@"`
 }
 

@@ -116,6 +116,11 @@ func (p *printer) stmt(s *Stmt, depth int) {
 	case s.Pipeline != nil:
 		fmt.Fprintf(&p.b, "pipeline unit %s chunks %s", ExprString(s.Pipeline.Unit), ExprString(s.Pipeline.Chunks))
 		p.block(s.Pipeline.Body, depth, endLine(s))
+	case s.Require != nil:
+		p.b.WriteString("require " + ExprString(s.Require.Cond))
+		if s.Require.Msg != nil {
+			p.b.WriteString(", " + *s.Require.Msg)
+		}
 	case s.Op != nil:
 		p.b.WriteString(OpString(s.Op))
 	}

@@ -16,7 +16,9 @@ var lex = lexer.MustSimple([]lexer.SimpleRule{
 	{Name: "String", Pattern: `"(\\.|[^"\\\n])*"`},
 	{Name: "Int", Pattern: `0[xX][0-9a-fA-F]+|[0-9]+(KiB|MiB|GiB|K|M|G)?`},
 	{Name: "Ident", Pattern: `[A-Za-z_][A-Za-z0-9_]*`},
-	{Name: "Op", Pattern: `\.\.|->|==|!=|<=|>=|&&|\|\||[-+*/%<>!=(){}\[\],.:;@]`},
+	// Two-character operators come first: the alternation takes the
+	// first that matches, and "**" must not lex as two "*".
+	{Name: "Op", Pattern: `\.\.|->|==|!=|<=|>=|<<|>>|\*\*|&&|\|\||[-+*/%<>!=^(){}\[\],.:;@]`},
 	{Name: "Whitespace", Pattern: `[ \t\r\n]+`},
 })
 
