@@ -100,8 +100,30 @@ func Compile(f *dsl.File, defines map[string]int64, opts Options) (p *ir.Plan, s
 			opts.Dump(ps.name, st.dump(ps))
 		}
 	}
+	if st.plan != nil {
+		recordSizeRule(st)
+		if st.diags.HasErrors() {
+			st.diags.Sort()
+			return nil, nil, st.diags
+		}
+	}
 	st.diags.Sort()
 	return st.plan, st.sm, st.diags
+}
+
+// recordSizeRule writes the sizes the plan serves into it
+// (size_granularity, and min_message_size when the program set none
+// higher), so that a reader of the JSON, upstream's executor included,
+// sees the rule every entry point here enforces.
+func recordSizeRule(st *state) {
+	rule, err := st.plan.SizeRule()
+	if err != nil {
+		st.diags = append(st.diags, dsl.Diagnostic{Severity: dsl.Error, Summary: "the plan serves no message size: " + err.Error(),
+			Subject: st.sm.header()})
+		return
+	}
+	st.plan.SizeGranularity = uint64(rule.Granularity)
+	st.plan.MinMessageSize = max(st.plan.MinMessageSize, uint64(rule.Min))
 }
 
 func knownPass(name string) bool {

@@ -3,6 +3,7 @@ package compiler
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 
 	"github.com/msccl-go/msccl-go/dsl"
@@ -11,8 +12,9 @@ import (
 )
 
 // Verify runs the CPU reference executor on p for every message size and
-// data type given (two launches each, so buffer and scratch reuse is
-// checked) and reports every deadlock, race, unbalanced signal and wrong
+// data type given (nil sizes: ProofSizes, which cover every size the
+// plan's rule admits; ProofLaunches launches each, so buffer and scratch
+// reuse across launches is checked) and reports every deadlock, race, unbalanced signal and wrong
 // result at the DSL source of the ops involved. An empty result means the
 // plan is proven correct for those sizes and types. sm may be nil (plans
 // not compiled from source); findings then carry plan paths only.
@@ -24,6 +26,13 @@ func Verify(p *ir.Plan, sm *SourceMap, sizes []int64, dtypes []cpu.DType) Diagno
 		if !seen[k] {
 			seen[k] = true
 			ds = append(ds, d)
+		}
+	}
+	if sizes == nil {
+		var err error
+		if sizes, err = ProofSizes(p); err != nil {
+			add(dsl.Diagnostic{Severity: dsl.Error, Summary: "the plan serves no message size: " + err.Error(), Subject: sm.header()})
+			return ds
 		}
 	}
 	// The runs are independent simulations of a plan they only read, so
@@ -44,7 +53,7 @@ func Verify(p *ir.Plan, sm *SourceMap, sizes []int64, dtypes []cpu.DType) Diagno
 	par := min(runtime.GOMAXPROCS(0), len(runs))
 	if par <= 1 {
 		for i := range runs {
-			runs[i].rep, runs[i].err = cpu.Run(p, cpu.Options{Size: runs[i].size, DType: runs[i].dt, Launches: 2})
+			runs[i].rep, runs[i].err = cpu.Run(p, cpu.Options{Size: runs[i].size, DType: runs[i].dt, Launches: ProofLaunches})
 		}
 	} else {
 		var wg sync.WaitGroup
@@ -54,7 +63,7 @@ func Verify(p *ir.Plan, sm *SourceMap, sizes []int64, dtypes []cpu.DType) Diagno
 			go func() {
 				defer wg.Done()
 				for i := range next {
-					runs[i].rep, runs[i].err = cpu.Run(p, cpu.Options{Size: runs[i].size, DType: runs[i].dt, Launches: 2})
+					runs[i].rep, runs[i].err = cpu.Run(p, cpu.Options{Size: runs[i].size, DType: runs[i].dt, Launches: ProofLaunches})
 				}
 			}()
 		}
@@ -64,17 +73,69 @@ func Verify(p *ir.Plan, sm *SourceMap, sizes []int64, dtypes []cpu.DType) Diagno
 		close(next)
 		wg.Wait()
 	}
+	// The same finding at several sizes and types is one finding: the
+	// first run's report stands, and the runs that repeat it are listed.
+	// Wrong results differ in byte offsets from size to size, so only the
+	// first run that has them reports them.
+	also := map[string][]string{}
+	first := map[string]int{}
+	wrongRun := ""
 	for _, r := range runs {
+		run := fmt.Sprintf("%d bytes, %s", r.size, r.dt)
 		if r.err != nil {
 			add(dsl.Diagnostic{Severity: dsl.Error, Summary: fmt.Sprintf("cannot simulate at %d bytes of %s: %v", r.size, r.dt, r.err), Subject: sm.header()})
 			continue
 		}
-		for _, d := range reportDiags(r.rep, sm, fmt.Sprintf("%d bytes, %s", r.size, r.dt)) {
+		for _, d := range reportDiags(r.rep, sm, run) {
+			if strings.HasPrefix(d.Summary, "wrong result") {
+				if wrongRun != "" && wrongRun != run {
+					also["wrong"] = appendNew(also["wrong"], run)
+					continue
+				}
+				wrongRun = run
+			}
+			k := fmt.Sprintf("%s@%v", d.Summary, d.Subject.Start)
+			if i, ok := first[k]; ok && ds[i].Detail != d.Detail {
+				also[k] = appendNew(also[k], run)
+				continue
+			}
+			if _, ok := first[k]; !ok {
+				first[k] = len(ds)
+			}
 			add(d)
 		}
 	}
+	for k, runs := range also {
+		if k == "wrong" {
+			for i := range ds {
+				if strings.HasPrefix(ds[i].Summary, "wrong result") {
+					ds[i].Detail += "; also wrong at " + foldRuns(runs)
+					break
+				}
+			}
+			continue
+		}
+		ds[first[k]].Detail += "; the same at " + foldRuns(runs)
+	}
 	ds.Sort()
 	return ds
+}
+
+func appendNew(l []string, s string) []string {
+	for _, x := range l {
+		if x == s {
+			return l
+		}
+	}
+	return append(l, s)
+}
+
+// foldRuns lists at most three runs and counts the rest.
+func foldRuns(runs []string) string {
+	if len(runs) <= 3 {
+		return strings.Join(runs, "; ")
+	}
+	return fmt.Sprintf("%s and %d more runs", strings.Join(runs[:3], "; "), len(runs)-3)
 }
 
 func reportDiags(rep *cpu.Report, sm *SourceMap, run string) Diagnostics {

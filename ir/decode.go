@@ -261,6 +261,9 @@ func (d *decoder) plan(v any) *Plan {
 	if n, ok := o.u64("max_message_size", false); ok {
 		p.MaxMessageSize = n
 	}
+	if n, ok := o.u64("size_granularity", false); ok {
+		p.SizeGranularity = n
+	}
 	if n, ok := o.integer("num_threads_per_block", false); ok {
 		p.NumThreadsPerBlock = n
 	}

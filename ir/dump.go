@@ -21,6 +21,9 @@ func Dump(p *Plan) string {
 	}
 	fmt.Fprintf(&b, "plan %q: %s %s gpus=%d threads=%d align=%d msg=%d..%s", p.Name, p.Collective, p.Protocol,
 		len(p.GPUs), p.NumThreadsPerBlock, p.BufferAlignment, p.MinMessageSize, msgMax(p.MaxMessageSize))
+	if p.SizeGranularity != 0 {
+		fmt.Fprintf(&b, " granularity=%d", p.SizeGranularity)
+	}
 	for _, f := range []struct {
 		on   bool
 		name string

@@ -85,6 +85,10 @@ func EncodeTo(out io.Writer, p *Plan) error {
 	w.b = strconv.AppendUint(w.b, p.MinMessageSize, 10)
 	w.key("max_message_size")
 	w.b = strconv.AppendUint(w.b, p.MaxMessageSize, 10)
+	if p.SizeGranularity != 0 {
+		w.key("size_granularity")
+		w.b = strconv.AppendUint(w.b, p.SizeGranularity, 10)
+	}
 	w.endObj()
 	w.b = append(w.b, '\n')
 	_, err := out.Write(w.b)

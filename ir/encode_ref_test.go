@@ -22,6 +22,7 @@ type jPlan struct {
 	BufferAlignment    int    `json:"buffer_alignment"`
 	MinMessageSize     uint64 `json:"min_message_size"`
 	MaxMessageSize     uint64 `json:"max_message_size"`
+	SizeGranularity    uint64 `json:"size_granularity,omitempty"`
 }
 
 type jGPU struct {
@@ -114,7 +115,7 @@ func encodeReflect(p *Plan) ([]byte, error) {
 		Name: p.Name, Collective: string(p.Collective), Protocol: string(p.Protocol),
 		InPlace: p.InPlace, ReuseResources: p.ReuseResources,
 		NumThreadsPerBlock: p.NumThreadsPerBlock, DoubleScratch: p.DoubleScratch,
-		BufferAlignment: p.BufferAlignment, MinMessageSize: p.MinMessageSize, MaxMessageSize: p.MaxMessageSize,
+		BufferAlignment: p.BufferAlignment, MinMessageSize: p.MinMessageSize, MaxMessageSize: p.MaxMessageSize, SizeGranularity: p.SizeGranularity,
 		GPUs: make([]jGPU, len(p.GPUs)),
 	}
 	for i := range p.GPUs {

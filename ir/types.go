@@ -3,17 +3,21 @@ package ir
 // Plan is one execution plan: the same schedule seen from every rank.
 // Field names follow the MSCCL++ JSON keys; see codec.go for the mapping.
 type Plan struct {
-	Name               string
-	Collective         Collective
-	Protocol           Protocol
-	InPlace            bool
-	ReuseResources     bool
-	DoubleScratch      bool   // use_double_scratch_buffer
-	BufferAlignment    int    // bytes; 16 when absent
-	MinMessageSize     uint64 // bytes as nccl-tests counts them
-	MaxMessageSize     uint64 // ^uint64(0) when absent
-	NumThreadsPerBlock int    // 1024 when absent
-	GPUs               []GPU  // indexed by rank; GPUs[r].ID == r
+	Name            string
+	Collective      Collective
+	Protocol        Protocol
+	InPlace         bool
+	ReuseResources  bool
+	DoubleScratch   bool   // use_double_scratch_buffer
+	BufferAlignment int    // bytes; 16 when absent
+	MinMessageSize  uint64 // bytes as nccl-tests counts them
+	MaxMessageSize  uint64 // ^uint64(0) when absent
+	// SizeGranularity (our field, "size_granularity"; upstream ignores
+	// it): message sizes must be multiples of it. 0 when absent; the
+	// effective rule also follows from the chunk geometry (SizeRule).
+	SizeGranularity    uint64
+	NumThreadsPerBlock int   // 1024 when absent
+	GPUs               []GPU // indexed by rank; GPUs[r].ID == r
 }
 
 // Collective names the collective a plan implements.

@@ -21,12 +21,12 @@ func init() {
 
 func cmdCompile(args []string, stdout, stderr io.Writer) int {
 	defs := defines{}
-	fs := newFlags("compile", stderr, "compile FILE.msccl [-D name=value ...] [-o plan.json] [--dump=PASS|all] [--no-verify] [--verify-sizes 64K,1M] [--verify-dtypes f32,bf16]")
+	fs := newFlags("compile", stderr, "compile FILE.msccl [-D name=value ...] [-o plan.json] [--dump=PASS|all] [--no-verify] [--verify-sizes SIZES] [--verify-dtypes f32,bf16]")
 	fs.Var(defs, "D", "override a parameter: -D ranks=16 (repeatable)")
 	out := fs.String("o", "", "write the plan here instead of stdout")
 	dump := fs.String("dump", "", "print the IR after this pass to stderr (passes: "+strings.Join(compiler.PassNames(), ", ")+"; or all)")
 	noVerify := fs.Bool("no-verify", false, "skip the CPU executor's proof of the compiled plan")
-	sizes := fs.String("verify-sizes", "64K,1M", "message sizes (nccl-tests convention) the proof runs at")
+	sizes := fs.String("verify-sizes", "", "message sizes (nccl-tests convention) the proof runs at (default: sizes that cover every size the plan's rule admits)")
 	dtypes := fs.String("verify-dtypes", "f32,bf16", "data types the proof runs with")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -40,6 +40,9 @@ func cmdCompile(args []string, stdout, stderr io.Writer) int {
 	var vt []cpu.DType
 	if !*noVerify {
 		for _, s := range strings.Split(*sizes, ",") {
+			if *sizes == "" {
+				break
+			}
 			n, err := parseSize(s)
 			if err != nil {
 				return errorf(stderr, "compile", "--verify-sizes: %v", err)
@@ -98,7 +101,7 @@ func cmdCompile(args []string, stdout, stderr io.Writer) int {
 		return errorf(stderr, "compile", "writing plan: %v", err)
 	}
 	if !*noVerify {
-		fmt.Fprintf(stderr, "%s: wrote %s (%d ranks); proven correct at %s for %s\n", pos[0], *out, len(p.GPUs), *sizes, *dtypes)
+		fmt.Fprintf(stderr, "%s: wrote %s (%d ranks); %s\n", pos[0], outName(*out), len(p.GPUs), provenSummary(p, vs, *dtypes))
 	}
 	return exitOK
 }
@@ -153,4 +156,33 @@ func cmdFmt(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return rc
+}
+
+func outName(o string) string {
+	if o == "" {
+		return "the plan to stdout"
+	}
+	return o
+}
+
+// provenSummary says what the proof covered: the plan's whole size rule
+// when it ran at the rule's proof sizes, else the sizes asked for.
+func provenSummary(p *ir.Plan, sizes []int64, dtypes string) string {
+	rule, err := p.SizeRule()
+	if err != nil {
+		return "not proven: " + err.Error()
+	}
+	if sizes == nil {
+		ps, _ := compiler.ProofSizes(p)
+		return fmt.Sprintf("proven correct for every message size in its rule, %s (simulated at %s bytes, %d launches, %s)", rule, joinInts(ps), compiler.ProofLaunches, dtypes)
+	}
+	return fmt.Sprintf("proven correct at %s bytes only (%d launches, %s); its size rule: %s", joinInts(sizes), compiler.ProofLaunches, dtypes, rule)
+}
+
+func joinInts(v []int64) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = fmt.Sprint(n)
+	}
+	return strings.Join(s, ",")
 }

@@ -40,7 +40,7 @@ func cmdPlans(args []string, stdout, stderr io.Writer) int {
 	}
 	for _, np := range plans {
 		if !*noVerify {
-			vds := compiler.Verify(np.Plan, np.Source, []int64{64 << 10, 1 << 20}, []cpu.DType{cpu.F32, cpu.BF16})
+			vds := compiler.Verify(np.Plan, np.Source, nil, []cpu.DType{cpu.F32, cpu.BF16})
 			printDiags(stderr, vds)
 			if vds.HasErrors() {
 				return errorf(stderr, "plans", "%s (row at %s:%d) is not correct; no plan written", np.Algorithm, *sel, np.Row.Line)

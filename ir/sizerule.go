@@ -1,0 +1,289 @@
+package ir
+
+import (
+	"fmt"
+	"math"
+)
+
+// SizeRule is the set of message sizes (bytes as nccl-tests counts them)
+// a plan serves: multiples of Granularity from Min to Max inclusive. Every
+// entry point (the executors, the Go API, the tools) refuses a size
+// outside it, because outside it the chunk geometry makes some op move a
+// different number of bytes than its operands hold, and the result is
+// wrong or undefined.
+//
+// Why the rule has this shape: with S the reference buffer's size, A the
+// alignment, N its chunk count and u = S/A = qN + r, chunk c (c < N) holds
+// q+1 units when c < r and q otherwise, and every chunk c >= N (scratch
+// beyond the reference) holds q. An op that moves chunk i of one buffer
+// to chunk j of another is therefore consistent exactly when c < r is the
+// same for both, which depends on r alone. SizeRule collects, over every
+// op, the residues r that break some op; the sizes left are those whose r
+// is a multiple of Step (the largest set of residues closed under the
+// chunk split that avoids every broken one). At those sizes every op is a
+// chunk-for-chunk relabelling whatever q is, which is what lets the proof
+// cover all of them from a few (docs/rationale.md, "Why a few sizes prove
+// all of them").
+type SizeRule struct {
+	Granularity int64 // message sizes are multiples of this
+	Min, Max    int64 // inclusive; Max is math.MaxInt64 when unbounded
+
+	Align  int64 // the plan's buffer alignment
+	Chunks int64 // N: chunks of the reference buffer
+	Step   int64 // admitted residues u mod N are the multiples of Step
+	// Ref is the reference buffer (input, or output when the input has
+	// no chunks); PerRef is message bytes per reference byte times
+	// ranks... kept as a ratio: msg = ref * RefMul / RefDiv.
+	Ref            BufferType
+	RefMul, RefDiv int64
+	// Fragile names the first op that constrained Step (a JSON path and
+	// why), so a user learns which op limits the sizes; empty when every
+	// residue is admitted.
+	Fragile string
+	// Split says the rule needs sizes that split evenly into chunks
+	// (Step == Chunks).
+}
+
+// String states the rule briefly: "multiples of 128 bytes from 128 bytes".
+func (r SizeRule) String() string {
+	s := fmt.Sprintf("multiples of %d bytes from %d bytes", r.Granularity, r.Min)
+	if r.Max != math.MaxInt64 {
+		s += fmt.Sprintf(" up to %d bytes", r.Max)
+	}
+	return s
+}
+
+// Why says where the granularity comes from, for errors.
+func (r SizeRule) Why() string {
+	switch {
+	case r.Step == 1:
+		return fmt.Sprintf("%d-byte alignment; %d chunks of at least one unit each", r.Align, r.Chunks)
+	case r.Step == r.Chunks:
+		return fmt.Sprintf("the %s must split evenly into %d chunks of %d-byte units, because %s", r.Ref.Long(), r.Chunks, r.Align, r.Fragile)
+	}
+	return fmt.Sprintf("the %s's %d-byte units modulo its %d chunks must be a multiple of %d, because %s", r.Ref.Long(), r.Align, r.Chunks, r.Step, r.Fragile)
+}
+
+// Admits reports whether msg is in the rule.
+func (r SizeRule) Admits(msg int64) bool {
+	return msg >= r.Min && msg <= r.Max && r.Granularity > 0 && msg%r.Granularity == 0
+}
+
+// Check returns an error naming the rule when msg is outside it.
+func (r SizeRule) Check(msg int64) error {
+	if r.Admits(msg) {
+		return nil
+	}
+	return &SizeError{Size: msg, Rule: r}
+}
+
+// SizeError is a message size outside a plan's size rule.
+type SizeError struct {
+	Size int64
+	Rule SizeRule
+}
+
+func (e *SizeError) Error() string {
+	return fmt.Sprintf("message size %d bytes is outside the plan's size rule: %s (%s)", e.Size, e.Rule, e.Rule.Why())
+}
+
+// Next returns the smallest admitted size >= msg, or false when none.
+func (r SizeRule) Next(msg int64) (int64, bool) {
+	msg = max(msg, r.Min)
+	if rem := msg % r.Granularity; rem != 0 {
+		if msg > math.MaxInt64-r.Granularity {
+			return 0, false
+		}
+		msg += r.Granularity - rem
+	}
+	return msg, msg <= r.Max
+}
+
+// refMul returns how many message bytes a byte of buffer t stands for, as
+// a ratio: message = bytes * mul / div (nccl-tests counts allgather by its
+// output and everything else by its input).
+func (p *Plan) refMul(t BufferType) (mul, div int64) {
+	n := int64(len(p.GPUs))
+	switch {
+	case p.Collective == AllGather && t == BufInput:
+		return n, 1
+	case p.Collective == ReduceScatter && t == BufOutput:
+		return n, 1
+	}
+	return 1, 1
+}
+
+// SizeRule derives the plan's size rule from its chunk geometry and
+// narrows it by the plan's own min/max_message_size and size_granularity.
+// It fails when no size at all is consistent (an op whose operands cover
+// different chunk counts) or the ranks disagree on the reference geometry.
+func (p *Plan) SizeRule() (SizeRule, error) {
+	if len(p.GPUs) == 0 {
+		return SizeRule{}, fmt.Errorf("plan has no gpus")
+	}
+	a := int64(p.BufferAlignment)
+	if a <= 0 {
+		return SizeRule{}, fmt.Errorf("buffer_alignment must be positive, got %d", a)
+	}
+	g0 := &p.GPUs[0]
+	ref, n := BufInput, int64(g0.InputChunks)
+	if n == 0 {
+		ref, n = BufOutput, int64(g0.OutputChunks)
+	}
+	if n <= 0 {
+		return SizeRule{}, fmt.Errorf("gpus[0]: input_chunks and output_chunks are both 0")
+	}
+	for r := range p.GPUs {
+		g := &p.GPUs[r]
+		rt, rn := BufInput, int64(g.InputChunks)
+		if rn == 0 {
+			rt, rn = BufOutput, int64(g.OutputChunks)
+		}
+		if rt != ref || rn != n {
+			return SizeRule{}, fmt.Errorf("gpus[%d]: reference buffer is %s with %d chunks, but gpus[0]'s is %s with %d: the ranks' chunk geometries differ, so no message size is known to be consistent", r, rt.Long(), rn, ref.Long(), n)
+		}
+	}
+	forbid := make([]int32, n+2) // difference array over residues 0..n
+	fragile := ""
+	var ferr error
+	for r := range p.GPUs {
+		for b := range p.GPUs[r].ThreadBlocks {
+			tb := &p.GPUs[r].ThreadBlocks[b]
+			for i := range tb.Ops {
+				path := fmt.Sprintf("gpus[%d].threadblocks[%d].ops[%d]", r, b, i)
+				walkRuleOp(&tb.Ops[i], path, n, forbid, &fragile, &ferr)
+				if ferr != nil {
+					return SizeRule{}, ferr
+				}
+			}
+		}
+	}
+	bad := make([]bool, n)
+	run := int32(0)
+	for r := int64(0); r < n; r++ {
+		run += forbid[r]
+		bad[r] = run > 0 && r > 0
+	}
+	step := n
+	for d := int64(1); d <= n; d++ {
+		if n%d != 0 {
+			continue
+		}
+		ok := true
+		for r := d; r < n; r += d {
+			if bad[r] {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			step = d
+			break
+		}
+	}
+	if step == 1 {
+		fragile = ""
+	}
+	mul, div := p.refMul(ref)
+	// Reference bytes are multiples of A*step and at least N*A; the other
+	// buffer must be a multiple of A too.
+	other := BufOutput
+	if ref == BufOutput {
+		other = BufInput
+	}
+	omul, odiv := p.refMul(other)
+	gref := a * step * mul / div
+	goth := a * omul / odiv
+	gran := lcm(gref, goth)
+	if p.Collective == AllGather || p.Collective == ReduceScatter {
+		gran = lcm(gran, int64(len(p.GPUs)))
+	}
+	rule := SizeRule{Granularity: gran, Align: a, Chunks: n, Step: step, Ref: ref, RefMul: mul, RefDiv: div, Fragile: fragile, Max: math.MaxInt64}
+	min := n * a * mul / div
+	if p.MaxMessageSize != math.MaxUint64 && p.MaxMessageSize < math.MaxInt64 {
+		rule.Max = int64(p.MaxMessageSize)
+	}
+	if pg := int64(p.SizeGranularity); pg > 0 {
+		rule.Granularity = lcm(rule.Granularity, pg)
+	}
+	if pm := p.MinMessageSize; pm > uint64(min) && pm < math.MaxInt64 {
+		min = int64(pm)
+	}
+	rule.Min = 0
+	m, ok := rule.Next(max(min, 1))
+	if !ok {
+		return rule, fmt.Errorf("no message size fits the plan: the smallest multiple of %d bytes from %d bytes is above max_message_size %d", rule.Granularity, min, rule.Max)
+	}
+	rule.Min = m
+	return rule, nil
+}
+
+// walkRuleOp records the residues at which op's operands cover different
+// byte counts: chunk i paired with chunk j (i < j, both clamped to N) is
+// long for residues in (i, j].
+func walkRuleOp(op *Op, path string, n int64, forbid []int32, fragile *string, ferr *error) {
+	if op.Code == OpPipeline {
+		for k := range op.Ops() {
+			walkRuleOp(&op.Ops()[k], fmt.Sprintf("%s.ops[%d]", path, k), n, forbid, fragile, ferr)
+		}
+		return
+	}
+	refs := len(op.Src) + len(op.Dst)
+	if refs < 2 {
+		return
+	}
+	in := op.Info()
+	pair := func(x, y *BufRef, what string) {
+		if x.Size != y.Size {
+			*ferr = fmt.Errorf("%s: %s covers %d chunks but the other operand %d: the byte counts differ at every message size", path, what, y.Size, x.Size)
+			return
+		}
+		i, j := int64(x.Index), int64(y.Index)
+		if i == j {
+			return
+		}
+		lo, hi := min(i, j), min(max(i, j)+int64(x.Size)-1, n)
+		if lo >= n || lo >= hi {
+			return
+		}
+		forbid[lo+1]++
+		forbid[hi+1]--
+		if *fragile == "" || lo+1 == 1 {
+			*fragile = fmt.Sprintf("%s pairs chunk %d with chunk %d, and their lengths differ when the units left after an even split (u mod N) lie in (%d, %d]", path, i, j, lo, hi)
+		}
+	}
+	if in.Paired {
+		for k := range op.Dst {
+			s := &op.Src[min(k, len(op.Src)-1)]
+			pair(s, &op.Dst[k], fmt.Sprintf("dst_buff[%d]", k))
+		}
+		return
+	}
+	var first *BufRef
+	all := append(append([]BufRef(nil), op.Src...), op.Dst...)
+	for k := range all {
+		if first == nil {
+			first = &all[k]
+			continue
+		}
+		name := fmt.Sprintf("src_buff[%d]", k)
+		if k >= len(op.Src) {
+			name = fmt.Sprintf("dst_buff[%d]", k-len(op.Src))
+		}
+		pair(first, &all[k], name)
+	}
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+func lcm(a, b int64) int64 {
+	if a == 0 || b == 0 {
+		return max(a, b)
+	}
+	return a / gcd(a, b) * b
+}
