@@ -11,12 +11,15 @@ import (
 )
 
 // Input returns the bytes Run feeds rank's input buffer on the given
-// launch. Float types get small integers in [-8, 8] so that every sum,
+// launch (Options.Symbolic: fingerprints, see symbolic.go). Float types get small integers in [-8, 8] so that every sum,
 // whatever its order or intermediate rounding, is exact in f16 and bf16 up
 // to 16 ranks; integer types get [-8, 8] (i32) or [0, 15] (u32, u8).
 func Input(p *ir.Plan, opt Options, launch, rank int) ([]byte, error) {
 	if p == nil || rank < 0 || rank >= len(p.GPUs) {
 		return nil, fmt.Errorf("rank %d out of range", rank)
+	}
+	if opt.Symbolic {
+		opt.DType = symType
 	}
 	if !opt.DType.valid() {
 		return nil, fmt.Errorf("unsupported data type %d", opt.DType)
@@ -53,6 +56,9 @@ func makeInput(dt DType, seed uint64, launch, rank int, n int64) []byte {
 // each piece at a random element offset. Two chunks of a plan still hold
 // different data unless two 64-bit draws collide.
 func fillInput(dt DType, seed uint64, launch, rank int, out []byte) []byte {
+	if dt == symType {
+		return fillSym(seed, launch, rank, out)
+	}
 	tab := inputTable(dt, seed)
 	st := seed ^ uint64(launch+1)*0x632be59bd9b4e019 ^ uint64(rank+1)*0x85157af5
 	splitmix(&st)
@@ -235,27 +241,84 @@ func (s *sim) check() {
 	}
 }
 
-// checkLaunch compares one launch's outputs with the definition.
+// checkLaunch compares one launch's outputs with the definition, records
+// each wrong element's last writer, decodes it in symbolic runs, and folds
+// the wrong elements into findings.
 func (s *sim) checkLaunch(l int) {
 	r := s.report
+	st := s.symState()
+	defer func() { st.outWriters[l] = nil }()
 	sz := int64(s.opt.DType.Size())
+	sym := s.opt.DType == symType
 	want, err := s.expected(r.Inputs[l])
 	if err != nil {
 		return
 	}
+	var dec *decoder
 	for rank, got := range r.Outputs[l] {
 		w := want[rank]
 		if got == nil || bytes.Equal(got, w) {
 			continue
 		}
+		first := len(r.Findings)
+		open, shape := -1, ""
 		for off := int64(0); off+sz <= int64(len(w)); off += sz {
 			if bytes.Equal(got[off:off+sz], w[off:off+sz]) {
 				continue
 			}
 			r.WrongTotal++
+			i := off / sz
+			m := Mismatch{Launch: l, Rank: rank, Off: off, Elem: i, Chunk: s.chunkAt(rank, off), WriterLaunch: -1,
+				Got: formatElem(s.opt.DType, got[off:]), Want: formatElem(s.opt.DType, w[off:])}
+			if g, ok := st.outWriters[l][rank].at(off); ok {
+				pl := s.places[g.place]
+				m.Writer, m.WriterLaunch = &pl, int(g.launch)
+			}
+			sh := "value"
+			if sym {
+				sh = "undecoded"
+				if st.explained < explainBudget {
+					st.explained++
+					if dec == nil {
+						dec = s.newDecoder(l)
+					}
+					exp := s.expTerms(l, rank, i)
+					fps := make([]uint64, len(exp))
+					for k, t := range exp {
+						fps[k] = s.termFP(t)
+					}
+					if diff, ok := dec.decode(binary.LittleEndian.Uint64(got[off:]), exp, fps); ok {
+						m.Terms = toTerms(diff)
+						sh = shapeOf(m.Terms, i)
+					}
+				}
+				m.Explain = s.explainAt(m.Terms, span{rank: rank, i0: i, n: 1, launch: l}, m.Writer, m.WriterLaunch)
+			}
+			// Fold into the open finding when this element continues it
+			// with the same writer and the same pattern.
+			if open >= 0 {
+				f := &r.Findings[open]
+				if f.End == off && sh == shape && samePlace(f.Writer, m.Writer) && f.WriterLaunch == m.WriterLaunch {
+					f.End += sz
+					f.Elems++
+				} else {
+					open = -1
+				}
+			}
+			if open < 0 && len(r.Findings) < maxFindings {
+				r.Findings = append(r.Findings, Finding{Launch: l, Rank: rank, Off: off, End: off + sz, Elems: 1,
+					Writer: m.Writer, WriterLaunch: m.WriterLaunch, Terms: m.Terms,
+					Explain: fmt.Sprintf("got %s, want %s (first element)", m.Got, m.Want)})
+				open, shape = len(r.Findings)-1, sh
+			}
 			if len(r.Wrong) < maxMismatches {
-				r.Wrong = append(r.Wrong, Mismatch{Launch: l, Rank: rank, Off: off,
-					Got: formatElem(s.opt.DType, got[off:]), Want: formatElem(s.opt.DType, w[off:])})
+				r.Wrong = append(r.Wrong, m)
+			}
+		}
+		if sym {
+			for k := first; k < len(r.Findings); k++ {
+				f := &r.Findings[k]
+				f.Explain = s.explainAt(f.Terms, span{rank: rank, i0: f.Off / sz, n: int64(f.Elems), launch: l}, f.Writer, f.WriterLaunch)
 			}
 		}
 	}

@@ -38,8 +38,17 @@ func ParseDType(s string) (DType, error) {
 	return 0, fmt.Errorf("unknown data type %q (want one of f32, f16, bf16, i32, u32, u8)", s)
 }
 
+// symType is the element type of Options.Symbolic runs: an 8-byte
+// fingerprint (see symbolic.go) that every reduction adds modulo 2^64.
+// It is unexported so that it never reaches a GPU executor, a command
+// line or a loop over DTypes; Run substitutes it for Options.DType.
+const symType DType = 0xff
+
 // Size is the element size in bytes.
 func (d DType) Size() int {
+	if d == symType {
+		return 8
+	}
 	if int(d) < len(dtypeSizes) {
 		return dtypeSizes[d]
 	}
@@ -47,13 +56,16 @@ func (d DType) Size() int {
 }
 
 func (d DType) String() string {
+	if d == symType {
+		return "symbolic"
+	}
 	if int(d) < len(dtypeNames) {
 		return dtypeNames[d]
 	}
 	return "dtype(" + strconv.Itoa(int(d)) + ")"
 }
 
-func (d DType) valid() bool   { return int(d) < len(dtypeNames) }
+func (d DType) valid() bool   { return int(d) < len(dtypeNames) || d == symType }
 func (d DType) isFloat() bool { return d == F32 || d == F16 || d == BF16 }
 
 // f16ToF32 widens an IEEE half exactly.
@@ -277,6 +289,7 @@ func storeI(dt DType, src []int64, dst []byte) {
 type reducer struct {
 	accF, tmpF []float32
 	accI, tmpI []int64
+	accS       []uint64
 }
 
 // reduceBlock is how many elements reduce converts at a time: small
@@ -288,6 +301,13 @@ const reduceBlock = 4096
 // reduce writes op(srcs[0], srcs[1], ...) into out; every src holds at
 // least len(out) bytes and out may alias any of them.
 func (r *reducer) reduce(dt DType, op ir.ReduceOp, out []byte, srcs [][]byte) {
+	if dt == symType {
+		// Fingerprints add whatever the reduction: the sum is a random
+		// linear image of the multiset of contributions, which is what
+		// the symbolic proof compares (symbolic.go).
+		r.symReduce(out, srcs)
+		return
+	}
 	n := len(out) / dt.Size()
 	blk := reduceBlock
 	if shiftedAlias(out, srcs) {
@@ -378,6 +398,8 @@ func combine[T float32 | int64](op ir.ReduceOp, acc, v []T) {
 // formatElem renders one element for reports.
 func formatElem(dt DType, b []byte) string {
 	switch dt {
+	case symType:
+		return fmt.Sprintf("%#016x", binary.LittleEndian.Uint64(b))
 	case F32:
 		return strconv.FormatFloat(float64(math.Float32frombits(binary.LittleEndian.Uint32(b))), 'g', -1, 32)
 	case F16:

@@ -67,6 +67,9 @@ func (s *sim) mem(ctx agentCtx, place int32, rank int, typ ir.BufferType, off, n
 	arr, raw, base := s.locate(rank, typ, off, false, launch)
 	a := acc{agent: int32(ctx.agent), epoch: ctx.epoch, exec: s.exec, place: place, write: write, typ: typ, base: base, pubAgent: int32(ctx.pubAgent), pubEpoch: ctx.pubEpoch}
 	s.det.access(rank, arr, raw, raw+n, a, ctx.clk)
+	if write {
+		s.noteWrite(rank, arr, raw, raw+n, place, launch)
+	}
 	return s.ranks[rank].arrs[arr][raw : raw+n]
 }
 

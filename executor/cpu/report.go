@@ -35,6 +35,19 @@ type Options struct {
 	// returned by Run. Launches finished before a deadlock are still
 	// checked and handed over.
 	OnLaunch func(launch int, inputs, outputs [][]byte) error
+	// Symbolic proves the plan independently of the reduction and the
+	// data type (symbolic.go): every 8-byte element is a fingerprint,
+	// inputs hold keyed hashes of (rank, launch, element), scratch and
+	// unwritten output start as poison, and every reduction adds
+	// fingerprints modulo 2^64 whatever Reduce or the plan's reduce_op
+	// say. An output equals the definition only if it holds every
+	// expected contribution exactly once and nothing else (collision
+	// odds about 2^-64), which implies correctness under sum, min, max
+	// and prod in every type. DType is ignored (elements are 8 bytes);
+	// Reduce is still validated. Wrong elements are decoded into
+	// Mismatch.Terms/Explain and Report.Findings. Inputs and Outputs
+	// (and OnLaunch's slices) hold fingerprints.
+	Symbolic bool
 
 	// sched, when not zero, seeds a shuffled schedule (tests use it to
 	// show that verdicts do not depend on the interleaving).
@@ -125,10 +138,69 @@ type Mismatch struct {
 	Launch, Rank int
 	Off          int64 // byte offset in the output buffer
 	Got, Want    string
+	Elem         int64 // element index in the output (Off / element size)
+	Chunk        int   // output chunk holding the element
+	// Writer is the op that last wrote the element before the end of
+	// the launch (nil: no op ever wrote it); WriterLaunch is the launch
+	// that op ran in (an earlier one: nothing wrote it in this launch).
+	Writer       *Place
+	WriterLaunch int
+	// Terms is the decoded difference got − want (symbolic runs only;
+	// nil when not decoded), Explain the same in words.
+	Terms   []Term
+	Explain string
 }
 
-// maxMismatches caps Report.Wrong; Report.WrongTotal counts them all.
-const maxMismatches = 16
+// Term is one contribution an output element holds too often (Count > 0)
+// or too rarely (Count < 0), decoded from a symbolic run's fingerprints.
+type Term struct {
+	Rank   int   // whose input (poison: whose buffer)
+	Launch int   // which launch's input (poison: 0)
+	Elem   int64 // element index in Rank's input (8-byte elements); poison: byte offset in the backing buffer
+	Count  int
+	// Poison: the term is bytes of Buffer that nobody wrote before they
+	// were read (scratch offsets include the double-scratch half and the
+	// packet encoding).
+	Poison bool
+	Buffer ir.BufferType
+}
+
+// Finding folds consecutive wrong elements of one output that share a
+// writer and (in symbolic runs) the same explanation relative to the
+// element: "rank 3's contribution to output elements 32–47 is missing".
+type Finding struct {
+	Launch, Rank int
+	Off, End     int64 // bytes [Off, End) of the output buffer
+	Elems        int   // wrong elements in the range (all of them)
+	Writer       *Place
+	WriterLaunch int
+	Terms        []Term // the first element's difference (symbolic runs)
+	Explain      string
+}
+
+// InputClobber is a range of an out-of-place collective's input that was
+// different at the end of a launch from what the host fed in: the
+// collective must leave its input as it found it.
+type InputClobber struct {
+	Launch, Rank int
+	Off, End     int64  // bytes [Off, End) of Rank's input
+	Writer       *Place // the op that last wrote the first byte; nil if none did
+}
+
+func (c InputClobber) String() string {
+	by := "by no op (only the host writes it)"
+	if c.Writer != nil {
+		by = "by " + c.Writer.String()
+	}
+	return fmt.Sprintf("launch %d: rank %d's input bytes [%d:%d) overwritten %s", c.Launch, c.Rank, c.Off, c.End, by)
+}
+
+// maxMismatches caps Report.Wrong and Report.Clobbered; Report.WrongTotal
+// counts every wrong element. maxFindings caps Report.Findings.
+const (
+	maxMismatches = 16
+	maxFindings   = 64
+)
 
 // Report is everything a run found.
 type Report struct {
@@ -137,16 +209,25 @@ type Report struct {
 	Races      []RacePair
 	Unbalanced []UnbalancedSignal
 	Wrong      []Mismatch
-	WrongTotal int        // wrong elements over all launches and ranks
-	Inputs     [][][]byte // [launch][rank] inputs fed (nil with Options.OnLaunch)
-	Outputs    [][][]byte // [launch][rank] outputs at the end of each launch (in place: the output bytes of the shared buffer; nil with Options.OnLaunch)
-	Trace      []byte
-	Steps      int64 // op executions simulated
+	WrongTotal int // wrong elements over all launches and ranks
+	// Findings fold the wrong elements into ranges with a writer and an
+	// explanation (capped; symbolic runs decode at most a few thousand
+	// elements, the rest fold as "not decoded").
+	Findings []Finding
+	// Clobbered lists input ranges an out-of-place collective changed;
+	// ClobberedBytes counts every changed byte. Either makes the verdict
+	// WrongResult, in symbolic and byte-level runs alike.
+	Clobbered      []InputClobber
+	ClobberedBytes int64
+	Inputs         [][][]byte // [launch][rank] inputs fed (nil with Options.OnLaunch)
+	Outputs        [][][]byte // [launch][rank] outputs at the end of each launch (in place: the output bytes of the shared buffer; nil with Options.OnLaunch)
+	Trace          []byte
+	Steps          int64 // op executions simulated
 }
 
 // OK reports whether the plan is correct and clean.
 func (r *Report) OK() bool {
-	return r.Verdict == Correct && len(r.Races) == 0 && len(r.Deadlocks) == 0 && len(r.Unbalanced) == 0 && r.WrongTotal == 0
+	return r.Verdict == Correct && len(r.Races) == 0 && len(r.Deadlocks) == 0 && len(r.Unbalanced) == 0 && r.WrongTotal == 0 && r.ClobberedBytes == 0
 }
 
 func (r *Report) setVerdict() {
@@ -157,7 +238,7 @@ func (r *Report) setVerdict() {
 		r.Verdict = Race
 	case len(r.Unbalanced) > 0:
 		r.Verdict = Unbalanced
-	case r.WrongTotal > 0:
+	case r.WrongTotal > 0 || r.ClobberedBytes > 0:
 		r.Verdict = WrongResult
 	default:
 		r.Verdict = Correct
@@ -179,9 +260,30 @@ func (r *Report) String() string {
 	}
 	for _, m := range r.Wrong {
 		fmt.Fprintf(&b, "wrong result: launch %d rank %d output[%d]: got %s, want %s\n", m.Launch, m.Rank, m.Off, m.Got, m.Want)
+		if m.Explain != "" {
+			fmt.Fprintf(&b, "  %s\n", m.Explain)
+		}
 	}
 	if n := r.WrongTotal - len(r.Wrong); n > 0 {
 		fmt.Fprintf(&b, "wrong result: %d more wrong elements\n", n)
+	}
+	// Findings repeat the elements above folded into ranges; print them
+	// only where they say more (symbolic explanations).
+	for _, f := range r.Findings {
+		if f.Terms == nil {
+			continue
+		}
+		w := "no op wrote them"
+		if f.Writer != nil {
+			w = "last written by " + f.Writer.String()
+		}
+		fmt.Fprintf(&b, "finding: launch %d rank %d output[%d:%d] (%d elements, %s): %s\n", f.Launch, f.Rank, f.Off, f.End, f.Elems, w, f.Explain)
+	}
+	for _, c := range r.Clobbered {
+		fmt.Fprintf(&b, "input overwritten: %s\n", c)
+	}
+	if n := r.ClobberedBytes; n > 0 && len(r.Clobbered) >= maxMismatches {
+		fmt.Fprintf(&b, "input overwritten: %d bytes in all\n", n)
 	}
 	return b.String()
 }

@@ -31,6 +31,7 @@ type sim struct {
 	tr       *tracer
 	stream   streamer
 	expArena []byte
+	sym      *symState // writers and explanation state (symbolic.go, writers.go)
 }
 
 // block is one thread block of one rank, run as a state machine.
@@ -68,6 +69,9 @@ func Run(p *ir.Plan, opt Options) (*Report, error) {
 	if err := s.checkSizes(); err != nil {
 		return nil, err
 	}
+	if opt.Symbolic {
+		s.poison()
+	}
 	s.report = &Report{}
 	s.det = detector{mem: make([][numArrs]shadow, len(s.ranks)), seen: map[raceKey]int{}, s: s}
 	s.slab = slab{n: s.agents}
@@ -104,6 +108,9 @@ func Run(p *ir.Plan, opt Options) (*Report, error) {
 
 func (s *sim) options() error {
 	o := &s.opt
+	if o.Symbolic {
+		o.DType = symType
+	}
 	if !o.DType.valid() {
 		return fmt.Errorf("unsupported data type %d", o.DType)
 	}
@@ -164,6 +171,7 @@ func (s *sim) boundary(rs *rankState, l int, place int32) {
 		o := s.stream.buf(s.out)
 		copy(o, rs.arrs[rs.outArr][rs.outBase:])
 		s.report.Outputs[l][rs.r] = o
+		s.endLaunch(rs, l)
 		s.launchDone(l)
 	}
 	next := l + 1

@@ -1,0 +1,653 @@
+package cpu
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/msccl-go/msccl-go/ir"
+)
+
+// Symbolic mode (Options.Symbolic). The byte-level proof checks values
+// under one reduction on zero-filled scratch: a schedule that adds a
+// scratch slot nobody wrote is right under sum (x + 0 = x) and wrong under
+// max, and a result that is right by value says nothing about which
+// contributions made it. Here every element is instead an 8-byte
+// fingerprint: input element i of rank q in launch l holds w(q, l, i), a
+// keyed 64-bit hash; memory a collective must not read before writing it
+// (scratch, and output bytes the input does not cover) starts as poison
+// fingerprints p(rank, buffer, byte); every reduction, whatever its
+// reduce_op, adds modulo 2^64, and copies move fingerprints. An output
+// element is then Σ c_t·f(t) over the terms t that reached it, a random
+// linear image of the multiset of contributions; it equals the
+// definition's Σ over the expected terms (each once) only if it is that
+// multiset, except with probability about 2^-64 per comparison. A
+// schedule whose every output is exactly "each expected contribution
+// once, nothing else" is right for sum, min, max and prod in every type;
+// the byte-level run cannot say that for any one of them.
+//
+// Because the fingerprints carry their origin, a wrong element can be
+// decoded: got is matched against combinations of the expected terms
+// (missing, doubled), each rank's inputs at other indices and neighbouring
+// launches (wrong chunk, stale data), and poison (reads of bytes nobody
+// wrote); the difference is reported in words (Mismatch.Explain,
+// Finding.Explain) and as data (Terms).
+
+// Fingerprint domains keep inputs and poison apart.
+const (
+	fpInput  = 1
+	fpPoison = 2
+)
+
+// fmix is splitmix64's finaliser after the golden-ratio step: a bijection
+// of uint64, so fmix(h ^ i) is distinct for distinct i at any h.
+func fmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// fpPrefix hashes (seed, domain, a, b) step by step: chaining bijections
+// rather than xor-ing multiplied fields avoids structured collisions
+// between different triples.
+func fpPrefix(seed uint64, domain, a, b int) uint64 {
+	return fmix(fmix(fmix(seed^uint64(domain))^uint64(a)) ^ uint64(b))
+}
+
+// inputFP is w(rank, launch, i): element i of rank's input in launch.
+func inputFP(seed uint64, rank, launch int, i int64) uint64 {
+	return fmix(fpPrefix(seed, fpInput, rank, launch) ^ uint64(i))
+}
+
+// poisonFP is the fingerprint of the never-written 8 bytes at byte pos of
+// one of rank's backing arrays.
+func poisonFP(seed uint64, rank, arr int, pos int64) uint64 {
+	return fmix(fpPrefix(seed, fpPoison, rank, arr) ^ uint64(pos))
+}
+
+// fillSym writes rank's symbolic input of launch into out.
+func fillSym(seed uint64, launch, rank int, out []byte) []byte {
+	h := fpPrefix(seed, fpInput, rank, launch)
+	for i := 0; i+8 <= len(out); i += 8 {
+		binary.LittleEndian.PutUint64(out[i:], fmix(h^uint64(i/8)))
+	}
+	return out
+}
+
+// fillPoison fills arr[lo:hi) of rank with poison.
+func fillPoison(seed uint64, rank, arr int, b []byte, lo, hi int64) {
+	h := fpPrefix(seed, fpPoison, rank, arr)
+	for x := lo &^ 7; x+8 <= hi; x += 8 {
+		binary.LittleEndian.PutUint64(b[x:], fmix(h^uint64(x)))
+	}
+}
+
+// poison replaces the zeroes of every buffer a launch may not read
+// before writing: scratch, the out-of-place output, and the part of an
+// in-place buffer that is not input. It runs once, before the first
+// launch; later launches see what the earlier ones left, which decodes
+// as stale data (or as the poison no launch overwrote).
+func (s *sim) poison() {
+	for _, rs := range s.ranks {
+		sc := rs.arrs[arrScratch]
+		fillPoison(s.opt.Seed, rs.r, arrScratch, sc, 0, int64(len(sc)))
+		if !s.p.InPlace {
+			o := rs.arrs[arrOut]
+			fillPoison(s.opt.Seed, rs.r, arrOut, o, 0, int64(len(o)))
+			continue
+		}
+		m := rs.arrs[arrMain]
+		fillPoison(s.opt.Seed, rs.r, arrMain, m, 0, rs.inBase)
+		fillPoison(s.opt.Seed, rs.r, arrMain, m, rs.inBase+s.in, int64(len(m)))
+	}
+}
+
+// symReduce adds fingerprints elementwise modulo 2^64.
+func (r *reducer) symReduce(out []byte, srcs [][]byte) {
+	n := len(out) / 8
+	r.accS = grow(r.accS, n)
+	acc := r.accS[:n]
+	clear(acc)
+	// Accumulate first, store after: out may overlap a source shifted.
+	for _, s := range srcs {
+		for i := range acc {
+			acc[i] += binary.LittleEndian.Uint64(s[8*i:])
+		}
+	}
+	for i, v := range acc {
+		binary.LittleEndian.PutUint64(out[8*i:], v)
+	}
+}
+
+// symState is the bookkeeping the explanations need: who last wrote each
+// input and output byte, and per finished launch the output's writers.
+type symState struct {
+	writers    [][numArrs]writerMap // [rank][array]; scratch unused
+	outWriters [][]writerMap        // [launch][rank], output-relative
+	explained  int                  // wrong elements decoded so far
+}
+
+func (s *sim) symState() *symState {
+	if s.sym == nil {
+		st := &symState{writers: make([][numArrs]writerMap, len(s.ranks)), outWriters: make([][]writerMap, s.launches)}
+		for l := range st.outWriters {
+			st.outWriters[l] = make([]writerMap, len(s.ranks))
+		}
+		s.sym = st
+	}
+	return s.sym
+}
+
+// tkey names one term: an input element, or a poison word.
+type tkey struct {
+	rank   int
+	launch int           // -1 for poison
+	elem   int64         // input element index, or poison byte offset
+	buf    ir.BufferType // poison only
+}
+
+func (k tkey) poison() bool { return k.launch < 0 }
+
+// famKey is a sum of the same input element of a subset of ranks.
+type famKey struct {
+	launch int
+	elem   int64
+	mask   uint64
+}
+
+// decoder turns an output fingerprint back into terms for one launch.
+type decoder struct {
+	s      *sim
+	l      int
+	single map[uint64]tkey
+	fam    map[uint64]famKey
+	vecs   map[int][][]int8
+}
+
+// Table budgets: explanations are for reports, and a 64 MiB run must not
+// spend gigabytes on them. Past the budget, rarer hypotheses go first
+// (far launches, family subsets); the element then reads "not decoded".
+const (
+	decodeBudget  = 1 << 21
+	explainBudget = 4096 // wrong elements decoded per run
+)
+
+func (s *sim) newDecoder(l int) *decoder {
+	d := &decoder{s: s, l: l, single: map[uint64]tkey{}, fam: map[uint64]famKey{}, vecs: map[int][][]int8{}}
+	n := len(s.ranks)
+	elems := s.in / 8
+	var launches []int
+	for _, x := range []int{l, l - 1, l + 1, l - 2} {
+		if x >= 0 && x < s.launches && int64(len(launches)+1)*int64(n)*elems <= decodeBudget {
+			launches = append(launches, x)
+		}
+	}
+	for _, x := range launches {
+		for q := range n {
+			h := fpPrefix(s.opt.Seed, fpInput, q, x)
+			for i := range elems {
+				d.single[fmix(h^uint64(i))] = tkey{rank: q, launch: x, elem: i}
+			}
+		}
+	}
+	for _, rs := range s.ranks {
+		arrs := []struct {
+			arr int
+			buf ir.BufferType
+		}{{arrScratch, ir.BufScratch}, {arrOut, ir.BufOutput}, {arrMain, ir.BufOutput}}
+		for _, a := range arrs {
+			b := rs.arrs[a.arr]
+			h := fpPrefix(s.opt.Seed, fpPoison, rs.r, a.arr)
+			for x := int64(0); x+8 <= int64(len(b)) && len(d.single) < 2*decodeBudget; x += 8 {
+				d.single[fmix(h^uint64(x))] = tkey{rank: rs.r, launch: -1, elem: x, buf: a.buf}
+			}
+		}
+	}
+	// Families: the same element of several ranks, summed: what a
+	// reduction of the wrong chunk or of another launch's data yields.
+	if c := s.p.Collective; (c == ir.AllReduce || c == ir.ReduceScatter) && n <= 16 {
+		full := uint64(1)<<n - 1
+		subsets := n <= 10 && int64(len(launches))*elems<<n <= decodeBudget
+		for _, x := range launches {
+			fps := make([]uint64, n)
+			for i := range elems {
+				for q := range n {
+					fps[q] = inputFP(s.opt.Seed, q, x, i)
+				}
+				if !subsets {
+					sum := uint64(0)
+					for _, f := range fps {
+						sum += f
+					}
+					d.fam[sum] = famKey{launch: x, elem: i, mask: full}
+					continue
+				}
+				for m := uint64(3); m <= full; m++ {
+					if m&(m-1) == 0 {
+						continue // single terms are in d.single
+					}
+					sum := uint64(0)
+					for q := range n {
+						if m>>q&1 == 1 {
+							sum += fps[q]
+						}
+					}
+					d.fam[sum] = famKey{launch: x, elem: i, mask: m}
+				}
+			}
+		}
+	}
+	return d
+}
+
+// coefVecs lists coefficient vectors for k expected terms, fewest
+// deviations from "each once" first, so the first match is the simplest
+// explanation. Up to 8 terms every vector over {0, 1, 2} is tried; past
+// that, those within two deviations of all-ones or of all-zeroes.
+func (d *decoder) coefVecs(k int) [][]int8 {
+	if v, ok := d.vecs[k]; ok {
+		return v
+	}
+	var out [][]int8
+	dev := func(v []int8) int {
+		c := 0
+		for _, x := range v {
+			if x != 1 {
+				c++
+			}
+		}
+		return c
+	}
+	if k <= 8 {
+		total := 1
+		for range k {
+			total *= 3
+		}
+		for code := range total {
+			v := make([]int8, k)
+			for i, c := 0, code; i < k; i, c = i+1, c/3 {
+				v[i] = int8((c%3 + 1) % 3) // 1 first, then 2, then 0
+			}
+			out = append(out, v)
+		}
+	} else {
+		seen := map[string]bool{}
+		add := func(v []int8) {
+			if key := string(func() []byte {
+				b := make([]byte, len(v))
+				for i, x := range v {
+					b[i] = byte(x)
+				}
+				return b
+			}()); !seen[key] {
+				seen[key] = true
+				out = append(out, v)
+			}
+		}
+		for _, base := range []int8{1, 0} {
+			for i := -1; i < k; i++ {
+				for j := i; j < k; j++ {
+					for _, a := range []int8{0, 1, 2} {
+						for _, b := range []int8{0, 1, 2} {
+							v := make([]int8, k)
+							for x := range v {
+								v[x] = base
+							}
+							if i >= 0 {
+								v[i] = a
+							}
+							if j >= 0 && j != i {
+								v[j] = b
+							}
+							add(v)
+						}
+					}
+				}
+			}
+		}
+	}
+	sort.SliceStable(out, func(a, b int) bool { return dev(out[a]) < dev(out[b]) })
+	d.vecs[k] = out
+	return out
+}
+
+// decode finds the terms of got given the expected terms exp (each once)
+// and their fingerprints; it returns got's terms minus exp's, or false.
+func (d *decoder) decode(got uint64, exp []tkey, fps []uint64) (map[tkey]int, bool) {
+	for _, v := range d.coefVecs(len(exp)) {
+		t := uint64(0)
+		for i, c := range v {
+			t += uint64(c) * fps[i]
+		}
+		rem := got - t
+		var extra []tkey
+		switch {
+		case rem == 0:
+		case d.hasSingle(rem):
+			extra = []tkey{d.single[rem]}
+		case d.hasFam(rem):
+			f := d.fam[rem]
+			for q := range len(d.s.ranks) {
+				if f.mask>>q&1 == 1 {
+					extra = append(extra, tkey{rank: q, launch: f.launch, elem: f.elem})
+				}
+			}
+		default:
+			continue
+		}
+		diff := map[tkey]int{}
+		for i, c := range v {
+			if c != 1 {
+				diff[exp[i]] += int(c) - 1
+			}
+		}
+		for _, x := range extra {
+			diff[x]++
+		}
+		for k, c := range diff {
+			if c == 0 {
+				delete(diff, k)
+			}
+		}
+		return diff, true
+	}
+	return nil, false
+}
+
+func (d *decoder) hasSingle(v uint64) bool { _, ok := d.single[v]; return ok }
+func (d *decoder) hasFam(v uint64) bool    { _, ok := d.fam[v]; return ok }
+
+// expTerms lists the terms the definition puts into output element i of
+// rank r in launch l (collective.go's expected, term by term).
+func (s *sim) expTerms(l, r int, i int64) []tkey {
+	n := len(s.ranks)
+	inE, outE := s.in/8, s.out/8
+	switch s.p.Collective {
+	case ir.AllReduce:
+		return famTerms(n, l, i)
+	case ir.ReduceScatter:
+		return famTerms(n, l, int64(r)*outE+i)
+	case ir.AllGather:
+		return []tkey{{rank: int(i / inE), launch: l, elem: i % inE}}
+	case ir.AllToAll:
+		blk := inE / int64(n)
+		return []tkey{{rank: int(i / blk), launch: l, elem: int64(r)*blk + i%blk}}
+	case ir.SendRecv:
+		return []tkey{{rank: (r - 1 + n) % n, launch: l, elem: i}}
+	case ir.Broadcast:
+		return []tkey{{rank: 0, launch: l, elem: i}}
+	}
+	return nil
+}
+
+func famTerms(n, l int, i int64) []tkey {
+	t := make([]tkey, n)
+	for q := range t {
+		t[q] = tkey{rank: q, launch: l, elem: i}
+	}
+	return t
+}
+
+func (s *sim) termFP(k tkey) uint64 {
+	return inputFP(s.opt.Seed, k.rank, k.launch, k.elem)
+}
+
+// toTerms sorts a difference into report form.
+func toTerms(diff map[tkey]int) []Term {
+	var ts []Term
+	for k, c := range diff {
+		t := Term{Rank: k.rank, Launch: k.launch, Elem: k.elem, Count: c}
+		if k.poison() {
+			t.Launch, t.Poison, t.Buffer = 0, true, k.buf
+		}
+		ts = append(ts, t)
+	}
+	sort.Slice(ts, func(a, b int) bool {
+		x, y := ts[a], ts[b]
+		if x.Poison != y.Poison {
+			return !x.Poison
+		}
+		if x.Count < 0 != (y.Count < 0) {
+			return x.Count < 0
+		}
+		if x.Launch != y.Launch {
+			return x.Launch < y.Launch
+		}
+		if x.Elem != y.Elem {
+			return x.Elem < y.Elem
+		}
+		return x.Rank < y.Rank
+	})
+	return ts
+}
+
+// chunkAt is the chunk holding byte off of rank's buffers (all buffers
+// use the reference geometry, so one search serves input and output).
+func (s *sim) chunkAt(rank int, off int64) int {
+	lay := s.ranks[rank].lay
+	hi := off/max(lay.Align, 1) + 2
+	return sort.Search(int(hi), func(c int) bool { return lay.ChunkOffset(int64(c)+1) > off })
+}
+
+// span is a run of consecutive output elements [i0, i0+n) that a finding
+// covers, for wording.
+type span struct {
+	rank   int // the output's rank, for chunk numbers
+	i0, n  int64
+	launch int
+}
+
+// elems names n consecutive elements from i of rank's buffers with their
+// chunks: "element 37 (chunk 5)", "elements 32–47 (chunks 2–3)".
+func (s *sim) elems(rank int, i, n int64) string {
+	c0 := s.chunkAt(rank, 8*i)
+	if n <= 1 {
+		return fmt.Sprintf("element %d (chunk %d)", i, c0)
+	}
+	c1 := s.chunkAt(rank, 8*(i+n-1))
+	if c0 == c1 {
+		return fmt.Sprintf("elements %d–%d (chunk %d)", i, i+n-1, c0)
+	}
+	return fmt.Sprintf("elements %d–%d (chunks %d–%d)", i, i+n-1, c0, c1)
+}
+
+// who names a set of ranks, folding long lists.
+func who(ranks []int, n int) string {
+	sort.Ints(ranks)
+	switch {
+	case len(ranks) == 1:
+		return fmt.Sprintf("rank %d", ranks[0])
+	case len(ranks) == n && n > 2:
+		return "every rank"
+	case len(ranks) <= 4:
+		var b strings.Builder
+		for i, r := range ranks {
+			switch {
+			case i == 0:
+			case i == len(ranks)-1:
+				b.WriteString(" and ")
+			default:
+				b.WriteString(", ")
+			}
+			fmt.Fprint(&b, r)
+		}
+		return "ranks " + b.String()
+	}
+	return fmt.Sprintf("ranks %d, %d, %d and %d more ranks", ranks[0], ranks[1], ranks[2], len(ranks)-3)
+}
+
+// possessive: "rank 3's", "every rank's", "ranks 1 and 2's".
+func possessive(ranks []int, n int) string { return who(ranks, n) + "'s" }
+
+// explain words a difference (Terms of the first element of sp) for the
+// output elements of sp.
+func (s *sim) explain(terms []Term, sp span) string {
+	n := len(s.ranks)
+	out := s.elems(sp.rank, sp.i0, sp.n)
+	type rep struct {
+		miss, got Term
+	}
+	var missing, extra []Term
+	for _, t := range terms {
+		if t.Count < 0 {
+			missing = append(missing, t)
+		} else {
+			extra = append(extra, t)
+		}
+	}
+	// Pair a missing contribution with an extra one of the same rank:
+	// the element holds the wrong data rather than lacking some.
+	var reps []rep
+	pair := func(match func(m, x Term) bool) {
+		for mi := 0; mi < len(missing); mi++ {
+			m := missing[mi]
+			for xi, x := range extra {
+				if x.Poison || x.Count != 1 || m.Count != -1 || !match(m, x) {
+					continue
+				}
+				reps = append(reps, rep{m, x})
+				missing = append(missing[:mi], missing[mi+1:]...)
+				extra = append(extra[:xi], extra[xi+1:]...)
+				mi--
+				break
+			}
+		}
+	}
+	pair(func(m, x Term) bool { return m.Rank == x.Rank && m.Launch == x.Launch })
+	pair(func(m, x Term) bool { return m.Rank == x.Rank })
+	if len(missing) == 1 && len(extra) == 1 {
+		pair(func(m, x Term) bool { return true })
+	}
+	var phrases []string
+	// Group replacements by everything but the rank.
+	type rkey struct {
+		me, xe     int64
+		ml, xl     int
+		sameRank   bool
+		mr, xrDiff int
+	}
+	groups := map[rkey][]int{}
+	var order []rkey
+	for _, p := range reps {
+		k := rkey{me: p.miss.Elem, xe: p.got.Elem, ml: p.miss.Launch, xl: p.got.Launch, sameRank: p.miss.Rank == p.got.Rank}
+		if !k.sameRank {
+			k.mr, k.xrDiff = p.miss.Rank, p.got.Rank
+		}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], p.got.Rank)
+	}
+	for _, k := range order {
+		rs := groups[k]
+		switch {
+		case !k.sameRank:
+			phrases = append(phrases, fmt.Sprintf("holds rank %d's %s instead of rank %d's (wrong rank)",
+				k.xrDiff, s.elems(k.xrDiff, k.xe, sp.n), k.mr))
+		case k.me == k.xe:
+			phrases = append(phrases, fmt.Sprintf("stale: %s input from launch %d in launch %d (%s)",
+				possessive(rs, n), k.xl, k.ml, s.elems(rs[0], k.me, sp.n)))
+		default:
+			what := "wrong chunk"
+			if s.chunkAt(rs[0], 8*k.me) == s.chunkAt(rs[0], 8*k.xe) {
+				what = "wrong offset in the chunk"
+			}
+			if k.xl != k.ml {
+				what += fmt.Sprintf(", and from launch %d", k.xl)
+			}
+			phrases = append(phrases, fmt.Sprintf("holds %s %s instead of %s: %s",
+				possessive(rs, n), s.elems(rs[0], k.xe, sp.n), s.elems(rs[0], k.me, sp.n), what))
+		}
+	}
+	// Missing contributions, grouped over ranks.
+	var mr []int
+	for _, m := range missing {
+		mr = append(mr, m.Rank)
+	}
+	if len(mr) == 1 {
+		phrases = append(phrases, fmt.Sprintf("rank %d's contribution to output %s is missing", mr[0], out))
+	} else if len(mr) > 1 {
+		phrases = append(phrases, fmt.Sprintf("the contributions of %s to output %s are missing", who(mr, n), out))
+	}
+	// Extra terms: doubled expected contributions, poison, others.
+	exp := map[tkey]bool{}
+	for _, k := range s.expTerms(sp.launch, sp.rank, sp.i0) {
+		exp[k] = true
+	}
+	twice := map[int][]int{}
+	var poison []string
+	for _, x := range extra {
+		switch {
+		case x.Poison:
+			poison = append(poison, fmt.Sprintf("rank %d %s byte %d", x.Rank, x.Buffer.Long(), x.Elem))
+		case exp[tkey{rank: x.Rank, launch: x.Launch, elem: x.Elem}]:
+			twice[x.Count] = append(twice[x.Count], x.Rank)
+		default:
+			times := ""
+			if x.Count > 1 {
+				times = fmt.Sprintf(" %d times", x.Count)
+			}
+			phrases = append(phrases, fmt.Sprintf("includes rank %d's %s of launch %d%s, which does not belong here",
+				x.Rank, s.elems(x.Rank, x.Elem, sp.n), x.Launch, times))
+		}
+	}
+	var counts []int
+	for c := range twice {
+		counts = append(counts, c)
+	}
+	sort.Ints(counts)
+	for _, c := range counts {
+		rs := twice[c]
+		times := "twice"
+		if c > 1 {
+			times = fmt.Sprintf("%d times", c+1)
+		}
+		if len(rs) == 1 {
+			phrases = append(phrases, fmt.Sprintf("rank %d's contribution added %s", rs[0], times))
+		} else {
+			phrases = append(phrases, fmt.Sprintf("the contributions of %s added %s", who(rs, n), times))
+		}
+	}
+	if len(poison) > 0 {
+		more := ""
+		if len(poison) > 3 {
+			more = fmt.Sprintf(" and %d more", len(poison)-3)
+			poison = poison[:3]
+		}
+		phrases = append(phrases, fmt.Sprintf("includes bytes nobody wrote (poison from %s%s)", strings.Join(poison, ", "), more))
+	}
+	return strings.Join(phrases, "; ")
+}
+
+// explainAt words a wrong element or range with what its writer says:
+// nothing wrote it, or nothing in this launch.
+func (s *sim) explainAt(terms []Term, sp span, writer *Place, wl int) string {
+	var pre string
+	switch {
+	case writer == nil:
+		pre = "no op wrote it; "
+	case wl != sp.launch:
+		pre = fmt.Sprintf("no op wrote it in launch %d (last written in launch %d); ", sp.launch, wl)
+	}
+	if terms == nil {
+		return pre + "not decoded: no combination of the expected contributions, other elements of nearby launches and poison that the decoder tries"
+	}
+	return pre + s.explain(terms, sp)
+}
+
+// shapeOf is a difference relative to output element i: consecutive
+// elements with the same shape have the same explanation shifted by one
+// element, so they fold into one finding.
+func shapeOf(terms []Term, i int64) string {
+	var b strings.Builder
+	for _, t := range terms {
+		rel := t.Elem - i
+		if t.Poison {
+			rel = t.Elem - 8*i
+		}
+		fmt.Fprintf(&b, "%d/%d/%d/%d/%t/%d;", t.Rank, t.Launch, rel, t.Count, t.Poison, t.Buffer)
+	}
+	return b.String()
+}

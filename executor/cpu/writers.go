@@ -1,0 +1,157 @@
+package cpu
+
+import (
+	"bytes"
+	"sort"
+)
+
+// wseg says that op place (index into sim.places), running in launch
+// launch, was the last to write bytes [lo, hi) of a backing array.
+type wseg struct {
+	lo, hi int64
+	place  int32
+	launch int32
+}
+
+// writerMap is the last writer of every byte of one input or output
+// array, as sorted disjoint segments. Ops write contiguous ranges and
+// neighbouring windows of one op merge, so it stays small whatever the
+// buffer size; a per-byte (or per-element) table would cost as much
+// memory as the buffers themselves at 64 MiB.
+type writerMap struct{ segs []wseg }
+
+// set records that [lo, hi) was last written by (place, launch).
+func (m *writerMap) set(lo, hi int64, place, launch int32) {
+	if lo >= hi {
+		return
+	}
+	s := m.segs
+	// First segment ending after lo, and first starting at or after hi.
+	i := sort.Search(len(s), func(k int) bool { return s[k].hi > lo })
+	j := sort.Search(len(s), func(k int) bool { return s[k].lo >= hi })
+	nw := wseg{lo: lo, hi: hi, place: place, launch: launch}
+	var mid []wseg
+	if i < j && s[i].lo < lo {
+		mid = append(mid, wseg{lo: s[i].lo, hi: lo, place: s[i].place, launch: s[i].launch})
+	}
+	mid = append(mid, nw)
+	if i < j && s[j-1].hi > hi {
+		mid = append(mid, wseg{lo: hi, hi: s[j-1].hi, place: s[j-1].place, launch: s[j-1].launch})
+	}
+	// Merge with equal neighbours so that pipelined windows of one op
+	// collapse into one segment.
+	if i > 0 && s[i-1].hi == mid[0].lo && s[i-1].place == mid[0].place && s[i-1].launch == mid[0].launch {
+		i--
+		mid[0].lo = s[i].lo
+	}
+	if last := len(mid) - 1; j < len(s) && s[j].lo == mid[last].hi && s[j].place == mid[last].place && s[j].launch == mid[last].launch {
+		mid[last].hi = s[j].hi
+		j++
+	}
+	if len(mid) == j-i {
+		copy(s[i:j], mid)
+		return
+	}
+	out := make([]wseg, 0, len(s)-(j-i)+len(mid))
+	out = append(out, s[:i]...)
+	out = append(out, mid...)
+	m.segs = append(out, s[j:]...)
+}
+
+// at returns the segment holding byte x, if any op wrote it.
+func (m *writerMap) at(x int64) (wseg, bool) {
+	s := m.segs
+	i := sort.Search(len(s), func(k int) bool { return s[k].hi > x })
+	if i < len(s) && s[i].lo <= x {
+		return s[i], true
+	}
+	return wseg{}, false
+}
+
+// within copies the segments overlapping [lo, hi), clipped to it.
+func (m *writerMap) within(lo, hi int64) writerMap {
+	var out writerMap
+	for _, g := range m.segs {
+		if g.hi > lo && g.lo < hi {
+			g.lo, g.hi = max(g.lo, lo), min(g.hi, hi)
+			out.segs = append(out.segs, g)
+		}
+	}
+	return out
+}
+
+// noteWrite records a data write into an input or output array (scratch
+// needs no writer: only outputs are explained and inputs guarded).
+func (s *sim) noteWrite(rank, arr int, lo, hi int64, place int32, launch int) {
+	if arr == arrScratch {
+		return
+	}
+	st := s.symState()
+	st.writers[rank][arr].set(lo, hi, place, int32(launch))
+}
+
+// endLaunch runs at rank rs's boundary after launch l, before the host
+// touches the buffers: it keeps the writers of the output for the
+// explanation of wrong elements, and checks the postcondition of
+// out-of-place collectives that the input is unchanged.
+func (s *sim) endLaunch(rs *rankState, l int) {
+	st := s.symState()
+	w := &st.writers[rs.r][rs.outArr]
+	snap := w.within(rs.outBase, rs.outBase+s.out)
+	for k := range snap.segs {
+		snap.segs[k].lo -= rs.outBase
+		snap.segs[k].hi -= rs.outBase
+	}
+	st.outWriters[l][rs.r] = snap
+	if s.p.InPlace {
+		return
+	}
+	iw := &st.writers[rs.r][rs.inArr]
+	// The host rewrites the input next; the writer map of the input
+	// starts afresh so that the next launch's check blames its own ops.
+	defer func() { iw.segs = iw.segs[:0] }()
+	fed := s.report.Inputs[l][rs.r]
+	now := rs.arrs[rs.inArr][rs.inBase : rs.inBase+s.in]
+	if fed == nil || bytes.Equal(fed, now) {
+		return
+	}
+	for lo := int64(0); lo < s.in; {
+		if fed[lo] == now[lo] {
+			lo++
+			continue
+		}
+		// A run of changed bytes, cut where the last writer changes.
+		g, ok := iw.at(rs.inBase + lo)
+		hi := lo + 1
+		for hi < s.in && fed[hi] != now[hi] {
+			if h, ok2 := iw.at(rs.inBase + hi); ok2 != ok || h.place != g.place {
+				break
+			}
+			hi++
+		}
+		c := InputClobber{Launch: l, Rank: rs.r, Off: lo, End: hi}
+		if ok {
+			pl := s.places[g.place]
+			c.Writer = &pl
+		}
+		r := s.report
+		// Extend the previous range when the same writer continues it
+		// (an unchanged byte inside a clobbered range is common: the
+		// writer may store equal values by chance).
+		if n := len(r.Clobbered); n > 0 && r.Clobbered[n-1].Rank == rs.r && r.Clobbered[n-1].Launch == l &&
+			samePlace(r.Clobbered[n-1].Writer, c.Writer) && lo-r.Clobbered[n-1].End < 16 {
+			r.Clobbered[n-1].End = hi
+		} else if n < maxMismatches {
+			r.Clobbered = append(r.Clobbered, c)
+		}
+		r.ClobberedBytes += hi - lo
+		lo = hi
+	}
+}
+
+func samePlace(a, b *Place) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
