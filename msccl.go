@@ -64,16 +64,19 @@ func LoadPlan(path string) (*Plan, error) {
 }
 
 // CompileAlgorithm compiles dir/NAME.msccl with the given parameters
-// (ranks, ...).
+// (ranks, ...) and proves the plan (Prove) before returning it.
 func CompileAlgorithm(dir, name string, defines map[string]int64) (*Plan, error) {
 	path := filepath.Join(dir, name+".msccl")
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	p, _, ds := compiler.CompileSource(path, src, defines, compiler.Options{})
+	p, sm, ds := compiler.CompileSource(path, src, defines, compiler.Options{})
 	if ds.HasErrors() {
 		return nil, fmt.Errorf("%s", ds.String())
+	}
+	if err := Prove(p, sm); err != nil {
+		return nil, err
 	}
 	return p, nil
 }

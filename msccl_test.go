@@ -2,6 +2,7 @@ package msccl
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -72,12 +73,17 @@ func TestSelectPlan(t *testing.T) {
 		{"allgather", 1 << 20, "allgather_direct", false},
 		{"broadcast", 1 << 20, "", true},
 		{"allreduce", 0, "", true},
+		// 4000 bytes is 1000 floats, but the all-pairs plans need sizes
+		// that split into 8 chunks of 16-byte units.
+		{"allreduce", 4000, "size rule: multiples of 128 bytes", true},
 	}
 	for _, c := range cases {
 		p, err := SelectPlan("algorithms/selection.yaml", c.col, 8, c.size)
 		if c.fails {
 			if err == nil {
 				t.Errorf("%s %d: selected %s, want an error", c.col, c.size, p.Name)
+			} else if !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s %d: %v, want an error containing %q", c.col, c.size, err, c.want)
 			}
 			continue
 		}

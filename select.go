@@ -10,7 +10,9 @@ import (
 // SelectPlan compiles the library plan that the selection table at path
 // (algorithms/selection.yaml) names for a collective ("allreduce", ...) on
 // ranks GPUs of one node at a message of size bytes (as nccl-tests counts
-// them). A row covers [min_message_size, max_message_size).
+// them). A row covers [min_message_size, max_message_size). The plan is
+// proven (Prove, cached) and size checked against its rule before it is
+// returned.
 func SelectPlan(path, collective string, ranks int, size int64) (*Plan, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("message size must be positive, got %d", size)
@@ -26,6 +28,16 @@ func SelectPlan(path, collective string, ranks int, size int64) (*Plan, error) {
 			continue
 		}
 		if s < p.MaxMessageSize || p.MaxMessageSize == math.MaxUint64 {
+			rule, err := p.SizeRule()
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", np.Algorithm, err)
+			}
+			if err := rule.Check(size); err != nil {
+				return nil, fmt.Errorf("%s: %w", np.Algorithm, err)
+			}
+			if err := Prove(p, np.Source); err != nil {
+				return nil, err
+			}
 			return p, nil
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -140,7 +141,32 @@ func run(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Refuse the whole sweep before touching the GPU when a size is
+	// outside the plan's rule: a row of wrong results would be the
+	// plan's geometry, not the GPU's.
+	rule, err := p.SizeRule()
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	for _, s := range sweep(c.minB, c.maxB, c.factor) {
+		if err := rule.Check(s); err != nil {
+			return fmt.Errorf("%s: %w; pick -b, -e and -f so that every size is in the rule", name, err)
+		}
+	}
 	return bench(&c, p, name, w)
+}
+
+// sweep lists the sizes min, min*f, ... up to max, stopping before a
+// product would overflow.
+func sweep(lo, hi, f int64) []int64 {
+	var out []int64
+	for s := lo; s <= hi; s *= f {
+		out = append(out, s)
+		if s > math.MaxInt64/f {
+			break
+		}
+	}
+	return out
 }
 
 func loadPlan(c *config) (*ir.Plan, string, error) {
@@ -206,10 +232,7 @@ func bench(c *config, p *ir.Plan, name string, w io.Writer) error {
 		return err
 	}
 	red := ir.ReduceOp(c.redop)
-	var sizes []int64
-	for s := c.minB; s <= c.maxB; s *= c.factor {
-		sizes = append(sizes, s)
-	}
+	sizes := sweep(c.minB, c.maxB, c.factor)
 	// CPU references, a few sizes ahead, in parallel.
 	jobs := make([]chan checkJob, len(sizes))
 	if c.check {

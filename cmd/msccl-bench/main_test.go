@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"math"
 	"strings"
 	"testing"
 
@@ -56,5 +57,27 @@ func TestArgErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("run(%q): got %v, want an error containing %q", c.args, err, c.want)
 		}
+	}
+}
+
+// A size outside the plan's rule is refused before any GPU work, with the
+// rule in the message (allreduce_packet.json needs sizes that split into
+// its 4 chunks evenly: multiples of 64 bytes).
+func TestRefusesSizeOutsideRule(t *testing.T) {
+	var out bytes.Buffer
+	err := run([]string{"--plan", "../../testdata/peer-plans/allreduce_packet.json", "-b", "1K", "-e", "1040", "-f", "2"}, &out)
+	if err != nil && strings.Contains(err.Error(), "size rule") {
+		t.Fatalf("in-rule sweep refused: %v", err)
+	}
+	err = run([]string{"--plan", "../../testdata/peer-plans/allreduce_packet.json", "-b", "1040", "-e", "1040"}, &out)
+	if err == nil || !strings.Contains(err.Error(), "outside the plan's size rule: multiples of 64 bytes") {
+		t.Fatalf("got %v, want a refusal naming the rule", err)
+	}
+}
+
+func TestSweepStopsBeforeOverflow(t *testing.T) {
+	got := sweep(1, math.MaxInt64, 2)
+	if len(got) != 63 || got[62] != 1<<62 {
+		t.Fatalf("sweep to MaxInt64 gave %d sizes ending %d", len(got), got[len(got)-1])
 	}
 }

@@ -52,6 +52,7 @@ type Options struct {
 // use.
 type Executor struct {
 	p      *ir.Plan
+	rule   ir.SizeRule // the sizes the plan serves; every buffer set is checked against it
 	opt    Options
 	ctx    *cuda.Context
 	arch   string
@@ -108,6 +109,10 @@ func Open(p *ir.Plan, opt Options) (*Executor, error) {
 	if err := checkPlan(p, opt.AllowMulticast); err != nil {
 		return nil, err
 	}
+	rule, err := p.SizeRule()
+	if err != nil {
+		return nil, fmt.Errorf("cudaexec: %w", err)
+	}
 	need := needOf(p)
 	need.live, need.portOpen = cuda.LiveStreams(), openPortExecutors.Load() > 0
 	if err := checkQueues(p.Name, need, connections(), opt.SharedQueues); err != nil {
@@ -137,7 +142,7 @@ func Open(p *ir.Plan, opt Options) (*Executor, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Executor{p: p, opt: opt, ctx: ctx, arch: fmt.Sprintf("sm_%d%d", maj, min),
+	e := &Executor{p: p, rule: rule, opt: opt, ctx: ctx, arch: fmt.Sprintf("sm_%d%d", maj, min),
 		fns: map[fnKey]*fnEntry{}, binds: map[bindKey]*binding{}}
 	if e.fork, err = cuda.NewEvent(false); err != nil {
 		return nil, err

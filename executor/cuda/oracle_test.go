@@ -97,7 +97,20 @@ func matrix(p *ir.Plan) []gcase {
 			cs = append(cs, gcase{size: 1 << 10, dt: cpu.F32, red: red, launches: 10, ll: 16})
 		}
 	}
-	return append(cs, ll8)
+	cs = append(cs, ll8)
+	// Sizes outside the plan's rule are refused by both executors; move
+	// each to the next size the rule admits, so the matrix still holds a
+	// size that is not a power of two.
+	rule, err := p.SizeRule()
+	if err != nil {
+		return nil
+	}
+	for i := range cs {
+		if n, ok := rule.Next(cs[i].size); ok {
+			cs[i].size = n
+		}
+	}
+	return cs
 }
 
 // runMode says which of eager launches and graph replays run:

@@ -26,6 +26,9 @@ type Buffers struct {
 
 // Alloc allocates buffers for a message of size bytes on every rank.
 func (e *Executor) Alloc(size int64) (*Buffers, error) {
+	if err := e.rule.Check(size); err != nil {
+		return nil, fmt.Errorf("cudaexec: %w", err)
+	}
 	in, out, err := e.p.BufferBytes(size)
 	if err != nil {
 		return nil, err
@@ -71,6 +74,9 @@ func (e *Executor) Alloc(size int64) (*Buffers, error) {
 // Wrap describes caller-owned buffers; the caller keeps them alive and
 // aliased as Alloc would for in-place plans.
 func (e *Executor) Wrap(size int64, in, out []cuda.DevicePtr) (*Buffers, error) {
+	if err := e.rule.Check(size); err != nil {
+		return nil, fmt.Errorf("cudaexec: %w", err)
+	}
 	inN, outN, err := e.p.BufferBytes(size)
 	if err != nil {
 		return nil, err
@@ -160,6 +166,11 @@ func (e *Executor) bind(c *Call) (*binding, error) {
 	key := e.keyOf(c)
 	if b := e.binds[key]; b != nil {
 		return b, nil
+	}
+	// Buffers is a plain struct a caller can fill in: check its size
+	// once per binding, off the cached path.
+	if err := e.rule.Check(bf.Size); err != nil {
+		return nil, fmt.Errorf("cudaexec: %w", err)
 	}
 	switch c.Reduce {
 	case ir.ReduceNone, ir.ReduceSum, ir.ReduceMin, ir.ReduceMax:

@@ -1,0 +1,40 @@
+package msccl
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"sync"
+
+	"github.com/msccl-go/msccl-go/compiler"
+	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/ir"
+)
+
+// proofs caches verdicts by the hash of the encoded plan: selection and
+// compilation happen per call site and per size bucket, and a proof costs
+// milliseconds to seconds, so the second request for the same plan must
+// cost only the hash.
+var proofs sync.Map // [32]byte -> error (nil: proven)
+
+// Prove runs the CPU proof of p over every message size its rule admits
+// (compiler.ProofSizes, compiler.ProofLaunches launches) and returns nil
+// when it is correct, or an error listing the findings. sm may be nil
+// (plans loaded from JSON); findings then name plan paths. Verdicts are
+// cached by plan content.
+func Prove(p *Plan, sm *compiler.SourceMap) error {
+	data, err := ir.Encode(p)
+	if err != nil {
+		return err
+	}
+	key := sha256.Sum256(data)
+	if v, ok := proofs.Load(key); ok {
+		err, _ := v.(error)
+		return err
+	}
+	var perr error
+	if ds := compiler.Verify(p, sm, nil, []cpu.DType{cpu.F32}); ds.HasErrors() {
+		perr = fmt.Errorf("plan %q is not proven correct:\n%s", p.Name, ds.String())
+	}
+	proofs.Store(key, perr)
+	return perr
+}
