@@ -10,9 +10,24 @@ import (
 // Blocks named with `tb N` are kept; the rest are grouped so that work
 // with one peer shares a block (its channels then serve both data and
 // synchronisation), and a local op joins the block that produced its
-// input, so the dependency needs only a nop. Block ids are then made
-// dense per rank, keeping their order.
+// input, so the dependency needs only a nop. A group whose block would
+// break the executor's limits (64 ops, 16 channels per type) is split
+// over several blocks, consecutive runs of its ops each (see fitBlocks).
+// Block ids are then made dense per rank, keeping their order.
 func assignTBs(st *state) {
+	placeTBs(st, fitBlocks(st))
+	st.compactBlocks()
+}
+
+// tbGroup is the work one automatic block would get: a rank's ops with
+// one peer (key: the peer rank) or its local ops (key -1).
+type tbGroup struct{ rank, key int }
+
+// placeTBs sets a.tb for every action, before compaction. budget bounds
+// the ops of each block of a group (absent: one block for the group). It
+// returns, for each action, the index in groups of the automatic group
+// whose block it joined, -1 for a block named by `tb`.
+func placeTBs(st *state, budget map[tbGroup]int) (groupOf []int32, groups []tbGroup) {
 	n := st.hdr.ranks
 	maxHint := make([]int, n)
 	for i := range maxHint {
@@ -23,10 +38,23 @@ func assignTBs(st *state) {
 			maxHint[a.rank] = int(a.tbHint)
 		}
 	}
-	auto := make([]map[int]int, n) // [rank] peer key -> tb (key -1: local)
+	// A cell is one automatic block: its group and how many ops it holds.
+	type cell struct {
+		tb, fill int
+		group    int32
+	}
+	full := func(c *cell) bool {
+		b, ok := budget[groups[c.group]]
+		return ok && c.fill >= b
+	}
+	gid := map[tbGroup]int32{}
+	cur := make([]map[int]*cell, n)    // [rank] key -> the group's open cell
+	cellOf := make([]map[int]*cell, n) // [rank] tb -> its cell; nil for `tb N` blocks
 	producer := make([]map[int64]int, n)
-	for _, a := range st.actions {
+	groupOf = make([]int32, len(st.actions))
+	for ai, a := range st.actions {
 		r := a.rank
+		groupOf[ai] = -1
 		switch {
 		case a.tbHint >= 0:
 			a.tb = int(a.tbHint)
@@ -49,20 +77,40 @@ func assignTBs(st *state) {
 					}
 				}
 				if best >= 0 {
-					a.tb = best
-					break
+					c := cellOf[r][best]
+					if c == nil {
+						a.tb = best
+						break
+					}
+					// A full block sends the op to the local group instead.
+					if !full(c) {
+						a.tb = best
+						c.fill++
+						groupOf[ai] = c.group
+						break
+					}
 				}
 			}
-			if auto[r] == nil {
-				auto[r] = map[int]int{}
+			if cur[r] == nil {
+				cur[r], cellOf[r] = map[int]*cell{}, map[int]*cell{}
 			}
-			tb, ok := auto[r][key]
-			if !ok {
+			c := cur[r][key]
+			if c == nil || full(c) {
+				g := tbGroup{r, key}
+				id, ok := gid[g]
+				if !ok {
+					id = int32(len(groups))
+					gid[g] = id
+					groups = append(groups, g)
+				}
 				maxHint[r]++
-				tb = maxHint[r]
-				auto[r][key] = tb
+				c = &cell{tb: maxHint[r], group: id}
+				cur[r][key] = c
+				cellOf[r][c.tb] = c
 			}
-			a.tb = tb
+			c.fill++
+			a.tb = c.tb
+			groupOf[ai] = c.group
 		}
 		for _, d := range a.dst {
 			if d.rank != r {
@@ -76,7 +124,7 @@ func assignTBs(st *state) {
 			}
 		}
 	}
-	st.compactBlocks()
+	return groupOf, groups
 }
 
 // chunkKey names one chunk of one rank's buffer.
