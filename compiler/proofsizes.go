@@ -10,9 +10,10 @@ import (
 // double scratch a rank can run up to two launches ahead of a peer, so
 // launch k must be ordered against k+1 and k+2; the plan is the same every
 // launch and alternates scratch halves, so what can happen between
-// launches k and k+d depends only on d and the parity of k. Four launches
-// hold every pair with d <= 3 at both parities (docs/rationale.md, "Why
-// four launches prove any number").
+// launches k and k+d depends only on d and the parity of k, and ordering
+// every pair at d = 1 and 2 orders all of them (induction over the period
+// of the bytes). Four launches hold d = 1, 2 at both parities
+// (docs/rationale.md, "Why four launches prove any number").
 const ProofLaunches = 4
 
 // ProofSizes returns the message sizes a proof of p runs at so that it

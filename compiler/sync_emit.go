@@ -33,22 +33,73 @@ func (s *syncer) crossLaunch() {
 			pieces = append(pieces, all[:min(len(all), 4096)])
 		}
 	}
+	// With double scratch, alternate launches use alternate halves: a
+	// scratch access of launch k meets the same bytes again in launch k+2,
+	// which a rank can reach while a peer is still in launch k when nothing
+	// flows back from the peer (a one-way broadcast). Those chunks are
+	// ordered k against k+2 instead of k+1.
+	var halves [][]chunkInfo
 	for r := range s.chunks {
 		for buf := range s.chunks[r] {
-			if h.doubleScratch && ir.BufferType(buf) == ir.BufScratch {
-				continue // alternate launches use alternate scratch halves
+			if len(s.chunks[r][buf]) == 0 {
+				continue
 			}
-			if len(s.chunks[r][buf]) > 0 {
-				pieces = append(pieces, s.chunks[r][buf])
+			if h.doubleScratch && ir.BufferType(buf) == ir.BufScratch {
+				halves = append(halves, s.chunks[r][buf])
+				continue
+			}
+			pieces = append(pieces, s.chunks[r][buf])
+		}
+	}
+	// hears[b][q]: within one launch rank b learns of some event of rank
+	// q; rank q's launch k+1 starts after all of its launch k, so then b's
+	// launch k+2 is ordered after q's launch k.
+	hears := make([][]bool, h.ranks)
+	for b := range hears {
+		hears[b] = make([]bool, h.ranks)
+		for g := range endE[b] {
+			hears[b][s.blkRank[g]] = true
+		}
+	}
+	// LL readers spin until the writer's packets arrive, which orders them
+	// after the writer without any signal (the sync walk adds no edge for
+	// them, so endE does not show it). A slot takes one packet write per
+	// launch, so every reader of a packet slot hears from its writer.
+	var acc []access
+	for r := range s.chunks {
+		for buf := range s.chunks[r] {
+			for ci := range s.chunks[r][buf] {
+				c := &s.chunks[r][buf][ci]
+				if !c.wPacket {
+					continue
+				}
+				acc = c.accesses(acc[:0])
+				for _, w := range acc {
+					if !w.write {
+						continue
+					}
+					for _, rd := range acc {
+						if !rd.write {
+							hears[s.nodes[rd.seq].rank][s.nodes[w.seq].rank] = true
+						}
+					}
+				}
 			}
 		}
 	}
 	needs := make([]map[hsKey]hsVal, workers)
-	par.ForEach(workers, len(pieces), func(w, i int) {
+	par.ForEach(workers, len(pieces)+len(halves), func(w, i int) {
 		if needs[w] == nil {
 			needs[w] = map[hsKey]hsVal{}
 		}
 		var acc []access
+		if i >= len(pieces) {
+			for _, c := range halves[i-len(pieces)] {
+				acc = c.accesses(acc[:0])
+				s.crossPairs2(acc, hears, needs[w])
+			}
+			return
+		}
 		for ci := range pieces[i] {
 			acc = pieces[i][ci].accesses(acc[:0])
 			s.crossPairs(acc, endE, needs[w])
@@ -98,6 +149,36 @@ func (s *syncer) crossPairs(all []access, endE []map[int32]int32, need map[hsKey
 			}
 			if s.startKnowledge(int32(an.rank), bn.gid) >= b2k(a.write) {
 				continue // a start-of-launch signal from that rank already orders it
+			}
+			hk := hsKey{from: an.rank, to: bn.gid}
+			v, ok := need[hk]
+			if !ok || b.seq < v.first {
+				v.first = b.seq
+			}
+			v.full = v.full || a.write
+			need[hk] = v
+		}
+	}
+}
+
+// crossPairs2 is crossPairs for accesses that meet again two launches
+// later (double scratch): a pair is ordered when the later access's rank
+// hears from the earlier access's rank within a launch, or already waits
+// for its start-of-launch signal. Otherwise the same handshake as for k+1
+// is added: it orders k before k+1, hence before k+2.
+func (s *syncer) crossPairs2(all []access, hears [][]bool, need map[hsKey]hsVal) {
+	for _, a := range all {
+		an := &s.nodes[a.seq]
+		if an.host != 0 {
+			continue
+		}
+		for _, b := range all {
+			bn := &s.nodes[b.seq]
+			if bn.host != 0 || bn.rank == an.rank || !(a.write || b.write) {
+				continue
+			}
+			if hears[bn.rank][an.rank] || s.startKnowledge(int32(an.rank), bn.gid) >= b2k(a.write) {
+				continue
 			}
 			hk := hsKey{from: an.rank, to: bn.gid}
 			v, ok := need[hk]

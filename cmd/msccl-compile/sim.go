@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/msccl-go/msccl-go/compiler"
 	"github.com/msccl-go/msccl-go/executor/cpu"
 	"github.com/msccl-go/msccl-go/ir"
 )
@@ -33,7 +34,7 @@ func (f *simFlags) register(fs interface {
 	fs.StringVar(&f.size, "size", "1MiB", "message size as nccl-tests counts it (allgather: output bytes; others: input bytes); suffixes K/KiB/M/MiB/G/GiB")
 	fs.StringVar(&f.dtype, "dtype", "f32", "data type: f32, f16, bf16, i32, u32, u8")
 	fs.StringVar(&f.op, "op", "sum", "reduction: sum, min, max, prod")
-	fs.IntVar(&f.launches, "launches", 2, "back-to-back launches to run and check (stale packets, scratch reuse)")
+	fs.IntVar(&f.launches, "launches", compiler.ProofLaunches, "back-to-back launches to run and check (stale packets, scratch reuse; the default is what a proof runs)")
 	fs.IntVar(&f.llWidth, "ll", 16, "LL packet width in bytes: 8 or 16")
 	fs.StringVar(&f.trace, "trace", "", "write a Chrome trace-event JSON of the first launch to this file (open in Perfetto)")
 	fs.StringVar(&f.topo, "topology", "", "YAML topology file for the trace's cost model (default: H200 NVLink)")

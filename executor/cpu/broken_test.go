@@ -13,24 +13,26 @@ const brokenDir = "../../testdata/broken/sim"
 // defect, and the verdict the simulator must reach. The full report is the
 // golden file next to the plan (go test -run TestBroken -update rewrites it).
 var brokenCases = []struct {
-	file string
-	want Verdict
-	why  string
+	file     string
+	want     Verdict
+	why      string
+	launches int // 0: the default
 }{
-	{"dropped_wait.json", Race, "reduce.json without rank 1's first wait: it reads rank 0's input before rank 0 said it is ready"},
-	{"dropped_signal.json", Deadlock, "reduce.json without rank 0's first signal: rank 1's second wait never gets a token"},
-	{"circular_waits.json", Deadlock, "allreduce.json with block 0 of both ranks waiting before it signals"},
-	{"missing_nop.json", Race, "reduce.json without the nop between rank 0's get into scratch and the res that reads it"},
-	{"put_conflict.json", Race, "reduce.json with rank 1's put aimed at input chunks 0-1 of rank 0, which rank 0 writes itself"},
-	{"wrong_chunk.json", WrongResult, "reduce.json with rank 1 putting scratch chunks 0-1 (its own input) instead of 2-3 (the sums)"},
-	{"packet_unwritten.json", Deadlock, "reduce_pack.json with rank 0 unpacking scratch chunk 2, where no packets are ever written"},
+	{"dropped_wait.json", Race, "reduce.json without rank 1's first wait: it reads rank 0's input before rank 0 said it is ready", 0},
+	{"dropped_signal.json", Deadlock, "reduce.json without rank 0's first signal: rank 1's second wait never gets a token", 0},
+	{"circular_waits.json", Deadlock, "allreduce.json with block 0 of both ranks waiting before it signals", 0},
+	{"missing_nop.json", Race, "reduce.json without the nop between rank 0's get into scratch and the res that reads it", 0},
+	{"put_conflict.json", Race, "reduce.json with rank 1's put aimed at input chunks 0-1 of rank 0, which rank 0 writes itself", 0},
+	{"wrong_chunk.json", WrongResult, "reduce.json with rank 1 putting scratch chunks 0-1 (its own input) instead of 2-3 (the sums)", 0},
+	{"packet_unwritten.json", Deadlock, "reduce_pack.json with rank 0 unpacking scratch chunk 2, where no packets are ever written", 0},
+	{"broadcast_ll_three_launches.json", Race, "a one-way LL broadcast with double scratch and no handshake (compiled before the sync pass ordered launch k against k+2): correct over two launches, but the root can run two launches ahead and overwrite the scratch half a peer is still reading", 3},
 }
 
 func TestBroken(t *testing.T) {
 	for _, c := range brokenCases {
 		t.Run(strings.TrimSuffix(c.file, ".json"), func(t *testing.T) {
 			p := loadPlan(t, filepath.Join(brokenDir, c.file))
-			rep, err := Run(p, Options{Size: sizes(p)[0] * 4, DType: I32, Seed: 1})
+			rep, err := Run(p, Options{Size: sizes(p)[0] * 4, DType: I32, Seed: 1, Launches: c.launches})
 			if err != nil {
 				t.Fatal(err)
 			}
