@@ -287,7 +287,7 @@ func (s *sim) checkLaunch(l int) {
 					for k, t := range exp {
 						fps[k] = s.termFP(t)
 					}
-					if diff, ok := dec.decode(binary.LittleEndian.Uint64(got[off:]), exp, fps); ok {
+					if diff, ok := dec.decode(binary.LittleEndian.Uint64(got[off:]), exp, fps, dec.near(exp[0].elem)); ok {
 						m.Terms = toTerms(diff)
 						sh = shapeOf(m.Terms, i)
 					}

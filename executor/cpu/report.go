@@ -183,16 +183,12 @@ type Finding struct {
 // collective must leave its input as it found it.
 type InputClobber struct {
 	Launch, Rank int
-	Off, End     int64  // bytes [Off, End) of Rank's input
-	Writer       *Place // the op that last wrote the first byte; nil if none did
+	Off, End     int64  // bytes [Off, End) of Rank's input that Writer wrote last
+	Writer       *Place // the op that wrote them
 }
 
 func (c InputClobber) String() string {
-	by := "by no op (only the host writes it)"
-	if c.Writer != nil {
-		by = "by " + c.Writer.String()
-	}
-	return fmt.Sprintf("launch %d: rank %d's input bytes [%d:%d) overwritten %s", c.Launch, c.Rank, c.Off, c.End, by)
+	return fmt.Sprintf("launch %d: rank %d's input bytes [%d:%d) overwritten by %s", c.Launch, c.Rank, c.Off, c.End, c.Writer)
 }
 
 // maxMismatches caps Report.Wrong and Report.Clobbered; Report.WrongTotal
@@ -214,8 +210,9 @@ type Report struct {
 	// explanation (capped; symbolic runs decode at most a few thousand
 	// elements, the rest fold as "not decoded").
 	Findings []Finding
-	// Clobbered lists input ranges an out-of-place collective changed;
-	// ClobberedBytes counts every changed byte. Either makes the verdict
+	// Clobbered lists input ranges an out-of-place collective changed,
+	// each with the op that wrote it; ClobberedBytes counts the bytes of
+	// all of them (ranges past the cap included). Either makes the verdict
 	// WrongResult, in symbolic and byte-level runs alike.
 	Clobbered      []InputClobber
 	ClobberedBytes int64

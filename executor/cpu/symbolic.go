@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/msccl-go/msccl-go/ir"
 )
@@ -127,6 +128,7 @@ type symState struct {
 	writers    [][numArrs]writerMap // [rank][array]; scratch unused
 	outWriters [][]writerMap        // [launch][rank], output-relative
 	explained  int                  // wrong elements decoded so far
+	lookups    int                  // second-stage decoder lookups so far
 }
 
 func (s *sim) symState() *symState {
@@ -159,11 +161,11 @@ type famKey struct {
 
 // decoder turns an output fingerprint back into terms for one launch.
 type decoder struct {
-	s      *sim
-	l      int
-	single map[uint64]tkey
-	fam    map[uint64]famKey
-	vecs   map[int][][]int8
+	s        *sim
+	l        int
+	single   map[uint64]tkey
+	fam      map[uint64]famKey // nil until families runs
+	launches []int             // the launches the tables cover
 }
 
 // Table budgets: explanations are for reports, and a 64 MiB run must not
@@ -171,11 +173,11 @@ type decoder struct {
 // (far launches, family subsets); the element then reads "not decoded".
 const (
 	decodeBudget  = 1 << 21
-	explainBudget = 4096 // wrong elements decoded per run
+	explainBudget = 4096    // wrong elements decoded per run
+	lookupBudget  = 2 << 20 // table lookups for two-defect elements per run
 )
 
 func (s *sim) newDecoder(l int) *decoder {
-	d := &decoder{s: s, l: l, single: map[uint64]tkey{}, fam: map[uint64]famKey{}, vecs: map[int][][]int8{}}
 	n := len(s.ranks)
 	elems := s.in / 8
 	var launches []int
@@ -184,6 +186,14 @@ func (s *sim) newDecoder(l int) *decoder {
 			launches = append(launches, x)
 		}
 	}
+	// Sized up front: growing maps of a million entries rehashes them
+	// several times over.
+	words := int64(0)
+	for _, rs := range s.ranks {
+		words += int64(len(rs.arrs[arrScratch])+len(rs.arrs[arrOut])+len(rs.arrs[arrMain])) / 8
+	}
+	nSingle := int64(len(launches))*int64(n)*elems + min(words, 2*decodeBudget)
+	d := &decoder{s: s, l: l, single: make(map[uint64]tkey, nSingle)}
 	for _, x := range launches {
 		for q := range n {
 			h := fpPrefix(s.opt.Seed, fpInput, q, x)
@@ -205,41 +215,59 @@ func (s *sim) newDecoder(l int) *decoder {
 			}
 		}
 	}
-	// Families: the same element of several ranks, summed: what a
-	// reduction of the wrong chunk or of another launch's data yields.
-	if c := s.p.Collective; (c == ir.AllReduce || c == ir.ReduceScatter) && n <= 16 {
-		full := uint64(1)<<n - 1
-		subsets := n <= 10 && int64(len(launches))*elems<<n <= decodeBudget
-		for _, x := range launches {
-			fps := make([]uint64, n)
-			for i := range elems {
+	d.launches = launches
+	return d
+}
+
+// families builds, on first need, the sums of the same element of
+// several ranks: what a reduction of the wrong chunk or of another
+// launch's data yields. Most wrong elements decode without them, and at
+// 8 ranks they are the largest table.
+func (d *decoder) families() {
+	if d.fam != nil {
+		return
+	}
+	s := d.s
+	n := len(s.ranks)
+	elems := s.in / 8
+	d.fam = map[uint64]famKey{}
+	c := s.p.Collective
+	if c != ir.AllReduce && c != ir.ReduceScatter || n > 16 {
+		return
+	}
+	full := uint64(1)<<n - 1
+	subsets := n <= 10 && int64(len(d.launches))*elems<<n <= decodeBudget
+	if subsets {
+		d.fam = make(map[uint64]famKey, int64(len(d.launches))*elems<<n)
+	}
+	fps := make([]uint64, n)
+	for _, x := range d.launches {
+		for i := range elems {
+			for q := range n {
+				fps[q] = inputFP(s.opt.Seed, q, x, i)
+			}
+			if !subsets {
+				sum := uint64(0)
+				for _, f := range fps {
+					sum += f
+				}
+				d.fam[sum] = famKey{launch: x, elem: i, mask: full}
+				continue
+			}
+			for m := uint64(3); m <= full; m++ {
+				if m&(m-1) == 0 {
+					continue // single terms are in d.single
+				}
+				sum := uint64(0)
 				for q := range n {
-					fps[q] = inputFP(s.opt.Seed, q, x, i)
-				}
-				if !subsets {
-					sum := uint64(0)
-					for _, f := range fps {
-						sum += f
+					if m>>q&1 == 1 {
+						sum += fps[q]
 					}
-					d.fam[sum] = famKey{launch: x, elem: i, mask: full}
-					continue
 				}
-				for m := uint64(3); m <= full; m++ {
-					if m&(m-1) == 0 {
-						continue // single terms are in d.single
-					}
-					sum := uint64(0)
-					for q := range n {
-						if m>>q&1 == 1 {
-							sum += fps[q]
-						}
-					}
-					d.fam[sum] = famKey{launch: x, elem: i, mask: m}
-				}
+				d.fam[sum] = famKey{launch: x, elem: i, mask: m}
 			}
 		}
 	}
-	return d
 }
 
 // coefVecs lists coefficient vectors for k expected terms, fewest
@@ -247,8 +275,8 @@ func (s *sim) newDecoder(l int) *decoder {
 // explanation. Up to 8 terms every vector over {0, 1, 2} is tried; past
 // that, those within two deviations of all-ones or of all-zeroes.
 func (d *decoder) coefVecs(k int) [][]int8 {
-	if v, ok := d.vecs[k]; ok {
-		return v
+	if v, ok := coefCache.Load(k); ok {
+		return v.([][]int8)
 	}
 	var out [][]int8
 	dev := func(v []int8) int {
@@ -308,35 +336,90 @@ func (d *decoder) coefVecs(k int) [][]int8 {
 			}
 		}
 	}
-	sort.SliceStable(out, func(a, b int) bool { return dev(out[a]) < dev(out[b]) })
-	d.vecs[k] = out
+	devs := make(map[*int8]int, len(out))
+	for _, v := range out {
+		devs[&v[0]] = dev(v)
+	}
+	sort.SliceStable(out, func(a, b int) bool { return devs[&out[a][0]] < devs[&out[b][0]] })
+	coefCache.Store(k, out)
 	return out
 }
 
+// coefCache holds coefVecs by term count; the vectors are never changed.
+var coefCache sync.Map
+
 // decode finds the terms of got given the expected terms exp (each once)
 // and their fingerprints; it returns got's terms minus exp's, or false.
-func (d *decoder) decode(got uint64, exp []tkey, fps []uint64) (map[tkey]int, bool) {
-	for _, v := range d.coefVecs(len(exp)) {
-		t := uint64(0)
+// First it tries the expected terms with coefficients 0, 1, 2 plus at
+// most one other term (or family sum) from the tables; then, while the
+// run's lookup budget lasts, one more term from near, the terms at the
+// same offset in another chunk (input of any rank and nearby launch,
+// poison of scratch and output): two defects in one element, such as a
+// wrong chunk and an unwritten slot.
+func (d *decoder) decode(got uint64, exp []tkey, fps []uint64, near []tkey) (map[tkey]int, bool) {
+	vecs := d.coefVecs(len(exp))
+	sums := make([]uint64, len(vecs))
+	for k, v := range vecs {
 		for i, c := range v {
-			t += uint64(c) * fps[i]
+			sums[k] += uint64(c) * fps[i]
 		}
-		rem := got - t
-		var extra []tkey
-		switch {
-		case rem == 0:
-		case d.hasSingle(rem):
-			extra = []tkey{d.single[rem]}
-		case d.hasFam(rem):
-			f := d.fam[rem]
-			for q := range len(d.s.ranks) {
-				if f.mask>>q&1 == 1 {
-					extra = append(extra, tkey{rank: q, launch: f.launch, elem: f.elem})
-				}
+	}
+	// Cheap hypotheses for every coefficient vector first, then the
+	// family sums, built only now.
+	for k, v := range vecs {
+		rem := got - sums[k]
+		if x, ok := d.single[rem]; ok || rem == 0 {
+			if !ok {
+				return d.diff(exp, v, nil), true
 			}
-		default:
-			continue
+			return d.diff(exp, v, []tkey{x}), true
 		}
+	}
+	d.families()
+	for k, v := range vecs {
+		if extra, ok := d.rest(got - sums[k]); ok {
+			return d.diff(exp, v, extra), true
+		}
+	}
+	st := d.s.symState()
+	for _, y := range near {
+		fy := d.s.keyFP(y)
+		if st.lookups += len(vecs); st.lookups > lookupBudget {
+			return nil, false
+		}
+		for k, v := range vecs {
+			if extra, ok := d.rest(got - sums[k] - fy); ok {
+				return d.diff(exp, v, append(extra, y)), true
+			}
+		}
+	}
+	return nil, false
+}
+
+// rest decodes rem as nothing, one term or one family sum.
+func (d *decoder) rest(rem uint64) ([]tkey, bool) {
+	if rem == 0 {
+		return nil, true
+	}
+	if x, ok := d.single[rem]; ok {
+		return []tkey{x}, true
+	}
+	f, ok := d.fam[rem]
+	if !ok {
+		return nil, false
+	}
+	var extra []tkey
+	for q := range len(d.s.ranks) {
+		if f.mask>>q&1 == 1 {
+			extra = append(extra, tkey{rank: q, launch: f.launch, elem: f.elem})
+		}
+	}
+	return extra, true
+}
+
+// diff is got's terms (exp with coefficients v, plus extra) minus exp.
+func (d *decoder) diff(exp []tkey, v []int8, extra []tkey) map[tkey]int {
+	{
 		diff := map[tkey]int{}
 		for i, c := range v {
 			if c != 1 {
@@ -351,9 +434,60 @@ func (d *decoder) decode(got uint64, exp []tkey, fps []uint64) (map[tkey]int, bo
 				delete(diff, k)
 			}
 		}
-		return diff, true
+		return diff
 	}
-	return nil, false
+}
+
+// near lists the terms at the same offset within another chunk as
+// input element e: every rank's input in nearby launches, and poison in
+// every rank's scratch (both halves, plain and packet offsets) and
+// output. These are what a second defect in one element most often adds.
+func (d *decoder) near(e int64) []tkey {
+	s := d.s
+	var out []tkey
+	lay := s.ranks[0].lay
+	c0 := s.chunkAt(0, 8*e)
+	intra := 8*e - lay.ChunkOffset(int64(c0))
+	var launches []int
+	for _, x := range []int{d.l, d.l - 1, d.l + 1, d.l - 2} {
+		if x >= 0 && x < s.launches {
+			launches = append(launches, x)
+		}
+	}
+	for c := int64(0); ; c++ {
+		off := lay.ChunkOffset(c) + intra
+		if off+8 > max(s.in, s.out, lay.Scratch) {
+			break
+		}
+		for _, rs := range s.ranks {
+			if off+8 <= s.in {
+				for _, x := range launches {
+					out = append(out, tkey{rank: rs.r, launch: x, elem: off / 8})
+				}
+			}
+			if off+8 <= s.out && !s.p.InPlace {
+				out = append(out, tkey{rank: rs.r, launch: -1, elem: off, buf: ir.BufOutput})
+			}
+			for _, raw := range []int64{off, 2 * off, rs.half + off, rs.half + 2*off} {
+				if raw%8 == 0 && raw+8 <= int64(len(rs.arrs[arrScratch])) {
+					out = append(out, tkey{rank: rs.r, launch: -1, elem: raw, buf: ir.BufScratch})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// keyFP is the fingerprint of a term key.
+func (s *sim) keyFP(k tkey) uint64 {
+	if !k.poison() {
+		return s.termFP(k)
+	}
+	arr := arrScratch
+	if k.buf == ir.BufOutput {
+		arr = arrOut
+	}
+	return poisonFP(s.opt.Seed, k.rank, arr, k.elem)
 }
 
 func (d *decoder) hasSingle(v uint64) bool { _, ok := d.single[v]; return ok }

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"bytes"
+	"slices"
 	"sort"
 )
 
@@ -48,14 +49,7 @@ func (m *writerMap) set(lo, hi int64, place, launch int32) {
 		mid[last].hi = s[j].hi
 		j++
 	}
-	if len(mid) == j-i {
-		copy(s[i:j], mid)
-		return
-	}
-	out := make([]wseg, 0, len(s)-(j-i)+len(mid))
-	out = append(out, s[:i]...)
-	out = append(out, mid...)
-	m.segs = append(out, s[j:]...)
+	m.segs = slices.Replace(s, i, j, mid...)
 }
 
 // at returns the segment holding byte x, if any op wrote it.
@@ -115,37 +109,24 @@ func (s *sim) endLaunch(rs *rankState, l int) {
 	if fed == nil || bytes.Equal(fed, now) {
 		return
 	}
-	for lo := int64(0); lo < s.in; {
-		if fed[lo] == now[lo] {
-			lo++
+	// Report what each op that wrote changed bytes wrote: its whole
+	// range, since bytes it happened to store unchanged (equal small
+	// integers are common at the byte level) are no less overwritten.
+	r := s.report
+	changed := func(lo, hi int64) bool { return !bytes.Equal(fed[lo:hi], now[lo:hi]) }
+	for _, g := range iw.within(rs.inBase, rs.inBase+s.in).segs {
+		lo, hi := g.lo-rs.inBase, g.hi-rs.inBase
+		if !changed(lo, hi) {
 			continue
 		}
-		// A run of changed bytes, cut where the last writer changes.
-		g, ok := iw.at(rs.inBase + lo)
-		hi := lo + 1
-		for hi < s.in && fed[hi] != now[hi] {
-			if h, ok2 := iw.at(rs.inBase + hi); ok2 != ok || h.place != g.place {
-				break
-			}
-			hi++
-		}
-		c := InputClobber{Launch: l, Rank: rs.r, Off: lo, End: hi}
-		if ok {
-			pl := s.places[g.place]
-			c.Writer = &pl
-		}
-		r := s.report
-		// Extend the previous range when the same writer continues it
-		// (an unchanged byte inside a clobbered range is common: the
-		// writer may store equal values by chance).
+		pl := s.places[g.place]
+		r.ClobberedBytes += hi - lo
 		if n := len(r.Clobbered); n > 0 && r.Clobbered[n-1].Rank == rs.r && r.Clobbered[n-1].Launch == l &&
-			samePlace(r.Clobbered[n-1].Writer, c.Writer) && lo-r.Clobbered[n-1].End < 16 {
+			r.Clobbered[n-1].End == lo && samePlace(r.Clobbered[n-1].Writer, &pl) {
 			r.Clobbered[n-1].End = hi
 		} else if n < maxMismatches {
-			r.Clobbered = append(r.Clobbered, c)
+			r.Clobbered = append(r.Clobbered, InputClobber{Launch: l, Rank: rs.r, Off: lo, End: hi, Writer: &pl})
 		}
-		r.ClobberedBytes += hi - lo
-		lo = hi
 	}
 }
 
