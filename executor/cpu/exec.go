@@ -23,8 +23,7 @@ type agentCtx struct {
 // its later accesses (each thread writes what it computed from the
 // packets it read: a data dependency), see pktRead.
 func (s *sim) blockCtx(b *block) agentCtx {
-	copy(s.opClk.E, b.clk.E)
-	copy(s.opClk.V, b.clk.V)
+	s.opClk.assign(b.clk)
 	return agentCtx{agent: b.agent, epoch: b.ph, clk: s.opClk, pubAgent: s.ranks[b.rank].host, pubEpoch: uint32(b.launch + 2)}
 }
 
@@ -84,16 +83,16 @@ func (s *sim) pktWrite(ctx agentCtx, place int32, rank int, off int64, data []by
 	copy(rs.pkt[p:p+n], data)
 	// The packet carries the writer's execution clock including the write
 	// itself: a reader that sees the flag is ordered after it.
-	e := s.slab.copyOf(ctx.clk.E)
-	e[ctx.agent] = ctx.epoch
-	rs.flags.set(p, p+n, uint32(launch+1), clocks{E: e}, t)
+	e := ctx.clk.E.clone()
+	e.set(ctx.agent, ctx.epoch)
+	rs.flags.set(p, p+n, uint32(launch+1), clocks{E: e.frozen()}, t)
 }
 
 // pktReady checks that the packets at (rank, off, n) carry this launch's
 // flag.
 func (s *sim) pktReady(b *block, rank int, off, n int64) (bool, string) {
 	_, raw, _ := s.locate(rank, ir.BufScratch, off, true, b.launch)
-	clear(s.tmpClk.E)
+	s.tmpClk.E.reset()
 	ok, _, miss := s.ranks[rank].flags.ready(raw/2, raw/2+n, uint32(b.launch+1), s.tmpClk)
 	if ok {
 		return true, ""
@@ -113,8 +112,7 @@ func (s *sim) pktRead(b *block, ctx agentCtx, place int32, rank int, off, n int6
 	arr, raw, base := s.locate(rank, ir.BufScratch, off, true, b.launch)
 	rs := s.ranks[rank]
 	c := s.tmpClk
-	copy(c.E, ctx.clk.E)
-	copy(c.V, ctx.clk.V)
+	c.assign(ctx.clk)
 	_, t, _ := rs.flags.ready(raw/2, raw/2+n, uint32(b.launch+1), c)
 	join(b.pend.E, c.E)
 	join(ctx.clk.E, c.E)

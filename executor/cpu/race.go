@@ -102,12 +102,12 @@ func (d *detector) access(rank, arr int, lo, hi int64, a acc, c clocks) {
 	j := m.split(hi)
 	for k := i; k < j; k++ {
 		sg := &m.segs[k]
-		if sg.hasW && sg.w.exec != a.exec && c.V[sg.w.agent] < sg.w.epoch && c.E[sg.w.pubAgent] < sg.w.pubEpoch {
+		if sg.hasW && sg.w.exec != a.exec && c.V.get(int(sg.w.agent)) < sg.w.epoch && c.E.get(int(sg.w.pubAgent)) < sg.w.pubEpoch {
 			d.report(rank, arr, sg.lo, sg.hi, sg.w, a)
 		}
 		if a.write {
 			for _, r := range sg.reads {
-				if r.exec != a.exec && c.E[r.agent] < r.epoch {
+				if r.exec != a.exec && c.E.get(int(r.agent)) < r.epoch {
 					d.report(rank, arr, sg.lo, sg.hi, r, a)
 				}
 			}

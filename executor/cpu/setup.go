@@ -200,6 +200,16 @@ func (s *sim) setup() error {
 			}
 		}
 	}
+	// Agent ids: block b of rank r is b*n + r, then the proxies and the
+	// hosts. Plans give block b of every rank the same part of the
+	// schedule (the compiler assigns blocks by step, channels pair the
+	// k-th with the k-th), so knowledge travels along blocks of one index:
+	// numbering them adjacently keeps what changes in a join within few
+	// leaves of the clock's tree (clock.go).
+	maxTB := 0
+	for r := range p.GPUs {
+		maxTB = max(maxTB, len(p.GPUs[r].ThreadBlocks))
+	}
 	for r := range p.GPUs {
 		rs := s.ranks[r]
 		for b := range p.GPUs[r].ThreadBlocks {
@@ -208,16 +218,13 @@ func (s *sim) setup() error {
 			if err != nil {
 				return err
 			}
-			blk := &block{agent: agents, rank: r, tb: b, ops: ops}
-			agents++
+			blk := &block{agent: b*n + r, rank: r, tb: b, ops: ops}
 			rs.blocks = append(rs.blocks, blk)
 			s.blocks = append(s.blocks, blk)
 		}
+		rs.proxy, rs.host = maxTB*n+r, (maxTB+1)*n+r
 	}
-	for _, rs := range s.ranks {
-		rs.proxy, rs.host = agents, agents+1
-		agents += 2
-	}
+	agents = (maxTB + 2) * n
 	s.agents = agents
 	return nil
 }

@@ -17,7 +17,6 @@ type sim struct {
 	agents   int
 	places   []Place
 	det      detector
-	slab     slab
 	rd       reducer
 	tmp      []byte
 	tmpClk   clocks
@@ -74,7 +73,6 @@ func Run(p *ir.Plan, opt Options) (*Report, error) {
 	}
 	s.report = &Report{}
 	s.det = detector{mem: make([][numArrs]shadow, len(s.ranks)), seen: map[raceKey]int{}, s: s}
-	s.slab = slab{n: s.agents}
 	s.tmpClk = newClocks(s.agents)
 	s.opClk = newClocks(s.agents)
 	for _, rs := range s.ranks {
@@ -155,14 +153,14 @@ func (s *sim) boundary(rs *rankState, l int, place int32) {
 	for _, b := range rs.blocks {
 		j.join(b.clk)
 		j.join(b.pend)
-		j.E[b.agent], j.V[b.agent] = b.ph, b.ph
+		j.set(b.agent, b.ph)
 	}
 	// A kernel's end invalidates the rank's caches, so the next kernel
 	// (and the host) may read whatever was execution-ordered before it:
 	// relaxed signals suffice to hand data across launches.
-	copy(j.V, j.E)
+	j.V.assign(j.E)
 	rs.hostEpoch++
-	j.E[rs.host], j.V[rs.host] = rs.hostEpoch, rs.hostEpoch
+	j.set(rs.host, rs.hostEpoch)
 	s.exec++
 	a := acc{agent: int32(rs.host), epoch: rs.hostEpoch, exec: s.exec, place: place, pubAgent: int32(rs.host), pubEpoch: rs.hostEpoch}
 	if l >= 0 {
@@ -189,8 +187,7 @@ func (s *sim) boundary(rs *rankState, l int, place int32) {
 		tEnd = max(tEnd, b.t)
 	}
 	for _, b := range rs.blocks {
-		copy(b.clk.E, j.E)
-		copy(b.clk.V, j.V)
+		b.clk.assign(j)
 		b.pend.clear()
 		b.ph++
 		b.pc, b.iter, b.inner = 0, 0, 0
@@ -328,17 +325,14 @@ func (s *sim) step(b *block) bool {
 // own returns the block's clocks including what it has acquired but not
 // yet spread through the block: what a signal or release publishes.
 func (s *sim) own(b *block, relaxed bool) clocks {
-	c := clocks{E: s.slab.take()}
-	for i := range c.E {
-		c.E[i] = max(b.clk.E[i], b.pend.E[i])
+	if relaxed {
+		c := b.clk.E.clone()
+		join(c, b.pend.E)
+		return clocks{E: c.frozen()}
 	}
-	if !relaxed {
-		c.V = s.slab.take()
-		for i := range c.V {
-			c.V[i] = max(b.clk.V[i], b.pend.V[i])
-		}
-	}
-	return c
+	c := clocks{E: b.clk.E.clone(), V: b.clk.V.clone()}
+	c.join(b.pend)
+	return c.frozen()
 }
 
 // nop spreads what the block acquired to all its threads and starts a new
@@ -346,14 +340,14 @@ func (s *sim) own(b *block, relaxed bool) clocks {
 func (b *block) nop() {
 	b.clk.join(b.pend)
 	b.pend.clear()
-	b.clk.E[b.agent], b.clk.V[b.agent] = b.ph, b.ph
+	b.clk.set(b.agent, b.ph)
 }
 
 // proxyStep hands a request to the rank's in-order proxy.
 func (s *sim) proxyStep(rs *rankState, b *block) {
 	rs.proxyClk.join(b.clk)
 	rs.proxyEpoch++
-	rs.proxyClk.E[rs.proxy], rs.proxyClk.V[rs.proxy] = rs.proxyEpoch, rs.proxyEpoch
+	rs.proxyClk.set(rs.proxy, rs.proxyEpoch)
 	rs.proxyT = max(rs.proxyT, b.t)
 }
 
@@ -369,7 +363,7 @@ func (s *sim) signal(b *block, op *rop, c rchan, relaxed bool) {
 	if c.typ == ir.ChanPort {
 		s.proxyStep(rs, b)
 		rs.proxyT += s.topo().PortLatencyUs
-		tk = token{c: clocks{E: s.slab.copyOf(rs.proxyClk.E), V: s.slab.copyOf(rs.proxyClk.V)}, t: rs.proxyT}
+		tk = token{c: rs.proxyClk.frozen(), t: rs.proxyT}
 	} else {
 		tk = token{c: s.own(b, relaxed), t: b.t + s.topo().SignalLatencyUs}
 	}
@@ -401,11 +395,12 @@ func (s *sim) wait(b *block, op *rop, relaxed bool) (bool, string) {
 		e.got++
 		tk := e.in.pop()
 		s.tr.recv(tk)
-		join(b.pend.E, tk.c.E)
 		// Relaxed memory-channel waits order execution only; port waits
 		// always acquire (upstream has no relaxed port wait).
 		if tk.c.V != nil && (!relaxed || c.typ == ir.ChanPort) {
-			join(b.pend.V, tk.c.V)
+			b.pend.join(tk.c)
+		} else {
+			join(b.pend.E, tk.c.E)
 		}
 		b.t = max(b.t, tk.t)
 	}
@@ -471,7 +466,7 @@ func (s *sim) barrier(b *block, op *rop) (bool, string) {
 		b.inBarrier, b.barGen = true, st.gen
 		st.acc.join(b.clk)
 		st.acc.join(b.pend)
-		st.acc.E[b.agent], st.acc.V[b.agent] = b.ph, b.ph
+		st.acc.set(b.agent, b.ph)
 		st.t = max(st.t, b.t)
 		st.arrived++
 		if st.arrived >= op.numTBs {
