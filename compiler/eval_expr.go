@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/alecthomas/participle/v2/lexer"
 	"github.com/msccl-go/msccl-go/dsl"
 	"github.com/msccl-go/msccl-go/ir"
 )
@@ -44,7 +43,12 @@ func (ev *evaluator) eval(e *dsl.Expr) (int64, bool) {
 	if len(e.Tail) == 0 {
 		return ev.unary(e.Head) // the common case, without allocating
 	}
-	return ev.logic(e.Head, e.Tail, 1)
+	for _, t := range e.Tail {
+		if t.Op == "||" || t.Op == "&&" {
+			return ev.logic(e.Head, e.Tail, 1)
+		}
+	}
+	return ev.chain(e.Head, e.Tail)
 }
 
 // logic evaluates the chain head tail... at level lvl: 1 splits it at
@@ -89,9 +93,9 @@ func (ev *evaluator) logic(head *dsl.Unary, tail []*dsl.BinTail, lvl int) (int64
 }
 
 // chain evaluates a chain without `||` and `&&` by operator precedence.
-// Beside each value it keeps where its source starts (overflow is
-// reported over the whole operation) and, while the value is still a
-// bare operand, that operand (`-2 ** 2` is refused as ambiguous).
+// Beside each value it keeps the first operand of its source (overflow
+// is reported over the whole operation) and whether the value is still
+// that bare operand (`-2 ** 2` is refused as ambiguous).
 func (ev *evaluator) chain(head *dsl.Unary, tail []*dsl.BinTail) (int64, bool) {
 	v, ok := ev.unary(head)
 	if !ok {
@@ -102,20 +106,20 @@ func (ev *evaluator) chain(head *dsl.Unary, tail []*dsl.BinTail) (int64, bool) {
 	}
 	var (
 		valBuf   [8]int64
-		startBuf [8]lexer.Position
-		bareBuf  [8]*dsl.Unary
+		firstBuf [8]*dsl.Unary
+		bareBuf  [8]bool
 		opBuf    [8]*dsl.BinTail
 	)
-	vals, starts, bare, ops := append(valBuf[:0], v), append(startBuf[:0], head.Pos), append(bareBuf[:0], head), opBuf[:0]
-	// end is where the source of the value on top of the stack ends: the
-	// values are contiguous, so it is the last operand's end.
-	end := head.Prim.EndPos
+	vals, first, bare, ops := append(valBuf[:0], v), append(firstBuf[:0], head), append(bareBuf[:0], true), opBuf[:0]
+	// last is the operand just pushed: the values are contiguous, so the
+	// source of the value on top of the stack ends with it.
+	last := head
 	reduce := func() bool {
 		t := ops[len(ops)-1]
 		ops = ops[:len(ops)-1]
 		n := len(vals)
-		x, ok := ev.binop(t, vals[n-2], vals[n-1], bare[n-2], starts[n-2], end)
-		vals, starts, bare = append(vals[:n-2], x), starts[:n-1], append(bare[:n-2], nil)
+		x, ok := ev.binop(t, vals[n-2], vals[n-1], first[n-2], bare[n-2], last)
+		vals, first, bare = append(vals[:n-2], x), first[:n-1], append(bare[:n-2], false)
 		return ok
 	}
 	for _, t := range tail {
@@ -135,8 +139,8 @@ func (ev *evaluator) chain(head *dsl.Unary, tail []*dsl.BinTail) (int64, bool) {
 			return 0, false
 		}
 		ops = append(ops, t)
-		vals, starts, bare = append(vals, v), append(starts, t.Operand.Pos), append(bare, t.Operand)
-		end = t.Operand.Prim.EndPos
+		vals, first, bare = append(vals, v), append(first, t.Operand), append(bare, true)
+		last = t.Operand
 	}
 	for len(ops) > 0 {
 		if !reduce() {
@@ -157,14 +161,15 @@ func b2i(b bool) int64 {
 // a value out (or into the sign), which is never what a schedule means.
 const maxShift = 62
 
-// binop applies t.Op to a and b. lhs is the left operand while it is a
-// bare operand (nil once it is a result); lhsStart and end delimit the
-// operation's source, where overflow is reported; the right operand
-// t.Operand is where a bad divisor, shift count or exponent is.
-func (ev *evaluator) binop(t *dsl.BinTail, a, b int64, lhs *dsl.Unary, lhsStart, end lexer.Position) (int64, bool) {
+// binop applies t.Op to a and b. The operation's source runs from
+// operand first to operand last, where overflow is reported; bare says a
+// is still the operand first itself. The right operand t.Operand is where
+// a bad divisor, shift count or exponent is.
+func (ev *evaluator) binop(t *dsl.BinTail, a, b int64, first *dsl.Unary, bare bool, last *dsl.Unary) (int64, bool) {
 	rhs := func() dsl.Range { return dsl.RangeOf(t.Operand.Pos, t.Operand.Prim.EndPos) }
+	whole := func() dsl.Range { return dsl.RangeOf(first.Pos, last.Prim.EndPos) }
 	overflow := func() (int64, bool) {
-		ev.st.errorf(dsl.RangeOf(lhsStart, end), "integers are 64-bit and never wrap", "integer overflow: %s %s %s does not fit in 64 bits", operand(a), t.Op, operand(b))
+		ev.st.errorf(whole(), "integers are 64-bit and never wrap", "integer overflow: %s %s %s does not fit in 64 bits", operand(a), t.Op, operand(b))
 		return 0, false
 	}
 	switch t.Op {
@@ -233,9 +238,9 @@ func (ev *evaluator) binop(t *dsl.BinTail, a, b int64, lhs *dsl.Unary, lhsStart,
 		}
 		return overflow()
 	case "**":
-		if lhs != nil && lhs.Op != "" {
-			ev.st.errorf(dsl.RangeOf(lhsStart, end), fmt.Sprintf("write (%s%s) ** ... or %s(... ** ...)", lhs.Op, primString(lhs.Prim), lhs.Op),
-				"%s before a base of ** is ambiguous", lhs.Op)
+		if bare && first.Op != "" {
+			ev.st.errorf(whole(), fmt.Sprintf("write (%s%s) ** ... or %s(... ** ...)", first.Op, primString(first.Prim), first.Op),
+				"%s before a base of ** is ambiguous", first.Op)
 			return 0, false
 		}
 		if b < 0 {
