@@ -419,21 +419,36 @@ func (ev *evaluator) primary(p *dsl.Primary) (int64, bool) {
 		if name == "true" || name == "false" {
 			return b2i(name == "true"), true
 		}
+		if ev.poisoned(name) {
+			return 0, false // its definition's error was reported; not again at every use
+		}
 		ev.st.errorf(r(), joinDetail(dsl.Suggest(name, ev.visible()), ev.undeclaredHint(name)), "unknown name %q", name)
 		return 0, false
 	}
 	return 0, false
 }
 
-// lookup finds a name's value: the innermost binding, else a param.
+// lookup finds a name's value: the innermost binding, else a param. A
+// binding whose value failed to evaluate hides outer ones and has none.
 func (ev *evaluator) lookup(name string) (int64, bool) {
 	for i := len(ev.vars) - 1; i >= 0; i-- {
 		if ev.vars[i].name == name {
-			return ev.vars[i].v, true
+			return ev.vars[i].v, !ev.vars[i].bad
 		}
 	}
 	v, ok := ev.params[name]
 	return v, ok
+}
+
+// poisoned says whether name is bound, but to an expression whose
+// evaluation failed (a let, or a param's default).
+func (ev *evaluator) poisoned(name string) bool {
+	for i := len(ev.vars) - 1; i >= 0; i-- {
+		if ev.vars[i].name == name {
+			return ev.vars[i].bad
+		}
+	}
+	return ev.badParams[name]
 }
 
 func (ev *evaluator) undeclaredHint(name string) string {

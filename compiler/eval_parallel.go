@@ -130,7 +130,7 @@ func (ev *evaluator) fork() *evaluator {
 	st := ev.st
 	return &evaluator{
 		st:     &state{file: st.file, defines: st.defines, opts: st.opts, hdr: st.hdr},
-		params: ev.params,
+		params: ev.params, badParams: ev.badParams,
 		names:  ev.names,
 		vars:   append([]binding(nil), ev.vars...),
 		marks:  append([]int(nil), ev.marks...),

@@ -27,7 +27,7 @@ func (ev *evaluator) requirements() bool {
 		return true
 	}
 	pre := &evaluator{st: &state{file: st.file, defines: st.defines, opts: st.opts, hdr: st.hdr},
-		params: ev.params, names: ev.names, maxOps: ev.maxOps, maxIt: ev.maxIt}
+		params: ev.params, badParams: ev.badParams, names: ev.names, maxOps: ev.maxOps, maxIt: ev.maxIt}
 	ev.checked = map[*dsl.RequireStmt]bool{}
 	ok := true
 	var walk func(ss []*dsl.Stmt) bool

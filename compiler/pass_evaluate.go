@@ -29,7 +29,7 @@ var bufferNames = []string{"input", "output", "scratch"}
 // defaults, overridden by defines), then executes let/for/if and records
 // every op statement with its evaluated operands.
 func evaluate(st *state) {
-	ev := &evaluator{st: st, params: map[string]int64{}, names: map[string]bool{}, maxOps: maxEvalOps, maxIt: maxLoopIters}
+	ev := &evaluator{st: st, params: map[string]int64{}, names: map[string]bool{}, badParams: map[string]bool{}, maxOps: maxEvalOps, maxIt: maxLoopIters}
 	if st.opts.MaxOps > 0 {
 		ev.maxOps, ev.maxIt = st.opts.MaxOps, 4*st.opts.MaxOps
 	}
@@ -71,6 +71,8 @@ type evaluator struct {
 	// which runs its loops serially.
 	pure   map[*dsl.ForStmt]bool
 	worker bool
+	// badParams are the params whose default failed to evaluate.
+	badParams map[string]bool
 	// checked holds the requirements the pre-pass evaluated (see
 	// requirements); the body skips them.
 	checked map[*dsl.RequireStmt]bool
@@ -127,6 +129,8 @@ func (ev *evaluator) header() {
 		}
 		if v, ok := ev.eval(s.Param.Default); ok {
 			ev.params[s.Param.Name] = v
+		} else {
+			ev.badParams[s.Param.Name] = true
 		}
 	}
 	var defNames []string
@@ -355,8 +359,11 @@ func (ev *evaluator) stmts(ss []*dsl.Stmt, onRank, onTB int, top bool) []*evOp {
 				ev.st.errorf(r(), "move it to the top level of the file", "collective, param and option statements cannot be nested")
 			}
 		case s.Let != nil:
-			if v, ok := ev.eval(s.Let.Value); ok {
-				ev.bind(s.Let.Name, v)
+			v, ok := ev.eval(s.Let.Value)
+			ev.bind(s.Let.Name, v)
+			if !ok {
+				// Uses of the name fail quietly: the error is this one.
+				ev.vars[len(ev.vars)-1].bad = true
 			}
 		case s.For != nil:
 			out = append(out, ev.forStmt(s.For, onRank, onTB)...)
@@ -441,6 +448,7 @@ func (ev *evaluator) add(out []*evOp, op *evOp, onRank int) []*evOp {
 type binding struct {
 	name string
 	v    int64
+	bad  bool // the value failed to evaluate (see poisoned)
 }
 
 func (ev *evaluator) push() { ev.marks = append(ev.marks, len(ev.vars)) }
@@ -457,11 +465,12 @@ func (ev *evaluator) bind(name string, v int64) {
 	}
 	for i := len(ev.vars) - 1; i >= start; i-- {
 		if ev.vars[i].name == name {
-			ev.vars[i].v = v
+			// Moved to the top, so that the caller can mark it.
+			ev.vars = append(append(ev.vars[:i], ev.vars[i+1:]...), binding{name: name, v: v})
 			return
 		}
 	}
-	ev.vars = append(ev.vars, binding{name, v})
+	ev.vars = append(ev.vars, binding{name: name, v: v})
 }
 
 func (ev *evaluator) forStmt(f *dsl.ForStmt, onRank, onTB int) []*evOp {
