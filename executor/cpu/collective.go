@@ -11,9 +11,10 @@ import (
 )
 
 // Input returns the bytes Run feeds rank's input buffer on the given
-// launch (Options.Symbolic: fingerprints, see symbolic.go). Float types get small integers in [-8, 8] so that every sum,
+// launch. Float types get small integers in [-8, 8] so that every sum,
 // whatever its order or intermediate rounding, is exact in f16 and bf16 up
-// to 16 ranks; integer types get [-8, 8] (i32) or [0, 15] (u32, u8).
+// to 16 ranks; integer types get [-8, 8] (i32) or [0, 15] (u32, u8). With
+// opt.Symbolic it returns the fingerprints instead (symbolic.go).
 func Input(p *ir.Plan, opt Options, launch, rank int) ([]byte, error) {
 	if p == nil || rank < 0 || rank >= len(p.GPUs) {
 		return nil, fmt.Errorf("rank %d out of range", rank)
@@ -261,57 +262,86 @@ func (s *sim) checkLaunch(l int) {
 			continue
 		}
 		first := len(r.Findings)
-		open, shape := -1, ""
+		// The open finding, and its writer (place index) and pattern.
+		open, openWP, openWL, openShape := -1, int32(-1), -1, ""
+		// The decoded run: base's terms at element baseI, shifted by one
+		// element per element, predicted the elements up to lastI.
+		var base []Term
+		baseI, lastI, baseShape := int64(0), int64(-2), ""
 		for off := int64(0); off+sz <= int64(len(w)); off += sz {
 			if bytes.Equal(got[off:off+sz], w[off:off+sz]) {
 				continue
 			}
 			r.WrongTotal++
 			i := off / sz
-			m := Mismatch{Launch: l, Rank: rank, Off: off, Elem: i, Chunk: s.chunkAt(rank, off), WriterLaunch: -1,
-				Got: formatElem(s.opt.DType, got[off:]), Want: formatElem(s.opt.DType, w[off:])}
+			keep := len(r.Wrong) < maxMismatches
+			if !keep && open < 0 && len(r.Findings) >= maxFindings {
+				continue // counted; nothing more will be reported
+			}
+			wp, wl := int32(-1), -1
 			if g, ok := st.outWriters[l][rank].at(off); ok {
-				pl := s.places[g.place]
-				m.Writer, m.WriterLaunch = &pl, int(g.launch)
+				wp, wl = g.place, int(g.launch)
 			}
 			sh := "value"
 			if sym {
-				sh = "undecoded"
-				if st.explained < explainBudget {
+				// An element that continues a decoded run usually has the
+				// same defect one element on: checking that costs a few
+				// hashes, decoding from scratch thousands of lookups.
+				switch {
+				case base != nil && lastI == i-1 && s.predicts(base, i-baseI, got[off:], w[off:]):
+					sh = baseShape
+				case st.explained < explainBudget:
 					st.explained++
 					if dec == nil {
 						dec = s.newDecoder(l)
 					}
+					base, sh = nil, "undecoded"
 					exp := s.expTerms(l, rank, i)
 					fps := make([]uint64, len(exp))
 					for k, t := range exp {
 						fps[k] = s.termFP(t)
 					}
 					if diff, ok := dec.decode(binary.LittleEndian.Uint64(got[off:]), exp, fps, dec.near(exp[0].elem)); ok {
-						m.Terms = toTerms(diff)
-						sh = shapeOf(m.Terms, i)
+						base, baseI = toTerms(diff), i
+						sh = shapeOf(base, i)
+						baseShape = sh
 					}
+				default:
+					base, sh = nil, "undecoded"
 				}
-				m.Explain = s.explainAt(m.Terms, span{rank: rank, i0: i, n: 1, launch: l}, m.Writer, m.WriterLaunch)
+				lastI = i
+			}
+			var terms []Term
+			if base != nil {
+				terms = shiftTerms(base, i-baseI)
+			}
+			var writer *Place
+			if wp >= 0 {
+				pl := s.places[wp]
+				writer = &pl
 			}
 			// Fold into the open finding when this element continues it
 			// with the same writer and the same pattern.
 			if open >= 0 {
-				f := &r.Findings[open]
-				if f.End == off && sh == shape && samePlace(f.Writer, m.Writer) && f.WriterLaunch == m.WriterLaunch {
-					f.End += sz
-					f.Elems++
+				if r.Findings[open].End == off && sh == openShape && wp == openWP && wl == openWL {
+					r.Findings[open].End += sz
+					r.Findings[open].Elems++
 				} else {
 					open = -1
 				}
 			}
 			if open < 0 && len(r.Findings) < maxFindings {
 				r.Findings = append(r.Findings, Finding{Launch: l, Rank: rank, Off: off, End: off + sz, Elems: 1,
-					Writer: m.Writer, WriterLaunch: m.WriterLaunch, Terms: m.Terms,
-					Explain: fmt.Sprintf("got %s, want %s (first element)", m.Got, m.Want)})
-				open, shape = len(r.Findings)-1, sh
+					Writer: writer, WriterLaunch: wl, Terms: terms,
+					Explain: fmt.Sprintf("got %s, want %s (first element)", formatElem(s.opt.DType, got[off:]), formatElem(s.opt.DType, w[off:]))})
+				open, openWP, openWL, openShape = len(r.Findings)-1, wp, wl, sh
 			}
-			if len(r.Wrong) < maxMismatches {
+			if keep {
+				m := Mismatch{Launch: l, Rank: rank, Off: off, Elem: i, Chunk: s.chunkAt(rank, off), Writer: writer, WriterLaunch: wl,
+					Got: formatElem(s.opt.DType, got[off:]), Want: formatElem(s.opt.DType, w[off:]), Terms: terms}
+				if sym {
+					m.Explain = s.explainAt(terms, span{rank: rank, i0: i, n: 1, launch: l}, writer, wl)
+				}
 				r.Wrong = append(r.Wrong, m)
 			}
 		}

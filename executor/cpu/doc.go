@@ -53,6 +53,24 @@
 // the conventions are ours (and the compiler's): sendrecv sends rank r's
 // input to rank (r+1) mod n; broadcast's root is rank 0.
 //
+// Results are checked two ways. The byte-level run feeds small integers
+// in the chosen type and reduction over zeroed scratch, which is exact but
+// blind to what that one reduction hides (x + 0 = x when an unwritten
+// scratch slot is added, max(x, x) = x when a contribution is doubled).
+// Options.Symbolic (symbolic.go) instead makes every 8-byte element a
+// fingerprint: inputs are keyed hashes of (rank, launch, element),
+// scratch and unwritten output start as poison, and every reduction adds
+// modulo 2^64 whatever reduce_op says, so an output equals the definition
+// only if it holds each expected contribution exactly once (collision odds
+// about 2^-64), which implies correctness for sum, min, max and prod in
+// every type. Wrong elements are decoded back into terms (missing,
+// doubled, wrong chunk, stale launch, poison read) and words
+// (Mismatch.Terms and Explain, folded into Report.Findings), each with
+// the op that last wrote the element (Mismatch.Writer) so the compiler can
+// point at the source. In both modes an out-of-place collective must leave
+// its input unchanged at the end of every launch (Report.Clobbered, with
+// the op that wrote it).
+//
 // This package reads plans and never changes them; it must not import the
 // compiler, the CUDA executor or the runtime.
 package cpu

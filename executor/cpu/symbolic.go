@@ -165,14 +165,17 @@ type decoder struct {
 	l        int
 	single   map[uint64]tkey
 	fam      map[uint64]famKey // nil until families runs
+	nearFP   map[uint64]tkey   // the element's near terms (decode)
 	launches []int             // the launches the tables cover
 }
 
 // Table budgets: explanations are for reports, and a 64 MiB run must not
 // spend gigabytes on them. Past the budget, rarer hypotheses go first
-// (far launches, family subsets); the element then reads "not decoded".
+// (far launches, family subsets, then every input and poison term not at
+// the element's offset within some chunk: decode's near terms still
+// cover those); what remains reads "not decoded".
 const (
-	decodeBudget  = 1 << 21
+	decodeBudget  = 1 << 18
 	explainBudget = 4096    // wrong elements decoded per run
 	lookupBudget  = 2 << 20 // table lookups for two-defect elements per run
 )
@@ -192,7 +195,7 @@ func (s *sim) newDecoder(l int) *decoder {
 	for _, rs := range s.ranks {
 		words += int64(len(rs.arrs[arrScratch])+len(rs.arrs[arrOut])+len(rs.arrs[arrMain])) / 8
 	}
-	nSingle := int64(len(launches))*int64(n)*elems + min(words, 2*decodeBudget)
+	nSingle := int64(len(launches))*int64(n)*elems + min(words, decodeBudget)
 	d := &decoder{s: s, l: l, single: make(map[uint64]tkey, nSingle)}
 	for _, x := range launches {
 		for q := range n {
@@ -210,7 +213,7 @@ func (s *sim) newDecoder(l int) *decoder {
 		for _, a := range arrs {
 			b := rs.arrs[a.arr]
 			h := fpPrefix(s.opt.Seed, fpPoison, rs.r, a.arr)
-			for x := int64(0); x+8 <= int64(len(b)) && len(d.single) < 2*decodeBudget; x += 8 {
+			for x := int64(0); x+8 <= int64(len(b)) && int64(len(d.single)) < nSingle; x += 8 {
 				d.single[fmix(h^uint64(x))] = tkey{rank: rs.r, launch: -1, elem: x, buf: a.buf}
 			}
 		}
@@ -366,12 +369,20 @@ func (d *decoder) decode(got uint64, exp []tkey, fps []uint64, near []tkey) (map
 	}
 	// Cheap hypotheses for every coefficient vector first, then the
 	// family sums, built only now.
+	// The near terms are looked up in their own small table: at large
+	// sizes the global one leaves out input terms (decodeBudget).
+	d.nearFP = make(map[uint64]tkey, len(near))
+	nearFPs := make([]uint64, len(near))
+	for k, y := range near {
+		nearFPs[k] = d.s.keyFP(y)
+		d.nearFP[nearFPs[k]] = y
+	}
 	for k, v := range vecs {
 		rem := got - sums[k]
-		if x, ok := d.single[rem]; ok || rem == 0 {
-			if !ok {
-				return d.diff(exp, v, nil), true
-			}
+		if rem == 0 {
+			return d.diff(exp, v, nil), true
+		}
+		if x, ok := d.lookup(rem); ok {
 			return d.diff(exp, v, []tkey{x}), true
 		}
 	}
@@ -382,13 +393,12 @@ func (d *decoder) decode(got uint64, exp []tkey, fps []uint64, near []tkey) (map
 		}
 	}
 	st := d.s.symState()
-	for _, y := range near {
-		fy := d.s.keyFP(y)
+	for j, y := range near {
 		if st.lookups += len(vecs); st.lookups > lookupBudget {
 			return nil, false
 		}
 		for k, v := range vecs {
-			if extra, ok := d.rest(got - sums[k] - fy); ok {
+			if extra, ok := d.rest(got - sums[k] - nearFPs[j]); ok {
 				return d.diff(exp, v, append(extra, y)), true
 			}
 		}
@@ -396,12 +406,20 @@ func (d *decoder) decode(got uint64, exp []tkey, fps []uint64, near []tkey) (map
 	return nil, false
 }
 
+func (d *decoder) lookup(v uint64) (tkey, bool) {
+	if x, ok := d.single[v]; ok {
+		return x, true
+	}
+	x, ok := d.nearFP[v]
+	return x, ok
+}
+
 // rest decodes rem as nothing, one term or one family sum.
 func (d *decoder) rest(rem uint64) ([]tkey, bool) {
 	if rem == 0 {
 		return nil, true
 	}
-	if x, ok := d.single[rem]; ok {
+	if x, ok := d.lookup(rem); ok {
 		return []tkey{x}, true
 	}
 	f, ok := d.fam[rem]
@@ -784,4 +802,33 @@ func shapeOf(terms []Term, i int64) string {
 		fmt.Fprintf(&b, "%d/%d/%d/%d/%t/%d;", t.Rank, t.Launch, rel, t.Count, t.Poison, t.Buffer)
 	}
 	return b.String()
+}
+
+// shiftTerms moves a difference d elements on: input terms by d
+// elements, poison by d words.
+func shiftTerms(ts []Term, d int64) []Term {
+	out := make([]Term, len(ts))
+	for k, t := range ts {
+		if t.Poison {
+			t.Elem += 8 * d
+		} else {
+			t.Elem += d
+		}
+		out[k] = t
+	}
+	return out
+}
+
+// predicts reports whether got = want + the difference base shifted by d
+// elements, without building the shifted terms.
+func (s *sim) predicts(base []Term, d int64, got, want []byte) bool {
+	v := binary.LittleEndian.Uint64(want)
+	for _, t := range base {
+		k := tkey{rank: t.Rank, launch: t.Launch, elem: t.Elem + d}
+		if t.Poison {
+			k = tkey{rank: t.Rank, launch: -1, elem: t.Elem + 8*d, buf: t.Buffer}
+		}
+		v += uint64(int64(t.Count)) * s.keyFP(k)
+	}
+	return v == binary.LittleEndian.Uint64(got)
 }

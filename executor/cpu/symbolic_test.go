@@ -413,3 +413,61 @@ func TestWriterMap(t *testing.T) {
 		t.Errorf("cover-all left %v", m.segs)
 	}
 }
+
+// lateSendRecv is a two-rank sendrecv whose ranks copy their scratch slot
+// to the output before the peer has put this launch's input there (the
+// put waits for the copy, so there is no race): launch 0 outputs poison,
+// every later launch the previous launch's data.
+func lateSendRecv() *ir.Plan {
+	p := direct(ir.SendRecv, ir.ChanMemory, 2, 1, 1, 1, func(r int, peers []int) []ir.Op {
+		ops := handshake(peers)
+		ops = append(ops,
+			ir.Op{Code: ir.OpCopy, Src: []ir.BufRef{loc(ir.BufScratch, 0)}, Dst: []ir.BufRef{loc(ir.BufOutput, 0)}},
+			nop, syncOp(ir.OpSignal, ir.ChanMemory, 0), syncOp(ir.OpWait, ir.ChanMemory, 0), nop,
+			// Remote buffer 2 is the peer's scratch (added below).
+			ir.Op{Code: ir.OpPut, ChannelType: ir.ChanMemory, Src: []ir.BufRef{loc(ir.BufInput, 0)}, Dst: []ir.BufRef{rem(2, 0)}})
+		return append(ops, finale(ir.ChanMemory, peers)...)
+	})
+	for r := range p.GPUs {
+		g := &p.GPUs[r]
+		g.RemoteBuffers = append(g.RemoteBuffers, ir.RemoteBuffer{Rank: 1 - r, Type: ir.BufScratch, AccessChannelTypes: []ir.ChannelType{ir.ChanMemory}})
+		refs := &g.ThreadBlocks[0].RemoteBufferRefs[0]
+		refs.RemoteBufferIDs = append(refs.RemoteBufferIDs, 2)
+	}
+	return p
+}
+
+// TestSymbolicStale: reading before the peer wrote decodes as poison in
+// the first launch and as the previous launch's input afterwards.
+func TestSymbolicStale(t *testing.T) {
+	p := lateSendRecv()
+	if rep, err := Run(p, Options{Size: 64, DType: I32, Launches: 3}); err != nil || rep.Verdict != WrongResult {
+		t.Fatalf("byte level: %v\n%s", err, rep)
+	}
+	rep, err := Run(p, Options{Size: 64, Symbolic: true, Launches: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Verdict != WrongResult {
+		t.Fatalf("verdict %s\n%s", rep.Verdict, rep)
+	}
+	copyAt := Place{Rank: 0, Block: 0, Op: 3, Inner: -1, OpName: "copy"}
+	want := map[int]string{
+		0: "rank 1's contribution to output elements 0–7 (chunk 0) is missing; includes bytes nobody wrote (poison from rank 0 scratch byte 0)",
+		1: "stale: rank 1's input from launch 0 in launch 1 (elements 0–7 (chunk 0))",
+		2: "stale: rank 1's input from launch 1 in launch 2 (elements 0–7 (chunk 0))",
+	}
+	seen := 0
+	for _, f := range rep.Findings {
+		if f.Rank != 0 {
+			continue
+		}
+		seen++
+		if f.Explain != want[f.Launch] || f.Elems != 8 || !samePlace(f.Writer, &copyAt) {
+			t.Errorf("launch %d: %d elements by %v: %q, want 8 by %v: %q", f.Launch, f.Elems, f.Writer, f.Explain, copyAt, want[f.Launch])
+		}
+	}
+	if seen != 3 {
+		t.Errorf("%d findings for rank 0, want one per launch\n%s", seen, rep)
+	}
+}
