@@ -44,7 +44,10 @@ type Options struct {
 	// expected contribution exactly once and nothing else (collision
 	// odds about 2^-64), which implies correctness under sum, min, max
 	// and prod in every type. DType is ignored (elements are 8 bytes);
-	// Reduce is still validated. Wrong elements are decoded into
+	// Reduce is still validated. A plan whose ops name min, max or prod
+	// explicitly is proven for its data flow only: it is right under
+	// that reduction alone, which the byte-level run checks. Wrong
+	// elements are decoded into
 	// Mismatch.Terms/Explain and Report.Findings. Inputs and Outputs
 	// (and OnLaunch's slices) hold fingerprints.
 	Symbolic bool

@@ -471,3 +471,91 @@ func TestSymbolicStale(t *testing.T) {
 		t.Errorf("%d findings for rank 0, want one per launch\n%s", seen, rep)
 	}
 }
+
+// TestSymbolicStreams: a streaming run reports the same wrong elements,
+// findings and clobbers as a keeping run (the writers of each launch are
+// kept until that launch is checked, whenever that is).
+func TestSymbolicStreams(t *testing.T) {
+	plans := map[string]*ir.Plan{
+		"stale":    lateSendRecv(),
+		"clobber":  clobberingAllGather(),
+		"missing":  reduceScatterWith(func(src []ir.BufRef, _ []int) []ir.BufRef { return src[:2] }, 0),
+		"poisoned": reduceScatterWith(func(src []ir.BufRef, _ []int) []ir.BufRef { return append(src, loc(ir.BufScratch, 1)) }, 2),
+	}
+	for _, name := range []string{"stale", "clobber", "missing", "poisoned"} {
+		t.Run(name, func(t *testing.T) {
+			opt := Options{Size: 256, Symbolic: true, Launches: 4}
+			keep, err := Run(plans[name], opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opt.OnLaunch = func(int, [][]byte, [][]byte) error { return nil }
+			st, err := Run(plans[name], opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if keep.OK() || st.String() != keep.String() || fmt.Sprint(st.Findings) != fmt.Sprint(keep.Findings) {
+				t.Errorf("streaming report differs:\n%s\nkeeping:\n%s", st, keep)
+			}
+		})
+	}
+}
+
+// TestSymbolicManyRanks: past 8 ranks the decoder tries only the
+// coefficient vectors near "each once" and "none"; one missing source
+// of 16 is still named.
+func TestSymbolicManyRanks(t *testing.T) {
+	p := synthAllReduce(16, 1, 1)
+	ops := p.GPUs[5].ThreadBlocks[0].Ops
+	drop := -1
+	for i, o := range ops {
+		if o.Code == ir.OpRre {
+			drop = i
+			break
+		}
+	}
+	if drop < 0 {
+		t.Fatal("no rre in the synthetic plan")
+	}
+	o := &ops[drop]
+	lost := o.Src[len(o.Src)-1]
+	o.Src = o.Src[:len(o.Src)-1]
+	rep, err := Run(p, Options{Size: 16 * 16 * 4, Symbolic: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Verdict != WrongResult || len(rep.Findings) == 0 {
+		t.Fatalf("verdict %s\n%s", rep.Verdict, rep)
+	}
+	f := rep.Findings[0]
+	if len(f.Terms) != 1 || f.Terms[0].Count != -1 || !strings.Contains(f.Explain, "contribution to output") {
+		t.Errorf("dropping %+v of rank 5's rre: %+v", lost, f)
+	}
+}
+
+// TestSymbolicIgnoresReduceOp: fingerprints add whatever the run's
+// reduction or an op's reduce_op says, so the verdict is about the data
+// flow alone (an explicit max in a plan is right only for max runs; the
+// byte-level run is what checks that).
+func TestSymbolicIgnoresReduceOp(t *testing.T) {
+	p := clonePlan(fixtures(t)["reduce.json"])
+	for r := range p.GPUs {
+		for b := range p.GPUs[r].ThreadBlocks {
+			ops := p.GPUs[r].ThreadBlocks[b].Ops
+			for i := range ops {
+				if ops[i].Info().Reduces {
+					ops[i].SetReduceOp(ir.ReduceMax)
+				}
+			}
+		}
+	}
+	for _, red := range []ir.ReduceOp{ir.ReduceSum, ir.ReduceMin, ir.ReduceProd} {
+		rep, err := Run(p, Options{Size: 4096, Symbolic: true, DType: F16, Reduce: red})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rep.OK() {
+			t.Errorf("reduction %s: %s", red, rep)
+		}
+	}
+}
