@@ -260,7 +260,8 @@ func (r *Report) String() string {
 	}
 	for _, m := range r.Wrong {
 		fmt.Fprintf(&b, "wrong result: launch %d rank %d output[%d]: got %s, want %s\n", m.Launch, m.Rank, m.Off, m.Got, m.Want)
-		if m.Explain != "" {
+		// A finding below words the element's range at once.
+		if m.Explain != "" && !r.folded(m) {
 			fmt.Fprintf(&b, "  %s\n", m.Explain)
 		}
 	}
@@ -286,4 +287,15 @@ func (r *Report) String() string {
 		fmt.Fprintf(&b, "input overwritten: %d bytes in all\n", n)
 	}
 	return b.String()
+}
+
+// folded reports whether a symbolic finding covers m (and says its
+// explanation for the whole range).
+func (r *Report) folded(m Mismatch) bool {
+	for _, f := range r.Findings {
+		if f.Terms != nil && f.Launch == m.Launch && f.Rank == m.Rank && f.Off <= m.Off && m.Off < f.End {
+			return true
+		}
+	}
+	return false
 }

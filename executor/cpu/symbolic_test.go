@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -557,5 +558,43 @@ func TestSymbolicIgnoresReduceOp(t *testing.T) {
 		if !rep.OK() {
 			t.Errorf("reduction %s: %s", red, rep)
 		}
+	}
+}
+
+// TestBrokenSymbolic: the broken fixtures reach the same verdict in
+// symbolic mode; the wrong-result ones have a golden symbolic report
+// (<name>.symbolic.want, rewritten by -update) whose findings say what
+// is wrong in words.
+func TestBrokenSymbolic(t *testing.T) {
+	for _, c := range brokenCases {
+		name := strings.TrimSuffix(c.file, ".json")
+		t.Run(name, func(t *testing.T) {
+			p := loadPlan(t, filepath.Join(brokenDir, c.file))
+			rep, err := Run(p, Options{Size: sizes(p)[0] * 4, Symbolic: true, Seed: 1, Launches: c.launches})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Verdict != c.want {
+				t.Fatalf("verdict %s, want %s (%s)\n%s", rep.Verdict, c.want, c.why, rep)
+			}
+			if c.want != WrongResult {
+				return
+			}
+			got := "# " + c.why + " (symbolic)\n" + rep.String()
+			golden := filepath.Join(brokenDir, name+".symbolic.want")
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if got != string(want) {
+				t.Errorf("report differs from %s:\n--- got\n%s--- want\n%s", golden, got, want)
+			}
+		})
 	}
 }
