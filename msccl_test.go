@@ -73,9 +73,12 @@ func TestSelectPlan(t *testing.T) {
 		{"allgather", 1 << 20, "allgather_direct", false},
 		{"broadcast", 1 << 20, "", true},
 		{"allreduce", 0, "", true},
-		// 4000 bytes is 1000 floats, but the all-pairs plans need sizes
-		// that split into 8 chunks of 16-byte units.
-		{"allreduce", 4000, "size rule: multiples of 128 bytes", true},
+		// 4000 bytes is 1000 floats: chunks of 31 and 32 units, served
+		// since scratch slots are uniform; 4004 is not whole 16-byte
+		// units, and 64 bytes would leave chunks empty.
+		{"allreduce", 4000, "allreduce_allpairs_packet", false},
+		{"allreduce", 4004, "size rule: multiples of 16 bytes from 128 bytes", true},
+		{"allreduce", 64, "size rule: multiples of 16 bytes from 128 bytes", true},
 	}
 	for _, c := range cases {
 		p, err := SelectPlan("algorithms/selection.yaml", c.col, 8, c.size)

@@ -264,6 +264,7 @@ func (d *decoder) plan(v any) *Plan {
 	if n, ok := o.u64("size_granularity", false); ok {
 		p.SizeGranularity = n
 	}
+	p.UniformScratch, _ = o.boolean("uniform_scratch", false)
 	if n, ok := o.integer("num_threads_per_block", false); ok {
 		p.NumThreadsPerBlock = n
 	}

@@ -24,6 +24,9 @@ func Dump(p *Plan) string {
 	if p.SizeGranularity != 0 {
 		fmt.Fprintf(&b, " granularity=%d", p.SizeGranularity)
 	}
+	if p.UniformScratch {
+		b.WriteString(" uniform_scratch")
+	}
 	for _, f := range []struct {
 		on   bool
 		name string

@@ -89,6 +89,10 @@ func EncodeTo(out io.Writer, p *Plan) error {
 		w.key("size_granularity")
 		w.b = strconv.AppendUint(w.b, p.SizeGranularity, 10)
 	}
+	if p.UniformScratch {
+		w.key("uniform_scratch")
+		w.bool(true)
+	}
 	w.endObj()
 	w.b = append(w.b, '\n')
 	_, err := out.Write(w.b)

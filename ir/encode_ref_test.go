@@ -23,6 +23,7 @@ type jPlan struct {
 	MinMessageSize     uint64 `json:"min_message_size"`
 	MaxMessageSize     uint64 `json:"max_message_size"`
 	SizeGranularity    uint64 `json:"size_granularity,omitempty"`
+	UniformScratch     bool   `json:"uniform_scratch,omitempty"`
 }
 
 type jGPU struct {
@@ -115,7 +116,7 @@ func encodeReflect(p *Plan) ([]byte, error) {
 		Name: p.Name, Collective: string(p.Collective), Protocol: string(p.Protocol),
 		InPlace: p.InPlace, ReuseResources: p.ReuseResources,
 		NumThreadsPerBlock: p.NumThreadsPerBlock, DoubleScratch: p.DoubleScratch,
-		BufferAlignment: p.BufferAlignment, MinMessageSize: p.MinMessageSize, MaxMessageSize: p.MaxMessageSize, SizeGranularity: p.SizeGranularity,
+		BufferAlignment: p.BufferAlignment, MinMessageSize: p.MinMessageSize, MaxMessageSize: p.MaxMessageSize, SizeGranularity: p.SizeGranularity, UniformScratch: p.UniformScratch,
 		GPUs: make([]jGPU, len(p.GPUs)),
 	}
 	for i := range p.GPUs {

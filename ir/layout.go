@@ -42,6 +42,9 @@ type Layout struct {
 	// times the largest chunk. Packet ops address twice their payload.
 	Scratch      int64
 	ScratchAlloc int64 // bytes allocated: ×2 for LL packets, ×2 again with double scratch
+	// UniformScratch: scratch slots are MaxChunk bytes each (the plan's
+	// uniform_scratch).
+	UniformScratch bool
 }
 
 // Layout computes rank's geometry for the given buffer sizes. It fails
@@ -59,7 +62,7 @@ func (p *Plan) Layout(rank int, in, out int64) (*Layout, error) {
 	if in%a != 0 || out%a != 0 {
 		return nil, fmt.Errorf("buffer sizes (input %d, output %d bytes) must be multiples of the plan's %d-byte alignment", in, out, a)
 	}
-	l := &Layout{Align: a, Input: in, Output: out}
+	l := &Layout{Align: a, Input: in, Output: out, UniformScratch: p.UniformScratch}
 	switch {
 	case g.InputChunks > 0:
 		l.RefBytes, l.RefChunks = in, int64(g.InputChunks)
@@ -100,6 +103,19 @@ func (l *Layout) MaxChunk() int64 {
 func (l *Layout) Range(index, size int) (off, n int64) {
 	off = l.ChunkOffset(int64(index))
 	return off, l.ChunkOffset(int64(index+size)) - off
+}
+
+// Ref returns the byte range of chunks [index, index+size) of buffer t:
+// the reference geometry, except scratch slots of MaxChunk bytes each
+// when the plan has uniform_scratch. Ops move the smallest count of their
+// operands, so a chunk copied into a uniform slot fills its head and a
+// reader that takes the chunk's own length reads exactly it back.
+func (l *Layout) Ref(t BufferType, index, size int) (off, n int64) {
+	if t == BufScratch && l.UniformScratch {
+		m := l.MaxChunk()
+		return int64(index) * m, int64(size) * m
+	}
+	return l.Range(index, size)
 }
 
 // TBGSlice narrows [off, off+n) to the part thread block tbID of a group

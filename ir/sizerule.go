@@ -143,21 +143,19 @@ func (p *Plan) SizeRule() (SizeRule, error) {
 			return SizeRule{}, fmt.Errorf("gpus[%d]: reference buffer is %s with %d chunks, but gpus[0]'s is %s with %d: the ranks' chunk geometries differ, so no message size is known to be consistent", r, rt.Long(), rn, ref.Long(), n)
 		}
 	}
-	forbid := make([]int32, n+2) // difference array over residues 0..n
-	fragile := ""
-	var ferr error
+	w := &ruleWalk{p: p, n: n, forbid: make([]int32, n+2)}
 	for r := range p.GPUs {
 		for b := range p.GPUs[r].ThreadBlocks {
 			tb := &p.GPUs[r].ThreadBlocks[b]
 			for i := range tb.Ops {
-				path := fmt.Sprintf("gpus[%d].threadblocks[%d].ops[%d]", r, b, i)
-				walkRuleOp(&tb.Ops[i], path, n, forbid, &fragile, &ferr)
-				if ferr != nil {
-					return SizeRule{}, ferr
-				}
+				w.op(r, b, &tb.Ops[i], fmt.Sprintf("gpus[%d].threadblocks[%d].ops[%d]", r, b, i))
+			}
+			if w.err != nil {
+				return SizeRule{}, w.err
 			}
 		}
 	}
+	forbid, fragile := w.forbid, w.fragile
 	bad := make([]bool, n)
 	run := int32(0)
 	for r := int64(0); r < n; r++ {
@@ -218,59 +216,141 @@ func (p *Plan) SizeRule() (SizeRule, error) {
 	return rule, nil
 }
 
-// walkRuleOp records the residues at which op's operands cover different
-// byte counts: chunk i paired with chunk j (i < j, both clamped to N) is
-// long for residues in (i, j].
-func walkRuleOp(op *Op, path string, n int64, forbid []int32, fragile *string, ferr *error) {
+// ruleWalk collects, over the ops of a plan, the residues u mod N at
+// which some op's operands cover different byte counts.
+type ruleWalk struct {
+	p       *Plan
+	n       int64
+	forbid  []int32 // difference array over residues
+	fragile string  // the first op that forbade residue 1, or any
+	err     error
+}
+
+// ban forbids residues [lo, hi] (clipped to 1..n-1) because of what.
+func (w *ruleWalk) ban(lo, hi int64, what string) {
+	lo, hi = max(lo, 1), min(hi, w.n-1)
+	if lo > hi {
+		return
+	}
+	w.forbid[lo]++
+	w.forbid[hi+1]--
+	if w.fragile == "" || lo == 1 {
+		w.fragile = what
+	}
+}
+
+// bufType resolves the buffer a reference names; ok is false when the
+// plan does not say (the validator reports that).
+func (w *ruleWalk) bufType(r, b int, op *Op, br *BufRef) (BufferType, bool) {
+	switch br.Kind {
+	case RefLocal:
+		return br.Type, true
+	case RefRemote:
+		tb := &w.p.GPUs[r].ThreadBlocks[b]
+		ids := tb.RemoteTable(op.ChannelType)
+		if br.BufferID < 0 || br.BufferID >= len(ids) {
+			return BufNone, false
+		}
+		rbs := w.p.GPUs[r].RemoteBuffers
+		if id := ids[br.BufferID]; id >= 0 && id < len(rbs) {
+			return rbs[id].Type, true
+		}
+	}
+	return BufNone, false
+}
+
+// op records the residues at which op's operands cover different byte
+// counts. Chunk i paired with chunk j (i < j, both clamped to N) differ
+// for residues in (i, j]. With uniform scratch a slot holds any chunk and
+// the op moves its data operands' bytes, so a scratch operand constrains
+// only where a multi-chunk data range must keep its chunk boundaries on
+// slot boundaries (every chunk but the last of full length), and packet
+// ops between scratch slots alone (they would wait for packets beyond a
+// short chunk) need an even split.
+func (w *ruleWalk) op(r, b int, op *Op, path string) {
 	if op.Code == OpPipeline {
 		for k := range op.Ops() {
-			walkRuleOp(&op.Ops()[k], fmt.Sprintf("%s.ops[%d]", path, k), n, forbid, fragile, ferr)
+			w.op(r, b, &op.Ops()[k], fmt.Sprintf("%s.ops[%d]", path, k))
 		}
 		return
 	}
-	refs := len(op.Src) + len(op.Dst)
-	if refs < 2 {
+	if len(op.Src)+len(op.Dst) < 2 || w.err != nil {
 		return
 	}
-	in := op.Info()
+	uniform := w.p.UniformScratch
+	packet := op.Info().Class == ClassPacket
+	scratch := func(br *BufRef) bool {
+		t, ok := w.bufType(r, b, op, br)
+		return ok && t == BufScratch
+	}
 	pair := func(x, y *BufRef, what string) {
+		sx, sy := uniform && scratch(x), uniform && scratch(y)
+		switch {
+		case sx && sy:
+			if packet || op.TBG() != nil {
+				w.ban(1, w.n-1, fmt.Sprintf("%s moves packets or a tbg slice between scratch slots only, so its length is a whole slot", path))
+			}
+			return
+		case sx || sy:
+			d := x
+			if sx {
+				d = y
+			}
+			sr := y
+			if sx {
+				sr = x
+			}
+			if sr.Size != d.Size {
+				w.err = fmt.Errorf("%s: %s pairs %d data chunks with %d scratch slots: the byte counts differ at every message size", path, what, d.Size, sr.Size)
+				return
+			}
+			if op.TBG() != nil {
+				w.ban(1, w.n-1, fmt.Sprintf("%s splits a scratch slot and a data range across a block group: the slices line up only when the split is even", path))
+			}
+			if d.Size >= 2 {
+				w.ban(1, int64(d.Index+d.Size-2), fmt.Sprintf("%s pairs data chunks [%d, %d) with scratch slots: their chunk boundaries fall on slot boundaries only when all but the last chunk have the largest length", path, d.Index, d.Index+d.Size))
+			}
+			return
+		}
 		if x.Size != y.Size {
-			*ferr = fmt.Errorf("%s: %s covers %d chunks but the other operand %d: the byte counts differ at every message size", path, what, y.Size, x.Size)
+			w.err = fmt.Errorf("%s: %s covers %d chunks but the other operand %d: the byte counts differ at every message size", path, what, y.Size, x.Size)
 			return
 		}
 		i, j := int64(x.Index), int64(y.Index)
 		if i == j {
 			return
 		}
-		lo, hi := min(i, j), min(max(i, j)+int64(x.Size)-1, n)
-		if lo >= n || lo >= hi {
+		lo, hi := min(i, j), min(max(i, j)+int64(x.Size)-1, w.n)
+		if lo >= w.n || lo >= hi {
 			return
 		}
-		forbid[lo+1]++
-		forbid[hi+1]--
-		if *fragile == "" || lo+1 == 1 {
-			*fragile = fmt.Sprintf("%s pairs chunk %d with chunk %d, and their lengths differ when the units left after an even split (u mod N) lie in (%d, %d]", path, i, j, lo, hi)
-		}
+		w.ban(lo+1, hi, fmt.Sprintf("%s pairs chunk %d with chunk %d, and their lengths differ when the units left after an even split (u mod N) lie in (%d, %d]", path, i, j, lo, hi))
 	}
-	if in.Paired {
+	if op.Info().Paired {
 		for k := range op.Dst {
-			s := &op.Src[min(k, len(op.Src)-1)]
-			pair(s, &op.Dst[k], fmt.Sprintf("dst_buff[%d]", k))
+			pair(&op.Src[min(k, len(op.Src)-1)], &op.Dst[k], fmt.Sprintf("dst_buff[%d]", k))
 		}
 		return
 	}
-	var first *BufRef
+	// Every operand against one anchor, a data operand where there is one:
+	// data operands must agree with each other, scratch slots with them.
 	all := append(append([]BufRef(nil), op.Src...), op.Dst...)
+	anchor := 0
 	for k := range all {
-		if first == nil {
-			first = &all[k]
+		if !(uniform && scratch(&all[k])) {
+			anchor = k
+			break
+		}
+	}
+	for k := range all {
+		if k == anchor {
 			continue
 		}
 		name := fmt.Sprintf("src_buff[%d]", k)
 		if k >= len(op.Src) {
 			name = fmt.Sprintf("dst_buff[%d]", k-len(op.Src))
 		}
-		pair(first, &all[k], name)
+		pair(&all[anchor], &all[k], name)
 	}
 }
 

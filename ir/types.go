@@ -15,7 +15,13 @@ type Plan struct {
 	// SizeGranularity (our field, "size_granularity"; upstream ignores
 	// it): message sizes must be multiples of it. 0 when absent; the
 	// effective rule also follows from the chunk geometry (SizeRule).
-	SizeGranularity    uint64
+	SizeGranularity uint64
+	// UniformScratch (our field, "uniform_scratch"; upstream ignores it):
+	// scratch slot c starts at c times the largest chunk whatever the
+	// split, and an op moves the bytes of its input/output operands, so
+	// a chunk of any length fits any slot. Plans compiled here set it;
+	// without it scratch takes the reference geometry, as upstream.
+	UniformScratch     bool
 	NumThreadsPerBlock int   // 1024 when absent
 	GPUs               []GPU // indexed by rank; GPUs[r].ID == r
 }

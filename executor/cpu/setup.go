@@ -94,6 +94,16 @@ func chanSlot(t ir.ChannelType) int {
 // the place.
 func (s *sim) setup() error {
 	p := s.p
+	// Outside its size rule a plan's ops move other byte counts than
+	// their operands hold: refuse, as every other entry point does,
+	// rather than report a "wrong result" the plan never promised.
+	rule, err := p.SizeRule()
+	if err != nil {
+		return err
+	}
+	if err := rule.Check(s.opt.Size); err != nil {
+		return err
+	}
 	in, out, err := p.BufferBytes(s.opt.Size)
 	if err != nil {
 		return err
@@ -410,7 +420,7 @@ func (s *sim) resolveRef(r int, tab *tbTable, op *ir.Op, br *ir.BufRef, packet b
 	if br.Index > 1<<24 || br.Size > 1<<24 {
 		return ref, fmt.Errorf("chunk index %d or size %d is absurdly large", br.Index, br.Size)
 	}
-	off, n := rs.lay.Range(br.Index, br.Size)
+	off, n := rs.lay.Ref(ref.typ, br.Index, br.Size)
 	ref.off, ref.n = rs.lay.TBGSlice(off, n, tbgID, tbgSize)
 	if ref.off < 0 || ref.n < 0 {
 		return ref, fmt.Errorf("chunks [%d, %d) do not map to a byte range", br.Index, br.Index+br.Size)
