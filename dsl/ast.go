@@ -162,7 +162,8 @@ type Arg struct {
 	At    *Expr `parser:"( \"@\" @@ )?"`
 }
 
-// Expr is a flat chain of binary operations; Eval applies precedence.
+// Expr is a flat chain of binary operations; the compiler's evaluator
+// applies precedence (docs/dsl.md) and short-circuits && and ||.
 type Expr struct {
 	Pos    lexer.Position
 	EndPos lexer.Position
@@ -194,7 +195,7 @@ type Primary struct {
 	Paren  *Expr   `parser:" | \"(\" @@ \")\" )"`
 }
 
-// Call is a builtin function call: min(a, b), max, abs, log2, pow2.
+// Call is a builtin function call: min(a, b), max, abs, log2.
 type Call struct {
 	Pos  lexer.Position
 	Func string  `parser:"@Ident \"(\""`
