@@ -105,3 +105,37 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestOperatorsAndRequire checks the lexing of the two-character
+// operators (`**` is one token, not two `*`) and require's syntax.
+func TestOperatorsAndRequire(t *testing.T) {
+	src := "collective allreduce\nparam ranks = 2\nrequire ranks**2>>1<<3^1 == 17, \"m\"\nrequire ranks > 1\n"
+	f, ds := Parse("x.msccl", []byte(src))
+	if ds.HasErrors() {
+		t.Fatal(ds)
+	}
+	r := f.Stmts[2].Require
+	if r == nil || r.Msg == nil || *r.Msg != `"m"` {
+		t.Fatalf("require not parsed: %+v", f.Stmts[2])
+	}
+	var ops []string
+	for _, b := range r.Cond.Tail {
+		ops = append(ops, b.Op)
+	}
+	if got := strings.Join(ops, " "); got != "** >> << ^ ==" {
+		t.Errorf("operators %q", got)
+	}
+	if f.Stmts[3].Require == nil || f.Stmts[3].Require.Msg != nil {
+		t.Errorf("require without a message not parsed")
+	}
+	for _, c := range []struct{ src, want string }{
+		{"collective allreduce\nrequire , \"m\"\n", `x.msccl:2:9: error: syntax error: unexpected ","`},
+		{"collective allreduce\nrequire 1, 2\n", `x.msccl:2:12: error: syntax error: unexpected "2"`},
+		{"collective allreduce\nlet x = 2 * * 3\n", `x.msccl:2:13: error: syntax error: unexpected "*"`},
+	} {
+		_, ds := Parse("x.msccl", []byte(c.src))
+		if !strings.Contains(ds.String(), c.want) {
+			t.Errorf("%q:\n got %s\nwant %s", c.src, ds, c.want)
+		}
+	}
+}
