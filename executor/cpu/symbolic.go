@@ -437,23 +437,21 @@ func (d *decoder) rest(rem uint64) ([]tkey, bool) {
 
 // diff is got's terms (exp with coefficients v, plus extra) minus exp.
 func (d *decoder) diff(exp []tkey, v []int8, extra []tkey) map[tkey]int {
-	{
-		diff := map[tkey]int{}
-		for i, c := range v {
-			if c != 1 {
-				diff[exp[i]] += int(c) - 1
-			}
+	diff := map[tkey]int{}
+	for i, c := range v {
+		if c != 1 {
+			diff[exp[i]] += int(c) - 1
 		}
-		for _, x := range extra {
-			diff[x]++
-		}
-		for k, c := range diff {
-			if c == 0 {
-				delete(diff, k)
-			}
-		}
-		return diff
 	}
+	for _, x := range extra {
+		diff[x]++
+	}
+	for k, c := range diff {
+		if c == 0 {
+			delete(diff, k)
+		}
+	}
+	return diff
 }
 
 // near lists the terms at the same offset within another chunk as
@@ -674,18 +672,20 @@ func (s *sim) explain(terms []Term, sp span) string {
 	}
 	var phrases []string
 	// Group replacements by everything but the rank.
+	// rkey is a replacement but for the rank: replacements of the same
+	// element by the same other element fold over ranks. Across ranks
+	// (missRank >= 0) each pair stays its own.
 	type rkey struct {
-		me, xe     int64
-		ml, xl     int
-		sameRank   bool
-		mr, xrDiff int
+		me, xe            int64
+		ml, xl            int
+		missRank, gotRank int
 	}
 	groups := map[rkey][]int{}
 	var order []rkey
 	for _, p := range reps {
-		k := rkey{me: p.miss.Elem, xe: p.got.Elem, ml: p.miss.Launch, xl: p.got.Launch, sameRank: p.miss.Rank == p.got.Rank}
-		if !k.sameRank {
-			k.mr, k.xrDiff = p.miss.Rank, p.got.Rank
+		k := rkey{me: p.miss.Elem, xe: p.got.Elem, ml: p.miss.Launch, xl: p.got.Launch, missRank: -1, gotRank: -1}
+		if p.miss.Rank != p.got.Rank {
+			k.missRank, k.gotRank = p.miss.Rank, p.got.Rank
 		}
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
@@ -695,11 +695,15 @@ func (s *sim) explain(terms []Term, sp span) string {
 	for _, k := range order {
 		rs := groups[k]
 		switch {
-		case !k.sameRank:
-			phrases = append(phrases, fmt.Sprintf("holds rank %d's %s instead of rank %d's (wrong rank)",
-				k.xrDiff, s.elems(k.xrDiff, k.xe, sp.n), k.mr))
+		case k.missRank >= 0:
+			from := ""
+			if k.xl != k.ml {
+				from = fmt.Sprintf(" from launch %d", k.xl)
+			}
+			phrases = append(phrases, fmt.Sprintf("holds rank %d's %s%s instead of rank %d's %s (wrong rank)",
+				k.gotRank, s.elems(k.gotRank, k.xe, sp.n), from, k.missRank, s.elems(k.missRank, k.me, sp.n)))
 		case k.me == k.xe:
-			phrases = append(phrases, fmt.Sprintf("stale: %s input from launch %d in launch %d (%s)",
+			phrases = append(phrases, fmt.Sprintf("stale: %s input from launch %d in launch %d, at %s",
 				possessive(rs, n), k.xl, k.ml, s.elems(rs[0], k.me, sp.n)))
 		default:
 			what := "wrong chunk"

@@ -367,7 +367,7 @@ func TestExplainWording(t *testing.T) {
 		want  string
 	}{
 		{[]Term{{Rank: 2, Launch: 1, Elem: 0, Count: -1}, {Rank: 2, Launch: 0, Elem: 0, Count: 1}}, one,
-			"stale: rank 2's input from launch 0 in launch 1 (element 0 (chunk 0))"},
+			"stale: rank 2's input from launch 0 in launch 1, at element 0 (chunk 0)"},
 		{[]Term{{Rank: 0, Launch: 1, Count: -1}, {Rank: 1, Launch: 1, Count: -1}, {Rank: 2, Launch: 1, Count: -1}, {Rank: 3, Launch: 1, Count: -1}}, one,
 			"the contributions of every rank to output element 0 (chunk 0) are missing"},
 		{[]Term{{Rank: 1, Launch: 1, Count: -1}, {Rank: 3, Launch: 1, Count: -1}}, span{rank: 0, i0: 0, n: 16, launch: 1},
@@ -408,6 +408,11 @@ func TestWriterMap(t *testing.T) {
 	}
 	if _, ok := m.at(200); ok {
 		t.Errorf("at(200) found a writer")
+	}
+	m.del(20, 110)
+	want = []wseg{{0, 20, 1, 0}, {110, 200, 3, 1}}
+	if fmt.Sprint(m.segs) != fmt.Sprint(want) {
+		t.Fatalf("after del: segments %v, want %v", m.segs, want)
 	}
 	m.set(0, 300, 4, 2)
 	if len(m.segs) != 1 {
@@ -455,8 +460,8 @@ func TestSymbolicStale(t *testing.T) {
 	copyAt := Place{Rank: 0, Block: 0, Op: 3, Inner: -1, OpName: "copy"}
 	want := map[int]string{
 		0: "rank 1's contribution to output elements 0–7 (chunk 0) is missing; includes bytes nobody wrote (poison from rank 0 scratch byte 0)",
-		1: "stale: rank 1's input from launch 0 in launch 1 (elements 0–7 (chunk 0))",
-		2: "stale: rank 1's input from launch 1 in launch 2 (elements 0–7 (chunk 0))",
+		1: "stale: rank 1's input from launch 0 in launch 1, at elements 0–7 (chunk 0)",
+		2: "stale: rank 1's input from launch 1 in launch 2, at elements 0–7 (chunk 0)",
 	}
 	seen := 0
 	for _, f := range rep.Findings {
@@ -596,5 +601,31 @@ func TestBrokenSymbolic(t *testing.T) {
 				t.Errorf("report differs from %s:\n--- got\n%s--- want\n%s", golden, got, want)
 			}
 		})
+	}
+}
+
+// TestSymbolicUnwritten: an in-place output element no op writes keeps
+// the host's input; it has no writer in any launch (the host's write
+// replaces the previous launch's writer).
+func TestSymbolicUnwritten(t *testing.T) {
+	p := clonePlan(collectivePlans()["reducescatter_inplace"])
+	ops := p.GPUs[0].ThreadBlocks[0].Ops
+	for i := range ops {
+		if ops[i].Code == ir.OpRre {
+			ops[i] = nop
+		}
+	}
+	rep, err := Run(p, Options{Size: 4 * 64, Symbolic: true, Launches: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "no op wrote it; the contributions of ranks 1, 2 and 3 to output elements 0–7 (chunk 0) are missing"
+	if len(rep.Findings) != 3 {
+		t.Fatalf("%d findings, want one per launch\n%s", len(rep.Findings), rep)
+	}
+	for _, f := range rep.Findings {
+		if f.Writer != nil || f.Explain != want {
+			t.Errorf("launch %d: writer %v, %q; want none, %q", f.Launch, f.Writer, f.Explain, want)
+		}
 	}
 }

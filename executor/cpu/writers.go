@@ -23,6 +23,14 @@ type writerMap struct{ segs []wseg }
 
 // set records that [lo, hi) was last written by (place, launch).
 func (m *writerMap) set(lo, hi int64, place, launch int32) {
+	m.replace(lo, hi, &wseg{lo: lo, hi: hi, place: place, launch: launch})
+}
+
+// del forgets the writers of [lo, hi): the host wrote it.
+func (m *writerMap) del(lo, hi int64) { m.replace(lo, hi, nil) }
+
+// replace puts nw (nil: nothing) in place of whatever covered [lo, hi).
+func (m *writerMap) replace(lo, hi int64, nw *wseg) {
 	if lo >= hi {
 		return
 	}
@@ -30,24 +38,27 @@ func (m *writerMap) set(lo, hi int64, place, launch int32) {
 	// First segment ending after lo, and first starting at or after hi.
 	i := sort.Search(len(s), func(k int) bool { return s[k].hi > lo })
 	j := sort.Search(len(s), func(k int) bool { return s[k].lo >= hi })
-	nw := wseg{lo: lo, hi: hi, place: place, launch: launch}
 	var mid []wseg
 	if i < j && s[i].lo < lo {
 		mid = append(mid, wseg{lo: s[i].lo, hi: lo, place: s[i].place, launch: s[i].launch})
 	}
-	mid = append(mid, nw)
+	if nw != nil {
+		mid = append(mid, *nw)
+	}
 	if i < j && s[j-1].hi > hi {
 		mid = append(mid, wseg{lo: hi, hi: s[j-1].hi, place: s[j-1].place, launch: s[j-1].launch})
 	}
 	// Merge with equal neighbours so that pipelined windows of one op
 	// collapse into one segment.
-	if i > 0 && s[i-1].hi == mid[0].lo && s[i-1].place == mid[0].place && s[i-1].launch == mid[0].launch {
-		i--
-		mid[0].lo = s[i].lo
-	}
-	if last := len(mid) - 1; j < len(s) && s[j].lo == mid[last].hi && s[j].place == mid[last].place && s[j].launch == mid[last].launch {
-		mid[last].hi = s[j].hi
-		j++
+	if nw != nil {
+		if i > 0 && s[i-1].hi == mid[0].lo && s[i-1].place == mid[0].place && s[i-1].launch == mid[0].launch {
+			i--
+			mid[0].lo = s[i].lo
+		}
+		if last := len(mid) - 1; j < len(s) && s[j].lo == mid[last].hi && s[j].place == mid[last].place && s[j].launch == mid[last].launch {
+			mid[last].hi = s[j].hi
+			j++
+		}
 	}
 	m.segs = slices.Replace(s, i, j, mid...)
 }
@@ -97,13 +108,15 @@ func (s *sim) endLaunch(rs *rankState, l int) {
 		snap.segs[k].hi -= rs.outBase
 	}
 	st.outWriters[l][rs.r] = snap
+	iw := &st.writers[rs.r][rs.inArr]
+	// The host rewrites the input next: its bytes have no op as writer
+	// (an in-place element no op writes in the next launch must not
+	// blame this launch's writer), and the next launch's clobber check
+	// blames only its own ops.
+	defer iw.del(rs.inBase, rs.inBase+s.in)
 	if s.p.InPlace {
 		return
 	}
-	iw := &st.writers[rs.r][rs.inArr]
-	// The host rewrites the input next; the writer map of the input
-	// starts afresh so that the next launch's check blames its own ops.
-	defer func() { iw.segs = iw.segs[:0] }()
 	fed := s.report.Inputs[l][rs.r]
 	now := rs.arrs[rs.inArr][rs.inBase : rs.inBase+s.in]
 	if fed == nil || bytes.Equal(fed, now) {
