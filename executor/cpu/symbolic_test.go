@@ -37,11 +37,11 @@ func symPlans(t *testing.T) map[string]*ir.Plan {
 
 // byteVerdicts runs p at the byte level under every reduction and type
 // the differential test covers; ok is whether all of them are correct.
-func byteVerdicts(t *testing.T, p *ir.Plan, size int64, launches int) (ok bool, why string) {
+func byteVerdicts(t *testing.T, p *ir.Plan, size int64, launches, llWidth int) (ok bool, why string) {
 	ok = true
 	for _, red := range []ir.ReduceOp{ir.ReduceSum, ir.ReduceMin, ir.ReduceMax} {
 		for _, dt := range []DType{F32, BF16, I32} {
-			rep, err := Run(p, Options{Size: size, DType: dt, Reduce: red, Launches: launches, Seed: 5})
+			rep, err := Run(p, Options{Size: size, DType: dt, Reduce: red, Launches: launches, LLWidth: llWidth, Seed: 5})
 			if err != nil {
 				t.Fatalf("%s %s: %v", red, dt, err)
 			}
@@ -57,31 +57,40 @@ func byteVerdicts(t *testing.T, p *ir.Plan, size int64, launches int) (ok bool, 
 // TestSymbolicAgreesOnLibrary: for the library algorithms, the upstream
 // fixtures and the direct plans, the symbolic verdict equals the
 // byte-level one under sum, min and max in f32, bf16 and i32, at sizes
-// that split evenly and 1 to 5 launches.
+// that split evenly (one, three and eight alignment units per chunk),
+// 1 to 5 launches, and both LL packet widths for LL plans.
 func TestSymbolicAgreesOnLibrary(t *testing.T) {
 	plans := symPlans(t)
 	launches := []int{1, 2, 3, 4, 5}
+	mults := []int64{1, 3, 8}
 	if testing.Short() {
-		launches = []int{1, 3}
+		launches, mults = []int{1, 3}, []int64{1, 3}
 	}
 	for _, name := range sortedNames(plans) {
 		p := plans[name]
 		unit := sizes(p)[0]
-		for _, size := range []int64{unit, 3 * unit} {
+		widths := []int{16}
+		if p.Protocol == ir.LL {
+			widths = []int{16, 8}
+		}
+		for _, mult := range mults {
+			size := mult * unit
 			for _, l := range launches {
-				t.Run(fmt.Sprintf("%s/%d/%d", name, size, l), func(t *testing.T) {
-					sym, err := Run(p, Options{Size: size, Symbolic: true, Launches: l, Seed: 5})
-					if err != nil {
-						t.Fatal(err)
-					}
-					ok, why := byteVerdicts(t, p, size, l)
-					if sym.OK() != ok {
-						t.Fatalf("symbolic says %s, byte level all correct: %v\nsymbolic:\n%s\nbyte level:\n%s", sym.Verdict, ok, sym, why)
-					}
-					if _, racy := knownRacy[name]; !ok && !racy {
-						t.Errorf("library plan is not correct:\n%s", why)
-					}
-				})
+				for _, ll := range widths {
+					t.Run(fmt.Sprintf("%s/%d/%d/ll%d", name, size, l, ll), func(t *testing.T) {
+						sym, err := Run(p, Options{Size: size, Symbolic: true, Launches: l, LLWidth: ll, Seed: 5})
+						if err != nil {
+							t.Fatal(err)
+						}
+						ok, why := byteVerdicts(t, p, size, l, ll)
+						if sym.OK() != ok {
+							t.Fatalf("symbolic says %s, byte level all correct: %v\nsymbolic:\n%s\nbyte level:\n%s", sym.Verdict, ok, sym, why)
+						}
+						if _, racy := knownRacy[name]; !ok && !racy {
+							t.Errorf("library plan is not correct:\n%s", why)
+						}
+					})
+				}
 			}
 		}
 	}
@@ -177,7 +186,7 @@ func TestSymbolicAgreesOnMutants(t *testing.T) {
 			if !sym.OK() {
 				wrong++
 			}
-			ok, why := byteVerdicts(t, q, size, 2)
+			ok, why := byteVerdicts(t, q, size, 2, 0)
 			if sym.OK() != ok {
 				t.Errorf("%s: %s: symbolic %s, byte level all correct %v\n%s\n%s", name, m.name, sym.Verdict, ok, sym, why)
 			}
