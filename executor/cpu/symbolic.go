@@ -177,7 +177,7 @@ type decoder struct {
 const (
 	decodeBudget  = 1 << 18
 	explainBudget = 4096    // wrong elements decoded per run
-	lookupBudget  = 2 << 20 // table lookups for two-defect elements per run
+	lookupBudget  = 8 << 20 // table lookups for two-defect elements per run
 )
 
 func (s *sim) newDecoder(l int) *decoder {
@@ -209,7 +209,7 @@ func (s *sim) newDecoder(l int) *decoder {
 		arrs := []struct {
 			arr int
 			buf ir.BufferType
-		}{{arrScratch, ir.BufScratch}, {arrOut, ir.BufOutput}, {arrMain, ir.BufOutput}}
+		}{{arrScratch, ir.BufScratch}, {s.poisonArr(ir.BufOutput), ir.BufOutput}}
 		for _, a := range arrs {
 			b := rs.arrs[a.arr]
 			h := fpPrefix(s.opt.Seed, fpPoison, rs.r, a.arr)
@@ -392,12 +392,16 @@ func (d *decoder) decode(got uint64, exp []tkey, fps []uint64, near []tkey) (map
 			return d.diff(exp, v, extra), true
 		}
 	}
+	// Two extra terms with up to 8 ranks' worth of missing and doubled
+	// contributions would be millions of lookups per element: keep the
+	// vectors closest to "each once" (they come first).
 	st := d.s.symState()
+	few := vecs[:min(len(vecs), 256)]
 	for j, y := range near {
-		if st.lookups += len(vecs); st.lookups > lookupBudget {
+		if st.lookups += len(few); st.lookups > lookupBudget {
 			return nil, false
 		}
-		for k, v := range vecs {
+		for k, v := range few {
 			if extra, ok := d.rest(got - sums[k] - nearFPs[j]); ok {
 				return d.diff(exp, v, append(extra, y)), true
 			}
@@ -481,8 +485,8 @@ func (d *decoder) near(e int64) []tkey {
 					out = append(out, tkey{rank: rs.r, launch: x, elem: off / 8})
 				}
 			}
-			if off+8 <= s.out && !s.p.InPlace {
-				out = append(out, tkey{rank: rs.r, launch: -1, elem: off, buf: ir.BufOutput})
+			if o := rs.outBase + off; o+8 <= int64(len(rs.arrs[s.poisonArr(ir.BufOutput)])) {
+				out = append(out, tkey{rank: rs.r, launch: -1, elem: o, buf: ir.BufOutput})
 			}
 			for _, raw := range []int64{off, 2 * off, rs.half + off, rs.half + 2*off} {
 				if raw%8 == 0 && raw+8 <= int64(len(rs.arrs[arrScratch])) {
@@ -499,11 +503,19 @@ func (s *sim) keyFP(k tkey) uint64 {
 	if !k.poison() {
 		return s.termFP(k)
 	}
-	arr := arrScratch
-	if k.buf == ir.BufOutput {
-		arr = arrOut
+	return poisonFP(s.opt.Seed, k.rank, s.poisonArr(k.buf), k.elem)
+}
+
+// poisonArr is the backing array of a poison term's buffer: in place, the
+// output shares the input's array.
+func (s *sim) poisonArr(buf ir.BufferType) int {
+	switch {
+	case buf != ir.BufOutput:
+		return arrScratch
+	case s.p.InPlace:
+		return arrMain
 	}
-	return poisonFP(s.opt.Seed, k.rank, arr, k.elem)
+	return arrOut
 }
 
 func (d *decoder) hasSingle(v uint64) bool { _, ok := d.single[v]; return ok }

@@ -638,3 +638,28 @@ func TestSymbolicUnwritten(t *testing.T) {
 		}
 	}
 }
+
+// TestSymbolicUnwrittenOutput: an allgather chunk nobody puts is poison
+// in place and out of place alike.
+func TestSymbolicUnwrittenOutput(t *testing.T) {
+	for _, name := range []string{"allgather", "allgather_inplace"} {
+		t.Run(name, func(t *testing.T) {
+			p := clonePlan(collectivePlans()[name])
+			ops := p.GPUs[1].ThreadBlocks[0].Ops
+			for i := range ops {
+				if ops[i].Code == ir.OpPut {
+					// Peer 0 (remote output 0) never gets rank 1's chunk.
+					ops[i].Src, ops[i].Dst = ops[i].Src[1:], ops[i].Dst[1:]
+				}
+			}
+			rep, err := Run(p, Options{Size: 4 * 64, Symbolic: true, Launches: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := "no op wrote it; rank 1's contribution to output elements 8–15 (chunk 1) is missing; includes bytes nobody wrote (poison from rank 0 output byte 64)"
+			if len(rep.Findings) != 1 || rep.Findings[0].Rank != 0 || rep.Findings[0].Explain != want {
+				t.Fatalf("findings %+v, want rank 0: %q\n%s", rep.Findings, want, rep)
+			}
+		})
+	}
+}
