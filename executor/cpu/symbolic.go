@@ -683,7 +683,6 @@ func (s *sim) explain(terms []Term, sp span) string {
 		pair(func(m, x Term) bool { return true })
 	}
 	var phrases []string
-	// Group replacements by everything but the rank.
 	// rkey is a replacement but for the rank: replacements of the same
 	// element by the same other element fold over ranks. Across ranks
 	// (missRank >= 0) each pair stays its own.
@@ -749,7 +748,11 @@ func (s *sim) explain(terms []Term, sp span) string {
 	for _, x := range extra {
 		switch {
 		case x.Poison:
-			poison = append(poison, fmt.Sprintf("rank %d %s byte %d", x.Rank, x.Buffer.Long(), x.Elem))
+			if sp.n > 1 {
+				poison = append(poison, fmt.Sprintf("rank %d %s bytes [%d:%d)", x.Rank, x.Buffer.Long(), x.Elem, x.Elem+8*sp.n))
+			} else {
+				poison = append(poison, fmt.Sprintf("rank %d %s byte %d", x.Rank, x.Buffer.Long(), x.Elem))
+			}
 		case exp[tkey{rank: x.Rank, launch: x.Launch, elem: x.Elem}]:
 			twice[x.Count] = append(twice[x.Count], x.Rank)
 		default:

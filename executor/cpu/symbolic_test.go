@@ -468,7 +468,7 @@ func TestSymbolicStale(t *testing.T) {
 	}
 	copyAt := Place{Rank: 0, Block: 0, Op: 3, Inner: -1, OpName: "copy"}
 	want := map[int]string{
-		0: "rank 1's contribution to output elements 0–7 (chunk 0) is missing; includes bytes nobody wrote (poison from rank 0 scratch byte 0)",
+		0: "rank 1's contribution to output elements 0–7 (chunk 0) is missing; includes bytes nobody wrote (poison from rank 0 scratch bytes [0:64))",
 		1: "stale: rank 1's input from launch 0 in launch 1, at elements 0–7 (chunk 0)",
 		2: "stale: rank 1's input from launch 1 in launch 2, at elements 0–7 (chunk 0)",
 	}
@@ -656,7 +656,7 @@ func TestSymbolicUnwrittenOutput(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := "no op wrote it; rank 1's contribution to output elements 8–15 (chunk 1) is missing; includes bytes nobody wrote (poison from rank 0 output byte 64)"
+			want := "no op wrote it; rank 1's contribution to output elements 8–15 (chunk 1) is missing; includes bytes nobody wrote (poison from rank 0 output bytes [64:128))"
 			if len(rep.Findings) != 1 || rep.Findings[0].Rank != 0 || rep.Findings[0].Explain != want {
 				t.Fatalf("findings %+v, want rank 0: %q\n%s", rep.Findings, want, rep)
 			}
