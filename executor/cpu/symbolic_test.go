@@ -663,3 +663,36 @@ func TestSymbolicUnwrittenOutput(t *testing.T) {
 		})
 	}
 }
+
+// TestSymbolicInterleavingIndependent: the symbolic report of race-free
+// wrong plans, explanations and writers included, does not depend on the
+// interleaving that ran.
+func TestSymbolicInterleavingIndependent(t *testing.T) {
+	plans := map[string]*ir.Plan{
+		"stale":   lateSendRecv(),
+		"clobber": clobberingAllGather(),
+		"chunk":   reduceScatterWith(func(src []ir.BufRef, _ []int) []ir.BufRef { src[2].Index = 1; return src }, 0),
+		"broken":  loadPlan(t, filepath.Join(brokenDir, "wrong_chunk.json")),
+	}
+	for _, name := range []string{"stale", "clobber", "chunk", "broken"} {
+		p := plans[name]
+		opt := Options{Size: sizes(p)[0] * 4, Symbolic: true, Launches: 3}
+		base, err := Run(p, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if base.OK() {
+			t.Fatalf("%s: correct", name)
+		}
+		for seed := uint64(1); seed <= 4; seed++ {
+			opt.sched = seed
+			rep, err := Run(p, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.String() != base.String() {
+				t.Errorf("%s: schedule %d reports\n%s\nbase:\n%s", name, seed, rep, base)
+			}
+		}
+	}
+}
