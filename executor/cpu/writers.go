@@ -38,7 +38,13 @@ func (m *writerMap) replace(lo, hi int64, nw *wseg) {
 	// First segment ending after lo, and first starting at or after hi.
 	i := sort.Search(len(s), func(k int) bool { return s[k].hi > lo })
 	j := sort.Search(len(s), func(k int) bool { return s[k].lo >= hi })
-	var mid []wseg
+	// The common case, a launch rewriting what the last one wrote.
+	if nw != nil && j == i+1 && s[i].lo == lo && s[i].hi == hi {
+		s[i] = *nw
+		return
+	}
+	var buf [3]wseg
+	mid := buf[:0]
 	if i < j && s[i].lo < lo {
 		mid = append(mid, wseg{lo: s[i].lo, hi: lo, place: s[i].place, launch: s[i].launch})
 	}
