@@ -476,7 +476,12 @@ func (d *decoder) near(e int64) []tkey {
 	}
 	for c := int64(0); ; c++ {
 		off := lay.ChunkOffset(c) + intra
-		if off+8 > max(s.in, s.out, lay.Scratch) {
+		// Uniform scratch puts slot c at c times the largest chunk.
+		soff := off
+		if lay.UniformScratch {
+			soff = c*lay.MaxChunk() + intra
+		}
+		if off+8 > max(s.in, s.out) && soff+8 > lay.Scratch {
 			break
 		}
 		for _, rs := range s.ranks {
@@ -488,7 +493,7 @@ func (d *decoder) near(e int64) []tkey {
 			if o := rs.outBase + off; o+8 <= int64(len(rs.arrs[s.poisonArr(ir.BufOutput)])) {
 				out = append(out, tkey{rank: rs.r, launch: -1, elem: o, buf: ir.BufOutput})
 			}
-			for _, raw := range []int64{off, 2 * off, rs.half + off, rs.half + 2*off} {
+			for _, raw := range []int64{soff, 2 * soff, rs.half + soff, rs.half + 2*soff} {
 				if raw%8 == 0 && raw+8 <= int64(len(rs.arrs[arrScratch])) {
 					out = append(out, tkey{rank: rs.r, launch: -1, elem: raw, buf: ir.BufScratch})
 				}
