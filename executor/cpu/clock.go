@@ -23,10 +23,11 @@ const (
 // carries; any other holder treats it as immutable.
 type vnode struct {
 	tag  uint64
-	kids []*vnode
-	vals []uint32
+	kids *[vcFan]*vnode
+	vals *[vcFan]uint32
 }
 
+// vleaf and vinner allocate a node with its array in one piece.
 type vleaf struct {
 	n vnode
 	a [vcFan]uint32
@@ -62,16 +63,16 @@ func newVC(n int) *vclock {
 func (c *vclock) node(leaf bool, from *vnode) *vnode {
 	if leaf {
 		x := &vleaf{n: vnode{tag: c.tag}}
-		x.n.vals = x.a[:]
+		x.n.vals = &x.a
 		if from != nil {
-			copy(x.a[:], from.vals)
+			x.a = *from.vals
 		}
 		return &x.n
 	}
 	x := &vinner{n: vnode{tag: c.tag}}
-	x.n.kids = x.a[:]
+	x.n.kids = &x.a
 	if from != nil {
-		copy(x.a[:], from.kids)
+		x.a = *from.kids
 	}
 	return &x.n
 }
@@ -107,17 +108,23 @@ func (c *vclock) get(i int) uint32 {
 }
 
 func (c *vclock) set(i int, x uint32) {
-	if c.get(i) == x {
-		return
+	if c.get(i) != x {
+		c.root = c.setNode(c.root, int(c.lv), i, x)
 	}
-	c.root = c.mine(c.root, c.lv == 0)
-	n := c.root
-	for l := int(c.lv); l > 0; l-- {
+}
+
+// setNode returns subtree n at level l with entry i set to x, copying
+// the path where c does not own it.
+func (c *vclock) setNode(n *vnode, l, i int, x uint32) *vnode {
+	n = c.mine(n, l == 0)
+	m := n
+	for ; l > 0; l-- {
 		k := (i >> (l * vcBits)) & vcMask
-		n.kids[k] = c.mine(n.kids[k], l == 1)
-		n = n.kids[k]
+		m.kids[k] = c.mine(m.kids[k], l == 1)
+		m = m.kids[k]
 	}
-	n.vals[i&vcMask] = x
+	m.vals[i&vcMask] = x
+	return n
 }
 
 // assign makes c equal to o.
@@ -170,31 +177,13 @@ func (c *vclock) joinNode(d, s *vnode, l int) *vnode {
 		return s
 	}
 	if l == 0 {
-		dGE, sGE := true, true
-		for i, x := range s.vals {
-			y := d.vals[i]
-			if x > y {
-				dGE = false
-			} else if x < y {
-				sGE = false
-			}
-		}
-		switch {
-		case dGE:
-			return d
-		case sGE:
-			return s
-		}
-		out := c.mine(d, true)
-		for i, x := range s.vals {
-			out.vals[i] = max(out.vals[i], x)
-		}
-		return out
+		return c.joinLeaf(d, s)
 	}
 	var out *vnode
 	allS := true
+	dks := d.kids
 	for i, sk := range s.kids {
-		dk := d.kids[i]
+		dk := dks[i]
 		nk := c.joinNode(dk, sk, l-1)
 		if nk != sk {
 			allS = false
@@ -222,18 +211,73 @@ type clocks struct{ E, V *vclock }
 
 func newClocks(n int) clocks { return clocks{E: newVC(n), V: newVC(n)} }
 
-// Release edges carry E and V, which are often the same tree (a kernel
-// boundary sets V to E, and a join or set applied to equal pairs keeps
-// them equal): then V takes E's result instead of repeating the work.
+// join joins o into c. Release edges carry E and V, whose trees share
+// most subtrees (a kernel boundary makes V equal to E; a relaxed edge
+// makes them differ in a few): joinPair walks both pairs at once and
+// joins each shared subtree once, for both.
 func (c clocks) join(o clocks) {
-	same := o.V != nil && c.E.root == c.V.root && o.E.root == o.V.root
-	join(c.E, o.E)
-	switch {
-	case same:
-		c.V.assign(c.E)
-	case o.V != nil:
-		join(c.V, o.V)
+	if o.V == nil {
+		join(c.E, o.E)
+		return
 	}
+	e, v := c.E, c.V
+	e.root, v.root = joinPair(e, v, e.root, v.root, o.E.root, o.V.root, int(e.lv))
+	// v may now hold nodes e made, and o's nodes may be in either.
+	e.share()
+	o.E.share()
+	o.V.share()
+}
+
+// joinPair returns the joins of (se, sv) into (de, dv) at level l, made
+// by ce and cv. Where de is dv and se is sv, both results are one node.
+func joinPair(ce, cv *vclock, de, dv, se, sv *vnode, l int) (*vnode, *vnode) {
+	if de == dv && se == sv {
+		r := ce.joinNode(de, se, l)
+		return r, r
+	}
+	if l == 0 || (se == nil && sv == nil) {
+		return ce.joinNode(de, se, l), cv.joinNode(dv, sv, l)
+	}
+	var oe, ov *vnode
+	allE, allV := true, true
+	for i := range vcFan {
+		dek, dvk, sek, svk := kid(de, i), kid(dv, i), kid(se, i), kid(sv, i)
+		ne, nv := joinPair(ce, cv, dek, dvk, sek, svk, l-1)
+		allE = allE && ne == sek
+		allV = allV && nv == svk
+		if ne != dek {
+			if oe == nil {
+				oe = ce.mine(de, false)
+			}
+			oe.kids[i] = ne
+		}
+		if nv != dvk {
+			if ov == nil {
+				ov = cv.mine(dv, false)
+			}
+			ov.kids[i] = nv
+		}
+	}
+	switch {
+	case allE:
+		oe = se
+	case oe == nil:
+		oe = de
+	}
+	switch {
+	case allV:
+		ov = sv
+	case ov == nil:
+		ov = dv
+	}
+	return oe, ov
+}
+
+func kid(n *vnode, i int) *vnode {
+	if n == nil {
+		return nil
+	}
+	return n.kids[i]
 }
 
 func (c clocks) clear() {
@@ -247,15 +291,29 @@ func (c clocks) assign(o clocks) {
 	c.V.assign(o.V)
 }
 
-// set sets agent a's entry of both clocks.
+// set sets agent a's entry of both clocks, keeping the subtrees E and V
+// share shared.
 func (c clocks) set(a int, x uint32) {
-	same := c.E.root == c.V.root
-	c.E.set(a, x)
-	if same {
-		c.V.assign(c.E)
-	} else {
-		c.V.set(a, x)
+	if c.E.get(a) == x && c.V.get(a) == x {
+		return
 	}
+	c.E.root, c.V.root = setPair(c.E, c.V, c.E.root, c.V.root, int(c.E.lv), a, x)
+	c.E.share()
+}
+
+func setPair(ce, cv *vclock, e, v *vnode, l, a int, x uint32) (*vnode, *vnode) {
+	if e == v {
+		n := ce.setNode(e, l, a, x)
+		return n, n
+	}
+	ne, nv := ce.mine(e, l == 0), cv.mine(v, l == 0)
+	if l == 0 {
+		ne.vals[a&vcMask], nv.vals[a&vcMask] = x, x
+		return ne, nv
+	}
+	k := (a >> (l * vcBits)) & vcMask
+	ne.kids[k], nv.kids[k] = setPair(ce, cv, ne.kids[k], nv.kids[k], l-1, a, x)
+	return ne, nv
 }
 
 // frozen is an unchangeable snapshot: what a token carries.
@@ -322,4 +380,28 @@ type barrierResult struct {
 	c       clocks
 	t       float64
 	pending int
+}
+
+// joinLeaf is joinNode for leaves: one pass computes the maximum and
+// whether either side already is it (the usual case: one side learned
+// everything the other knows), without branches in the loop.
+func (c *vclock) joinLeaf(d, s *vnode) *vnode {
+	var m [vcFan]uint32
+	var sBig, dBig uint32 // some entry of s (d) exceeds d's (s's)
+	dv, sv := d.vals, s.vals
+	for i := range m {
+		x, y := sv[i], dv[i]
+		sBig |= uint32((uint64(y) - uint64(x)) >> 63)
+		dBig |= uint32((uint64(x) - uint64(y)) >> 63)
+		m[i] = max(x, y)
+	}
+	switch {
+	case sBig == 0:
+		return d
+	case dBig == 0:
+		return s
+	}
+	out := c.mine(d, true)
+	*out.vals = m
+	return out
 }

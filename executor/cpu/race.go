@@ -197,8 +197,9 @@ func (f *flagMap) set(lo, hi int64, flag uint32, c clocks, t float64) {
 }
 
 // ready reports whether all of [lo, hi) carries flag; if so it joins the
-// writers' clocks into into and returns the latest write time. Otherwise
-// it returns the first byte that does not.
+// writers' clocks into into (unless into.E is nil: a check only, which
+// blocked readers repeat every round) and returns the latest write time.
+// Otherwise it returns the first byte that does not.
 func (f *flagMap) ready(lo, hi int64, flag uint32, into clocks) (ok bool, t float64, missing int64) {
 	x := lo
 	for _, s := range f.s {
@@ -208,8 +209,11 @@ func (f *flagMap) ready(lo, hi int64, flag uint32, into clocks) (ok bool, t floa
 		if s.lo > x || s.flag != flag {
 			return false, 0, x
 		}
-		join(into.E, s.c.E)
-		join(into.V, s.c.E)
+		if into.E != nil {
+			// A packet's arrival orders execution and shows its payload:
+			// it joins E into both (one walk where they share subtrees).
+			into.join(clocks{E: s.c.E, V: s.c.E})
+		}
 		t = max(t, s.t)
 		x = s.hi
 		if x >= hi {

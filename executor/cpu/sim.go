@@ -151,9 +151,10 @@ func (s *sim) options() error {
 func (s *sim) boundary(rs *rankState, l int, place int32) {
 	j := rs.hostClk
 	for _, b := range rs.blocks {
-		j.join(b.clk)
-		j.join(b.pend)
-		j.set(b.agent, b.ph)
+		// V never runs ahead of E and becomes E below: E suffices.
+		join(j.E, b.clk.E)
+		join(j.E, b.pend.E)
+		j.E.set(b.agent, b.ph)
 	}
 	// A kernel's end invalidates the rank's caches, so the next kernel
 	// (and the host) may read whatever was execution-ordered before it:
@@ -254,7 +255,11 @@ func (s *sim) schedule(hostPlace []int32) error {
 				}
 				op, _, _ := b.current()
 				pl := s.places[op.place]
-				s.report.Deadlocks = append(s.report.Deadlocks, Stuck{Place: pl, Waiting: fmt.Sprintf("%s (launch %d)", b.waiting, b.launch)})
+				why := b.waiting
+				if why == "" && (op.code == ir.OpWait || op.code == ir.OpRlxWait) {
+					why = s.waitMsg(b, op)
+				}
+				s.report.Deadlocks = append(s.report.Deadlocks, Stuck{Place: pl, Waiting: fmt.Sprintf("%s (launch %d)", why, b.launch)})
 			}
 			return nil
 		}
@@ -376,8 +381,9 @@ func (s *sim) signal(b *block, op *rop, c rchan, relaxed bool) {
 	s.ranks[e.peer].chans[chanSlot(c.typ)][e.partner].in.push(tk)
 }
 
-func (s *sim) wait(b *block, op *rop, relaxed bool) (bool, string) {
-	rs := s.ranks[b.rank]
+// unsignalled returns the first channel of a wait that lacks a signal
+// and how many the wait needs from it; need is 0 when none lacks one.
+func (s *sim) unsignalled(rs *rankState, op *rop) (c rchan, need int) {
 	for i, c := range op.chans {
 		need := 1
 		for _, d := range op.chans[:i] {
@@ -385,10 +391,27 @@ func (s *sim) wait(b *block, op *rop, relaxed bool) (bool, string) {
 				need++
 			}
 		}
-		e := &rs.chans[chanSlot(c.typ)][c.flat]
-		if e.in.len() < need {
-			return false, fmt.Sprintf("signal #%d on %s; the peer has sent %d", e.got+need, s.chanName(rs, c), e.got+e.in.len())
+		if rs.chans[chanSlot(c.typ)][c.flat].in.len() < need {
+			return c, need
 		}
+	}
+	return rchan{}, 0
+}
+
+// waitMsg says what a blocked wait waits for. It is built only for a
+// deadlock report (schedule): a blocked wait is retried every round, and
+// formatting each retry cost a tenth of a 128-rank proof.
+func (s *sim) waitMsg(b *block, op *rop) string {
+	rs := s.ranks[b.rank]
+	c, need := s.unsignalled(rs, op)
+	e := &rs.chans[chanSlot(c.typ)][c.flat]
+	return fmt.Sprintf("signal #%d on %s; the peer has sent %d", e.got+need, s.chanName(rs, c), e.got+e.in.len())
+}
+
+func (s *sim) wait(b *block, op *rop, relaxed bool) (bool, string) {
+	rs := s.ranks[b.rank]
+	if _, need := s.unsignalled(rs, op); need > 0 {
+		return false, "" // waitMsg says why, should it come to a deadlock
 	}
 	for _, c := range op.chans {
 		e := &rs.chans[chanSlot(c.typ)][c.flat]
