@@ -187,7 +187,7 @@ func TestGPUAlgorithms(t *testing.T) {
 		t.Skip("no library algorithms yet")
 	}
 	for _, f := range files {
-		for _, n := range []int{2, 4, 8} {
+		for _, n := range []int{2, 3, 4, 6, 8} {
 			name := fmt.Sprintf("%s@%d", strings.TrimSuffix(filepath.Base(f), ".msccl"), n)
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()

@@ -60,7 +60,10 @@ func (c gcase) String() string {
 // {sum, min, max where the plan reduces} × 10 launches.
 func matrix(p *ir.Plan) []gcase {
 	n := int64(len(p.GPUs))
-	uneven := 16 * n * 1009
+	// Not a multiple of the chunk count in 16-byte units: chunks of
+	// different lengths in uniform scratch slots (plans whose rule needs
+	// even splits get the next size their rule admits, below).
+	uneven := 16 * (n*1009 + 3)
 	dts := []cpu.DType{cpu.F32, cpu.F16, cpu.BF16, cpu.I32}
 	reds := []ir.ReduceOp{ir.ReduceSum}
 	if reduces(p) {
