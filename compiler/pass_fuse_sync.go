@@ -7,9 +7,6 @@ import (
 	"github.com/msccl-go/msccl-go/ir"
 )
 
-// maxChannelsPerOp is the executor's limit on channels named by one op.
-const maxChannelsPerOp = 8
-
 // fuseSync merges what sync left side by side in a block: consecutive
 // signals (waits, relaxed variants, flushes, semaphore ops) of one channel
 // type become one multi-channel op; duplicate nops collapse; a port put
@@ -61,7 +58,7 @@ func fuseInto(prev, op *ir.Op) bool {
 			prev.Code = ir.OpPwsf
 			return true
 		}
-		if prev.Code != op.Code || prev.ChannelType != op.ChannelType || len(prev.ChannelIDs)+len(op.ChannelIDs) > maxChannelsPerOp {
+		if prev.Code != op.Code || prev.ChannelType != op.ChannelType || len(prev.ChannelIDs)+len(op.ChannelIDs) > ir.MaxChannelsPerOp {
 			return false
 		}
 		for _, id := range op.ChannelIDs {
@@ -80,7 +77,10 @@ func fuseInto(prev, op *ir.Op) bool {
 		}
 		return true
 	case ir.OpSemRelease, ir.OpSemAcquire:
-		if prev.Code != op.Code {
+		// The executor's op holds a fixed number of semaphore ids; past it
+		// the ops stay apart (a block of 31 peers would otherwise release
+		// all of them in one op that upstream cannot load).
+		if prev.Code != op.Code || len(prev.SemaphoreIDs())+len(op.SemaphoreIDs()) > ir.MaxSemaphoresPerOp {
 			return false
 		}
 		for _, id := range op.SemaphoreIDs() {
