@@ -17,6 +17,13 @@ import (
 func lower(st *state) {
 	var chunkOp, chanOp *evOp
 	for _, o := range st.ops {
+		if o.name == "require" {
+			// A `require` with nothing after it on its line (at the end of
+			// a block or file) parses as an op statement of that name; say
+			// what is missing rather than "unknown operation".
+			st.errorf(o.rng(), "write e.g. `require ranks % 2 == 0, \"the ring pairs ranks\"`", "require needs a condition")
+			continue
+		}
 		if o.onRank >= 0 {
 			if chanOp == nil {
 				chanOp = o
@@ -24,6 +31,9 @@ func lower(st *state) {
 		} else if chunkOp == nil {
 			chunkOp = o
 		}
+	}
+	if st.diags.HasErrors() {
+		return
 	}
 	if chunkOp != nil && chanOp != nil {
 		st.errorf(chunkOp.rng(), fmt.Sprintf("the program also has channel-level ops (first at %s); the compiler cannot place synchronisation around hand-placed ops, so write it all at one level", chanOp.rng().Start),
