@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"fmt"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -11,13 +12,22 @@ import (
 	"github.com/msccl-go/msccl-go/ir"
 )
 
-// Verify runs the CPU reference executor on p for every message size and
-// data type given (nil sizes: ProofSizes, which cover every size the
-// plan's rule admits; ProofLaunches launches each, so buffer and scratch
-// reuse across launches is checked) and reports every deadlock, race, unbalanced signal and wrong
-// result at the DSL source of the ops involved. An empty result means the
-// plan is proven correct for those sizes and types. sm may be nil (plans
-// not compiled from source); findings then carry plan paths only.
+// Verify proves p with the CPU reference executor and reports every
+// deadlock, race, unbalanced signal, wrong result and clobbered input at
+// the DSL source of the ops involved. An empty result means the plan is
+// proven correct.
+//
+// The proof proper is symbolic (cpu.Options.Symbolic): every element is a
+// fingerprint of whose input it is, scratch starts as poison, and
+// reductions add fingerprints, so a correct verdict means every output
+// element holds each expected contribution exactly once and nothing else —
+// for every reduction and every type at once. It runs at each of sizes
+// (nil: ProofSizes, which cover every size the plan's rule admits) over
+// ProofLaunches launches. The byte-level simulation runs beside it as a
+// second, independent oracle: at every size in the first of dtypes, and at
+// the largest size in the others, with the plan's own reduction when its
+// ops all name one. sm may be nil (plans not compiled from source);
+// findings then carry plan paths only.
 func Verify(p *ir.Plan, sm *SourceMap, sizes []int64, dtypes []cpu.DType) Diagnostics {
 	var ds Diagnostics
 	seen := map[string]bool{}
@@ -35,25 +45,33 @@ func Verify(p *ir.Plan, sm *SourceMap, sizes []int64, dtypes []cpu.DType) Diagno
 			return ds
 		}
 	}
+	red := planReduce(p)
 	// The runs are independent simulations of a plan they only read, so
 	// they go in parallel, one per processor; findings are merged in the
 	// order of the runs, as if they had run one after another.
 	type run struct {
 		size int64
-		dt   cpu.DType
+		opt  cpu.Options
+		name string
 		rep  *cpu.Report
 		err  error
 	}
 	var runs []run
-	for _, size := range sizes {
-		for _, dt := range dtypes {
-			runs = append(runs, run{size: size, dt: dt})
+	for i, size := range sizes {
+		runs = append(runs, run{size: size, name: fmt.Sprintf("%d bytes, symbolic", size),
+			opt: cpu.Options{Size: size, Symbolic: true, Launches: ProofLaunches}})
+		for k, dt := range dtypes {
+			if k > 0 && i != len(sizes)-1 {
+				continue
+			}
+			runs = append(runs, run{size: size, name: fmt.Sprintf("%d bytes, %s", size, dt),
+				opt: cpu.Options{Size: size, DType: dt, Reduce: red, Launches: ProofLaunches}})
 		}
 	}
 	par := min(runtime.GOMAXPROCS(0), len(runs))
 	if par <= 1 {
 		for i := range runs {
-			runs[i].rep, runs[i].err = cpu.Run(p, cpu.Options{Size: runs[i].size, DType: runs[i].dt, Launches: ProofLaunches})
+			runs[i].rep, runs[i].err = cpu.Run(p, runs[i].opt)
 		}
 	} else {
 		var wg sync.WaitGroup
@@ -63,7 +81,7 @@ func Verify(p *ir.Plan, sm *SourceMap, sizes []int64, dtypes []cpu.DType) Diagno
 			go func() {
 				defer wg.Done()
 				for i := range next {
-					runs[i].rep, runs[i].err = cpu.Run(p, cpu.Options{Size: runs[i].size, DType: runs[i].dt, Launches: ProofLaunches})
+					runs[i].rep, runs[i].err = cpu.Run(p, runs[i].opt)
 				}
 			}()
 		}
@@ -81,9 +99,9 @@ func Verify(p *ir.Plan, sm *SourceMap, sizes []int64, dtypes []cpu.DType) Diagno
 	first := map[string]int{}
 	wrongRun := ""
 	for _, r := range runs {
-		run := fmt.Sprintf("%d bytes, %s", r.size, r.dt)
+		run := r.name
 		if r.err != nil {
-			add(dsl.Diagnostic{Severity: dsl.Error, Summary: fmt.Sprintf("cannot simulate at %d bytes of %s: %v", r.size, r.dt, r.err), Subject: sm.header()})
+			add(dsl.Diagnostic{Severity: dsl.Error, Summary: fmt.Sprintf("cannot simulate (%s): %v", r.name, r.err), Subject: sm.header()})
 			continue
 		}
 		for _, d := range reportDiags(r.rep, sm, run) {
@@ -162,12 +180,69 @@ func reportDiags(rep *cpu.Report, sm *SourceMap, run string) Diagnostics {
 		ds = append(ds, dsl.Diagnostic{Severity: dsl.Error, Summary: fmt.Sprintf("signal never waited for (%s, %d token(s) left)", u.Channel, u.Count),
 			Detail: fmt.Sprintf("%s; add the matching wait on the peer or drop the signal", where), Subject: r})
 	}
-	for i, m := range rep.Wrong {
+	// Wrong results are reported at the statement whose op last wrote the
+	// element (the one that wrote the wrong thing, or should have added
+	// what is missing), in words when the symbolic run decoded them.
+	writer := func(w *cpu.Place, launch int) (dsl.Range, string) {
+		if w == nil {
+			return sm.header(), ""
+		}
+		r, where := at(*w)
+		return r, fmt.Sprintf("; last written by %s in launch %d", where, launch)
+	}
+	// Findings that say the same thing at the same statement on several
+	// ranks are one diagnostic: "... (and on 7 more ranks)".
+	type group struct {
+		f     cpu.Finding
+		r     dsl.Range
+		by    string
+		ranks map[int]bool
+	}
+	var groups []*group
+	byKey := map[string]*group{}
+	for _, f := range rep.Findings {
+		r, by := writer(f.Writer, f.WriterLaunch)
+		k := fmt.Sprintf("%s@%v", ownRank.ReplaceAllString(f.Explain, "${1}#"), r.Start)
+		if g := byKey[k]; g != nil {
+			g.ranks[f.Rank] = true
+			continue
+		}
+		g := &group{f: f, r: r, by: by, ranks: map[int]bool{f.Rank: true}}
+		byKey[k] = g
+		groups = append(groups, g)
+	}
+	for i, g := range groups {
 		if i == 3 {
 			break // the first few say enough; the total is in the detail
 		}
-		ds = append(ds, dsl.Diagnostic{Severity: dsl.Error, Summary: fmt.Sprintf("wrong result: rank %d output byte %d is %s, want %s (launch %d)", m.Rank, m.Off, m.Got, m.Want, m.Launch),
-			Detail: fmt.Sprintf("%d wrong elements in all; run %s", rep.WrongTotal, run), Subject: sm.header()})
+		f := g.f
+		what := f.Explain
+		if what == "" {
+			what = fmt.Sprintf("rank %d output bytes [%d:%d) differ from the collective's definition", f.Rank, f.Off, f.End)
+		}
+		if n := len(g.ranks) - 1; n > 0 {
+			what += fmt.Sprintf(" (and on %d more rank%s)", n, plural(n))
+		}
+		ds = append(ds, dsl.Diagnostic{Severity: dsl.Error, Summary: "wrong result: " + what,
+			Detail: fmt.Sprintf("rank %d output bytes [%d:%d), %d elements, launch %d%s; %d wrong elements in all; run %s", f.Rank, f.Off, f.End, f.Elems, f.Launch, g.by, rep.WrongTotal, run), Subject: g.r})
+	}
+	if len(rep.Findings) == 0 {
+		for i, m := range rep.Wrong {
+			if i == 3 {
+				break
+			}
+			r, by := writer(m.Writer, m.WriterLaunch)
+			ds = append(ds, dsl.Diagnostic{Severity: dsl.Error, Summary: fmt.Sprintf("wrong result: rank %d output byte %d is %s, want %s (launch %d)", m.Rank, m.Off, m.Got, m.Want, m.Launch),
+				Detail: fmt.Sprintf("%d wrong elements in all%s; run %s", rep.WrongTotal, by, run), Subject: r})
+		}
+	}
+	for i, c := range rep.Clobbered {
+		if i == 3 {
+			break
+		}
+		r, by := writer(c.Writer, c.Launch)
+		ds = append(ds, dsl.Diagnostic{Severity: dsl.Error, Summary: fmt.Sprintf("input clobbered: rank %d's input bytes [%d:%d) changed, but an out-of-place collective must leave its input as it found it", c.Rank, c.Off, c.End),
+			Detail: fmt.Sprintf("%d input bytes changed in all%s; write to scratch or the output instead; run %s", rep.ClobberedBytes, by, run), Subject: r})
 	}
 	if len(ds) == 0 && !rep.OK() {
 		ds = append(ds, dsl.Diagnostic{Severity: dsl.Error, Summary: "verdict: " + rep.Verdict.String(), Detail: run, Subject: sm.header()})
@@ -180,4 +255,58 @@ func rw(w bool) string {
 		return "write by"
 	}
 	return "read by"
+}
+
+// planReduce is the reduction the byte-level oracle runs with: the one
+// every reducing op of p names, when they all name the same one other than
+// sum (so `option reduce = max` is checked as max); otherwise sum.
+func planReduce(p *ir.Plan) ir.ReduceOp {
+	red := ir.ReduceNone
+	var walk func(ops []ir.Op) bool
+	walk = func(ops []ir.Op) bool {
+		for i := range ops {
+			op := &ops[i]
+			if op.Code == ir.OpPipeline {
+				if !walk(op.Ops()) {
+					return false
+				}
+				continue
+			}
+			if !op.Info().Reduces {
+				continue
+			}
+			r := op.ReduceOp()
+			if r == ir.ReduceNone {
+				r = ir.ReduceSum
+			}
+			if red != ir.ReduceNone && red != r {
+				return false
+			}
+			red = r
+		}
+		return true
+	}
+	for g := range p.GPUs {
+		for b := range p.GPUs[g].ThreadBlocks {
+			if !walk(p.GPUs[g].ThreadBlocks[b].Ops) {
+				return ir.ReduceSum
+			}
+		}
+	}
+	if red == ir.ReduceNone {
+		return ir.ReduceSum
+	}
+	return red
+}
+
+// ownRank matches the part of an explanation that names the rank whose
+// output it is about (its own poisoned output bytes), which differs
+// between ranks that are otherwise wrong the same way.
+var ownRank = regexp.MustCompile(`(poison from rank )[0-9]+`)
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }

@@ -174,9 +174,9 @@ func provenSummary(p *ir.Plan, sizes []int64, dtypes string) string {
 	}
 	if sizes == nil {
 		ps, _ := compiler.ProofSizes(p)
-		return fmt.Sprintf("proven correct for every message size in its rule, %s (simulated at %s bytes, %d launches, %s)", rule, joinInts(ps), compiler.ProofLaunches, dtypes)
+		return fmt.Sprintf("proven correct for every message size in its rule, %s, every reduction and type (symbolic at %s bytes, %d launches; byte level in %s)", rule, joinInts(ps), compiler.ProofLaunches, dtypes)
 	}
-	return fmt.Sprintf("proven correct at %s bytes only (%d launches, %s); its size rule: %s", joinInts(sizes), compiler.ProofLaunches, dtypes, rule)
+	return fmt.Sprintf("proven correct at %s bytes only (symbolic, %d launches; byte level in %s); its size rule: %s", joinInts(sizes), compiler.ProofLaunches, dtypes, rule)
 }
 
 func joinInts(v []int64) string {
