@@ -9,6 +9,7 @@ func (p *Plan) Clone() *Plan {
 		return nil
 	}
 	q := *p
+	q.Peers = slices.Clone(p.Peers)
 	q.GPUs = make([]GPU, len(p.GPUs))
 	for r := range p.GPUs {
 		q.GPUs[r] = p.GPUs[r].clone()

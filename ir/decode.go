@@ -240,7 +240,7 @@ func (d *decoder) plan(v any) *Plan {
 	if s, ok := o.str("collective", true); ok {
 		p.Collective = Collective(s)
 		if !knownCollective(p.Collective) {
-			d.errorf("collective", "unknown collective %q (want one of allreduce, allgather, reducescatter, alltoall, sendrecv, broadcast)", s)
+			d.errorf("collective", "unknown collective %q (want one of %s)", s, collectiveNames())
 		}
 	}
 	if s, ok := o.str("protocol", true); ok {
@@ -265,6 +265,14 @@ func (d *decoder) plan(v any) *Plan {
 		p.SizeGranularity = n
 	}
 	p.UniformScratch, _ = o.boolean("uniform_scratch", false)
+	// Our keys: absent means root 0 and the (r+1) mod n peer map; their
+	// ranges and the permutation are Validate's (they need the gpus).
+	if n, ok := o.integer("root", false); ok {
+		p.Root = n
+	}
+	if o.has("peers") {
+		p.Peers = o.ints("peers", false)
+	}
 	if n, ok := o.integer("num_threads_per_block", false); ok {
 		p.NumThreadsPerBlock = n
 	}

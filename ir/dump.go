@@ -27,6 +27,12 @@ func Dump(p *Plan) string {
 	if p.UniformScratch {
 		b.WriteString(" uniform_scratch")
 	}
+	if p.Root != 0 {
+		fmt.Fprintf(&b, " root=%d", p.Root)
+	}
+	if p.Peers != nil {
+		fmt.Fprintf(&b, " peers=%v", p.Peers)
+	}
 	for _, f := range []struct {
 		on   bool
 		name string

@@ -93,6 +93,16 @@ func EncodeTo(out io.Writer, p *Plan) error {
 		w.key("uniform_scratch")
 		w.bool(true)
 	}
+	// Written only when they say something: absent means root 0 and the
+	// (r+1) mod n peer map, so plans without them encode as before.
+	if p.Root != 0 {
+		w.key("root")
+		w.int(p.Root)
+	}
+	if len(p.Peers) > 0 {
+		w.key("peers")
+		w.ints(p.Peers)
+	}
 	w.endObj()
 	w.b = append(w.b, '\n')
 	_, err := out.Write(w.b)

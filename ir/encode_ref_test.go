@@ -24,6 +24,8 @@ type jPlan struct {
 	MaxMessageSize     uint64 `json:"max_message_size"`
 	SizeGranularity    uint64 `json:"size_granularity,omitempty"`
 	UniformScratch     bool   `json:"uniform_scratch,omitempty"`
+	Root               int    `json:"root,omitempty"`
+	Peers              []int  `json:"peers,omitempty"`
 }
 
 type jGPU struct {
@@ -117,6 +119,7 @@ func encodeReflect(p *Plan) ([]byte, error) {
 		InPlace: p.InPlace, ReuseResources: p.ReuseResources,
 		NumThreadsPerBlock: p.NumThreadsPerBlock, DoubleScratch: p.DoubleScratch,
 		BufferAlignment: p.BufferAlignment, MinMessageSize: p.MinMessageSize, MaxMessageSize: p.MaxMessageSize, SizeGranularity: p.SizeGranularity, UniformScratch: p.UniformScratch,
+		Root: p.Root, Peers: p.Peers,
 		GPUs: make([]jGPU, len(p.GPUs)),
 	}
 	for i := range p.GPUs {

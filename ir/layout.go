@@ -3,8 +3,13 @@ package ir
 import "fmt"
 
 // BufferBytes returns the input and output buffer sizes of every rank for
-// a message of msg bytes as nccl-tests counts it: allgather counts output
-// bytes, every other collective input bytes.
+// a message of msg bytes as nccl-tests counts it: by the larger buffer.
+// Allgather and gather count output bytes (rank r's input is 1/n of it),
+// reducescatter and scatter input bytes (each output is 1/n of it),
+// every other collective input bytes, which equal its output bytes.
+// Gather and scatter use the large buffer at the root only, but every
+// rank of a plan has the same chunk counts, so every rank gets it (the
+// other ranks' outputs, resp. inputs, are not part of the result).
 func (p *Plan) BufferBytes(msg int64) (in, out int64, err error) {
 	n := int64(len(p.GPUs))
 	if n == 0 {
@@ -13,15 +18,15 @@ func (p *Plan) BufferBytes(msg int64) (in, out int64, err error) {
 	if msg <= 0 {
 		return 0, 0, fmt.Errorf("message size must be positive, got %d", msg)
 	}
-	switch p.Collective {
-	case AllGather:
+	switch {
+	case p.Collective.Gathers():
 		if msg%n != 0 {
-			return 0, 0, fmt.Errorf("allgather size %d is not a multiple of the %d ranks", msg, n)
+			return 0, 0, fmt.Errorf("%s size %d is not a multiple of the %d ranks", p.Collective, msg, n)
 		}
 		return msg / n, msg, nil
-	case ReduceScatter:
+	case p.Collective.Scatters():
 		if msg%n != 0 {
-			return 0, 0, fmt.Errorf("reducescatter size %d is not a multiple of the %d ranks", msg, n)
+			return 0, 0, fmt.Errorf("%s size %d is not a multiple of the %d ranks", p.Collective, msg, n)
 		}
 		return msg, msg / n, nil
 	default:

@@ -100,14 +100,14 @@ func (r SizeRule) Next(msg int64) (int64, bool) {
 }
 
 // refMul returns how many message bytes a byte of buffer t stands for, as
-// a ratio: message = bytes * mul / div (nccl-tests counts allgather by its
-// output and everything else by its input).
+// a ratio: message = bytes * mul / div (nccl-tests counts allgather and
+// gather by their output and everything else by its input).
 func (p *Plan) refMul(t BufferType) (mul, div int64) {
 	n := int64(len(p.GPUs))
 	switch {
-	case p.Collective == AllGather && t == BufInput:
+	case p.Collective.Gathers() && t == BufInput:
 		return n, 1
-	case p.Collective == ReduceScatter && t == BufOutput:
+	case p.Collective.Scatters() && t == BufOutput:
 		return n, 1
 	}
 	return 1, 1
@@ -193,7 +193,7 @@ func (p *Plan) SizeRule() (SizeRule, error) {
 	gref := a * step * mul / div
 	goth := a * omul / odiv
 	gran := lcm(gref, goth)
-	if p.Collective == AllGather || p.Collective == ReduceScatter {
+	if p.Collective.Gathers() || p.Collective.Scatters() {
 		gran = lcm(gran, int64(len(p.GPUs)))
 	}
 	rule := SizeRule{Granularity: gran, Align: a, Chunks: n, Step: step, Ref: ref, RefMul: mul, RefDiv: div, Fragile: fragile, Max: math.MaxInt64}

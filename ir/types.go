@@ -22,8 +22,28 @@ type Plan struct {
 	// a chunk of any length fits any slot. Plans compiled here set it;
 	// without it scratch takes the reference geometry, as upstream.
 	UniformScratch     bool
-	NumThreadsPerBlock int   // 1024 when absent
-	GPUs               []GPU // indexed by rank; GPUs[r].ID == r
+	NumThreadsPerBlock int // 1024 when absent
+	// Root (our field, "root"; upstream ignores it) is the root rank of
+	// broadcast, reduce, gather and scatter; 0 when absent, so plans
+	// written before it existed keep their meaning.
+	Root int
+	// Peers (our field, "peers"; upstream ignores it) is sendrecv's peer
+	// map: rank r sends its input to rank Peers[r], a permutation. Nil
+	// when absent, meaning (r+1) mod n; see Peer.
+	Peers []int
+	GPUs  []GPU // indexed by rank; GPUs[r].ID == r
+}
+
+// Peer is the rank that rank r sends to in a sendrecv plan: Peers[r], or
+// (r+1) mod n without a peer map (the convention before peer maps). A
+// peer map of the wrong length or an entry out of range (a plan that did
+// not pass Validate) reads as the default rather than panicking.
+func (p *Plan) Peer(r int) int {
+	n := len(p.GPUs)
+	if len(p.Peers) == n && r >= 0 && r < n && p.Peers[r] >= 0 && p.Peers[r] < n {
+		return p.Peers[r]
+	}
+	return (r + 1) % max(n, 1)
 }
 
 // Collective names the collective a plan implements.
@@ -36,10 +56,41 @@ const (
 	AllToAll      Collective = "alltoall"
 	SendRecv      Collective = "sendrecv"
 	Broadcast     Collective = "broadcast"
+	// Reduce, Gather and Scatter are ours: upstream's JSON has no such
+	// collectives (its executor does not read the name).
+	Reduce  Collective = "reduce"
+	Gather  Collective = "gather"
+	Scatter Collective = "scatter"
 )
 
 // Collectives lists every collective the plan format knows.
-var Collectives = []Collective{AllReduce, AllGather, ReduceScatter, AllToAll, SendRecv, Broadcast}
+var Collectives = []Collective{AllReduce, AllGather, ReduceScatter, AllToAll, SendRecv, Broadcast, Reduce, Gather, Scatter}
+
+// Rooted reports whether the collective has a root rank (Plan.Root).
+func (c Collective) Rooted() bool {
+	return c == Broadcast || c == Reduce || c == Gather || c == Scatter
+}
+
+// Gathers reports whether the output is n times the input, each rank's
+// input being one n-th of it (allgather, gather): in place, rank r's
+// input is its output's r-th n-th.
+func (c Collective) Gathers() bool { return c == AllGather || c == Gather }
+
+// Scatters reports whether the input is n times the output (reducescatter,
+// scatter): in place, rank r's output is its input's r-th n-th.
+func (c Collective) Scatters() bool { return c == ReduceScatter || c == Scatter }
+
+// collectiveNames is the list error messages print.
+func collectiveNames() string {
+	s := ""
+	for i, c := range Collectives {
+		if i > 0 {
+			s += ", "
+		}
+		s += string(c)
+	}
+	return s
+}
 
 // Protocol is Simple (plain data plus signal/wait) or LL (flagged packets).
 type Protocol string

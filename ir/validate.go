@@ -71,7 +71,7 @@ func (v *validator) plan() {
 		v.errorf("gpus", "plan has no gpus")
 	}
 	if !knownCollective(p.Collective) {
-		v.errorf("collective", "unknown collective %q (want one of allreduce, allgather, reducescatter, alltoall, sendrecv, broadcast)", p.Collective)
+		v.errorf("collective", "unknown collective %q (want one of %s)", p.Collective, collectiveNames())
 	}
 	if p.Protocol != Simple && p.Protocol != LL {
 		v.errorf("protocol", "unknown protocol %q (want \"Simple\" or \"LL\")", p.Protocol)
@@ -84,6 +84,46 @@ func (v *validator) plan() {
 	}
 	if p.MinMessageSize > p.MaxMessageSize {
 		v.errorf("min_message_size", "min_message_size %d is above max_message_size %d: no message can use this plan", p.MinMessageSize, p.MaxMessageSize)
+	}
+	v.roles()
+}
+
+// roles checks root and peers: each names ranks of this plan and belongs
+// to a collective that reads it. A stray one is an error rather than
+// ignored, since whoever wrote it expected it to mean something.
+func (v *validator) roles() {
+	p := v.p
+	n := len(p.GPUs)
+	if p.Root != 0 {
+		switch {
+		case !p.Collective.Rooted():
+			v.errorf("root", "%s has no root (only broadcast, reduce, gather and scatter do)", p.Collective)
+		case p.Root < 0 || p.Root >= n:
+			v.errorf("root", "root %d out of range: the plan has %d gpus", p.Root, n)
+		}
+	}
+	if p.Peers == nil {
+		return
+	}
+	if p.Collective != SendRecv {
+		v.errorf("peers", "%s has no peer map (only sendrecv does)", p.Collective)
+		return
+	}
+	if len(p.Peers) != n {
+		v.errorf("peers", "the peer map has %d entries for %d gpus", len(p.Peers), n)
+		return
+	}
+	from := make([]int, n) // from[q] = 1 + the first rank sending to q
+	for r, q := range p.Peers {
+		path := fmt.Sprintf("peers[%d]", r)
+		switch {
+		case q < 0 || q >= n:
+			v.errorf(path, "rank %d sends to %d, out of range 0..%d", r, q, n-1)
+		case from[q] != 0:
+			v.errorf(path, "ranks %d and %d both send to %d: the peer map must be a permutation (every rank receives once)", from[q]-1, r, q)
+		default:
+			from[q] = r + 1
+		}
 	}
 }
 
