@@ -83,7 +83,7 @@ func Compile(f *dsl.File, defines map[string]int64, opts Options) (p *ir.Plan, s
 		}
 		if ps.plan && opts.Check && st.plan != nil {
 			for _, d := range ir.Validate(st.plan).Errors() {
-				if ps.name != passes[len(passes)-1].name && strings.Contains(d.Msg, "the upstream executor holds at most") {
+				if ps.name != passes[len(passes)-1].name && d.IsLimit() {
 					// Limits hold for the finished plan; fuse-sync is what
 					// brings op and channel counts down.
 					continue

@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/msccl-go/msccl-go/dsl"
@@ -11,26 +12,256 @@ import (
 // checkLimits validates the finished plan (structure, channel pairing and
 // the upstream executor's limits: ops per block, channels per block and
 // op, buffer refs per op) and reports each problem at the DSL statement
-// that produced the offending op, with a hint at the usual fix.
+// that produced the offending op. A limit exceeded the same way on many
+// ranks (the usual case: every rank runs the same loop) is one diagnostic.
 func checkLimits(st *state) {
 	if st.explicit {
 		st.checkBalance()
 	}
+	var hits []limitHit
 	for _, d := range ir.Validate(st.plan) {
+		if d.Severity == ir.SevError && d.IsLimit() {
+			hits = append(hits, st.limitHit(d))
+			continue
+		}
 		sev := dsl.Error
 		if d.Severity == ir.SevWarning {
 			sev = dsl.Warning
 		}
-		hint := ""
-		switch {
-		case strings.Contains(d.Msg, "per block"):
-			hint = "spread the work over more thread blocks (`tb` clauses) or fewer steps per block"
-		case strings.Contains(d.Msg, "per type"):
-			hint = "give each group of peers its own thread block"
-		}
-		st.diags = append(st.diags, dsl.Diagnostic{Severity: sev, Summary: fmt.Sprintf("plan %s: %s", d.Path, d.Msg), Detail: hint,
+		st.diags = append(st.diags, dsl.Diagnostic{Severity: sev, Summary: fmt.Sprintf("plan %s: %s", d.Path, d.Msg),
 			Subject: st.sm.rangeOfPath(d.Path, st.file.Filename)})
 	}
+	st.reportLimits(hits)
+}
+
+// limitHit is one limit exceeded in one block, worded without its rank
+// and block so that the same excess elsewhere folds into it.
+type limitHit struct {
+	rank, block int
+	at          dsl.Range
+	count       int
+	// what words the excess with "{n}" for the count: " uses {n} memory
+	// channels; the upstream ...". Blocks whose counts differ fold too,
+	// the count becoming a range.
+	what   string // after "rank R tb B": " uses ..." or ": put names ..."
+	detail string
+}
+
+// limitHit places and words an ir limit diagnostic from its code, count
+// and path; the ir message is prose and not read here.
+func (st *state) limitHit(d ir.Diagnostic) limitHit {
+	pp := parsePlanPath(d.Path)
+	h := limitHit{rank: pp.rank, block: pp.block, count: d.Count}
+	var tb *ir.ThreadBlock
+	if pp.rank >= 0 && pp.rank < len(st.plan.GPUs) && pp.block >= 0 && pp.block < len(st.plan.GPUs[pp.rank].ThreadBlocks) {
+		tb = &st.plan.GPUs[pp.rank].ThreadBlocks[pp.block]
+	}
+	// The op the excess is charged to: the offending op itself, or for a
+	// block's tables the first op past them.
+	op, inner := pp.op, pp.inner
+	split := "split the loop over blocks with `tb`, or let automatic assignment do it (leave `tb` out)"
+	if st.explicit {
+		split = "move part of this work to another `on rank(r) tb N` block"
+	}
+	name := "op"
+	if o := opAt(tb, op, inner); o != nil {
+		name = o.Info().Name
+	}
+	switch d.Code {
+	case ir.CodeOpsPerBlock:
+		op, inner = nthOp(tb, d.Max)
+		bodies := ""
+		if tb != nil && slices.ContainsFunc(tb.Ops, func(o ir.Op) bool { return o.Code == ir.OpPipeline }) {
+			bodies = " counting pipeline bodies"
+		}
+		h.what = fmt.Sprintf(" has {n} ops%s; the upstream executor holds at most %d per block", bodies, d.Max)
+		h.detail = fmt.Sprintf("op %d, the first past the limit, comes from here; %s", d.Max+1, split)
+	case ir.CodeChannelsPerBlock:
+		t := tableType(tb, pp.rest, ".channels")
+		op, inner = firstOp(tb, func(o *ir.Op) bool { return usesChannel(o, t, d.Max) })
+		h.what = fmt.Sprintf(" uses {n} %s channels; the upstream executor holds at most %d per type per block", t, d.Max)
+		h.detail = fmt.Sprintf("this statement uses channel %d of the block; %s", d.Max+1, split)
+	case ir.CodeRemoteBuffersPerBlock:
+		t := tableType(tb, pp.rest, ".remote_buffer_refs")
+		op, inner = firstOp(tb, func(o *ir.Op) bool { return usesRemote(o, t, d.Max) })
+		h.what = fmt.Sprintf(" uses {n} remote buffers over %s channels; the upstream executor holds at most %d per type per block", t, d.Max)
+		h.detail = fmt.Sprintf("this statement uses remote buffer %d of the block; %s", d.Max+1, split)
+	case ir.CodeChannelsPerOp:
+		h.what = fmt.Sprintf(": %s names {n} channels; the upstream executor holds at most %d per op", name, d.Max)
+		h.detail = fmt.Sprintf("give it at most %d peers and the rest to another op", d.Max)
+	case ir.CodeRefsPerOp:
+		key := "src_buff"
+		if strings.HasPrefix(pp.rest, ".dst_buff") {
+			key = "dst_buff"
+		}
+		h.what = fmt.Sprintf(": %s has {n} %s refs; the upstream executor holds at most %d per op", name, key, d.Max)
+		h.detail = fmt.Sprintf("split it into ops of at most %d %s refs (a reduce in two steps: part of the sources into the destination, then the rest)", d.Max, key)
+	case ir.CodeSemaphoresPerOp:
+		h.what = fmt.Sprintf(": %s names {n} semaphores; the upstream executor holds at most %d per op", name, d.Max)
+		h.detail = fmt.Sprintf("split it into %s ops of at most %d semaphores each", name, d.Max)
+	}
+	h.at = st.sm.header()
+	if rg, ok := st.sm.lookup(pp.rank, pp.block, op, inner); ok {
+		h.at = rg
+	} else if rg, ok := st.sm.lookup(pp.rank, pp.block, 0, -1); ok {
+		// No op to charge (a channel in the table that no op uses): the
+		// block's first statement still names the block's loop.
+		h.at = rg
+	}
+	if !h.at.Start.IsValid() && h.at.Start.Filename == "" {
+		h.at = dsl.Range{Start: dsl.Pos{Filename: st.file.Filename}}
+	}
+	return h
+}
+
+// reportLimits folds hits that differ only in rank and block into one
+// diagnostic at their statement, naming the first and counting the rest.
+func (st *state) reportLimits(hits []limitHit) {
+	type key struct {
+		at           dsl.Range
+		what, detail string
+	}
+	var order []key
+	groups := map[key][]limitHit{}
+	for _, h := range hits {
+		k := key{h.at, h.what, h.detail}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], h)
+	}
+	for _, k := range order {
+		g := groups[k]
+		first := g[0]
+		lo, hi := first.count, first.count
+		for _, h := range g {
+			lo, hi = min(lo, h.count), max(hi, h.count)
+		}
+		n := fmt.Sprint(lo)
+		if hi > lo {
+			n = fmt.Sprintf("%d to %d", lo, hi)
+		}
+		// The fold goes next to the block it extends, so that a count
+		// range reads as the group's.
+		where := fmt.Sprintf("rank %d tb %d", first.rank, first.block)
+		if len(g) > 1 {
+			ranks := map[int]bool{}
+			for _, h := range g {
+				ranks[h.rank] = true
+			}
+			if len(ranks) == len(g) {
+				where += fmt.Sprintf(" (and %s)", countNoun(len(g)-1, "more rank"))
+			} else {
+				where += fmt.Sprintf(" (and %s on %s)", countNoun(len(g)-1, "more block"), countNoun(len(ranks), "rank"))
+			}
+		}
+		summary := where + strings.Replace(k.what, "{n}", n, 1)
+		st.diags = append(st.diags, dsl.Diagnostic{Severity: dsl.Error, Summary: summary, Detail: k.detail, Subject: k.at})
+	}
+}
+
+// countNoun writes "1 more rank", "3 more ranks".
+func countNoun(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// opAt returns op (inner: index in its pipeline body, or -1) of tb.
+func opAt(tb *ir.ThreadBlock, op, inner int) *ir.Op {
+	if tb == nil || op < 0 || op >= len(tb.Ops) {
+		return nil
+	}
+	o := &tb.Ops[op]
+	if inner < 0 {
+		return o
+	}
+	body := o.Ops()
+	if inner >= len(body) {
+		return nil
+	}
+	return &body[inner]
+}
+
+// nthOp finds the op at position n (0-based) of tb counting pipeline
+// bodies as upstream flattens them; -1 when tb is shorter.
+func nthOp(tb *ir.ThreadBlock, n int) (op, inner int) {
+	if tb == nil {
+		return -1, -1
+	}
+	k := 0
+	for i := range tb.Ops {
+		if k == n {
+			return i, -1
+		}
+		k++
+		if tb.Ops[i].Code == ir.OpPipeline {
+			body := tb.Ops[i].Ops()
+			if n-k < len(body) {
+				return i, n - k
+			}
+			k += len(body)
+		}
+	}
+	return -1, -1
+}
+
+// firstOp finds the first op of tb, pipeline bodies included, that f
+// accepts.
+func firstOp(tb *ir.ThreadBlock, f func(*ir.Op) bool) (op, inner int) {
+	if tb == nil {
+		return -1, -1
+	}
+	for i := range tb.Ops {
+		if f(&tb.Ops[i]) {
+			return i, -1
+		}
+		for j := range tb.Ops[i].Ops() {
+			if f(&tb.Ops[i].Ops()[j]) {
+				return i, j
+			}
+		}
+	}
+	return -1, -1
+}
+
+// tableType reads the channel type of the table entry rest points into
+// (".channels[K]..." or ".remote_buffer_refs[K]...").
+func tableType(tb *ir.ThreadBlock, rest, key string) ir.ChannelType {
+	k, _, ok := pathIndex(rest, key)
+	if tb == nil || !ok {
+		return ir.ChanNone
+	}
+	switch {
+	case key == ".channels" && k < len(tb.Channels):
+		return tb.Channels[k].Type
+	case key == ".remote_buffer_refs" && k < len(tb.RemoteBufferRefs):
+		return tb.RemoteBufferRefs[k].AccessChannelType
+	}
+	return ir.ChanNone
+}
+
+// usesChannel reports whether o names a block-local channel of type t at
+// index limit or above (one the executor's table has no room for).
+func usesChannel(o *ir.Op, t ir.ChannelType, limit int) bool {
+	if o.ChannelType == t && slices.ContainsFunc(o.ChannelIDs, func(id int) bool { return id >= limit }) {
+		return true
+	}
+	if t != ir.ChanSwitch {
+		return false
+	}
+	past := func(r ir.BufRef) bool { return r.Kind == ir.RefSwitch && r.SwitchID >= limit }
+	return slices.ContainsFunc(o.Src, past) || slices.ContainsFunc(o.Dst, past)
+}
+
+// usesRemote is usesChannel for the block's remote buffer table.
+func usesRemote(o *ir.Op, t ir.ChannelType, limit int) bool {
+	if o.ChannelType != t {
+		return false
+	}
+	past := func(r ir.BufRef) bool { return r.Kind == ir.RefRemote && r.BufferID >= limit }
+	return slices.ContainsFunc(o.Src, past) || slices.ContainsFunc(o.Dst, past)
 }
 
 // checkBalance counts, for a channel-level program, the signals sent on

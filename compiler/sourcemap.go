@@ -1,7 +1,8 @@
 package compiler
 
 import (
-	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/msccl-go/msccl-go/dsl"
 )
@@ -81,13 +82,61 @@ func (m *SourceMap) lookup(rank, block, op, inner int) (dsl.Range, bool) {
 }
 
 // rangeOfPath finds the source of an ir diagnostic path
-// (gpus[R].threadblocks[B].ops[O]...), or the file when it cannot.
+// (gpus[R].threadblocks[B].ops[O]..., inside a pipeline ops[O].ops[I]...),
+// or the file when it cannot.
 func (m *SourceMap) rangeOfPath(path, filename string) dsl.Range {
-	var r, b, o int
-	if _, err := fmt.Sscanf(path, "gpus[%d].threadblocks[%d].ops[%d]", &r, &b, &o); err == nil {
-		if rg, ok := m.lookup(r, b, o, -1); ok {
+	pp := parsePlanPath(path)
+	if pp.op >= 0 {
+		if rg, ok := m.lookup(pp.rank, pp.block, pp.op, pp.inner); ok {
 			return rg
 		}
 	}
 	return dsl.Range{Start: dsl.Pos{Filename: filename}}
+}
+
+// planPath is the leading part of an ir diagnostic path: rank, block, op
+// and pipeline body op, each -1 where the path stops before it; rest is
+// the remainder (".semaphore_ids", ".channels[2].channel_ids[16]").
+type planPath struct {
+	rank, block, op, inner int
+	rest                   string
+}
+
+func parsePlanPath(path string) planPath {
+	pp := planPath{rank: -1, block: -1, op: -1, inner: -1, rest: path}
+	for i, key := range [...]string{"gpus", ".threadblocks", ".ops", ".ops"} {
+		n, rest, ok := pathIndex(pp.rest, key)
+		if !ok {
+			break
+		}
+		switch i {
+		case 0:
+			pp.rank = n
+		case 1:
+			pp.block = n
+		case 2:
+			pp.op = n
+		case 3:
+			pp.inner = n
+		}
+		pp.rest = rest
+	}
+	return pp
+}
+
+// pathIndex reads key[N] at the start of s.
+func pathIndex(s, key string) (n int, rest string, ok bool) {
+	s, ok = strings.CutPrefix(s, key+"[")
+	if !ok {
+		return 0, "", false
+	}
+	num, rest, ok := strings.Cut(s, "]")
+	if !ok {
+		return 0, "", false
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil || n < 0 {
+		return 0, "", false
+	}
+	return n, rest, true
 }

@@ -30,6 +30,34 @@ type Diagnostic struct {
 	Line     int    // 1-based; 0 when the path says where
 	Col      int
 	Msg      string
+	// Code names the rule broken, for callers that act on the kind of a
+	// problem rather than its wording (the compiler places limit errors at
+	// the DSL statement behind them); empty for most diagnostics.
+	Code string
+	// Count and Max are set with a limit code: what the plan uses and the
+	// most the upstream executor holds.
+	Count, Max int
+}
+
+// Codes of the upstream executor's fixed table sizes (limits.go). Msg
+// words them for people; these stay put when the wording changes.
+const (
+	CodeOpsPerBlock           = "limit.ops-per-block"
+	CodeChannelsPerBlock      = "limit.channels-per-block"
+	CodeRemoteBuffersPerBlock = "limit.remote-buffers-per-block"
+	CodeChannelsPerOp         = "limit.channels-per-op"
+	CodeRefsPerOp             = "limit.refs-per-op"
+	CodeSemaphoresPerOp       = "limit.semaphores-per-op"
+)
+
+// IsLimit reports whether d is one of the executor's table sizes exceeded
+// (a plan that is well formed but too big for upstream).
+func (d Diagnostic) IsLimit() bool {
+	switch d.Code {
+	case CodeOpsPerBlock, CodeChannelsPerBlock, CodeRemoteBuffersPerBlock, CodeChannelsPerOp, CodeRefsPerOp, CodeSemaphoresPerOp:
+		return true
+	}
+	return false
 }
 
 func (d Diagnostic) String() string {
@@ -152,6 +180,12 @@ func heapPath(p *jpath) *jpath { return &jpath{key: p.String(), idx: -1} }
 // errorp reports an error at p followed by the static suffix sub.
 func (s *diagSink) errorp(p *jpath, sub, format string, args ...any) {
 	s.ds = append(s.ds, Diagnostic{Severity: SevError, Path: p.String() + sub, Msg: fmt.Sprintf(format, args...)})
+}
+
+// limitp reports at p+sub that the plan uses count where the upstream
+// executor holds max (code says which table).
+func (s *diagSink) limitp(p *jpath, sub, code string, count, max int, format string, args ...any) {
+	s.ds = append(s.ds, Diagnostic{Severity: SevError, Path: p.String() + sub, Msg: fmt.Sprintf(format, args...), Code: code, Count: count, Max: max})
 }
 
 func (s *diagSink) warnp(p *jpath, sub, format string, args ...any) {

@@ -36,7 +36,7 @@ func (v *validator) threadBlock(r, t int) {
 		}
 	}
 	if n > MaxOpsPerBlock {
-		v.errorp(c.path, ".ops", "block has %d ops counting pipeline bodies; the upstream executor holds at most %d per block", n, MaxOpsPerBlock)
+		v.limitp(c.path, ".ops", CodeOpsPerBlock, n, MaxOpsPerBlock, "block has %d ops counting pipeline bodies; the upstream executor holds at most %d per block", n, MaxOpsPerBlock)
 	}
 	for i := range tb.Ops {
 		op := c.path.at(".ops", i)
@@ -63,7 +63,13 @@ func (v *validator) channelTable(c *blockCtx) {
 				id = -1
 			}
 			if len(c.chans[tc.Type]) == MaxChannelsPerBlock {
-				v.errorp(&jp, "", "block uses more than %d %s channels; the upstream executor holds at most %d per type", MaxChannelsPerBlock, tc.Type, MaxChannelsPerBlock)
+				n := 0
+				for _, x := range c.tb.Channels {
+					if x.Type == tc.Type {
+						n += len(x.ChannelIDs)
+					}
+				}
+				v.limitp(&jp, "", CodeChannelsPerBlock, n, MaxChannelsPerBlock, "block uses more than %d %s channels; the upstream executor holds at most %d per type", MaxChannelsPerBlock, tc.Type, MaxChannelsPerBlock)
 			}
 			c.chans[tc.Type] = append(c.chans[tc.Type], id)
 		}
@@ -92,7 +98,13 @@ func (v *validator) remoteTable(c *blockCtx) {
 				id = -1
 			}
 			if len(c.remote[t]) == MaxRemoteBuffersPerBlock {
-				v.errorp(&jp, "", "block uses more than %d remote buffers over %s channels; the upstream executor holds at most %d per type", MaxRemoteBuffersPerBlock, t, MaxRemoteBuffersPerBlock)
+				n := 0
+				for _, x := range c.tb.RemoteBufferRefs {
+					if x.AccessChannelType == t {
+						n += len(x.RemoteBufferIDs)
+					}
+				}
+				v.limitp(&jp, "", CodeRemoteBuffersPerBlock, n, MaxRemoteBuffersPerBlock, "block uses more than %d remote buffers over %s channels; the upstream executor holds at most %d per type", MaxRemoteBuffersPerBlock, t, MaxRemoteBuffersPerBlock)
 			}
 			c.remote[t] = append(c.remote[t], id)
 		}
@@ -176,7 +188,7 @@ func (v *validator) semaphores(c *blockCtx, op *Op, path *jpath) {
 		v.errorp(path, "", "%s needs semaphore_ids", in.Name)
 	}
 	if len(op.SemaphoreIDs()) > MaxSemaphoresPerOp {
-		v.errorp(path, ".semaphore_ids", "%s names %d semaphores; the upstream executor holds at most %d per op", in.Name, len(op.SemaphoreIDs()), MaxSemaphoresPerOp)
+		v.limitp(path, ".semaphore_ids", CodeSemaphoresPerOp, len(op.SemaphoreIDs()), MaxSemaphoresPerOp, "%s names %d semaphores; the upstream executor holds at most %d per op", in.Name, len(op.SemaphoreIDs()), MaxSemaphoresPerOp)
 	}
 	for j, id := range op.SemaphoreIDs() {
 		if id < 0 || id >= len(c.g.Semaphores) {
