@@ -151,7 +151,21 @@ func drawElements(dt DType, seed uint64, out []byte) []byte {
 }
 
 // expected computes every rank's output of one launch from its inputs,
-// by the collective's definition.
+// by the collective's definition. A nil entry is an output the definition
+// leaves undefined; an entry may also define only part of an output, the
+// bytes from outAt(rank) on (an in-place gather's non-root ranks).
+//
+// Rooted collectives follow NCCL: broadcast copies the root's input to
+// every output; reduce reduces every input into the root's output;
+// gather concatenates the inputs, rank order, into the root's output;
+// scatter gives rank r chunk r of the root's input (the n-th parts of it
+// in rank order). The receive buffers of the other ranks in reduce and
+// gather are not part of the result (NCCL does not even require them), so
+// a plan may leave them alone or use them as temporary space; but in
+// place they hold the rank's own input, which the collective must leave
+// intact (NCCL's in-place reduce and gather do not modify non-root
+// inputs), so those bytes are checked to be that input. Sendrecv: rank r
+// sends its input to Plan.Peer(r), so the output of Peer(r) is r's input.
 func (s *sim) expected(ins [][]byte) ([][]byte, error) {
 	n := len(ins)
 	outs := make([][]byte, n)
@@ -161,20 +175,31 @@ func (s *sim) expected(ins [][]byte) ([][]byte, error) {
 		s.expArena = grow(s.expArena, int(k))
 		return s.expArena[:k]
 	}
+	root := s.p.Root
 	switch s.p.Collective {
-	case ir.AllReduce:
+	case ir.AllReduce, ir.Reduce:
 		red := take(s.in)
 		s.rd.reduce(s.opt.DType, s.red, red, ins)
 		for r := range outs {
-			outs[r] = red
+			switch {
+			case s.p.Collective == ir.AllReduce || r == root:
+				outs[r] = red
+			case s.p.InPlace:
+				outs[r] = ins[r]
+			}
 		}
-	case ir.AllGather:
+	case ir.AllGather, ir.Gather:
 		all := take(int64(n) * s.in)[:0]
 		for _, in := range ins {
 			all = append(all, in...)
 		}
 		for r := range outs {
-			outs[r] = all
+			switch {
+			case s.p.Collective == ir.AllGather || r == root:
+				outs[r] = all
+			case s.p.InPlace:
+				outs[r] = ins[r] // at outAt(r), where the input lives
+			}
 		}
 	case ir.ReduceScatter:
 		arena := take(int64(n) * s.out)
@@ -185,6 +210,10 @@ func (s *sim) expected(ins [][]byte) ([][]byte, error) {
 			}
 			outs[r] = arena[int64(r)*s.out : int64(r+1)*s.out]
 			s.rd.reduce(s.opt.DType, s.red, outs[r], parts)
+		}
+	case ir.Scatter:
+		for r := range outs {
+			outs[r] = ins[root][int64(r)*s.out : int64(r+1)*s.out]
 		}
 	case ir.AllToAll:
 		blk := s.in / int64(n)
@@ -197,11 +226,11 @@ func (s *sim) expected(ins [][]byte) ([][]byte, error) {
 		}
 	case ir.SendRecv:
 		for r := range outs {
-			outs[r] = ins[(r-1+n)%n]
+			outs[s.p.Peer(r)] = ins[r]
 		}
 	case ir.Broadcast:
 		for r := range outs {
-			outs[r] = ins[0]
+			outs[r] = ins[root]
 		}
 	default:
 		return nil, fmt.Errorf("collective %q has no definition to check against", s.p.Collective)
@@ -209,21 +238,46 @@ func (s *sim) expected(ins [][]byte) ([][]byte, error) {
 	return outs, nil
 }
 
-// checkSizes refuses sizes whose expected result is not defined.
+// outAt is the byte offset in rank's output where expected's entry for it
+// starts: 0 but for an in-place gather's non-root ranks, whose defined
+// bytes are their own input, chunk rank of the shared buffer.
+func (s *sim) outAt(rank int) int64 {
+	if s.p.Collective == ir.Gather && s.p.InPlace && rank != s.p.Root {
+		return int64(rank) * s.in
+	}
+	return 0
+}
+
+// checkSizes refuses sizes whose expected result is not defined, and
+// roots and peer maps that name no rank (a plan that skipped Validate:
+// expected must not index out of range).
 func (s *sim) checkSizes() error {
 	n := int64(len(s.p.GPUs))
 	sz := int64(s.opt.DType.Size())
+	if s.p.Collective.Rooted() && (s.p.Root < 0 || int64(s.p.Root) >= n) {
+		return fmt.Errorf("root %d out of range: the plan has %d gpus", s.p.Root, n)
+	}
+	if s.p.Peers != nil {
+		seen := make([]bool, n)
+		for r := range n {
+			q := s.p.Peer(int(r))
+			if int64(len(s.p.Peers)) != n || q != s.p.Peers[r] || seen[q] {
+				return fmt.Errorf("peers %v is not a permutation of the %d ranks", s.p.Peers, n)
+			}
+			seen[q] = true
+		}
+	}
 	switch s.p.Collective {
 	case ir.AllToAll:
 		if s.in%(n*sz) != 0 {
 			return fmt.Errorf("alltoall size %d is not a whole number of %s elements per rank", s.in, s.opt.DType)
 		}
-	case ir.SendRecv, ir.Broadcast, ir.AllReduce:
+	case ir.SendRecv, ir.Broadcast, ir.AllReduce, ir.Reduce:
 		if s.in != s.out {
 			return fmt.Errorf("%s needs equal input and output sizes", s.p.Collective)
 		}
-	case ir.AllGather, ir.ReduceScatter:
-		if (s.in/n)%sz != 0 && s.p.Collective == ir.ReduceScatter || s.out%sz != 0 {
+	case ir.AllGather, ir.ReduceScatter, ir.Gather, ir.Scatter:
+		if s.p.Collective.Scatters() && (s.in/n)%sz != 0 || s.out%sz != 0 {
 			return fmt.Errorf("%s size is not a whole number of %s elements per rank", s.p.Collective, s.opt.DType)
 		}
 	default:
@@ -257,9 +311,15 @@ func (s *sim) checkLaunch(l int) {
 	}
 	var dec *decoder
 	for rank, got := range r.Outputs[l] {
-		w := want[rank]
-		if got == nil || bytes.Equal(got, w) {
+		w, at := want[rank], s.outAt(rank)
+		if got == nil || w == nil || bytes.Equal(got[at:at+int64(len(w))], w) {
 			continue
+		}
+		if at > 0 {
+			// w is the expected content of got[at:]: shift it so that the
+			// output's own offsets index it below (the bytes before at are
+			// not compared). Only a wrong result gets here.
+			w = append(make([]byte, at, at+int64(len(w))), w...)
 		}
 		first := len(r.Findings)
 		// The open finding, and its writer (place index) and pattern.
@@ -268,7 +328,7 @@ func (s *sim) checkLaunch(l int) {
 		// element per element, predicted the elements up to lastI.
 		var base []Term
 		baseI, lastI, baseShape := int64(0), int64(-2), ""
-		for off := int64(0); off+sz <= int64(len(w)); off += sz {
+		for off := at; off+sz <= int64(len(w)); off += sz {
 			if bytes.Equal(got[off:off+sz], w[off:off+sz]) {
 				continue
 			}

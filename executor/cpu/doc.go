@@ -49,9 +49,17 @@
 //
 // Collective definitions: allreduce, allgather, reducescatter and alltoall
 // as in NCCL (alltoall: block j of rank r's output is block r of rank j's
-// input). The upstream fixtures include no sendrecv or broadcast plan, so
-// the conventions are ours (and the compiler's): sendrecv sends rank r's
-// input to rank (r+1) mod n; broadcast's root is rank 0.
+// input). The upstream fixtures include no sendrecv or broadcast plan, and
+// upstream has no reduce, gather or scatter, so these conventions are ours
+// (and the compiler's), NCCL's where it has one: the plan's root
+// (ir.Plan.Root, 0 when absent) is the root of broadcast (every output is
+// the root's input), reduce (the root's output is the reduction of every
+// input), gather (the root's output is the inputs in rank order) and
+// scatter (rank r's output is the r-th n-th of the root's input); sendrecv
+// sends rank r's input to ir.Plan.Peer(r), by default (r+1) mod n. The
+// non-root outputs of reduce and gather are undefined (a plan may use them
+// as temporary space), except that in place they hold the rank's own
+// input, which must survive (collective.go's expected).
 //
 // Results are checked two ways. The byte-level run feeds small integers
 // in the chosen type and reduction over zeroed scratch, which is exact but

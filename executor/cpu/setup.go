@@ -151,10 +151,10 @@ func (s *sim) setup() error {
 			rs.arrs[arrMain] = make([]byte, in)
 			rs.arrs[arrOut] = make([]byte, out)
 			rs.inArr, rs.outArr = arrMain, arrOut
-		case p.Collective == ir.AllGather:
+		case p.Collective.Gathers():
 			rs.arrs[arrMain] = make([]byte, out)
 			rs.inBase = int64(r) * in
-		case p.Collective == ir.ReduceScatter:
+		case p.Collective.Scatters():
 			rs.arrs[arrMain] = make([]byte, in)
 			rs.outBase = int64(r) * out
 		default:

@@ -235,7 +235,7 @@ func (d *decoder) families() {
 	elems := s.in / 8
 	d.fam = map[uint64]famKey{}
 	c := s.p.Collective
-	if c != ir.AllReduce && c != ir.ReduceScatter || n > 16 {
+	if c != ir.AllReduce && c != ir.ReduceScatter && c != ir.Reduce || n > 16 {
 		return
 	}
 	full := uint64(1)<<n - 1
@@ -542,9 +542,25 @@ func (s *sim) expTerms(l, r int, i int64) []tkey {
 		blk := inE / int64(n)
 		return []tkey{{rank: int(i / blk), launch: l, elem: int64(r)*blk + i%blk}}
 	case ir.SendRecv:
-		return []tkey{{rank: (r - 1 + n) % n, launch: l, elem: i}}
+		for q := range n {
+			if s.p.Peer(q) == r {
+				return []tkey{{rank: q, launch: l, elem: i}}
+			}
+		}
 	case ir.Broadcast:
-		return []tkey{{rank: 0, launch: l, elem: i}}
+		return []tkey{{rank: s.p.Root, launch: l, elem: i}}
+	case ir.Reduce:
+		if r == s.p.Root {
+			return famTerms(n, l, i)
+		}
+		return []tkey{{rank: r, launch: l, elem: i}} // in place: its own input
+	case ir.Gather:
+		if r == s.p.Root {
+			return []tkey{{rank: int(i / inE), launch: l, elem: i % inE}}
+		}
+		return []tkey{{rank: r, launch: l, elem: i - int64(r)*inE}} // in place: its own input
+	case ir.Scatter:
+		return []tkey{{rank: s.p.Root, launch: l, elem: int64(r)*outE + i}}
 	}
 	return nil
 }
