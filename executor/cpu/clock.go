@@ -1,101 +1,126 @@
 package cpu
 
-import "sync/atomic"
-
-// Vector clocks are persistent radix trees (vcFan entries a node) shared
-// copy-on-write. A dense []uint32 per clock cost O(agents) per signal,
-// packet and op and kept one such copy per token in flight: at 64 ranks
-// of a ring (2176 agents) a proof took 0.8 GB, at 128 it ran out of
-// memory. Most of a snapshot equals the clock it was taken from and the
-// clocks it meets, so here a snapshot is a pointer, an update copies one
-// path, and a join visits only subtrees whose pointers differ, adopting
-// the other side's subtree whenever it dominates so equal knowledge stays
-// one shared node. Agent ids are numbered rank by rank (setup), so what a
-// block knows of one rank sits in few leaves.
+// Vector clocks are persistent radix trees shared copy-on-write. A dense
+// []uint32 per clock cost O(agents) per signal, packet and op and kept one
+// such copy per token in flight: at 64 ranks of a ring (2176 agents) a
+// proof took 0.8 GB, and at 128 ranks it ran out of memory. Most of a
+// snapshot equals the clock it was taken from and the clocks it meets,
+// so here a snapshot is a pointer, an update copies one path, and a join
+// visits only subtrees whose pointers differ, adopting the other side's
+// subtree wherever that dominates, so equal knowledge stays one shared
+// node. Agent ids are numbered block index major (setup): knowledge that
+// travels along block k of every rank then sits in few leaves.
 const (
 	vcBits = 5
 	vcFan  = 1 << vcBits
 	vcMask = vcFan - 1
 )
 
-// vnode is a leaf (vals) or an inner node (kids); a nil child is all
-// zeros. A node may change in place only through the clock whose tag it
-// carries; any other holder treats it as immutable.
-type vnode struct {
-	tag  uint64
-	kids *[vcFan]*vnode
-	vals *[vcFan]uint32
-}
-
-// vleaf and vinner allocate a node with its array in one piece.
+// vleaf holds vcFan entries, two to a word so that joinLeaf works on
+// pairs. It has no pointers, so the collector does not scan leaves. A
+// node (leaf or inner) may change in place only through the clock whose
+// tag it carries; every other holder treats it as immutable.
 type vleaf struct {
-	n vnode
-	a [vcFan]uint32
+	tag uint64
+	w   [vcFan / 2]uint64
 }
 
+func (f *vleaf) get(k int) uint32 { return uint32(f.w[k>>1] >> (32 * (k & 1))) }
+
+func (f *vleaf) set(k int, x uint32) {
+	sh := 32 * (k & 1)
+	f.w[k>>1] = f.w[k>>1]&^(0xFFFFFFFF<<sh) | uint64(x)<<sh
+}
+
+// vnode is an inner node: kids at levels above 1, leaves at level 1. A
+// nil child is all zeros.
+type vnode struct {
+	tag    uint64
+	kids   *[vcFan]*vnode
+	leaves *[vcFan]*vleaf
+}
+
+// vinner and vbottom allocate a node with its array in one piece.
 type vinner struct {
 	n vnode
 	a [vcFan]*vnode
 }
 
-// vcTags hands out clock tags; a tag is never reused, so a node another
-// clock has ever seen stays immutable once its owner moves to a new tag.
-var vcTags atomic.Uint64
+type vbottom struct {
+	n vnode
+	a [vcFan]*vleaf
+}
 
-func newTag() uint64 { return vcTags.Add(1) }
+// tagSource hands out one run's clock tags. A tag is never reused, so a
+// node another clock has seen stays immutable once its owner has moved
+// to a new tag. (Per run, not global: the proofs of a plan run in
+// parallel, and a shared counter bounced between the cores.)
+type tagSource struct{ n uint64 }
+
+func (t *tagSource) next() uint64 { t.n++; return t.n }
 
 // vclock is one vector clock over agents. tag 0: frozen (a snapshot that
 // nothing may change).
 type vclock struct {
 	root *vnode
 	tag  uint64
-	lv   uint8 // inner levels above the leaves
+	lv   uint8 // inner levels (at least one)
+	ts   *tagSource
 }
 
-func newVC(n int) *vclock {
-	lv := uint8(0)
-	for c := vcFan; c < n; c <<= vcBits {
+func newVC(n int, ts *tagSource) *vclock {
+	lv := uint8(1)
+	for c := vcFan * vcFan; c < n; c <<= vcBits {
 		lv++
 	}
-	return &vclock{tag: newTag(), lv: lv}
+	return &vclock{tag: ts.next(), lv: lv, ts: ts}
 }
 
-func (c *vclock) node(leaf bool, from *vnode) *vnode {
-	if leaf {
-		x := &vleaf{n: vnode{tag: c.tag}}
-		x.n.vals = &x.a
-		if from != nil {
-			x.a = *from.vals
+// inner returns n if c may change it in place, else c's own copy of it
+// (a new node when n is nil).
+func (c *vclock) inner(n *vnode, bottom bool) *vnode {
+	if n != nil && n.tag == c.tag && c.tag != 0 {
+		return n
+	}
+	if bottom {
+		x := &vbottom{n: vnode{tag: c.tag}}
+		x.n.leaves = &x.a
+		if n != nil {
+			x.a = *n.leaves
 		}
 		return &x.n
 	}
 	x := &vinner{n: vnode{tag: c.tag}}
 	x.n.kids = &x.a
-	if from != nil {
-		x.a = *from.kids
+	if n != nil {
+		x.a = *n.kids
 	}
 	return &x.n
 }
 
-// mine returns n if c may change it in place, else c's own copy of it.
-func (c *vclock) mine(n *vnode, leaf bool) *vnode {
-	if n != nil && n.tag == c.tag && c.tag != 0 {
-		return n
+// leaf is inner for leaves.
+func (c *vclock) leaf(f *vleaf) *vleaf {
+	if f != nil && f.tag == c.tag && c.tag != 0 {
+		return f
 	}
-	return c.node(leaf, n)
+	x := &vleaf{tag: c.tag}
+	if f != nil {
+		x.w = f.w
+	}
+	return x
 }
 
 // share is called whenever another clock takes references to c's nodes:
 // c moves to a fresh tag, so it copies those nodes before changing them.
 func (c *vclock) share() {
 	if c.tag != 0 {
-		c.tag = newTag()
+		c.tag = c.ts.next()
 	}
 }
 
 func (c *vclock) get(i int) uint32 {
 	n := c.root
-	for l := int(c.lv); l > 0; l-- {
+	for l := int(c.lv); l > 1; l-- {
 		if n == nil {
 			return 0
 		}
@@ -104,7 +129,11 @@ func (c *vclock) get(i int) uint32 {
 	if n == nil {
 		return 0
 	}
-	return n.vals[i&vcMask]
+	f := n.leaves[(i>>vcBits)&vcMask]
+	if f == nil {
+		return 0
+	}
+	return f.get(i & vcMask)
 }
 
 func (c *vclock) set(i int, x uint32) {
@@ -116,14 +145,17 @@ func (c *vclock) set(i int, x uint32) {
 // setNode returns subtree n at level l with entry i set to x, copying
 // the path where c does not own it.
 func (c *vclock) setNode(n *vnode, l, i int, x uint32) *vnode {
-	n = c.mine(n, l == 0)
+	n = c.inner(n, l == 1)
 	m := n
-	for ; l > 0; l-- {
+	for ; l > 1; l-- {
 		k := (i >> (l * vcBits)) & vcMask
-		m.kids[k] = c.mine(m.kids[k], l == 1)
+		m.kids[k] = c.inner(m.kids[k], l == 2)
 		m = m.kids[k]
 	}
-	m.vals[i&vcMask] = x
+	k := (i >> vcBits) & vcMask
+	f := c.leaf(m.leaves[k])
+	f.set(i&vcMask, x)
+	m.leaves[k] = f
 	return n
 }
 
@@ -138,7 +170,7 @@ func (c *vclock) assign(o *vclock) {
 
 // clone is a changeable copy of c.
 func (c *vclock) clone() *vclock {
-	d := &vclock{root: c.root, tag: newTag(), lv: c.lv}
+	d := &vclock{root: c.root, tag: c.ts.next(), lv: c.lv, ts: c.ts}
 	c.share()
 	return d
 }
@@ -148,7 +180,7 @@ func (c *vclock) frozen() *vclock {
 	if c.tag == 0 {
 		return c
 	}
-	d := &vclock{root: c.root, lv: c.lv}
+	d := &vclock{root: c.root, lv: c.lv, ts: c.ts}
 	c.share()
 	return d
 }
@@ -160,9 +192,7 @@ func join(dst, src *vclock) {
 	if dst == src || src.root == nil || dst.root == src.root {
 		return
 	}
-	if r := dst.joinNode(dst.root, src.root, int(dst.lv)); r != dst.root {
-		dst.root = r
-	}
+	dst.root = dst.joinNode(dst.root, src.root, int(dst.lv))
 	src.share()
 }
 
@@ -176,23 +206,33 @@ func (c *vclock) joinNode(d, s *vnode, l int) *vnode {
 	if d == nil {
 		return s
 	}
-	if l == 0 {
-		return c.joinLeaf(d, s)
-	}
 	var out *vnode
 	allS := true
-	dks := d.kids
-	for i, sk := range s.kids {
-		dk := dks[i]
-		nk := c.joinNode(dk, sk, l-1)
-		if nk != sk {
-			allS = false
-		}
-		if nk != dk {
-			if out == nil {
-				out = c.mine(d, false)
+	if l == 1 {
+		dl := d.leaves
+		for i, sk := range s.leaves {
+			dk := dl[i]
+			nk := c.joinLeaf(dk, sk)
+			allS = allS && nk == sk
+			if nk != dk {
+				if out == nil {
+					out = c.inner(d, true)
+				}
+				out.leaves[i] = nk
 			}
-			out.kids[i] = nk
+		}
+	} else {
+		dks := d.kids
+		for i, sk := range s.kids {
+			dk := dks[i]
+			nk := c.joinNode(dk, sk, l-1)
+			allS = allS && nk == sk
+			if nk != dk {
+				if out == nil {
+					out = c.inner(d, false)
+				}
+				out.kids[i] = nk
+			}
 		}
 	}
 	switch {
@@ -204,12 +244,52 @@ func (c *vclock) joinNode(d, s *vnode, l int) *vnode {
 	return out
 }
 
+// hiBits are the top bits of the two 32-bit entries in a leaf word.
+const hiBits = 0x8000000080000000
+
+// joinLeaf returns the entrywise maximum of d (c's) and s, or d or s
+// itself when it already is that maximum (the usual case: one side has
+// learned everything the other knows). Entries are compared two to a
+// word without branches (SWAR): for each 32-bit lane, ge has the lane's
+// top bit set where s's entry is at least d's.
+func (c *vclock) joinLeaf(d, s *vleaf) *vleaf {
+	if s == nil || d == s {
+		return d
+	}
+	if d == nil {
+		return s
+	}
+	var m [vcFan / 2]uint64
+	var sBig, dBig uint64 // nonzero: some entry of s (d) exceeds d's (s's)
+	for i := range m {
+		x, y := s.w[i], d.w[i]
+		t := (x | hiBits) - (y &^ hiBits)
+		ge := (x&^y | ^(x^y)&t) & hiBits
+		mask := (ge >> 31) * 0xFFFFFFFF
+		r := x&mask | y&^mask
+		sBig |= r ^ y
+		dBig |= r ^ x
+		m[i] = r
+	}
+	switch {
+	case sBig == 0:
+		return d
+	case dBig == 0:
+		return s
+	}
+	if d.tag == c.tag && c.tag != 0 {
+		d.w = m
+		return d
+	}
+	return &vleaf{tag: c.tag, w: m}
+}
+
 // clocks is a pair of vector clocks over all agents (blocks, proxies and
 // hosts): E orders execution, V orders visibility of writes. V never runs
 // ahead of E. Copies of a clocks value refer to the same two clocks.
 type clocks struct{ E, V *vclock }
 
-func newClocks(n int) clocks { return clocks{E: newVC(n), V: newVC(n)} }
+func newClocks(n int, ts *tagSource) clocks { return clocks{E: newVC(n, ts), V: newVC(n, ts)} }
 
 // join joins o into c. Release edges carry E and V, whose trees share
 // most subtrees (a kernel boundary makes V equal to E; a relaxed edge
@@ -235,25 +315,48 @@ func joinPair(ce, cv *vclock, de, dv, se, sv *vnode, l int) (*vnode, *vnode) {
 		r := ce.joinNode(de, se, l)
 		return r, r
 	}
-	if l == 0 || (se == nil && sv == nil) {
-		return ce.joinNode(de, se, l), cv.joinNode(dv, sv, l)
+	if se == nil && sv == nil {
+		return de, dv
 	}
 	var oe, ov *vnode
 	allE, allV := true, true
 	for i := range vcFan {
+		if l == 1 {
+			dek, dvk, sek, svk := leafOf(de, i), leafOf(dv, i), leafOf(se, i), leafOf(sv, i)
+			ne := ce.joinLeaf(dek, sek)
+			nv := ne
+			if dek != dvk || sek != svk {
+				nv = cv.joinLeaf(dvk, svk)
+			}
+			allE = allE && ne == sek
+			allV = allV && nv == svk
+			if ne != dek {
+				if oe == nil {
+					oe = ce.inner(de, true)
+				}
+				oe.leaves[i] = ne
+			}
+			if nv != dvk {
+				if ov == nil {
+					ov = cv.inner(dv, true)
+				}
+				ov.leaves[i] = nv
+			}
+			continue
+		}
 		dek, dvk, sek, svk := kid(de, i), kid(dv, i), kid(se, i), kid(sv, i)
 		ne, nv := joinPair(ce, cv, dek, dvk, sek, svk, l-1)
 		allE = allE && ne == sek
 		allV = allV && nv == svk
 		if ne != dek {
 			if oe == nil {
-				oe = ce.mine(de, false)
+				oe = ce.inner(de, false)
 			}
 			oe.kids[i] = ne
 		}
 		if nv != dvk {
 			if ov == nil {
-				ov = cv.mine(dv, false)
+				ov = cv.inner(dv, false)
 			}
 			ov.kids[i] = nv
 		}
@@ -278,6 +381,13 @@ func kid(n *vnode, i int) *vnode {
 		return nil
 	}
 	return n.kids[i]
+}
+
+func leafOf(n *vnode, i int) *vleaf {
+	if n == nil {
+		return nil
+	}
+	return n.leaves[i]
 }
 
 func (c clocks) clear() {
@@ -306,9 +416,20 @@ func setPair(ce, cv *vclock, e, v *vnode, l, a int, x uint32) (*vnode, *vnode) {
 		n := ce.setNode(e, l, a, x)
 		return n, n
 	}
-	ne, nv := ce.mine(e, l == 0), cv.mine(v, l == 0)
-	if l == 0 {
-		ne.vals[a&vcMask], nv.vals[a&vcMask] = x, x
+	ne, nv := ce.inner(e, l == 1), cv.inner(v, l == 1)
+	if l == 1 {
+		k := (a >> vcBits) & vcMask
+		fe, fv := ne.leaves[k], nv.leaves[k]
+		if fe == fv {
+			f := ce.leaf(fe)
+			f.set(a&vcMask, x)
+			ne.leaves[k], nv.leaves[k] = f, f
+			return ne, nv
+		}
+		fe, fv = ce.leaf(fe), cv.leaf(fv)
+		fe.set(a&vcMask, x)
+		fv.set(a&vcMask, x)
+		ne.leaves[k], nv.leaves[k] = fe, fv
 		return ne, nv
 	}
 	k := (a >> (l * vcBits)) & vcMask
@@ -380,28 +501,4 @@ type barrierResult struct {
 	c       clocks
 	t       float64
 	pending int
-}
-
-// joinLeaf is joinNode for leaves: one pass computes the maximum and
-// whether either side already is it (the usual case: one side learned
-// everything the other knows), without branches in the loop.
-func (c *vclock) joinLeaf(d, s *vnode) *vnode {
-	var m [vcFan]uint32
-	var sBig, dBig uint32 // some entry of s (d) exceeds d's (s's)
-	dv, sv := d.vals, s.vals
-	for i := range m {
-		x, y := sv[i], dv[i]
-		sBig |= uint32((uint64(y) - uint64(x)) >> 63)
-		dBig |= uint32((uint64(x) - uint64(y)) >> 63)
-		m[i] = max(x, y)
-	}
-	switch {
-	case sBig == 0:
-		return d
-	case dBig == 0:
-		return s
-	}
-	out := c.mine(d, true)
-	*out.vals = m
-	return out
 }

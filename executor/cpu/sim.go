@@ -19,6 +19,7 @@ type sim struct {
 	det      detector
 	rd       reducer
 	tmp      []byte
+	tags     tagSource
 	tmpClk   clocks
 	opClk    clocks
 	exec     uint64
@@ -73,13 +74,13 @@ func Run(p *ir.Plan, opt Options) (*Report, error) {
 	}
 	s.report = &Report{}
 	s.det = detector{mem: make([][numArrs]shadow, len(s.ranks)), seen: map[raceKey]int{}, s: s}
-	s.tmpClk = newClocks(s.agents)
-	s.opClk = newClocks(s.agents)
+	s.tmpClk = newClocks(s.agents, &s.tags)
+	s.opClk = newClocks(s.agents, &s.tags)
 	for _, rs := range s.ranks {
-		rs.proxyClk = newClocks(s.agents)
-		rs.hostClk = newClocks(s.agents)
+		rs.proxyClk = newClocks(s.agents, &s.tags)
+		rs.hostClk = newClocks(s.agents, &s.tags)
 		for _, b := range rs.blocks {
-			b.clk, b.pend = newClocks(s.agents), newClocks(s.agents)
+			b.clk, b.pend = newClocks(s.agents, &s.tags), newClocks(s.agents, &s.tags)
 		}
 	}
 	if opt.Trace {
@@ -482,7 +483,7 @@ func (s *sim) barrier(b *block, op *rop) (bool, string) {
 	rs := s.ranks[b.rank]
 	st := rs.barriers[op.barrierID]
 	if st == nil {
-		st = &barrier{acc: newClocks(s.agents), results: map[int]barrierResult{}}
+		st = &barrier{acc: newClocks(s.agents, &s.tags), results: map[int]barrierResult{}}
 		rs.barriers[op.barrierID] = st
 	}
 	if !b.inBarrier {
@@ -495,7 +496,7 @@ func (s *sim) barrier(b *block, op *rop) (bool, string) {
 		if st.arrived >= op.numTBs {
 			st.results[st.gen] = barrierResult{c: st.acc, t: st.t, pending: st.arrived}
 			st.gen++
-			st.acc, st.arrived, st.t = newClocks(s.agents), 0, 0
+			st.acc, st.arrived, st.t = newClocks(s.agents, &s.tags), 0, 0
 		}
 	}
 	if st.gen <= b.barGen {
