@@ -18,6 +18,7 @@ type SelectionRow struct {
 	Collective   string           `yaml:"collective"`
 	Ranks        []int64          `yaml:"ranks"`
 	RanksPerNode []int64          `yaml:"ranks_per_node"`
+	Nodes        []int64          `yaml:"nodes"`
 	MultiNode    bool             `yaml:"multi_node"`
 	MinSize      string           `yaml:"min_message_size"`
 	MaxSize      string           `yaml:"max_message_size"`
@@ -65,9 +66,9 @@ func LoadSelection(path string) ([]SelectionRow, error) {
 		if row.Collective == "" || row.Algorithm == "" {
 			return nil, fmt.Errorf("%s:%d: a row needs collective and algorithm", path, n.Line)
 		}
-		for _, r := range [][]int64{row.Ranks, row.RanksPerNode} {
-			if r != nil && len(r) != 2 {
-				return nil, fmt.Errorf("%s:%d: ranks and ranks_per_node are [min, max]", path, n.Line)
+		for _, r := range [][]int64{row.Ranks, row.RanksPerNode, row.Nodes} {
+			if r != nil && (len(r) != 2 || r[0] > r[1]) {
+				return nil, fmt.Errorf("%s:%d: ranks, ranks_per_node and nodes are [min, max]", path, n.Line)
 			}
 		}
 		if _, err := parseSize(row.MinSize, 0); err != nil {
@@ -81,7 +82,7 @@ func LoadSelection(path string) ([]SelectionRow, error) {
 	return rows, nil
 }
 
-var rowKeys = []string{"collective", "ranks", "ranks_per_node", "multi_node", "min_message_size", "max_message_size", "algorithm", "defines"}
+var rowKeys = []string{"collective", "ranks", "ranks_per_node", "nodes", "multi_node", "min_message_size", "max_message_size", "algorithm", "defines"}
 
 func checkRowKeys(n *yaml.Node) error {
 	if n.Kind != yaml.MappingNode {
@@ -147,7 +148,7 @@ func Plans(selPath string, defines map[string]int64) ([]NamedPlan, error) {
 	multi := perNode < ranks
 	var out []NamedPlan
 	for _, row := range rows {
-		if row.MultiNode != multi || !inRange(row.Ranks, ranks) || !inRange(row.RanksPerNode, perNode) {
+		if row.MultiNode != multi || !inRange(row.Ranks, ranks) || !inRange(row.RanksPerNode, perNode) || !inRange(row.Nodes, ranks/perNode) {
 			continue
 		}
 		path := filepath.Join(filepath.Dir(selPath), row.Algorithm)
@@ -179,10 +180,12 @@ func Plans(selPath string, defines map[string]int64) ([]NamedPlan, error) {
 		if string(p.Collective) != row.Collective {
 			return nil, fmt.Errorf("%s:%d: %s implements %s, not %s", selPath, row.Line, row.Algorithm, p.Collective, row.Collective)
 		}
-		p.MinMessageSize, _ = parseSize(row.MinSize, 0)
+		// The row's range narrows the plan's own size rule, never widens it.
+		rowMin, _ := parseSize(row.MinSize, 0)
+		p.MinMessageSize = max(rowMin, p.MinMessageSize)
 		p.MaxMessageSize, _ = parseSize(row.MaxSize, math.MaxUint64)
 		algo := strings.TrimSuffix(filepath.Base(row.Algorithm), ".msccl")
-		p.Name = fmt.Sprintf("%s_%s_%s", algo, sizeName(p.MinMessageSize), sizeName(p.MaxMessageSize))
+		p.Name = fmt.Sprintf("%s_%s_%s", algo, sizeName(rowMin), sizeName(p.MaxMessageSize))
 		out = append(out, NamedPlan{Name: p.Name, Algorithm: path, Row: row, Plan: p, Source: sm})
 	}
 	if len(out) == 0 {
