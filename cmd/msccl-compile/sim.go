@@ -24,6 +24,7 @@ type simFlags struct {
 	trace    string
 	topo     string
 	json     bool
+	symbolic bool
 }
 
 func (f *simFlags) register(fs interface {
@@ -39,6 +40,7 @@ func (f *simFlags) register(fs interface {
 	fs.StringVar(&f.trace, "trace", "", "write a Chrome trace-event JSON of the first launch to this file (open in Perfetto)")
 	fs.StringVar(&f.topo, "topology", "", "YAML topology file for the trace's cost model (default: H200 NVLink)")
 	fs.BoolVar(&f.json, "json", false, "print the verdict as JSON")
+	fs.BoolVar(&f.symbolic, "symbolic", false, "prove symbolically: every element a fingerprint of whose input it is, scratch poison, reductions add (covers every reduction and type; --dtype and --op are ignored)")
 }
 
 // options turns flags into executor options, or an error naming the flag.
@@ -64,7 +66,7 @@ func (f *simFlags) options() (cpu.Options, error) {
 	if f.llWidth != 8 && f.llWidth != 16 {
 		return o, fmt.Errorf("--ll must be 8 or 16, got %d", f.llWidth)
 	}
-	o = cpu.Options{Size: size, DType: dt, Reduce: op, Launches: f.launches, LLWidth: f.llWidth, Trace: f.trace != ""}
+	o = cpu.Options{Size: size, DType: dt, Reduce: op, Launches: f.launches, LLWidth: f.llWidth, Trace: f.trace != "", Symbolic: f.symbolic}
 	if f.topo != "" {
 		t, err := cpu.LoadTopology(f.topo)
 		if err != nil {
@@ -115,9 +117,16 @@ func simulate(name string, p *ir.Plan, opt cpu.Options, f *simFlags, stdout, std
 		enc.SetIndent("", "  ")
 		enc.Encode(toJSONVerdict(name, opt, rep, where))
 	} else {
-		fmt.Fprintf(stdout, "%s: %s at %d bytes, %s, %s, %d launches\n", name, rep.Verdict, opt.Size, opt.DType, opt.Reduce, opt.Launches)
+		what := fmt.Sprintf("%s, %s", opt.DType, opt.Reduce)
+		if opt.Symbolic {
+			what = "symbolic (every reduction and type)"
+		}
+		fmt.Fprintf(stdout, "%s: %s at %d bytes, %s, %d launches\n", name, rep.Verdict, opt.Size, what, opt.Launches)
 		if !rep.OK() {
-			if where != nil {
+			if where != nil || opt.Symbolic {
+				if where == nil {
+					where = func(cpu.Place) string { return "" }
+				}
 				printFindings(stdout, rep, where)
 			} else {
 				fmt.Fprint(stdout, rep.String())
@@ -132,6 +141,9 @@ func simulate(name string, p *ir.Plan, opt cpu.Options, f *simFlags, stdout, std
 
 // printFindings prints the report with each place followed by where it
 // came from (the DSL source position for compiled programs).
+// maxPrinted caps the findings printed; --json has them all.
+const maxPrinted = 8
+
 func printFindings(w io.Writer, rep *cpu.Report, where func(cpu.Place) string) {
 	at := func(p cpu.Place) string {
 		if s := where(p); s != "" {
@@ -149,10 +161,34 @@ func printFindings(w io.Writer, rep *cpu.Report, where func(cpu.Place) string) {
 	for _, u := range rep.Unbalanced {
 		fmt.Fprintf(w, "unbalanced: %s: %d signal(s) on %s never waited for\n", at(u.Place), u.Count, u.Channel)
 	}
-	for _, m := range rep.Wrong {
-		fmt.Fprintf(w, "wrong result: launch %d rank %d output[%d]: got %s, want %s\n", m.Launch, m.Rank, m.Off, m.Got, m.Want)
+	// Findings say in words what the per-element values only show; a
+	// symbolic run's values are fingerprints, meaningless to a reader.
+	if len(rep.Findings) == 0 {
+		for _, m := range rep.Wrong {
+			fmt.Fprintf(w, "wrong result: launch %d rank %d output[%d]: got %s, want %s\n", m.Launch, m.Rank, m.Off, m.Got, m.Want)
+		}
+		if rep.WrongTotal > len(rep.Wrong) {
+			fmt.Fprintf(w, "wrong result: %d more wrong elements\n", rep.WrongTotal-len(rep.Wrong))
+		}
+	} else {
+		fmt.Fprintf(w, "wrong result: %d wrong elements\n", rep.WrongTotal)
 	}
-	if rep.WrongTotal > len(rep.Wrong) {
-		fmt.Fprintf(w, "wrong result: %d more wrong elements\n", rep.WrongTotal-len(rep.Wrong))
+	for i, f := range rep.Findings {
+		if i == maxPrinted {
+			fmt.Fprintf(w, "finding: %d more\n", len(rep.Findings)-i)
+			break
+		}
+		by := "no op wrote it"
+		if f.Writer != nil {
+			by = "last written by " + at(*f.Writer)
+		}
+		fmt.Fprintf(w, "finding: launch %d rank %d output[%d:%d] (%d elements, %s): %s\n", f.Launch, f.Rank, f.Off, f.End, f.Elems, by, f.Explain)
+	}
+	for _, c := range rep.Clobbered {
+		by := "?"
+		if c.Writer != nil {
+			by = at(*c.Writer)
+		}
+		fmt.Fprintf(w, "input clobbered: launch %d rank %d input[%d:%d] overwritten by %s\n", c.Launch, c.Rank, c.Off, c.End, by)
 	}
 }

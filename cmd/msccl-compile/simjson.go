@@ -38,6 +38,27 @@ type jsonVerdict struct {
 	Unbalanced []jsonUnbalanced `json:"unbalanced"`
 	Wrong      []jsonMismatch   `json:"wrong"`
 	WrongTotal int              `json:"wrong_total"`
+	Symbolic   bool             `json:"symbolic"`
+	Findings   []jsonFinding    `json:"findings"`
+	Clobbered  []jsonClobber    `json:"clobbered"`
+}
+
+type jsonFinding struct {
+	Launch  int        `json:"launch"`
+	Rank    int        `json:"rank"`
+	Off     int64      `json:"off"`
+	End     int64      `json:"end"`
+	Elems   int        `json:"elems"`
+	Writer  *jsonPlace `json:"writer"` // null: no op wrote it
+	Explain string     `json:"explain"`
+}
+
+type jsonClobber struct {
+	Launch int        `json:"launch"`
+	Rank   int        `json:"rank"`
+	Off    int64      `json:"off"`
+	End    int64      `json:"end"`
+	Writer *jsonPlace `json:"writer"`
 }
 
 type jsonStuck struct {
@@ -84,6 +105,21 @@ func toJSONVerdict(name string, opt cpu.Options, rep *cpu.Report, where func(cpu
 	}
 	for _, m := range rep.Wrong {
 		v.Wrong = append(v.Wrong, jsonMismatch{m.Launch, m.Rank, m.Off, m.Got, m.Want})
+	}
+	v.Symbolic = opt.Symbolic
+	v.Findings, v.Clobbered = []jsonFinding{}, []jsonClobber{}
+	ptr := func(p *cpu.Place) *jsonPlace {
+		if p == nil {
+			return nil
+		}
+		jp := place(*p)
+		return &jp
+	}
+	for _, f := range rep.Findings {
+		v.Findings = append(v.Findings, jsonFinding{f.Launch, f.Rank, f.Off, f.End, f.Elems, ptr(f.Writer), f.Explain})
+	}
+	for _, c := range rep.Clobbered {
+		v.Clobbered = append(v.Clobbered, jsonClobber{c.Launch, c.Rank, c.Off, c.End, ptr(c.Writer)})
 	}
 	return v
 }
