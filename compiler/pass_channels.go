@@ -26,7 +26,7 @@ func buildPlan(st *state) {
 	st.pairs.index()
 	p := &ir.Plan{Name: h.name, Collective: h.collective, Protocol: h.protocol, InPlace: h.inplace, ReuseResources: h.reuse,
 		DoubleScratch: h.doubleScratch, BufferAlignment: 16, MinMessageSize: h.minMsg, MaxMessageSize: h.maxMsg,
-		NumThreadsPerBlock: h.threads, GPUs: make([]ir.GPU, h.ranks),
+		NumThreadsPerBlock: h.threads, GPUs: make([]ir.GPU, h.ranks), Root: h.root, Peers: h.peers,
 		// Any chunk fits any scratch slot, so data moved into scratch keeps
 		// its length at sizes that do not split evenly (ir.SizeRule).
 		UniformScratch: true}

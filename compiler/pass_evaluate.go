@@ -183,26 +183,42 @@ func (ev *evaluator) header() {
 		h.nodes, h.gpusPerNode = int(n/gpn), int(gpn)
 	}
 	h.chunks = 1
+	var rootAttr, peersAttr *dsl.CollectiveAttr
 	for _, a := range coll.Attrs {
-		if a.Inplace {
+		switch {
+		case a.Inplace:
 			h.inplace = true
-			continue
-		}
-		if v, ok := ev.eval(a.Chunks); ok {
-			if v < 1 || v > maxChunks {
-				st.errorf(exprRange(a.Chunks), "", "chunks = %d is out of range 1..%d", v, maxChunks)
-			} else {
-				h.chunks = int(v)
+		case a.Root != nil:
+			if rootAttr != nil {
+				st.errorf(dsl.RangeOf(a.Pos, a.EndPos), "", "root given twice (first at %s)", dsl.RangeOf(rootAttr.Pos, rootAttr.EndPos).Start)
+				continue
+			}
+			rootAttr = a
+			ev.root(a)
+		case a.Peers != nil:
+			if peersAttr != nil {
+				st.errorf(dsl.RangeOf(a.Pos, a.EndPos), "", "peers given twice (first at %s)", dsl.RangeOf(peersAttr.Pos, peersAttr.EndPos).Start)
+				continue
+			}
+			peersAttr = a
+			ev.peers(a)
+		default:
+			if v, ok := ev.eval(a.Chunks); ok {
+				if v < 1 || v > maxChunks {
+					st.errorf(exprRange(a.Chunks), "", "chunks = %d is out of range 1..%d", v, maxChunks)
+				} else {
+					h.chunks = int(v)
+				}
 			}
 		}
 	}
 	c := h.chunks
-	switch h.collective {
-	case ir.AllGather:
+	switch {
+	case h.collective.Gathers():
 		h.inChunks, h.outChunks = c, c*h.ranks
-	case ir.ReduceScatter:
+	case h.collective.Scatters():
 		h.inChunks, h.outChunks = c*h.ranks, c
-	case ir.AllToAll:
+	case h.collective == ir.AllToAll:
 		h.inChunks, h.outChunks = c*h.ranks, c*h.ranks
 	default:
 		h.inChunks, h.outChunks = c, c
@@ -216,6 +232,101 @@ func (ev *evaluator) header() {
 			ev.option(s.Option)
 		}
 	}
+}
+
+// root evaluates `root EXPR`: a rank, for the collectives that have one.
+func (ev *evaluator) root(a *dsl.CollectiveAttr) {
+	st, h := ev.st, &ev.st.hdr
+	r := dsl.RangeOf(a.Pos, a.EndPos)
+	if !h.collective.Rooted() {
+		st.errorf(r, "only broadcast, reduce, gather and scatter have a root", "%s has no root", h.collective)
+		return
+	}
+	v, ok := ev.eval(a.Root)
+	if !ok {
+		return
+	}
+	if v < 0 || v >= int64(h.ranks) {
+		detail := fmt.Sprintf("ranks are 0..%d", h.ranks-1)
+		if vals := ev.valuesIn(a.Root); vals != "" {
+			detail += " (" + vals + ")"
+		}
+		st.errorf(exprRange(a.Root), detail, "root %d out of range", v)
+		return
+	}
+	h.root = int(v)
+}
+
+// peers evaluates sendrecv's `peers r -> EXPR` or `peers [EXPR, ...]`
+// into where each rank sends, which must be a permutation of the ranks:
+// with two senders to one rank, one of them would overwrite the other's
+// data, and some rank would receive nothing.
+func (ev *evaluator) peers(a *dsl.CollectiveAttr) {
+	st, h := ev.st, &ev.st.hdr
+	m := a.Peers
+	if h.collective != ir.SendRecv {
+		st.errorf(dsl.RangeOf(a.Pos, a.EndPos), "only sendrecv has a peer map", "%s has no peers", h.collective)
+		return
+	}
+	n := h.ranks
+	if m.List != nil && len(m.List) != n {
+		st.errorf(dsl.RangeOf(m.Pos, m.EndPos), "list where each rank sends, rank 0 first, or write `peers r -> EXPR`",
+			"the peer list has %d entries for %d ranks", len(m.List), n)
+		return
+	}
+	peers := make([]int, n)
+	exprs := make([]*dsl.Expr, n)
+	for r := range n {
+		e := m.Expr
+		if m.List != nil {
+			e = m.List[r]
+		} else {
+			ev.push()
+			ev.bind(m.Var, int64(r))
+		}
+		v, ok := ev.eval(e)
+		if m.List == nil {
+			ev.pop()
+		}
+		if !ok {
+			return
+		}
+		if v < 0 || v >= int64(n) {
+			st.errorf(exprRange(e), fmt.Sprintf("ranks are 0..%d", n-1), "rank %d sends to %d, out of range", r, v)
+			return
+		}
+		peers[r], exprs[r] = int(v), e
+	}
+	from := make([]int, n) // 1 + the first rank that sends to q
+	for r, q := range peers {
+		if from[q] != 0 {
+			first := from[q] - 1
+			var none []string
+			for _, p := range peers {
+				from[p] = 1
+			}
+			for k := range n {
+				if from[k] == 0 {
+					none = append(none, strconv.Itoa(k))
+				}
+			}
+			who := "rank " + none[0] + " receives"
+			if len(none) > 1 {
+				who = "ranks " + strings.Join(none, ", ") + " receive"
+			}
+			st.errorf(exprRange(exprs[r]), fmt.Sprintf("the peer map must be a permutation: every rank sends once and receives once (here %s nothing)", who),
+				"ranks %d and %d both send to %d", first, r, q)
+			return
+		}
+		from[q] = r + 1
+	}
+	for r, q := range peers {
+		if q != (r+1)%n {
+			h.peers = peers
+			return
+		}
+	}
+	// The default map is left out of the plan: absent means (r+1) mod n.
 }
 
 func baseName(p string) string {

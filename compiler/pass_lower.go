@@ -85,12 +85,12 @@ func (lw *lowerer) canon(r evRef) aref {
 	if !h.inplace {
 		return a
 	}
-	switch h.collective {
-	case ir.AllGather:
+	switch {
+	case h.collective.Gathers():
 		if a.buf == ir.BufInput {
 			a.buf, a.idx = ir.BufOutput, int(r.rank)*h.inChunks+a.idx
 		}
-	case ir.ReduceScatter:
+	case h.collective.Scatters():
 		if a.buf == ir.BufOutput {
 			a.buf, a.idx = ir.BufInput, int(r.rank)*h.outChunks+a.idx
 		}

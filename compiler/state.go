@@ -53,6 +53,8 @@ type header struct {
 	gpusPerNode   int
 	inChunks      int
 	outChunks     int
+	root          int   // broadcast, reduce, gather, scatter
+	peers         []int // sendrecv; nil for the default (r+1) mod ranks
 	protocol      ir.Protocol
 	instances     int
 	threads       int

@@ -94,10 +94,10 @@ func (s *syncer) accesses(nd *node) (reads, writes []aref) {
 		in := aref{rank: nd.rank, buf: ir.BufInput, idx: 0, size: h.inChunks}
 		out := aref{rank: nd.rank, buf: ir.BufOutput, idx: 0, size: h.outChunks}
 		if h.inplace {
-			switch h.collective {
-			case ir.AllGather:
+			switch {
+			case h.collective.Gathers():
 				in = aref{rank: nd.rank, buf: ir.BufOutput, idx: nd.rank * h.inChunks, size: h.inChunks}
-			case ir.ReduceScatter:
+			case h.collective.Scatters():
 				out = aref{rank: nd.rank, buf: ir.BufInput, idx: nd.rank * h.outChunks, size: h.outChunks}
 			default:
 				out = in

@@ -43,11 +43,26 @@ type CollectiveStmt struct {
 	Attrs  []*CollectiveAttr `parser:"@@*"`
 }
 
-// CollectiveAttr is `inplace` or `chunks EXPR`.
+// CollectiveAttr is `inplace`, `chunks EXPR`, `root EXPR` (broadcast,
+// reduce, gather, scatter) or `peers MAP` (sendrecv).
 type CollectiveAttr struct {
 	Pos     lexer.Position
-	Inplace bool  `parser:"(  @\"inplace\""`
-	Chunks  *Expr `parser:" | \"chunks\" @@ )"`
+	EndPos  lexer.Position
+	Inplace bool     `parser:"(  @\"inplace\""`
+	Chunks  *Expr    `parser:" | \"chunks\" @@"`
+	Root    *Expr    `parser:" | \"root\" @@"`
+	Peers   *PeerMap `parser:" | \"peers\" @@ )"`
+}
+
+// PeerMap says where each rank sends in a sendrecv: `r -> EXPR`, EXPR
+// evaluated with r bound to each rank in turn, or a list `[EXPR, ...]`
+// with one entry per rank. Either must be a permutation of the ranks.
+type PeerMap struct {
+	Pos    lexer.Position
+	EndPos lexer.Position
+	Var    string  `parser:"(  @Ident \"->\""`
+	Expr   *Expr   `parser:"   @@"`
+	List   []*Expr `parser:" | \"[\" @@ ( \",\" @@ )* \"]\" )"`
 }
 
 // ParamStmt declares an integer parameter the CLI may override with -D.

@@ -89,9 +89,14 @@ func (p *printer) stmt(s *Stmt, depth int) {
 		c := s.Collective
 		p.b.WriteString("collective " + c.Kind)
 		for _, a := range c.Attrs {
-			if a.Inplace {
+			switch {
+			case a.Inplace:
 				p.b.WriteString(" inplace")
-			} else {
+			case a.Root != nil:
+				p.b.WriteString(" root " + ExprString(a.Root))
+			case a.Peers != nil:
+				p.b.WriteString(" peers " + PeerMapString(a.Peers))
+			default:
 				p.b.WriteString(" chunks " + ExprString(a.Chunks))
 			}
 		}
@@ -245,4 +250,16 @@ func unaryString(u *Unary) string {
 		s = "(" + ExprString(p.Paren) + ")"
 	}
 	return u.Op + s
+}
+
+// PeerMapString prints a peer map canonically: `r -> EXPR` or `[a, b]`.
+func PeerMapString(m *PeerMap) string {
+	if m.Expr != nil {
+		return m.Var + " -> " + ExprString(m.Expr)
+	}
+	parts := make([]string, len(m.List))
+	for i, e := range m.List {
+		parts[i] = ExprString(e)
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
 }
