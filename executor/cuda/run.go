@@ -50,11 +50,11 @@ func (e *Executor) Alloc(size int64) (*Buffers, error) {
 			if b.In[r], err = alloc(in); err == nil {
 				b.Out[r], err = alloc(out)
 			}
-		case e.p.Collective == ir.AllGather:
+		case e.p.Collective.Gathers():
 			if b.Out[r], err = alloc(out); err == nil {
 				b.In[r] = b.Out[r] + cuda.DevicePtr(int64(r)*in)
 			}
-		case e.p.Collective == ir.ReduceScatter:
+		case e.p.Collective.Scatters():
 			if b.In[r], err = alloc(in); err == nil {
 				b.Out[r] = b.In[r] + cuda.DevicePtr(int64(r)*out)
 			}
@@ -196,10 +196,10 @@ func (e *Executor) bind(c *Call) (*binding, error) {
 		if e.p.InPlace {
 			// The aliased buffer is addressable as a whole through either name.
 			inN, outN = max(inN, outN), max(inN, outN)
-			if e.p.Collective == ir.AllGather {
+			if e.p.Collective.Gathers() {
 				inN = bf.InBytes
 			}
-			if e.p.Collective == ir.ReduceScatter {
+			if e.p.Collective.Scatters() {
 				outN = bf.OutBytes
 			}
 		}
