@@ -66,10 +66,13 @@ func (p *printer) stmts(ss []*Stmt, depth int) {
 }
 
 // block prints `{ body }` and the closing line; end is the statement's end.
-func (p *printer) block(body []*Stmt, depth int, endLine int) {
+// open is the source line of the `{` (0 when unknown). Only a comment on
+// that line trails the brace: the line before the first statement may be
+// a comment of its own, which belongs inside the block, not after `{`.
+func (p *printer) block(body []*Stmt, depth int, open, endLine int) {
 	p.b.WriteString(" {")
-	if len(body) > 0 {
-		p.trailing(body[0].Pos.Line - 1)
+	if len(body) > 0 && open > 0 && open < body[0].Pos.Line {
+		p.trailing(open)
 	}
 	p.b.WriteByte('\n')
 	p.lastLine = 0
@@ -112,15 +115,15 @@ func (p *printer) stmt(s *Stmt, depth int) {
 		if f.Step != nil {
 			p.b.WriteString(" step " + ExprString(f.Step))
 		}
-		p.block(f.Body, depth, endLine(s))
+		p.block(f.Body, depth, s.Pos.Line, endLine(s))
 	case s.If != nil:
 		p.ifStmt(s.If, depth)
 	case s.On != nil:
 		fmt.Fprintf(&p.b, "on rank(%s) tb %s", ExprString(s.On.Rank), ExprString(s.On.TB))
-		p.block(s.On.Body, depth, endLine(s))
+		p.block(s.On.Body, depth, s.Pos.Line, endLine(s))
 	case s.Pipeline != nil:
 		fmt.Fprintf(&p.b, "pipeline unit %s chunks %s", ExprString(s.Pipeline.Unit), ExprString(s.Pipeline.Chunks))
-		p.block(s.Pipeline.Body, depth, endLine(s))
+		p.block(s.Pipeline.Body, depth, s.Pos.Line, endLine(s))
 	case s.Require != nil:
 		p.b.WriteString("require " + ExprString(s.Require.Cond))
 		if s.Require.Msg != nil {
@@ -151,14 +154,16 @@ func (p *printer) ifStmt(s *IfStmt, depth int) {
 	default:
 		thenEnd = s.EndPos.Line + 1
 	}
-	p.block(s.Then, depth, thenEnd)
+	p.block(s.Then, depth, s.Pos.Line, thenEnd)
 	switch {
 	case s.ElseIf != nil:
 		p.b.WriteString(" else ")
 		p.ifStmt(s.ElseIf, depth)
 	case s.Else != nil:
 		p.b.WriteString(" else")
-		p.block(s.Else, depth, s.EndPos.Line+1)
+		// The AST does not keep the line of `else {`; comments before the
+		// else body were printed in the then block (thenEnd).
+		p.block(s.Else, depth, 0, s.EndPos.Line+1)
 	}
 }
 
