@@ -53,6 +53,7 @@ type Options struct {
 type Executor struct {
 	p      *ir.Plan
 	rule   ir.SizeRule // the sizes the plan serves; every buffer set is checked against it
+	sms    int         // multiprocessors of device 0, for the co-residency check
 	opt    Options
 	ctx    *cuda.Context
 	arch   string
@@ -142,7 +143,11 @@ func Open(p *ir.Plan, opt Options) (*Executor, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Executor{p: p, rule: rule, opt: opt, ctx: ctx, arch: fmt.Sprintf("sm_%d%d", maj, min),
+	sms, err := dev.Attribute(cuda.AttrMultiprocessorCount)
+	if err != nil {
+		return nil, err
+	}
+	e := &Executor{p: p, rule: rule, sms: sms, opt: opt, ctx: ctx, arch: fmt.Sprintf("sm_%d%d", maj, min),
 		fns: map[fnKey]*fnEntry{}, binds: map[bindKey]*binding{}}
 	if e.fork, err = cuda.NewEvent(false); err != nil {
 		return nil, err

@@ -173,6 +173,14 @@ func compileAlgo(path string, n int) (*ir.Plan, error) {
 		// Hierarchical: two "nodes" of n/2 ranks each (all on one GPU here).
 		defs["nodes"], defs["gpus_per_node"] = 2, int64(n/2)
 	}
+	return compileWith(path, defs)
+}
+
+func compileWith(path string, defs map[string]int64) (*ir.Plan, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
 	p, _, ds := compiler.CompileSource(path, src, defs, compiler.Options{})
 	if ds.HasErrors() {
 		return nil, fmt.Errorf("%s", ds.String())

@@ -297,6 +297,10 @@ func (e *Executor) bind(c *Call) (*binding, error) {
 		}
 		fn.smem = int(b.smem)
 	}
+	if err := e.checkResident(fn, b); err != nil {
+		b.free()
+		return nil, err
+	}
 	if err := e.evict(); err != nil {
 		b.free()
 		return nil, err

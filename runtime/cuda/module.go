@@ -112,6 +112,26 @@ func (m *Module) Unload() error {
 // Name returns the kernel's name as looked up.
 func (f *Function) Name() string { return f.name }
 
+// MaxActiveBlocksPerSM is how many blocks of f, launched with threads
+// threads and smem bytes of dynamic shared memory, one multiprocessor
+// holds at once (cuOccupancyMaxActiveBlocksPerMultiprocessor).
+func (f *Function) MaxActiveBlocksPerSM(threads, smem int) (int, error) {
+	if err := Init(); err != nil {
+		return 0, err
+	}
+	if f == nil || f.h == 0 {
+		return 0, errors.New("cuda: cuOccupancyMaxActiveBlocksPerMultiprocessor: nil function")
+	}
+	if threads <= 0 || smem < 0 {
+		return 0, fmt.Errorf("cuda: cuOccupancyMaxActiveBlocksPerMultiprocessor: bad launch shape (%d threads, %d bytes)", threads, smem)
+	}
+	var n C.int
+	if err := check("cuOccupancyMaxActiveBlocksPerMultiprocessor", C.mc_cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, f.h, C.int(threads), C.size_t(smem))); err != nil {
+		return 0, err
+	}
+	return int(n), nil
+}
+
 // SetMaxDynamicSharedMemory allows launches with more than 48 KiB of dynamic
 // shared memory (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES).
 func (f *Function) SetMaxDynamicSharedMemory(bytes int) error {

@@ -78,6 +78,7 @@ DECL(cuModuleGetFunction, CUresult, (CUfunction *, CUmodule, const char *))
 DECL(cuModuleGetGlobal, CUresult, (CUdeviceptr *, size_t *, CUmodule, const char *))
 DECL(cuModuleUnload, CUresult, (CUmodule))
 DECL(cuFuncSetAttribute, CUresult, (CUfunction, int, int))
+DECL(cuOccupancyMaxActiveBlocksPerMultiprocessor, CUresult, (int *, CUfunction, int, size_t))
 DECL(cuLaunchKernel, CUresult, (CUfunction, unsigned, unsigned, unsigned, unsigned,
                                 unsigned, unsigned, unsigned, CUstream, void **, void **))
 DECL(cuStreamBeginCapture, CUresult, (CUstream, int))
@@ -141,6 +142,7 @@ static struct sym syms[] = {
     S(cuModuleGetGlobal, "cuModuleGetGlobal_v2"),
     S(cuModuleUnload, "cuModuleUnload"),
     S(cuFuncSetAttribute, "cuFuncSetAttribute"),
+    S(cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor"),
     S(cuLaunchKernel, "cuLaunchKernel"),
     S(cuStreamBeginCapture, "cuStreamBeginCapture_v2", "cuStreamBeginCapture"),
     S(cuStreamEndCapture, "cuStreamEndCapture"),
@@ -330,6 +332,9 @@ int mc_cuModuleGetGlobal(uint64_t *p, size_t *n, uintptr_t m, const char *name) 
 }
 int mc_cuModuleUnload(uintptr_t m) { CALLCTX(cuModuleUnload, H(m)); }
 int mc_cuFuncSetAttribute(uintptr_t f, int attr, int v) { CALLCTX(cuFuncSetAttribute, H(f), attr, v); }
+int mc_cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, uintptr_t f, int threads, size_t smem) {
+  CALLCTX(cuOccupancyMaxActiveBlocksPerMultiprocessor, n, H(f), threads, smem);
+}
 int mc_cuLaunchKernel(uintptr_t f, unsigned gx, unsigned gy, unsigned gz,
                       unsigned bx, unsigned by, unsigned bz, unsigned shmem,
                       uintptr_t s, void **params) {

@@ -72,6 +72,7 @@ int mc_cuModuleGetFunction(uintptr_t *f, uintptr_t m, const char *name);
 int mc_cuModuleGetGlobal(uint64_t *p, size_t *n, uintptr_t m, const char *name);
 int mc_cuModuleUnload(uintptr_t m);
 int mc_cuFuncSetAttribute(uintptr_t f, int attr, int v);
+int mc_cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, uintptr_t f, int threads, size_t smem);
 int mc_cuLaunchKernel(uintptr_t f, unsigned gx, unsigned gy, unsigned gz,
                       unsigned bx, unsigned by, unsigned bz, unsigned shmem,
                       uintptr_t s, void **params);
