@@ -53,6 +53,7 @@ func TestWrongCorpus(t *testing.T) {
 	if nWrong < 30 {
 		t.Errorf("want at least 30 wrong schedules in testdata/wrong, have %d", nWrong)
 	}
+	t.Logf("%d wrong schedules in %d classes: %v", nWrong, len(classes), classes)
 	for _, f := range files {
 		base := strings.TrimSuffix(filepath.Base(f), ".txtar")
 		t.Run(base, func(t *testing.T) {
