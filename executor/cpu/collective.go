@@ -13,7 +13,12 @@ import (
 // Input returns the bytes Run feeds rank's input buffer on the given
 // launch. Float types get small integers in [-8, 8] so that every sum,
 // whatever its order or intermediate rounding, is exact in f16 and bf16 up
-// to 16 ranks; integer types get [-8, 8] (i32) or [0, 15] (u32, u8). With
+// to 16 ranks; integer types get [-8, 8] (i32) or [0, 15] (u32, u8). FP8
+// holds few integers exactly (every one up to 16 in E4M3, up to 8 in
+// E5M2), so FP8 inputs are 0 or 1 on even ranks and 0 or -1 on odd ones:
+// any partial sum of any subset of ranks then lies in [-n/2, n/2], exact
+// up to 32 ranks in E4M3 and 16 in E5M2 (no -0 either, whose order
+// against +0 Go's min and the GPU's compare would not agree on). With
 // opt.Symbolic it returns the fingerprints instead (symbolic.go).
 func Input(p *ir.Plan, opt Options, launch, rank int) ([]byte, error) {
 	if p == nil || rank < 0 || rank >= len(p.GPUs) {
@@ -60,7 +65,7 @@ func fillInput(dt DType, seed uint64, launch, rank int, out []byte) []byte {
 	if dt == symType {
 		return fillSym(seed, launch, rank, out)
 	}
-	tab := inputTable(dt, seed)
+	tab := inputTable(dt, seed, dt.isFP8() && rank%2 == 1)
 	st := seed ^ uint64(launch+1)*0x632be59bd9b4e019 ^ uint64(rank+1)*0x85157af5
 	splitmix(&st)
 	starts := uint64((len(tab) - inputPiece) / dt.Size())
@@ -79,23 +84,25 @@ const (
 type tableKey struct {
 	dt   DType
 	seed uint64
+	neg  bool // FP8 on odd ranks: the values negated (see Input)
 }
 
 // inputTables caches one table per (type, seed); tests run many sizes and
 // launches with the same few seeds.
 var inputTables sync.Map // tableKey -> []byte
 
-func inputTable(dt DType, seed uint64) []byte {
-	k := tableKey{dt, seed}
+func inputTable(dt DType, seed uint64, neg bool) []byte {
+	k := tableKey{dt, seed, neg}
 	if t, ok := inputTables.Load(k); ok {
 		return t.([]byte)
 	}
-	t, _ := inputTables.LoadOrStore(k, drawElements(dt, seed, make([]byte, inputTableSize)))
+	t, _ := inputTables.LoadOrStore(k, drawElements(dt, seed, neg, make([]byte, inputTableSize)))
 	return t.([]byte)
 }
 
-// drawElements fills out with independent draws from the 17 input values.
-func drawElements(dt DType, seed uint64, out []byte) []byte {
+// drawElements fills out with independent draws from the 17 input values
+// (for FP8, the 17 draws map onto 0 and 1, or 0 and -1 when neg).
+func drawElements(dt DType, seed uint64, neg bool, out []byte) []byte {
 	n := int64(len(out))
 	st := seed ^ 0x5851f42d4c957f2d
 	splitmix(&st)
@@ -117,6 +124,16 @@ func drawElements(dt DType, seed uint64, out []byte) []byte {
 			binary.LittleEndian.PutUint32(enc[k][:], uint32(k%16))
 		case U8:
 			enc[k][0] = byte(k % 16)
+		case F8E4M3, F8E5M2:
+			f := float32(k % 2)
+			if neg && f != 0 {
+				f = -f // -1, but +0 stays +0
+			}
+			if dt == F8E4M3 {
+				enc[k][0] = f32ToF8E4M3(f)
+			} else {
+				enc[k][0] = f32ToF8E5M2(f)
+			}
 		}
 	}
 	// One 64-bit draw gives four 16-bit ones; their bias mod 17 is 1 in

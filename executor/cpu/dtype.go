@@ -20,22 +20,25 @@ const (
 	I32
 	U32
 	U8
+	F8E4M3 // OCP FP8 E4M3 (upstream's __fp8_e4m3); see f32ToF8E4M3
+	F8E5M2 // OCP FP8 E5M2 (upstream's __fp8_e5m2); see f32ToF8E5M2
 )
 
-var dtypeNames = [...]string{"f32", "f16", "bf16", "i32", "u32", "u8"}
-var dtypeSizes = [...]int{4, 2, 2, 4, 4, 1}
+var dtypeNames = [...]string{"f32", "f16", "bf16", "i32", "u32", "u8", "f8e4m3", "f8e5m2"}
+var dtypeSizes = [...]int{4, 2, 2, 4, 4, 1, 1, 1}
 
 // DTypes lists every supported data type.
-var DTypes = []DType{F32, F16, BF16, I32, U32, U8}
+var DTypes = []DType{F32, F16, BF16, I32, U32, U8, F8E4M3, F8E5M2}
 
-// ParseDType maps "f32", "f16", "bf16", "i32", "u32", "u8" to a DType.
+// ParseDType maps "f32", "f16", "bf16", "i32", "u32", "u8", "f8e4m3",
+// "f8e5m2" to a DType.
 func ParseDType(s string) (DType, error) {
 	for i, n := range dtypeNames {
 		if n == s {
 			return DType(i), nil
 		}
 	}
-	return 0, fmt.Errorf("unknown data type %q (want one of f32, f16, bf16, i32, u32, u8)", s)
+	return 0, fmt.Errorf("unknown data type %q (want one of f32, f16, bf16, i32, u32, u8, f8e4m3, f8e5m2)", s)
 }
 
 // symType is the element type of Options.Symbolic runs: an 8-byte
@@ -66,7 +69,8 @@ func (d DType) String() string {
 }
 
 func (d DType) valid() bool   { return int(d) < len(dtypeNames) || d == symType }
-func (d DType) isFloat() bool { return d == F32 || d == F16 || d == BF16 }
+func (d DType) isFloat() bool { return d == F32 || d == F16 || d == BF16 || d.isFP8() }
+func (d DType) isFP8() bool   { return d == F8E4M3 || d == F8E5M2 }
 
 // f16ToF32 widens an IEEE half exactly.
 func f16ToF32(h uint16) float32 {
@@ -145,6 +149,156 @@ func f32ToBF16(f float32) uint16 {
 	return uint16(b >> 16)
 }
 
+// FP8 (OCP 8-bit floating point, v1.0; upstream's __fp8_e4m3 and
+// __fp8_e5m2). Reductions widen to f32, accumulate there like f16 and bf16,
+// and narrow once with round-to-nearest-even. kernels/reduce.cuh holds the
+// same conversions in C, step for step; the GPU tests compare the two bit
+// for bit.
+//
+// Overflow saturates in both formats (PTX's "satfinite"): |x| >= the
+// largest finite value, infinities included, becomes that value with x's
+// sign (448 in E4M3, 57344 in E5M2). E4M3 has no infinity, so its only
+// alternative would be NaN; for E5M2 we saturate too, because that is
+// what upstream computes: the __nv_fp8_e5m2(float) constructor behind
+// __fp8_e5m2 converts with __NV_SATFINITE, and the hardware instruction
+// (cvt.rn.satfinite.e5m2x2.f32) has no non-saturating form. One rule for
+// both formats also keeps a sum that overflows finite, so min/max of such
+// results still order like the exact values do.
+//
+// A NaN narrows to 0x7f in both formats (E4M3's only NaN, S.1111.111 with
+// the sign cleared; E5M2's all-ones quiet NaN). The sign and payload are
+// dropped on purpose: the GPU's f32 arithmetic returns the canonical NaN
+// (0x7fffffff) whatever its operands were, while Go on x86 keeps an
+// operand's payload or makes 0xffc00000 for inf-inf, so only a NaN rule
+// that ignores both agrees on the two sides. Zeros keep their sign, and
+// a value that rounds to zero becomes zero of its sign.
+const (
+	fp8NaN      = 0x7f
+	f8e4m3Max   = 0x7e       // 448 = 1.75 * 2^8
+	f8e5m2Max   = 0x7b       // 57344 = 1.75 * 2^15
+	f8e4m3MaxF  = 0x43e00000 // 448 as f32 bits
+	f8e5m2MaxF  = 0x47600000 // 57344 as f32 bits
+	f8e4m3Bias  = 7
+	f8e5m2Bias  = 15
+	f8e4m3MBits = 3
+	f8e5m2MBits = 2
+)
+
+func f32ToF8E4M3(f float32) uint8 {
+	return f32ToF8(f, f8e4m3MBits, f8e4m3Bias, f8e4m3Max, f8e4m3MaxF)
+}
+
+func f32ToF8E5M2(f float32) uint8 {
+	return f32ToF8(f, f8e5m2MBits, f8e5m2Bias, f8e5m2Max, f8e5m2MaxF)
+}
+
+// f32ToF8 narrows f to an FP8 format with m mantissa bits and the given
+// exponent bias, rounding to nearest even and saturating at maxCode (whose
+// value has f32 bits maxF). kernels/reduce.cuh's f32_to_f8 is the same
+// code in C.
+func f32ToF8(f float32, m, bias int32, maxCode uint8, maxF uint32) uint8 {
+	b := math.Float32bits(f)
+	sign := uint8(b>>24) & 0x80
+	a := b & 0x7fffffff
+	switch {
+	case a > 0x7f800000:
+		return fp8NaN
+	case a >= maxF:
+		// Saturate: everything from the largest finite value up,
+		// infinity included. Below maxF rounding cannot pass it (the
+		// next code up is NaN in E4M3, infinity in E5M2, and both are
+		// more than half an ulp above maxF), so no check follows the
+		// rounding.
+		return sign | maxCode
+	case a < 0x00800000:
+		// Zero or an f32 subnormal, far below half the smallest FP8
+		// subnormal (2^-10 in E4M3, 2^-17 in E5M2).
+		return sign
+	}
+	e := int32(a>>23) - 127
+	if e < 1-bias {
+		// Below FP8's smallest normal: count subnormal quanta of
+		// 2^(1-bias-m). With sig the 24-bit significand, |f| =
+		// sig * 2^(e-23), so the count is sig >> shift, rounded.
+		// A count of 2^m is the smallest normal's code: the carry
+		// into the exponent field is the right answer.
+		sig := a&0x7fffff | 0x800000
+		shift := uint32(24 - bias - m - e)
+		if shift > 24 {
+			return sign // below half the smallest subnormal
+		}
+		code := sig >> shift
+		rest, half := sig&(1<<shift-1), uint32(1)<<(shift-1)
+		if rest > half || (rest == half && code&1 == 1) {
+			code++
+		}
+		return sign | uint8(code)
+	}
+	s := uint32(23 - m)
+	code := uint32(e+bias)<<uint32(m) | (a&0x7fffff)>>s
+	rest, half := a&(1<<s-1), uint32(1)<<(s-1)
+	if rest > half || (rest == half && code&1 == 1) {
+		code++ // may carry into the exponent, which is the right answer
+	}
+	return sign | uint8(code)
+}
+
+// f8e4m3ToF32 widens an E4M3 value exactly; 0x7f and 0xff are NaN.
+func f8e4m3ToF32(v uint8) float32 {
+	sign := uint32(v&0x80) << 24
+	a := uint32(v & 0x7f)
+	switch {
+	case a == 0x7f:
+		return math.Float32frombits(sign | 0x7fc00000)
+	case a < 0x08:
+		// Subnormal: a * 2^-9, built from bits so that a zero keeps
+		// its sign.
+		if a == 0 {
+			return math.Float32frombits(sign)
+		}
+		return math.Float32frombits(sign | math.Float32bits(float32(a)*0x1p-9))
+	}
+	return math.Float32frombits(sign | (a>>3+127-f8e4m3Bias)<<23 | (a&7)<<20)
+}
+
+// f8e5m2ToF32 widens an E5M2 value exactly: E5M2 is the upper byte of an
+// IEEE half (same exponent width and bias), infinities and NaNs included.
+func f8e5m2ToF32(v uint8) float32 { return f16ToF32(uint16(v) << 8) }
+
+// f8Tables hold both formats' widenings, indexed by the byte: loads are
+// a table lookup, as fast as the u8 path.
+var f8Tables = func() (t [2][256]float32) {
+	for i := range 256 {
+		t[0][i] = f8e4m3ToF32(uint8(i))
+		t[1][i] = f8e5m2ToF32(uint8(i))
+	}
+	return t
+}()
+
+// loadF8 and storeF8 convert FP8 elements: bytes, so no byte order.
+func loadF8(dt DType, src []byte, dst []float32) {
+	tab := &f8Tables[0]
+	if dt == F8E5M2 {
+		tab = &f8Tables[1]
+	}
+	for i, v := range src[:len(dst)] {
+		dst[i] = tab[v]
+	}
+}
+
+func storeF8(dt DType, src []float32, dst []byte) {
+	dst = dst[:len(src)]
+	if dt == F8E5M2 {
+		for i, v := range src {
+			dst[i] = f32ToF8E5M2(v)
+		}
+		return
+	}
+	for i, v := range src {
+		dst[i] = f32ToF8E4M3(v)
+	}
+}
+
 // The element conversions below view byte slices as typed slices: plans
 // and GPUs lay elements out little-endian, as this host does (hostLE), and
 // byte-wise decoding cost as much as the rest of a 64 MiB simulation. On a
@@ -164,6 +318,10 @@ func view[T uint16 | uint32](b []byte, n int) []T {
 
 // loadF converts n float elements of src into dst.
 func loadF(dt DType, src []byte, dst []float32) {
+	if dt.isFP8() {
+		loadF8(dt, src, dst)
+		return
+	}
 	n := len(dst)
 	if hostLE {
 		switch dt {
@@ -199,6 +357,10 @@ func loadF(dt DType, src []byte, dst []float32) {
 }
 
 func storeF(dt DType, src []float32, dst []byte) {
+	if dt.isFP8() {
+		storeF8(dt, src, dst)
+		return
+	}
 	n := len(src)
 	if hostLE {
 		switch dt {
@@ -410,6 +572,10 @@ func formatElem(dt DType, b []byte) string {
 		return strconv.FormatInt(int64(int32(binary.LittleEndian.Uint32(b))), 10)
 	case U32:
 		return strconv.FormatUint(uint64(binary.LittleEndian.Uint32(b)), 10)
+	case F8E4M3:
+		return strconv.FormatFloat(float64(f8e4m3ToF32(b[0])), 'g', -1, 32)
+	case F8E5M2:
+		return strconv.FormatFloat(float64(f8e5m2ToF32(b[0])), 'g', -1, 32)
 	}
 	return strconv.Itoa(int(b[0]))
 }
