@@ -93,9 +93,13 @@ const (
 	I32
 	U32
 	U8
+	F8E4M3 // OCP FP8 E4M3, upstream's __fp8_e4m3: 4 per 32-bit word
+	F8E5M2 // OCP FP8 E5M2, upstream's __fp8_e5m2: 4 per 32-bit word
 )
 
-var dtypeNames = [...]string{"f32", "f16", "bf16", "i32", "u32", "u8"}
+// The names match cpu.DType's, and so do the codes: the GPU tests convert
+// one into the other.
+var dtypeNames = [...]string{"f32", "f16", "bf16", "i32", "u32", "u8", "f8e4m3", "f8e5m2"}
 
 func (d DType) String() string {
 	if int(d) < len(dtypeNames) {
@@ -104,7 +108,8 @@ func (d DType) String() string {
 	return "invalid"
 }
 
-// ParseDType maps "f32", "f16", "bf16", "i32", "u32", "u8" to a DType.
+// ParseDType maps "f32", "f16", "bf16", "i32", "u32", "u8", "f8e4m3",
+// "f8e5m2" to a DType.
 func ParseDType(s string) (DType, bool) {
 	for i, n := range dtypeNames {
 		if n == s {

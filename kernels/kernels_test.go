@@ -2,9 +2,11 @@ package kernels
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/msccl-go/msccl-go/executor/cpu"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/nvrtc"
 )
@@ -31,7 +33,7 @@ func TestCompilePTX(t *testing.T) {
 	cases := []struct {
 		dt DType
 		ll int
-	}{{F32, 16}, {F16, 16}, {BF16, 8}, {I32, 16}, {U32, 8}, {U8, 16}}
+	}{{F32, 16}, {F16, 16}, {BF16, 8}, {I32, 16}, {U32, 8}, {U8, 16}, {F8E4M3, 16}, {F8E5M2, 8}}
 	if testing.Short() {
 		cases = cases[:1]
 	}
@@ -59,6 +61,25 @@ func TestCompilePTX(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDTypeCodes: the kernel's DT_* codes are kernels.DType's, and those
+// are cpu.DType's (the GPU tests convert one into the other).
+func TestDTypeCodes(t *testing.T) {
+	src := Source()
+	for i, n := range dtypeNames {
+		if want := fmt.Sprintf("#define DT_%s %d\n", strings.ToUpper(n), i); !strings.Contains(src, want) {
+			t.Errorf("kernel source lacks %q", want)
+		}
+	}
+	if len(cpu.DTypes) != len(dtypeNames) {
+		t.Errorf("cpu has %d data types, kernels %d", len(cpu.DTypes), len(dtypeNames))
+	}
+	for _, d := range cpu.DTypes {
+		if k, ok := ParseDType(d.String()); !ok || int(k) != int(d) {
+			t.Errorf("cpu %s (%d) is kernels %v (%d), %v", d, d, k, k, ok)
+		}
 	}
 }
 
