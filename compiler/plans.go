@@ -5,10 +5,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/msccl-go/msccl-go/dsl"
+	"github.com/msccl-go/msccl-go/internal/size"
 	"github.com/msccl-go/msccl-go/ir"
 	"gopkg.in/yaml.v3"
 )
@@ -71,10 +71,10 @@ func LoadSelection(path string) ([]SelectionRow, error) {
 				return nil, fmt.Errorf("%s:%d: ranks, ranks_per_node and nodes are [min, max]", path, n.Line)
 			}
 		}
-		if _, err := parseSize(row.MinSize, 0); err != nil {
+		if _, err := size.ParseBound(row.MinSize, 0); err != nil {
 			return nil, fmt.Errorf("%s:%d: min_message_size: %w", path, n.Line, err)
 		}
-		if _, err := parseSize(row.MaxSize, math.MaxUint64); err != nil {
+		if _, err := size.ParseBound(row.MaxSize, math.MaxUint64); err != nil {
 			return nil, fmt.Errorf("%s:%d: max_message_size: %w", path, n.Line, err)
 		}
 		rows = append(rows, row)
@@ -95,33 +95,6 @@ func checkRowKeys(n *yaml.Node) error {
 		}
 	}
 	return nil
-}
-
-// parseSize reads a byte count: an integer with an optional K/M/G or
-// KiB/MiB/GiB suffix (powers of 1024), or "inf"; empty means def.
-func parseSize(s string, def uint64) (uint64, error) {
-	s = strings.TrimSpace(s)
-	switch s {
-	case "":
-		return def, nil
-	case "inf":
-		return math.MaxUint64, nil
-	}
-	mult := uint64(1)
-	for _, sfx := range []struct {
-		s string
-		m uint64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}} {
-		if strings.HasSuffix(s, sfx.s) {
-			s, mult = strings.TrimSuffix(s, sfx.s), sfx.m
-			break
-		}
-	}
-	v, err := strconv.ParseUint(s, 10, 64)
-	if err != nil || v > math.MaxUint64/mult {
-		return 0, fmt.Errorf("bad size %q", s)
-	}
-	return v * mult, nil
 }
 
 func inRange(r []int64, v int64) bool { return r == nil || (v >= r[0] && v <= r[1]) }
@@ -181,9 +154,9 @@ func Plans(selPath string, defines map[string]int64) ([]NamedPlan, error) {
 			return nil, fmt.Errorf("%s:%d: %s implements %s, not %s", selPath, row.Line, row.Algorithm, p.Collective, row.Collective)
 		}
 		// The row's range narrows the plan's own size rule, never widens it.
-		rowMin, _ := parseSize(row.MinSize, 0)
+		rowMin, _ := size.ParseBound(row.MinSize, 0)
 		p.MinMessageSize = max(rowMin, p.MinMessageSize)
-		p.MaxMessageSize, _ = parseSize(row.MaxSize, math.MaxUint64)
+		p.MaxMessageSize, _ = size.ParseBound(row.MaxSize, math.MaxUint64)
 		algo := strings.TrimSuffix(filepath.Base(row.Algorithm), ".msccl")
 		p.Name = fmt.Sprintf("%s_%s_%s", algo, sizeName(rowMin), sizeName(p.MaxMessageSize))
 		out = append(out, NamedPlan{Name: p.Name, Algorithm: path, Row: row, Plan: p, Source: sm})

@@ -67,7 +67,7 @@ func TestPlansErrors(t *testing.T) {
 	for _, c := range []struct{ yaml, want string }{
 		{"- collective: allreduce\n  algoritm: x.msccl\n", `unknown key "algoritm"`},
 		{"- collective: allreduce\n  algorithm: nope.msccl\n", "nope.msccl"},
-		{"- collective: allreduce\n  algorithm: x.msccl\n  max_message_size: 1XB\n", "bad size"},
+		{"- collective: allreduce\n  algorithm: x.msccl\n  max_message_size: 1XB\n", `invalid size "1XB"`},
 		{"collective: allreduce\n", "list of rows"},
 	} {
 		_, err := Plans(write(c.yaml), map[string]int64{"ranks": 4})
