@@ -33,6 +33,11 @@ const (
 	I32  = kernels.I32
 	U32  = kernels.U32
 	U8   = kernels.U8
+	// OCP FP8, upstream's __fp8_e4m3 and __fp8_e5m2. Reductions widen to
+	// f32 and round once to nearest even; overflow saturates to ±448 and
+	// ±57344 (executor/cpu/dtype.go has the rules).
+	F8E4M3 = kernels.F8E4M3
+	F8E5M2 = kernels.F8E5M2
 )
 
 // ReduceOp is the reduction applied where a plan says sum (or nothing).

@@ -115,7 +115,7 @@ func run(args []string, w io.Writer) error {
 	b := fs.String("b", "1K", "smallest message size")
 	e := fs.String("e", "64M", "largest message size")
 	fs.Int64Var(&c.factor, "f", 2, "size multiplication factor")
-	fs.StringVar(&c.dtype, "d", "f32", "data type: f32 f16 bf16 i32 u32 u8")
+	fs.StringVar(&c.dtype, "d", "f32", "data type: f32 f16 bf16 i32 u32 u8 f8e4m3 f8e5m2")
 	fs.StringVar(&c.redop, "o", "sum", "reduction: sum min max prod")
 	fs.IntVar(&c.iters, "n", 20, "timed iterations")
 	fs.IntVar(&c.warmup, "w", 5, "warm-up iterations")

@@ -33,7 +33,7 @@ func (f *simFlags) register(fs interface {
 	BoolVar(*bool, string, bool, string)
 }) {
 	fs.StringVar(&f.size, "size", "1MiB", "message size as nccl-tests counts it (allgather: output bytes; others: input bytes); suffixes K/KiB/M/MiB/G/GiB")
-	fs.StringVar(&f.dtype, "dtype", "f32", "data type: f32, f16, bf16, i32, u32, u8")
+	fs.StringVar(&f.dtype, "dtype", "f32", "data type: f32, f16, bf16, i32, u32, u8, f8e4m3, f8e5m2")
 	fs.StringVar(&f.op, "op", "sum", "reduction: sum, min, max, prod")
 	fs.IntVar(&f.launches, "launches", compiler.ProofLaunches, "back-to-back launches to run and check (stale packets, scratch reuse; the default is what a proof runs)")
 	fs.IntVar(&f.llWidth, "ll", 16, "LL packet width in bytes: 8 or 16")

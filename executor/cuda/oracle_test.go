@@ -56,8 +56,10 @@ func (c gcase) String() string {
 // and reduction at 1 MiB and at an uneven size, every reduction in f32 at
 // 1 KiB, f32 and bf16 at 64 MiB (2 launches), and an LL8 run.
 // MSCCL_GPU_QUICK=1 keeps f32 sum per size; MSCCL_GPU_FULL=1 runs the whole
-// matrix: {1 KiB, 1 MiB, 64 MiB, uneven} × {f32, f16, bf16, i32} ×
-// {sum, min, max where the plan reduces} × 10 launches.
+// matrix: {1 KiB, 1 MiB, 64 MiB, uneven} × {f32, f16, bf16, i32, f8e4m3,
+// f8e5m2} × {sum, min, max where the plan reduces} × 10 launches.
+// MSCCL_GPU_DTYPES=f8e4m3,f8e5m2 (any types) keeps only the cases of those
+// types, the LL8 case in the first of them, to run one type's matrix alone.
 func matrix(p *ir.Plan) []gcase {
 	n := int64(len(p.GPUs))
 	// Not a multiple of the chunk count in 16-byte units: chunks of
@@ -75,7 +77,7 @@ func matrix(p *ir.Plan) []gcase {
 	case os.Getenv("MSCCL_GPU_FULL") != "":
 		// Big sizes first: they take longest on the CPU.
 		for _, sz := range []int64{64 << 20, 1 << 20, uneven, 1 << 10} {
-			for _, dt := range dts {
+			for _, dt := range append(dts, cpu.F8E4M3, cpu.F8E5M2) {
 				for _, red := range reds {
 					cs = append(cs, gcase{size: sz, dt: dt, red: red, launches: 10, ll: 16})
 				}
@@ -101,6 +103,9 @@ func matrix(p *ir.Plan) []gcase {
 		}
 	}
 	cs = append(cs, ll8)
+	if only := os.Getenv("MSCCL_GPU_DTYPES"); only != "" {
+		cs = onlyDTypes(cs, only)
+	}
 	// Sizes outside the plan's rule are refused by both executors; move
 	// each to the next size the rule admits, so the matrix still holds a
 	// size that is not a power of two.
@@ -114,6 +119,48 @@ func matrix(p *ir.Plan) []gcase {
 		}
 	}
 	return cs
+}
+
+// onlyDTypes keeps the cases whose type is in the comma-separated list;
+// a type of the list that the matrix does not hold (FP8 outside
+// MSCCL_GPU_FULL) gets the f32 cases' sizes and reductions. The LL8 case
+// runs in the list's first type. Unknown names are ignored, so a typo
+// shows up as a short case list in -v output rather than a panic.
+func onlyDTypes(cs []gcase, list string) []gcase {
+	var want []cpu.DType
+	for _, n := range strings.Split(list, ",") {
+		if d, err := cpu.ParseDType(strings.TrimSpace(n)); err == nil {
+			want = append(want, d)
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	var out []gcase
+	for _, d := range want {
+		held := false
+		for _, c := range cs {
+			if c.dt == d && c.ll != 8 {
+				out, held = append(out, c), true
+			}
+		}
+		if held {
+			continue
+		}
+		for _, c := range cs {
+			if c.dt == cpu.F32 && c.ll != 8 {
+				c.dt = d
+				out = append(out, c)
+			}
+		}
+	}
+	for _, c := range cs {
+		if c.ll == 8 {
+			c.dt = want[0]
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // runMode says which of eager launches and graph replays run:

@@ -175,7 +175,8 @@ func (e *Executor) bind(c *Call) (*binding, error) {
 	switch c.Reduce {
 	case ir.ReduceNone, ir.ReduceSum, ir.ReduceMin, ir.ReduceMax:
 	case ir.ReduceProd:
-		if c.DType == kernels.F32 || c.DType == kernels.F16 || c.DType == kernels.BF16 {
+		switch c.DType {
+		case kernels.F32, kernels.F16, kernels.BF16, kernels.F8E4M3, kernels.F8E5M2:
 			return nil, fmt.Errorf("cudaexec: prod is supported for integer types only, not %s", c.DType)
 		}
 	default:
