@@ -83,9 +83,11 @@ func Compile(f *dsl.File, defines map[string]int64, opts Options) (p *ir.Plan, s
 		}
 		if ps.plan && opts.Check && st.plan != nil {
 			for _, d := range ir.Validate(st.plan).Errors() {
-				if ps.name != passes[len(passes)-1].name && d.IsLimit() {
+				if ps.name != passes[len(passes)-1].name && (d.IsLimit() || d.Code == ir.CodeUnsignaledWait) {
 					// Limits hold for the finished plan; fuse-sync is what
-					// brings op and channel counts down.
+					// brings op and channel counts down. An unpaired wait
+					// is the program's error, which the last pass reports
+					// at its statement.
 					continue
 				}
 				st.diags = append(st.diags, dsl.Diagnostic{Severity: dsl.Error,

@@ -9,9 +9,8 @@ import (
 	"golang.org/x/tools/txtar"
 )
 
-// Bugs found while building testdata/wrong and TestDifferential. Each test
-// states the behaviour we want and is skipped until the bug is fixed:
-// remove the t.Skip to see it fail.
+// Bugs found while building testdata/wrong and TestDifferential, since
+// fixed: each test states the behaviour we want and keeps the fix honest.
 
 // corpusSource returns input.msccl of a testdata/wrong case.
 func corpusSource(t *testing.T, name string) []byte {
@@ -29,8 +28,10 @@ func corpusSource(t *testing.T, name string) []byte {
 	return nil
 }
 
-// TestBugSizeRuleAdmitsUnrunnableSizes: ir.(*Plan).SizeRule does not see
-// the chunk geometry of data that passes through uniform scratch slots.
+// TestSizeRuleFollowsDefinition (found as a bug: ir.(*Plan).SizeRule did
+// not see the chunk geometry of data that passes through uniform scratch
+// slots; it now adds the pairs of chunks the collective's definition
+// relates).
 // The three plans below are correct at every size where their reference
 // buffer splits evenly into its chunks, but the rule admits other sizes:
 //
@@ -52,8 +53,7 @@ func corpusSource(t *testing.T, name string) []byte {
 // --no-verify it writes size_granularity 16 / 32 into plans that are
 // wrong or unrunnable at the sizes that admits. Want: the rule excludes
 // those sizes and Verify proves the plan over its rule.
-func TestBugSizeRuleAdmitsUnrunnableSizes(t *testing.T) {
-	t.Skip("bug: ir.SizeRule ignores index changes and non-reference buffer bounds behind uniform scratch slots (alltoall/reducescatter staged in scratch admit uneven sizes)")
+func TestSizeRuleFollowsDefinition(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		bad  int64
@@ -77,15 +77,14 @@ func TestBugSizeRuleAdmitsUnrunnableSizes(t *testing.T) {
 	}
 }
 
-// TestBugWaitWithoutSignalUnderCheck: a channel-level wait whose peer
+// TestWaitWithoutSignalUnderCheck (found as a bug): a channel-level wait whose peer
 // block never signals at all (wrong_deadlock_3) is reported under
 // Options{Check: true} as "internal compiler error after pass channels:
 // ... can never return", because ir.Validate after the channels pass
 // fires before the limits pass counts signals and waits. Without Check
 // (msccl-compile) the same program gets the proper "wait with no matching
 // signal" at the wait. A user error must not read as a compiler bug.
-func TestBugWaitWithoutSignalUnderCheck(t *testing.T) {
-	t.Skip("bug: with Options.Check a wait with no signal on its channel is an \"internal compiler error after pass channels\"")
+func TestWaitWithoutSignalUnderCheck(t *testing.T) {
 	_, _, ds := CompileSource("input.msccl", corpusSource(t, "wrong_deadlock_3"), nil, Options{Check: true})
 	s := ds.String()
 	if strings.Contains(s, "internal compiler error") || !strings.Contains(s, "input.msccl:10:3: error: wait with no matching signal") {
@@ -93,13 +92,12 @@ func TestBugWaitWithoutSignalUnderCheck(t *testing.T) {
 	}
 }
 
-// TestBugSameAtItsOwnRun: Verify folds repeated findings and lists the
+// TestFoldingSkipsItsOwnRun (found as a bug): Verify folds repeated findings and lists the
 // runs that repeat one as "the same at RUN", but a finding the same run
 // reports more than once (an input clobbered in every launch) lists that
 // very run: "run 16 bytes, symbolic; the same at 16 bytes, symbolic; ..."
 // (testdata/wrong/wrong_clobber_1.txtar and other clobber goldens).
-func TestBugSameAtItsOwnRun(t *testing.T) {
-	t.Skip("bug: Verify says \"the same at\" the finding's own run")
+func TestFoldingSkipsItsOwnRun(t *testing.T) {
 	p, sm, ds := CompileSource("input.msccl", corpusSource(t, "wrong_clobber_1"), nil, Options{Check: true})
 	if ds.HasErrors() {
 		t.Fatal(ds)

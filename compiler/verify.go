@@ -97,6 +97,7 @@ func Verify(p *ir.Plan, sm *SourceMap, sizes []int64, dtypes []cpu.DType) Diagno
 	// first run that has them reports them.
 	also := map[string][]string{}
 	first := map[string]int{}
+	firstRun := map[string]string{}
 	wrongRun := ""
 	for _, r := range runs {
 		run := r.name
@@ -114,11 +115,15 @@ func Verify(p *ir.Plan, sm *SourceMap, sizes []int64, dtypes []cpu.DType) Diagno
 			}
 			k := fmt.Sprintf("%s@%v", d.Summary, d.Subject.Start)
 			if i, ok := first[k]; ok && ds[i].Detail != d.Detail {
-				also[k] = appendNew(also[k], run)
+				// The same finding again in the run that reported it
+				// (another launch) adds nothing; in another run, its name.
+				if firstRun[k] != run {
+					also[k] = appendNew(also[k], run)
+				}
 				continue
 			}
 			if _, ok := first[k]; !ok {
-				first[k] = len(ds)
+				first[k], firstRun[k] = len(ds), run
 			}
 			add(d)
 		}

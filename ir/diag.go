@@ -50,6 +50,12 @@ const (
 	CodeSemaphoresPerOp       = "limit.semaphores-per-op"
 )
 
+// CodeUnsignaledWait: a wait whose partner channel no op signals (a
+// deadlock visible without running the plan). The compiler reports the
+// same defect at its source when it checks the pairs (pass limits), so
+// its checker between passes leaves this one to it.
+const CodeUnsignaledWait = "sync.unsignaled-wait"
+
 // IsLimit reports whether d is one of the executor's table sizes exceeded
 // (a plan that is well formed but too big for upstream).
 func (d Diagnostic) IsLimit() bool {
@@ -180,6 +186,11 @@ func heapPath(p *jpath) *jpath { return &jpath{key: p.String(), idx: -1} }
 // errorp reports an error at p followed by the static suffix sub.
 func (s *diagSink) errorp(p *jpath, sub, format string, args ...any) {
 	s.ds = append(s.ds, Diagnostic{Severity: SevError, Path: p.String() + sub, Msg: fmt.Sprintf(format, args...)})
+}
+
+// codep reports an error at p+sub that callers tell apart by its code.
+func (s *diagSink) codep(p *jpath, sub, code, format string, args ...any) {
+	s.ds = append(s.ds, Diagnostic{Severity: SevError, Path: p.String() + sub, Msg: fmt.Sprintf(format, args...), Code: code})
 }
 
 // limitp reports at p+sub that the plan uses count where the upstream

@@ -155,6 +155,7 @@ func (p *Plan) SizeRule() (SizeRule, error) {
 			}
 		}
 	}
+	w.definition(g0)
 	forbid, fragile := w.forbid, w.fragile
 	bad := make([]bool, n)
 	run := int32(0)
@@ -216,6 +217,49 @@ func (p *Plan) SizeRule() (SizeRule, error) {
 	return rule, nil
 }
 
+// definition bans the residues at which the collective's own definition
+// pairs chunks of different lengths: allgather's output chunk q*C+c is
+// rank q's input chunk c, reducescatter's output chunk c is input chunk
+// r*C+c, alltoall's output chunk q*C+c is rank q's input chunk r*C+c.
+// Ops alone cannot show this: a chunk that goes through a uniform scratch
+// slot on its way keeps its identity (the proof checks that) but arrives
+// in a chunk of another length, so the sizes where the definition's
+// chunks differ are outside the rule whatever the ops do.
+func (w *ruleWalk) definition(g *GPU) {
+	w.defining = true
+	n := int64(len(w.p.GPUs))
+	in, out := int64(g.InputChunks), int64(g.OutputChunks)
+	pair := func(i, j int64, why string) {
+		lo, hi := min(i, j), min(max(i, j), w.n)
+		if i != j && lo < w.n && lo < hi {
+			w.ban(lo+1, hi, why)
+		}
+	}
+	switch c := w.p.Collective; {
+	case c.Gathers() && in > 0:
+		for q := int64(1); q < n; q++ {
+			for k := int64(0); k < in; k++ {
+				pair(k, q*in+k, fmt.Sprintf("%s puts rank %d's input chunk %d in output chunk %d", c, q, k, q*in+k))
+			}
+		}
+	case c.Scatters() && out > 0:
+		for r := int64(1); r < n; r++ {
+			for k := int64(0); k < out; k++ {
+				pair(k, r*out+k, fmt.Sprintf("%s gives rank %d input chunk %d as its output chunk %d", c, r, r*out+k, k))
+			}
+		}
+	case c == AllToAll:
+		per := in / max(n, 1)
+		for r := int64(0); r < n; r++ {
+			for q := int64(0); q < n; q++ {
+				for k := int64(0); k < per; k++ {
+					pair(q*per+k, r*per+k, fmt.Sprintf("alltoall puts rank %d's input chunk %d in rank %d's output chunk %d", q, r*per+k, r, q*per+k))
+				}
+			}
+		}
+	}
+}
+
 // ruleWalk collects, over the ops of a plan, the residues u mod N at
 // which some op's operands cover different byte counts.
 type ruleWalk struct {
@@ -223,7 +267,10 @@ type ruleWalk struct {
 	n       int64
 	forbid  []int32 // difference array over residues
 	fragile string  // the first op that forbade residue 1, or any
-	err     error
+	// defining: the definition's pairs are being added (they name the
+	// reason only when no op did).
+	defining bool
+	err      error
 }
 
 // ban forbids residues [lo, hi] (clipped to 1..n-1) because of what.
@@ -234,7 +281,9 @@ func (w *ruleWalk) ban(lo, hi int64, what string) {
 	}
 	w.forbid[lo]++
 	w.forbid[hi+1]--
-	if w.fragile == "" || lo == 1 {
+	// An op that forces the split is named before the definition: it is
+	// what the author can change.
+	if w.fragile == "" || (lo == 1 && !w.defining) {
 		w.fragile = what
 	}
 }

@@ -101,7 +101,7 @@ func (v *validator) syncPartner(c *blockCtx, op *Op, jp *jpath, id, gi, peer, pj
 	switch op.Code {
 	case OpWait, OpRlxWait:
 		if !v.use[peer].signaled[t][pj] {
-			v.errorp(jp, "", "%s on %s channel %d (gpu channel %d, to rank %d) can never return: no op of rank %d signals its partner, gpu channel %d",
+			v.codep(jp, "", CodeUnsignaledWait, "%s on %s channel %d (gpu channel %d, to rank %d) can never return: no op of rank %d signals its partner, gpu channel %d",
 				op.Code, t, id, gi, peer, peer, pj)
 		}
 	case OpSignal, OpRlxSignal, OpPws, OpPwsf:
