@@ -11,6 +11,7 @@ import (
 	"github.com/msccl-go/msccl-go/compiler"
 	"github.com/msccl-go/msccl-go/dsl"
 	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/internal/size"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -28,13 +29,12 @@ func cmdCompile(args []string, stdout, stderr io.Writer) int {
 	noVerify := fs.Bool("no-verify", false, "skip the CPU executor's proof of the compiled plan")
 	sizes := fs.String("verify-sizes", "", "message sizes (nccl-tests convention) the proof runs at (default: sizes that cover every size the plan's rule admits)")
 	dtypes := fs.String("verify-dtypes", "f32,bf16", "data types the proof runs with")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return exitUsage
+	pos, code, ok := fs.parse(args)
+	if !ok {
+		return code
 	}
 	if len(pos) != 1 {
-		fs.Usage()
-		return exitUsage
+		return fs.usageError("want one FILE.msccl, got %s", arguments(pos))
 	}
 	var vs []int64
 	var vt []cpu.DType
@@ -43,7 +43,7 @@ func cmdCompile(args []string, stdout, stderr io.Writer) int {
 			if *sizes == "" {
 				break
 			}
-			n, err := parseSize(s)
+			n, err := size.Parse(s)
 			if err != nil {
 				return errorf(stderr, "compile", "--verify-sizes: %v", err)
 			}
@@ -116,13 +116,12 @@ func cmdFmt(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("fmt", stderr, "fmt [-w] [-l] FILE.msccl...")
 	write := fs.Bool("w", false, "rewrite files in place")
 	list := fs.Bool("l", false, "list files whose formatting differs")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return exitUsage
+	pos, code, ok := fs.parse(args)
+	if !ok {
+		return code
 	}
 	if len(pos) == 0 {
-		fs.Usage()
-		return exitUsage
+		return fs.usageError("want FILE.msccl arguments")
 	}
 	rc := exitOK
 	for _, path := range pos {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/msccl-go/msccl-go/dsl"
+	"github.com/msccl-go/msccl-go/internal/version"
 )
 
 // exit codes
@@ -42,14 +43,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
+	if args[0] == "--version" || args[0] == "-version" || args[0] == "version" {
+		fmt.Fprintln(stdout, version.String("msccl-compile"))
+		return exitOK
+	}
 	c, ok := commands[args[0]]
 	if !ok {
 		msg := fmt.Sprintf("msccl-compile: unknown command %q", args[0])
 		if hint := dsl.Suggest(args[0], commandNames()); hint != "" {
 			msg += " (" + hint + ")"
 		}
-		fmt.Fprintln(stderr, msg)
-		usage(stderr)
+		// One line: the full usage would bury the hint.
+		fmt.Fprintln(stderr, msg+"; 'msccl-compile -h' lists the commands")
 		return exitUsage
 	}
 	return c.run(args[1:], stdout, stderr)
@@ -69,7 +74,7 @@ func usage(w io.Writer) {
 	for _, n := range commandNames() {
 		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
 	}
-	fmt.Fprintln(w, "\nRun 'msccl-compile COMMAND -h' for a command's flags.")
+	fmt.Fprintln(w, "\nRun 'msccl-compile COMMAND -h' for a command's flags, 'msccl-compile --version' for the build.")
 }
 
 // errorf prints "msccl-compile CMD: msg" and returns exitBad.

@@ -32,18 +32,24 @@ func loadPlan(path string, stderr io.Writer) *ir.Plan {
 	return p
 }
 
-func onePath(cmd string, args []string, stderr io.Writer) (string, bool) {
-	if len(args) != 1 || len(args[0]) == 0 || args[0][0] == '-' {
+// onePath reads a command's only argument, a plan file; when ok is false
+// the command is over and code is its exit status (0 after -h).
+func onePath(cmd string, args []string, stderr io.Writer) (path string, code int, ok bool) {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
 		fmt.Fprintf(stderr, "usage: msccl-compile %s PLAN.json\n", cmd)
-		return "", false
+		return "", exitOK, false
 	}
-	return args[0], true
+	if len(args) != 1 || len(args[0]) == 0 || args[0][0] == '-' {
+		fmt.Fprintf(stderr, "msccl-compile %s: want one PLAN.json, got %q (usage: msccl-compile %s PLAN.json)\n", cmd, args, cmd)
+		return "", exitUsage, false
+	}
+	return args[0], 0, true
 }
 
 func cmdCheck(args []string, stdout, stderr io.Writer) int {
-	path, ok := onePath("check", args, stderr)
+	path, code, ok := onePath("check", args, stderr)
 	if !ok {
-		return exitUsage
+		return code
 	}
 	p := loadPlan(path, stderr)
 	if p == nil {
@@ -60,9 +66,9 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 }
 
 func cmdDump(args []string, stdout, stderr io.Writer) int {
-	path, ok := onePath("dump", args, stderr)
+	path, code, ok := onePath("dump", args, stderr)
 	if !ok {
-		return exitUsage
+		return code
 	}
 	p := loadPlan(path, stderr)
 	if p == nil {

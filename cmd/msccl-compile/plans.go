@@ -23,13 +23,15 @@ func cmdPlans(args []string, stdout, stderr io.Writer) int {
 	sel := fs.String("select", "algorithms/selection.yaml", "selection table")
 	out := fs.String("out", "", "directory for the plans (created if missing)")
 	noVerify := fs.Bool("no-verify", false, "skip the CPU executor's proof of each plan")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return exitUsage
+	pos, code, ok := fs.parse(args)
+	if !ok {
+		return code
 	}
-	if len(pos) != 0 || *out == "" {
-		fs.Usage()
-		return exitUsage
+	if len(pos) != 0 {
+		return fs.usageError("want no arguments, got %q", pos)
+	}
+	if *out == "" {
+		return fs.usageError("--out DIR is required")
 	}
 	plans, err := compiler.Plans(*sel, defs)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,7 +18,9 @@ var update = flag.Bool("update", false, "rewrite the expected output of the scri
 // TestScripts runs each testdata/script/*.txtar: the archive comment is one
 // command line (words split on spaces; $ROOT is the repository root and
 // $WORK a fresh directory holding the archive's other files); the files
-// "stdout", "stderr" and "exit" are the expected results.
+// "stdout", "stderr" and "exit" are the expected results. Words of the
+// form NAME=VALUE before msccl-compile set environment variables, and
+// the Go version in the output reads $GOVERSION.
 func TestScripts(t *testing.T) {
 	files, _ := filepath.Glob("testdata/script/*.txtar")
 	if len(files) == 0 {
@@ -48,6 +51,12 @@ func TestScripts(t *testing.T) {
 			line = strings.ReplaceAll(line, "$ROOT", root)
 			line = strings.ReplaceAll(line, "$WORK", work)
 			args := strings.Fields(line)
+			// Leading NAME=VALUE words set the environment, as in a shell.
+			for len(args) > 0 && strings.Contains(args[0], "=") {
+				k, v, _ := strings.Cut(args[0], "=")
+				t.Setenv(k, v)
+				args = args[1:]
+			}
 			if len(args) == 0 || args[0] != "msccl-compile" {
 				t.Fatalf("comment must be a msccl-compile command line, got %q", line)
 			}
@@ -55,6 +64,7 @@ func TestScripts(t *testing.T) {
 			code := run(args[1:], &stdout, &stderr)
 			clean := func(s string) string {
 				s = strings.ReplaceAll(s, work, "$WORK")
+				s = strings.ReplaceAll(s, runtime.Version(), "$GOVERSION")
 				return strings.ReplaceAll(s, root, "$ROOT")
 			}
 			got := map[string]string{

@@ -8,6 +8,8 @@ import (
 
 	"github.com/msccl-go/msccl-go/compiler"
 	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/internal/hostmem"
+	"github.com/msccl-go/msccl-go/internal/size"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -46,7 +48,7 @@ func (f *simFlags) register(fs interface {
 // options turns flags into executor options, or an error naming the flag.
 func (f *simFlags) options() (cpu.Options, error) {
 	var o cpu.Options
-	size, err := parseSize(f.size)
+	n, err := size.Parse(f.size)
 	if err != nil {
 		return o, fmt.Errorf("--size: %w", err)
 	}
@@ -66,7 +68,7 @@ func (f *simFlags) options() (cpu.Options, error) {
 	if f.llWidth != 8 && f.llWidth != 16 {
 		return o, fmt.Errorf("--ll must be 8 or 16, got %d", f.llWidth)
 	}
-	o = cpu.Options{Size: size, DType: dt, Reduce: op, Launches: f.launches, LLWidth: f.llWidth, Trace: f.trace != "", Symbolic: f.symbolic}
+	o = cpu.Options{Size: n, DType: dt, Reduce: op, Launches: f.launches, LLWidth: f.llWidth, Trace: f.trace != "", Symbolic: f.symbolic}
 	if f.topo != "" {
 		t, err := cpu.LoadTopology(f.topo)
 		if err != nil {
@@ -81,13 +83,12 @@ func cmdSim(args []string, stdout, stderr io.Writer) int {
 	var f simFlags
 	fs := newFlags("sim", stderr, "sim PLAN.json [--size 1MiB] [--dtype f16] [--op sum] [--launches 2] [--trace out.json] [--json]")
 	f.register(fs)
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return exitUsage
+	pos, code, ok := fs.parse(args)
+	if !ok {
+		return code
 	}
 	if len(pos) != 1 {
-		fs.Usage()
-		return exitUsage
+		return fs.usageError("want one PLAN.json, got %s", arguments(pos))
 	}
 	opt, err := f.options()
 	if err != nil {
@@ -97,8 +98,27 @@ func cmdSim(args []string, stdout, stderr io.Writer) int {
 	if p == nil {
 		return exitBad
 	}
+	// Refuse before allocating, against this host's memory: the kernel
+	// would otherwise kill the process part way through a large run.
+	budget, err := hostmem.NewBudget(simMemoryPercent)
+	if err != nil {
+		return errorf(stderr, "sim", "%v", err)
+	}
+	// An error here (a size the plan cannot split) is the executor's to
+	// report, in its own words.
+	if need, err := hostmem.Need(p, opt.Size, opt.Launches, false); err == nil {
+		if err := budget.Check(fmt.Sprintf("%s at %s", pos[0], size.Format(opt.Size)), need); err != nil {
+			return errorf(stderr, "sim", "%v", err)
+		}
+	}
+	opt.MaxMemory = budget.Bytes
 	return simulate(pos[0], p, opt, &f, stdout, stderr, nil)
 }
+
+// simMemoryPercent is the share of the host's available memory one
+// simulation may use: the rest covers the Go heap's headroom (msccl-compile
+// runs with GOGC=400, gc.go) and the plan itself.
+const simMemoryPercent = 75
 
 // simulate runs the executor and prints the verdict. where, when not nil,
 // rewrites a finding's place (the compile command maps it to DSL lines).

@@ -1,0 +1,156 @@
+// Package hostmem answers how much host memory a CPU simulation may use
+// and how much one needs, so that msccl-compile sim and msccl-bench -c
+// refuse a size that does not fit with both numbers in the message,
+// instead of sizing against a fixed figure that is too small on a large
+// host and too large on a small one (where the kernel would kill the
+// process mid-run).
+package hostmem
+
+import (
+	"bufio"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/msccl-go/msccl-go/internal/size"
+	"github.com/msccl-go/msccl-go/ir"
+)
+
+// Fallback is the budget where the available memory cannot be read (no
+// /proc/meminfo: not Linux): the CPU executor's own default.
+const Fallback = 16 << 30
+
+// meminfo is the file Available reads; a variable so tests can point it
+// at a fixture.
+var meminfo = "/proc/meminfo"
+
+// Available is the kernel's estimate of memory available to a new
+// process without swapping (MemAvailable in /proc/meminfo), in bytes;
+// false where it cannot be read.
+func Available() (int64, bool) {
+	f, err := os.Open(meminfo)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "MemAvailable:" {
+			kb, err := strconv.ParseInt(fields[1], 10, 64)
+			if err != nil || kb < 0 || kb > math.MaxInt64>>10 {
+				return 0, false
+			}
+			return kb << 10, true
+		}
+	}
+	return 0, false
+}
+
+// Budget is the memory a simulation may use and where the figure comes
+// from, for messages.
+type Budget struct {
+	Bytes int64
+	From  string // "75% of MemAvailable 62.0GiB", "$MSCCL_HOST_MEMORY", ...
+}
+
+// Env names an environment variable that sets the budget directly (a
+// byte count such as 8GiB): for containers, where MemAvailable describes
+// the host rather than the container's limit, and for tests.
+const Env = "MSCCL_HOST_MEMORY"
+
+// NewBudget allows percent of the available memory (the rest is for the
+// Go heap's overhead, the plan and everything else on the host), the
+// value of $MSCCL_HOST_MEMORY when set, or Fallback where neither is
+// known.
+func NewBudget(percent int64) (Budget, error) {
+	if v := os.Getenv(Env); v != "" {
+		n, err := size.Parse(v)
+		if err != nil {
+			return Budget{}, fmt.Errorf("$%s: %w", Env, err)
+		}
+		return Budget{n, "$" + Env}, nil
+	}
+	avail, ok := Available()
+	if !ok {
+		return Budget{Fallback, "a fixed budget: MemAvailable unknown"}, nil
+	}
+	return Budget{avail / 100 * percent, fmt.Sprintf("%d%% of MemAvailable %s", percent, approx(avail))}, nil
+}
+
+// approx prints a byte count for people: in the largest binary unit it
+// reaches, exact when the unit divides it, else to a tenth.
+func approx(n int64) string {
+	for _, u := range []struct {
+		name string
+		b    int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		switch {
+		case n < u.b:
+			continue
+		case n%u.b == 0:
+			return fmt.Sprintf("%d%s", n/u.b, u.name)
+		}
+		return fmt.Sprintf("%.1f%s", float64(n)/float64(u.b), u.name)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// Need estimates the bytes the CPU executor allocates to run plan p at
+// msg bytes over launches launches, the way executor/cpu's setup counts
+// them before it allocates (per rank: input and output, a snapshot of
+// each per kept launch, and scratch with its packet store); streaming
+// (cpu.Options.OnLaunch) keeps at most two launches. It saturates at
+// MaxInt64 rather than overflow.
+func Need(p *ir.Plan, msg int64, launches int, streaming bool) (int64, error) {
+	in, out, err := p.BufferBytes(msg)
+	if err != nil {
+		return 0, err
+	}
+	kept := int64(launches)
+	if streaming {
+		kept = min(kept, 2)
+	}
+	var total int64
+	for r := range p.GPUs {
+		lay, err := p.Layout(r, in, out)
+		if err != nil {
+			return 0, fmt.Errorf("gpus[%d]: %w", r, err)
+		}
+		total = add(total, mul(add(in, out), 1+2*kept))
+		total = add(total, mul(lay.ScratchAlloc, 3)/2)
+		if lay.ScratchAlloc < 0 {
+			total = math.MaxInt64
+		}
+	}
+	return total, nil
+}
+
+// Check refuses a simulation that needs more than the budget, naming both
+// numbers; what is for the message ("simulating plan.json at 1GiB").
+func (b Budget) Check(what string, need int64) error {
+	if need <= b.Bytes {
+		return nil
+	}
+	return fmt.Errorf("%s needs about %s of host memory, more than %s", what, approx(need), b.describe())
+}
+
+func (b Budget) describe() string {
+	return fmt.Sprintf("%s allowed (%s)", approx(b.Bytes), b.From)
+}
+
+func add(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+func mul(a, b int64) int64 {
+	if a != 0 && b > math.MaxInt64/a {
+		return math.MaxInt64
+	}
+	return a * b
+}

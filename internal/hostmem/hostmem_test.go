@@ -1,0 +1,76 @@
+package hostmem
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/msccl-go/msccl-go/ir"
+)
+
+func TestAvailable(t *testing.T) {
+	dir := t.TempDir()
+	meminfo = filepath.Join(dir, "meminfo")
+	defer func() { meminfo = "/proc/meminfo" }()
+	os.WriteFile(meminfo, []byte("MemTotal:       65536000 kB\nMemFree:  100 kB\nMemAvailable:   32768000 kB\n"), 0o644)
+	if n, ok := Available(); !ok || n != 32768000<<10 {
+		t.Fatalf("Available() = %d, %v", n, ok)
+	}
+	t.Setenv(Env, "")
+	b, err := NewBudget(75)
+	if err != nil || b.Bytes != 32768000<<10/100*75 || b.From != "75% of MemAvailable 31.2GiB" {
+		t.Fatalf("NewBudget(75) = %+v, %v", b, err)
+	}
+	os.WriteFile(meminfo, []byte("MemTotal: 1 kB\n"), 0o644)
+	if _, ok := Available(); ok {
+		t.Fatal("Available without MemAvailable reported ok")
+	}
+	if b, _ := NewBudget(75); b.Bytes != Fallback {
+		t.Fatalf("fallback budget %+v", b)
+	}
+}
+
+func TestBudgetEnv(t *testing.T) {
+	t.Setenv(Env, "1GiB")
+	b, err := NewBudget(75)
+	if err != nil || b.Bytes != 1<<30 {
+		t.Fatalf("NewBudget with %s=1GiB: %+v, %v", Env, b, err)
+	}
+	err = b.Check("simulating p.json at 1GiB", 3<<29)
+	want := "simulating p.json at 1GiB needs about 1.5GiB of host memory, more than 1GiB allowed ($MSCCL_HOST_MEMORY)"
+	if err == nil || err.Error() != want {
+		t.Fatalf("Check: %v\nwant %s", err, want)
+	}
+	if err := b.Check("x", 1<<30); err != nil {
+		t.Fatalf("need equal to budget refused: %v", err)
+	}
+	t.Setenv(Env, "lots")
+	if _, err := NewBudget(75); err == nil || !strings.Contains(err.Error(), "$MSCCL_HOST_MEMORY: invalid size \"lots\"") {
+		t.Fatalf("bad %s: %v", Env, err)
+	}
+}
+
+func TestNeed(t *testing.T) {
+	data, err := os.ReadFile("../../testdata/peer-plans/allreduce_packet.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _, err := ir.Load(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, err := Need(p, 1<<20, 4, false)
+	if err != nil || small <= 0 {
+		t.Fatalf("Need at 1MiB: %d, %v", small, err)
+	}
+	if n, _ := Need(p, 1<<20, 4, true); n >= small {
+		t.Fatalf("streaming need %d not below %d", n, small)
+	}
+	// The largest admitted size saturates instead of wrapping negative.
+	big := int64(math.MaxInt64) / 64 * 64
+	if n, err := Need(p, big, 4, false); err == nil && n != math.MaxInt64 {
+		t.Fatalf("Need at %d = %d, want saturation at MaxInt64", big, n)
+	}
+}
