@@ -119,6 +119,11 @@ type OpInfo struct {
 	// Paired: src_buff[k] is copied to dst_buff[k], so both lists have the
 	// same length (upstream's put/get handlers index both with one k).
 	Paired bool
+	// FanOut: a Paired op that may also have a single src_buff, copied to
+	// every dst_buff (rppkt: upstream's handleReadPutPackets reads
+	// src_buff[0] once and puts it to each dst_buff[k]). See PairsOK and
+	// PairedSrc.
+	FanOut bool
 	// PortSrcPacket: over port channels the proxy copies the src bytes as
 	// they are, so they must already be packets (upstream's port ppkt
 	// sends what a cpkt packed into scratch; its memory ppkt packs itself).
@@ -174,9 +179,9 @@ var opTable = [NumOps]OpInfo{
 	OpPpkt: {Name: "ppkt", Class: ClassPacket, Chans: MaskMemory | MaskPort, ChannelIDs: MaskPort, TBG: true, Paired: true, PortSrcPacket: true,
 		Src: Operand{Min: 1, Max: maxRefs, First: Local, Rest: Local},
 		Dst: Operand{Min: 1, Max: maxRefs, First: Remote, Rest: Remote, PacketFirst: true, PacketRest: true}, Doc: "write src[k] as packets into remote dst[k]"},
-	OpRppkt: {Name: "rppkt", Class: ClassPacket, Chans: MaskMemory | MaskPort, ChannelIDs: MaskPort, TBG: true, Paired: true,
+	OpRppkt: {Name: "rppkt", Class: ClassPacket, Chans: MaskMemory | MaskPort, ChannelIDs: MaskPort, TBG: true, Paired: true, FanOut: true,
 		Src: Operand{Min: 1, Max: maxRefs, First: Local, Rest: Local, PacketFirst: true, PacketRest: true},
-		Dst: Operand{Min: 1, Max: maxRefs, First: Remote, Rest: Remote, PacketFirst: true, PacketRest: true}, Doc: "forward received packets to remote dst[k]"},
+		Dst: Operand{Min: 1, Max: maxRefs, First: Remote, Rest: Remote, PacketFirst: true, PacketRest: true}, Doc: "forward received packets of src[k] (or of src[0] to every dst) to remote dst[k]"},
 	OpCpkt: {Name: "cpkt", Class: ClassPacket, TBG: true,
 		Src: Operand{Min: 1, Max: 1, First: Local},
 		Dst: Operand{Min: 1, Max: 1, First: Local, PacketFirst: true}, Doc: "pack local data into a local packet buffer"},
@@ -239,6 +244,18 @@ func Ops() []OpInfo { return opTable[:] }
 
 // Info returns the table row of the op.
 func (o *Op) Info() *OpInfo { return o.Code.Info() }
+
+// PairsOK reports whether a Paired op may have nsrc src_buff and ndst
+// dst_buff refs: as many of each, or for a FanOut op one source. Ops that
+// are not Paired leave counts to their Operand bounds and always pass.
+func (in *OpInfo) PairsOK(nsrc, ndst int) bool {
+	return !in.Paired || nsrc == ndst || (in.FanOut && nsrc == 1)
+}
+
+// PairedSrc is the src_buff that dst_buff[k] of a Paired op with nsrc
+// sources copies: src_buff[k], or the only one of a fan-out. Executors
+// use it so that both forms run the same loop.
+func PairedSrc(k, nsrc int) int { return min(k, nsrc-1) }
 
 // IsPacketSrc reports whether src[k] of an op with this info holds packets.
 func (in *OpInfo) IsPacketSrc(k int) bool {

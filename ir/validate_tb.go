@@ -138,8 +138,12 @@ func (v *validator) op(c *blockCtx, op *Op, path *jpath, inPipeline bool) {
 	v.opChannels(c, op, path)
 	v.refs(c, op, path, "src_buff", op.Src, in.Src, op.IsPacketSrc)
 	v.refs(c, op, path, "dst_buff", op.Dst, in.Dst, op.IsPacketDst)
-	if in.Paired && len(op.Src) != len(op.Dst) && len(op.Src) > 0 && len(op.Dst) > 0 {
-		v.errorp(path, ".dst_buff", "%s copies src_buff[k] to dst_buff[k], but has %d src_buff and %d dst_buff refs", in.Name, len(op.Src), len(op.Dst))
+	if !in.PairsOK(len(op.Src), len(op.Dst)) && len(op.Src) > 0 && len(op.Dst) > 0 {
+		also := ""
+		if in.FanOut {
+			also = " (or its one src_buff to every dst_buff)"
+		}
+		v.errorp(path, ".dst_buff", "%s copies src_buff[k] to dst_buff[k]%s, but has %d src_buff and %d dst_buff refs", in.Name, also, len(op.Src), len(op.Dst))
 	}
 	v.portPeers(c, op, path)
 	switch {

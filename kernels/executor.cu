@@ -205,10 +205,28 @@ DEV void op_pack(const Env& e, const DOp& op, u32 off, u32 unit) {
 }
 
 // upkt: wait for packets of src[0] and store their payload into dst[0].
-// rppkt (memory): wait for packets of src[k] and forward them to dst[k].
+// rppkt (memory): wait for packets of src[k] and forward them to dst[k];
+// with one src and several dsts (upstream's form, ir.OpInfo.FanOut),
+// read each packet of src[0] once and forward it to every dst.
 template <int PK>
 DEV void op_unpack(Env& e, const DOp& op, u32 off, u32 unit, bool forward) {
   const u32 P = PK / 2, NW = P / 4;
+  if (forward && op.nsrc == 1 && op.ndst > 1) {
+    Span s = span(e, e.refs[op.ref0], off, unit);
+    Span d[MAXR];
+    int nd = op.ndst < MAXR ? op.ndst : MAXR;
+    u32 n = s.n;
+    for (int k = 0; k < nd; k++) {
+      d[k] = span(e, e.refs[op.ref0 + 1 + k], off, unit);
+      n = d[k].n < n ? d[k].n : n;
+    }
+    for (u32 i = threadIdx.x; i < n / P; i += blockDim.x) {
+      u32 v[2];
+      pkt_read<PK>(s.p + (u64)i * PK, e.flag, v, &e.w);
+      for (int k = 0; k < nd; k++) pkt_write<PK>(d[k].p + (u64)i * PK, v, e.flag);
+    }
+    return;
+  }
   for (int k = 0; k < op.ndst && k < op.nsrc; k++) {
     Span s = span(e, e.refs[op.ref0 + k], off, unit);
     Span d = span(e, e.refs[op.ref0 + op.nsrc + k], off, unit);
@@ -262,7 +280,8 @@ DEV void op_reduce_pkt(Env& e, const DOp& op, u32 off, u32 unit, int firstSend, 
 
 // Port-channel packet forwarding: the bytes already are packets (src in
 // packet form), so wait until every packet has arrived, then let the proxy
-// copy the whole range.
+// copy the whole range. dst[k] gets src[k], or src[0] when it is the only
+// one (rppkt's fan-out, ir.PairedSrc); ppkt's counts are always equal.
 template <int PK>
 DEV void op_pkt_port(Env& e, const DOp& op, u32 off, u32 unit, bool waitSrc) {
   const u32 P = PK / 2;
@@ -277,8 +296,9 @@ DEV void op_pkt_port(Env& e, const DOp& op, u32 off, u32 unit, bool waitSrc) {
     __syncthreads();
   }
   u32 k = threadIdx.x;
-  if (k >= op.ndst || k >= op.nsrc || k >= op.nidx) return;
-  Span s = span(e, e.refs[op.ref0 + k], off, unit);
+  if (k >= op.ndst || op.nsrc == 0 || k >= op.nidx) return;
+  u32 sk = k < op.nsrc ? k : op.nsrc - 1u;
+  Span s = span(e, e.refs[op.ref0 + sk], off, unit);
   Span d = span(e, e.refs[op.ref0 + op.nsrc + k], off, unit);
   const MemChan& c = e.a->port[e.idx[op.idx0 + k]];
   u32 n = d.n < s.n ? d.n : s.n;

@@ -253,12 +253,16 @@ func (s *sim) packetOp(b *block, op *rop, w, unit int64) (bool, string) {
 	}
 	switch op.code {
 	case ir.OpPpkt, ir.OpRppkt:
+		// dst[k] gets src[k], or src[0] for every k when an rppkt has
+		// one source (upstream's fan-out, ir.OpInfo.FanOut): each dst
+		// reads it again, which for packets already checked ready
+		// above only repeats the read's ordering.
 		port := len(op.chans) > 0 && op.chans[0].typ == ir.ChanPort
 		for k := range op.dst {
 			if n == 0 {
 				break
 			}
-			src, dst := &op.src[min(k, len(op.src)-1)], &op.dst[k]
+			src, dst := &op.src[ir.PairedSrc(k, len(op.src))], &op.dst[k]
 			so, _ := clip(src, w, unit)
 			do, _ := clip(dst, w, unit)
 			var data []byte
