@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -27,6 +28,10 @@ import (
 	"github.com/msccl-go/msccl-go/compiler"
 	"github.com/msccl-go/msccl-go/executor/cpu"
 	cudaexec "github.com/msccl-go/msccl-go/executor/cuda"
+	"github.com/msccl-go/msccl-go/internal/hostmem"
+	"github.com/msccl-go/msccl-go/internal/size"
+	"github.com/msccl-go/msccl-go/internal/textdist"
+	"github.com/msccl-go/msccl-go/internal/version"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/kernels"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
@@ -79,34 +84,40 @@ type Row struct {
 }
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
+	err := run(os.Args[1:], os.Stdout)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "msccl-bench:", err)
-		os.Exit(1)
 	}
+	os.Exit(exitCode(err))
 }
 
-func parseSize(s string) (int64, error) {
-	s = strings.TrimSpace(strings.ToUpper(s))
-	s = strings.TrimSuffix(strings.TrimSuffix(s, "IB"), "B")
-	mul := int64(1)
+// usageError is a wrong invocation (exit status 2, as flag packages and
+// msccl-compile use), as opposed to a run that failed (1).
+type usageError struct{ error }
+
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// exitCode is the process's status for run's result.
+func exitCode(err error) int {
+	var u usageError
 	switch {
-	case strings.HasSuffix(s, "K"):
-		mul, s = 1<<10, s[:len(s)-1]
-	case strings.HasSuffix(s, "M"):
-		mul, s = 1<<20, s[:len(s)-1]
-	case strings.HasSuffix(s, "G"):
-		mul, s = 1<<30, s[:len(s)-1]
+	case err == nil:
+		return 0
+	case errors.As(err, &u):
+		return 2
 	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("bad size %q", s)
-	}
-	return n * mul, nil
+	return 1
 }
 
 func run(args []string, w io.Writer) error {
 	c := config{defs: defines{}}
 	fs := flag.NewFlagSet("msccl-bench", flag.ContinueOnError)
+	// The flag package would print the error and then every flag; one
+	// line naming the bad flag is easier to read, and -h prints the rest.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	fs.StringVar(&c.plan, "plan", "", "plan JSON file")
 	fs.StringVar(&c.algo, "algo", "", "library algorithm name (algorithms/NAME.msccl)")
 	fs.StringVar(&c.algoDir, "algodir", "algorithms", "directory of library algorithms")
@@ -124,36 +135,165 @@ func run(args []string, w io.Writer) error {
 	fs.BoolVar(&c.asJSON, "json", false, "print one JSON object per size")
 	fs.IntVar(&c.ll, "ll", 16, "LL packet width: 8 or 16")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "watchdog timeout of one wait")
+	showVersion := fs.Bool("version", false, "print the build's version and exit")
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(w, "usage: msccl-bench (--plan PLAN.json | --algo NAME [-D NAME=VALUE]...) [flags]")
+			fs.SetOutput(w)
+			fs.PrintDefaults()
+			return nil
+		}
+		return usagef("%v (msccl-bench -h lists the flags)", err)
 	}
-	var err error
-	if c.minB, err = parseSize(*b); err != nil {
-		return err
+	if *showVersion {
+		fmt.Fprintln(w, version.String("msccl-bench"))
+		return nil
 	}
-	if c.maxB, err = parseSize(*e); err != nil {
+	if err := c.check1(fs, *b, *e); err != nil {
 		return err
-	}
-	if c.factor < 2 || c.iters < 1 || c.warmup < 0 {
-		return errors.New("-f must be at least 2, -n at least 1, -w not negative")
 	}
 	p, name, err := loadPlan(&c)
 	if err != nil {
 		return err
 	}
-	// Refuse the whole sweep before touching the GPU when a size is
-	// outside the plan's rule: a row of wrong results would be the
-	// plan's geometry, not the GPU's.
+	sizes := sweep(c.minB, c.maxB, c.factor)
+	if err := checkSweep(&c, p, name, sizes); err != nil {
+		return err
+	}
+	rows, err := bench(&c, p, name, sizes, w)
+	if err != nil {
+		return err
+	}
+	return verdict(rows)
+}
+
+// check1 checks the flags on their own, before any file is read.
+func (c *config) check1(fs *flag.FlagSet, b, e string) error {
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q: msccl-bench takes flags only (--plan PLAN.json or --algo NAME)", fs.Arg(0))
+	}
+	var err error
+	if c.minB, err = size.Parse(b); err != nil {
+		return usagef("-b: %v", err)
+	}
+	if c.maxB, err = size.Parse(e); err != nil {
+		return usagef("-e: %v", err)
+	}
+	if c.minB > c.maxB {
+		return usagef("-b %s is above -e %s: the sweep would be empty", b, e)
+	}
+	ranksSet := false
+	fs.Visit(func(f *flag.Flag) { ranksSet = ranksSet || f.Name == "ranks" })
+	switch {
+	case ranksSet && c.ranks < 1:
+		return usagef("--ranks must be at least 1, got %d", c.ranks)
+	case c.factor < 2:
+		return usagef("-f must be at least 2, got %d", c.factor)
+	case c.iters < 1:
+		return usagef("-n must be at least 1, got %d", c.iters)
+	case c.warmup < 0:
+		return usagef("-w must not be negative, got %d", c.warmup)
+	case c.ll != 8 && c.ll != 16:
+		return usagef("--ll must be 8 or 16, got %d", c.ll)
+	case c.timeout <= 0:
+		return usagef("--timeout must be positive, got %v", c.timeout)
+	}
+	if _, ok := kernels.ParseDType(c.dtype); !ok {
+		return usagef("-d: unknown data type %q (want f32, f16, bf16, i32, u32, u8, f8e4m3 or f8e5m2)", c.dtype)
+	}
+	if _, err := cpu.ParseDType(c.dtype); err != nil {
+		return usagef("-d: %v", err)
+	}
+	switch ir.ReduceOp(c.redop) {
+	case ir.ReduceSum, ir.ReduceMin, ir.ReduceMax, ir.ReduceProd:
+	default:
+		return usagef("-o: unknown reduction %q (want sum, min, max or prod)", c.redop)
+	}
+	return nil
+}
+
+// maxDeviceBytes bounds what one sweep size may need on the device (every
+// rank's input, output and scratch together, all ranks being on device
+// 0). It is above any GPU's memory today (288 GB at most), so it refuses
+// only sizes no GPU could hold, before the allocator is asked for them;
+// what fits between it and the real device is the allocator's to refuse
+// (that row is skipped and the exit status says so).
+const maxDeviceBytes = 512 << 30
+
+// checkSweep refuses the whole sweep before touching the GPU when a size
+// cannot be run: outside the plan's rule (a row of wrong results would be
+// the plan's geometry, not the GPU's), more than a GPU holds, or, with
+// -c, a CPU reference larger than this host's memory.
+func checkSweep(c *config, p *ir.Plan, name string, sizes []int64) error {
+	largest := sizes[len(sizes)-1]
+	if need, err := deviceBytes(p, largest); err == nil && need > maxDeviceBytes {
+		return fmt.Errorf("-e: at %s %s needs about %s of device memory (%d ranks on one GPU), more than the %s any GPU holds; lower -e",
+			size.Format(largest), name, hostmem.Human(need), len(p.GPUs), size.Format(maxDeviceBytes))
+	}
 	rule, err := p.SizeRule()
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	for _, s := range sweep(c.minB, c.maxB, c.factor) {
+	for _, s := range sizes {
 		if err := rule.Check(s); err != nil {
 			return fmt.Errorf("%s: %w; pick -b, -e and -f so that every size is in the rule", name, err)
 		}
 	}
-	return bench(&c, p, name, w)
+	if c.check {
+		return checkRefMemory(p, name, sizes)
+	}
+	return nil
+}
+
+// deviceBytes is what the GPU executor allocates for one size: every
+// rank's input, output and scratch (ir.Layout), saturating rather than
+// overflowing.
+func deviceBytes(p *ir.Plan, msg int64) (int64, error) {
+	in, out, err := p.BufferBytes(msg)
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for r := range p.GPUs {
+		lay, err := p.Layout(r, in, out)
+		if err != nil {
+			return 0, err
+		}
+		for _, n := range []int64{in, out, lay.ScratchAlloc} {
+			if n < 0 || total > math.MaxInt64-n {
+				return math.MaxInt64, nil
+			}
+			total += n
+		}
+	}
+	return total, nil
+}
+
+// verdict is the run's outcome once the whole table is printed: an error
+// (exit status 1) when a row's results differ from the CPU reference or a
+// requested size was skipped, so that scripts and CI notice.
+func verdict(rows []Row) error {
+	var wrong, skipped []string
+	for _, r := range rows {
+		switch {
+		case r.Skipped != "":
+			skipped = append(skipped, fmt.Sprintf("%s (%s)", size.Format(r.Bytes), r.Skipped))
+		case r.Wrong > 0:
+			wrong = append(wrong, fmt.Sprintf("%s (%d wrong)", size.Format(r.Bytes), r.Wrong))
+		}
+	}
+	var parts []string
+	if len(wrong) > 0 {
+		parts = append(parts, fmt.Sprintf("wrong results at %d of %d sizes: %s", len(wrong), len(rows), strings.Join(wrong, ", ")))
+	}
+	if len(skipped) > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d sizes skipped: %s", len(skipped), len(rows), strings.Join(skipped, ", ")))
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	// One line: a skip reason may carry newlines (a driver message).
+	return errors.New(strings.Join(strings.Fields(strings.Join(parts, "; ")), " "))
 }
 
 // sweep lists the sizes min, min*f, ... up to max, stopping before a
@@ -189,6 +329,9 @@ func loadPlan(c *config) (*ir.Plan, string, error) {
 	case c.algo != "":
 		path := filepath.Join(c.algoDir, c.algo+".msccl")
 		src, err := os.ReadFile(path)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, "", unknownAlgo(c.algo, c.algoDir)
+		}
 		if err != nil {
 			return nil, "", err
 		}
@@ -202,6 +345,41 @@ func loadPlan(c *config) (*ir.Plan, string, error) {
 		return p, c.algo, nil
 	}
 	return nil, "", errors.New("give --plan PLAN.json or --algo NAME")
+}
+
+// unknownAlgo says that the library has no algorithm name, with the
+// closest names it has (by edit distance, or sharing the name as a
+// prefix such as "allreduce"), or all of them when none is near.
+func unknownAlgo(name, dir string) error {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.msccl"))
+	if len(files) == 0 {
+		return fmt.Errorf("--algo %s: %s holds no algorithms (*.msccl); set --algodir", name, dir)
+	}
+	names := make([]string, len(files))
+	for i, f := range files {
+		names[i] = strings.TrimSuffix(filepath.Base(f), ".msccl")
+	}
+	best := map[string]int{}
+	for _, n := range names {
+		d := textdist.Levenshtein(name, n)
+		if d <= max(2, len(name)/3) || (len(name) >= 3 && strings.HasPrefix(n, name)) {
+			best[n] = d
+		}
+	}
+	near := make([]string, 0, len(best))
+	for n := range best {
+		near = append(near, n)
+	}
+	sort.Slice(near, func(i, j int) bool {
+		if best[near[i]] != best[near[j]] {
+			return best[near[i]] < best[near[j]]
+		}
+		return near[i] < near[j]
+	})
+	if len(near) > 0 {
+		return fmt.Errorf("--algo %s: no such algorithm in %s (did you mean %s?)", name, dir, strings.Join(near[:min(3, len(near))], ", "))
+	}
+	return fmt.Errorf("--algo %s: no such algorithm in %s (it has %s)", name, dir, strings.Join(names, ", "))
 }
 
 func busFactor(col ir.Collective, n int) float64 {
@@ -222,24 +400,25 @@ type checkJob struct {
 	err error
 }
 
-func bench(c *config, p *ir.Plan, name string, w io.Writer) error {
+// bench times every size and prints the table; it returns the rows for
+// verdict, or an error that ends the sweep (no GPU, a hang).
+func bench(c *config, p *ir.Plan, name string, sizes []int64, w io.Writer) ([]Row, error) {
 	dt, ok := kernels.ParseDType(c.dtype)
 	if !ok {
-		return fmt.Errorf("unknown data type %q", c.dtype)
+		return nil, fmt.Errorf("unknown data type %q", c.dtype)
 	}
 	cdt, err := cpu.ParseDType(c.dtype)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	red := ir.ReduceOp(c.redop)
-	sizes := sweep(c.minB, c.maxB, c.factor)
 	// CPU references, a few sizes ahead, in parallel.
 	jobs := make([]chan checkJob, len(sizes))
 	if c.check {
 		// Start jobs in size order (small ones first) so the first rows
 		// never wait behind the largest references.
 		slots := make(chan struct{}, max(1, min(4, runtime.NumCPU()/2)))
-		mem := refMemory()
+		mem := refBudget().Bytes
 		for i := range sizes {
 			jobs[i] = make(chan checkJob, 1)
 		}
@@ -256,22 +435,22 @@ func bench(c *config, p *ir.Plan, name string, w io.Writer) error {
 	}
 	ex, err := cudaexec.Open(p, cudaexec.Options{Timeout: c.timeout})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer ex.Close()
 	s, err := cuda.NewStream(true)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer s.Destroy()
 	ev0, err := cuda.NewEvent(true)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer ev0.Destroy()
 	ev1, err := cuda.NewEvent(true)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer ev1.Destroy()
 	devName, _ := cuda.Device(0).Name()
@@ -283,8 +462,9 @@ func bench(c *config, p *ir.Plan, name string, w io.Writer) error {
 		fmt.Fprintf(w, "#%12s %12s %6s %6s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "")
 	}
 	enc := json.NewEncoder(w)
-	for i, size := range sizes {
-		row := Row{Plan: name, Ranks: n, Bytes: size, Count: size / int64(cdt.Size()), Type: c.dtype, Redop: c.redop, Wrong: -1, Graph: c.graph}
+	var rows []Row
+	for i, msg := range sizes {
+		row := Row{Plan: name, Ranks: n, Bytes: msg, Count: msg / int64(cdt.Size()), Type: c.dtype, Redop: c.redop, Wrong: -1, Graph: c.graph}
 		var job checkJob
 		if c.check {
 			job = <-jobs[i]
@@ -292,13 +472,14 @@ func bench(c *config, p *ir.Plan, name string, w io.Writer) error {
 		if err := one(c, ex, p, dt, red, s, ev0, ev1, &row, job); err != nil {
 			var h *cudaexec.HangError
 			if errors.As(err, &h) {
-				return err
+				return nil, err
 			}
 			row.Skipped = err.Error()
 		}
+		rows = append(rows, row)
 		if c.asJSON {
 			if err := enc.Encode(row); err != nil {
-				return err
+				return nil, err
 			}
 			continue
 		}
@@ -312,7 +493,7 @@ func bench(c *config, p *ir.Plan, name string, w io.Writer) error {
 		}
 		fmt.Fprintf(w, " %12d %12d %6s %6s %10.2f %8.2f %8.2f %7s\n", row.Bytes, row.Count, row.Type, row.Redop, row.TimeUs, row.AlgBW, row.BusBW, wrong)
 	}
-	return nil
+	return rows, nil
 }
 
 // one measures one size.

@@ -1,33 +1,45 @@
 package main
 
 import (
-	"bufio"
-	"os"
-	"strconv"
-	"strings"
+	"fmt"
+
+	"github.com/msccl-go/msccl-go/internal/hostmem"
+	"github.com/msccl-go/msccl-go/internal/size"
+	"github.com/msccl-go/msccl-go/ir"
 )
 
-// refMemory is the host memory one CPU reference (-c) may use: 60% of what
-// the kernel reports available, so that the largest sizes of packet plans
-// (whose scratch is several times the message) are checked rather than
-// refused at the CPU executor's 16 GiB default. Without /proc/meminfo the
-// default stands.
-func refMemory() int64 {
-	f, err := os.Open("/proc/meminfo")
+// refMemoryPercent is the share of the host's available memory one CPU
+// reference (-c) may use, so that the largest sizes of packet plans (whose
+// scratch is several times the message) are checked rather than refused
+// at the CPU executor's fixed 16 GiB default, while the references
+// computed ahead in parallel and the GPU process itself still fit.
+const refMemoryPercent = 60
+
+// refBudget is that share (or $MSCCL_HOST_MEMORY, or a fixed 16 GiB where
+// MemAvailable cannot be read). A bad $MSCCL_HOST_MEMORY was refused by
+// checkRefMemory before this is called.
+func refBudget() hostmem.Budget {
+	b, _ := hostmem.NewBudget(refMemoryPercent)
+	return b
+}
+
+// checkRefMemory refuses, before the GPU is opened, a sweep whose CPU
+// reference at some size would not fit in host memory, naming both
+// numbers: otherwise that row would be skipped after the sweep had run
+// for minutes (or the kernel would end the process).
+func checkRefMemory(p *ir.Plan, name string, sizes []int64) error {
+	b, err := hostmem.NewBudget(refMemoryPercent)
 	if err != nil {
-		return 0
+		return err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 2 && fields[0] == "MemAvailable:" {
-			kb, err := strconv.ParseInt(fields[1], 10, 64)
-			if err != nil {
-				return 0
-			}
-			return kb << 10 * 6 / 10
+	for _, s := range sizes {
+		need, err := hostmem.Need(p, s, 1, false)
+		if err != nil {
+			continue // the executor words its own refusal in that row
+		}
+		if err := b.Check(fmt.Sprintf("-c: the CPU reference for %s at %s", name, size.Format(s)), need); err != nil {
+			return fmt.Errorf("%w; lower -e or leave out -c", err)
 		}
 	}
-	return 0
+	return nil
 }

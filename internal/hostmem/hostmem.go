@@ -77,12 +77,16 @@ func NewBudget(percent int64) (Budget, error) {
 	if !ok {
 		return Budget{Fallback, "a fixed budget: MemAvailable unknown"}, nil
 	}
-	return Budget{avail / 100 * percent, fmt.Sprintf("%d%% of MemAvailable %s", percent, approx(avail))}, nil
+	return Budget{avail / 100 * percent, fmt.Sprintf("%d%% of MemAvailable %s", percent, Human(avail))}, nil
 }
 
-// approx prints a byte count for people: in the largest binary unit it
-// reaches, exact when the unit divides it, else to a tenth.
-func approx(n int64) string {
+// Human prints a byte count for people: in the largest binary unit it
+// reaches, exact when the unit divides it, else to a tenth. MaxInt64,
+// where Need saturates, is "8EiB" (one byte short).
+func Human(n int64) string {
+	if n == math.MaxInt64 {
+		return "8EiB"
+	}
 	for _, u := range []struct {
 		name string
 		b    int64
@@ -134,11 +138,11 @@ func (b Budget) Check(what string, need int64) error {
 	if need <= b.Bytes {
 		return nil
 	}
-	return fmt.Errorf("%s needs about %s of host memory, more than %s", what, approx(need), b.describe())
+	return fmt.Errorf("%s needs about %s of host memory, more than %s", what, Human(need), b.describe())
 }
 
 func (b Budget) describe() string {
-	return fmt.Sprintf("%s allowed (%s)", approx(b.Bytes), b.From)
+	return fmt.Sprintf("%s allowed (%s)", Human(b.Bytes), b.From)
 }
 
 func add(a, b int64) int64 {

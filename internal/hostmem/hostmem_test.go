@@ -52,6 +52,16 @@ func TestBudgetEnv(t *testing.T) {
 	}
 }
 
+func TestHuman(t *testing.T) {
+	for n, want := range map[int64]string{
+		100: "100 bytes", 1536: "1.5KiB", 48 << 20: "48MiB", 32768000 << 10: "31.2GiB", math.MaxInt64: "8EiB",
+	} {
+		if got := Human(n); got != want {
+			t.Errorf("Human(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
 func TestNeed(t *testing.T) {
 	data, err := os.ReadFile("../../testdata/peer-plans/allreduce_packet.json")
 	if err != nil {
