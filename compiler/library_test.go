@@ -31,7 +31,7 @@ func libraryConfigs(path string) []map[string]int64 {
 func librarySizes(p *ir.Plan) []int64 {
 	n := int64(len(p.GPUs))
 	c := int64(p.GPUs[0].InputChunks)
-	if p.Collective == ir.AllGather {
+	if p.Collective.Gathers() {
 		c = int64(p.GPUs[0].OutputChunks)
 	}
 	return []int64{max(n, c) * 4096, c * 16 * 3}

@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,25 +13,36 @@ import (
 )
 
 // TestRootedSchedules compiles the rooted and peer-mapped schedules of
-// testdata/dsl at 2..8 ranks and every root, and proves each plan on the
+// testdata/dsl and the library's direct broadcast, reduce, gather and
+// scatter at 2..8 ranks and every root (the library proofs take root 0), and proves each plan on the
 // CPU executor at the byte level and symbolically.
 func TestRootedSchedules(t *testing.T) {
 	files, _ := filepath.Glob("../testdata/dsl/coll_*.txtar")
 	if len(files) < 5 {
 		t.Fatalf("want the coll_* schedules, have %d", len(files))
 	}
+	for _, a := range []string{"broadcast", "reduce", "gather", "scatter"} {
+		files = append(files, "../algorithms/"+a+"_direct.msccl")
+	}
 	for _, f := range files {
-		ar, err := txtar.ParseFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
 		var src []byte
-		for _, fl := range ar.Files {
-			if fl.Name == "input.msccl" {
-				src = fl.Data
+		if strings.HasSuffix(f, ".msccl") {
+			var err error
+			if src, err = os.ReadFile(f); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			ar, err := txtar.ParseFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, fl := range ar.Files {
+				if fl.Name == "input.msccl" {
+					src = fl.Data
+				}
 			}
 		}
-		name := strings.TrimSuffix(filepath.Base(f), ".txtar")
+		name := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(f), ".txtar"), ".msccl")
 		rooted := strings.Contains(string(src), "param root")
 		for n := int64(2); n <= 8; n++ {
 			if strings.Contains(name, "peer_list") && n != 4 || strings.Contains(name, "sendrecv_peers") && n%2 != 0 {
