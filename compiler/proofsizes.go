@@ -23,10 +23,10 @@ const ProofLaunches = 4
 // only, and any one admitted size decides them — unless an op cuts chunks
 // finer (tbg_info splits a chunk range across blocks, a pipeline walks it
 // in windows), where the cuts fall depends on the chunk lengths.
-// The set is: the smallest size, the next one, one size in each other
-// admitted residue class of the chunk split (all of them when ops cut
-// chunks, up to maxClasses), and a mid-sized one (64 KiB rounded up to the
-// rule) so that realistic lengths are simulated too.
+// The set is: the smallest size, the next one, the first and the last
+// other admitted residue class of the chunk split (every class when ops
+// cut chunks, up to maxClasses), and a mid-sized one (64 KiB rounded up to
+// the rule) so that realistic lengths are simulated too.
 func ProofSizes(p *ir.Plan) ([]int64, error) {
 	rule, err := p.SizeRule()
 	if err != nil {
@@ -45,7 +45,9 @@ func ProofSizes(p *ir.Plan) ([]int64, error) {
 	refBytes := func(units int64) int64 { return units * rule.Align * rule.RefMul / rule.RefDiv }
 	classes := rule.Chunks / rule.Step
 	cuts := cutsChunks(p)
-	limit := int64(3)
+	// One residue class besides 0 and the last suffices where ops keep
+	// whole chunks (the argument above); chunk-cutting plans get all.
+	limit := int64(1)
 	if cuts {
 		limit = maxClasses
 	}

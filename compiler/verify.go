@@ -24,8 +24,8 @@ import (
 // for every reduction and every type at once. It runs at each of sizes
 // (nil: ProofSizes, which cover every size the plan's rule admits) over
 // ProofLaunches launches. The byte-level simulation runs beside it as a
-// second, independent oracle: at every size in the first of dtypes, and at
-// the largest size in the others, with the plan's own reduction when its
+// second, independent oracle: at the smallest and the largest size in the
+// first of dtypes, and at the largest size in the others, with the plan's own reduction when its
 // ops all name one. sm may be nil (plans not compiled from source);
 // findings then carry plan paths only.
 func Verify(p *ir.Plan, sm *SourceMap, sizes []int64, dtypes []cpu.DType) Diagnostics {
@@ -61,7 +61,9 @@ func Verify(p *ir.Plan, sm *SourceMap, sizes []int64, dtypes []cpu.DType) Diagno
 		runs = append(runs, run{size: size, name: fmt.Sprintf("%d bytes, symbolic", size),
 			opt: cpu.Options{Size: size, Symbolic: true, Launches: ProofLaunches}})
 		for k, dt := range dtypes {
-			if k > 0 && i != len(sizes)-1 {
+			// The byte level is the second oracle: the first type at the
+			// smallest and the largest size, the others at the largest.
+			if i != len(sizes)-1 && (k > 0 || i > 0) {
 				continue
 			}
 			runs = append(runs, run{size: size, name: fmt.Sprintf("%d bytes, %s", size, dt),
