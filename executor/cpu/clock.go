@@ -301,18 +301,25 @@ func (c clocks) join(o clocks) {
 		return
 	}
 	e, v := c.E, c.V
-	e.root, v.root = joinPair(e, v, e.root, v.root, o.E.root, o.V.root, int(e.lv))
-	// v may now hold nodes e made, and o's nodes may be in either.
-	e.share()
+	made := false
+	e.root, v.root = joinPair(e, v, e.root, v.root, o.E.root, o.V.root, int(e.lv), &made)
+	if made {
+		e.share() // v holds nodes e made
+	}
 	o.E.share()
 	o.V.share()
 }
 
 // joinPair returns the joins of (se, sv) into (de, dv) at level l, made
-// by ce and cv. Where de is dv and se is sv, both results are one node.
-func joinPair(ce, cv *vclock, de, dv, se, sv *vnode, l int) (*vnode, *vnode) {
+// by ce and cv. Where de is dv and se is sv, both results are one node;
+// made is set when such a node is new (ce's, so ce must not change it in
+// place any more).
+func joinPair(ce, cv *vclock, de, dv, se, sv *vnode, l int, made *bool) (*vnode, *vnode) {
 	if de == dv && se == sv {
 		r := ce.joinNode(de, se, l)
+		if r != de && r != se {
+			*made = true
+		}
 		return r, r
 	}
 	if se == nil && sv == nil {
@@ -327,6 +334,8 @@ func joinPair(ce, cv *vclock, de, dv, se, sv *vnode, l int) (*vnode, *vnode) {
 			nv := ne
 			if dek != dvk || sek != svk {
 				nv = cv.joinLeaf(dvk, svk)
+			} else if ne != dek && ne != sek {
+				*made = true
 			}
 			allE = allE && ne == sek
 			allV = allV && nv == svk
@@ -345,7 +354,7 @@ func joinPair(ce, cv *vclock, de, dv, se, sv *vnode, l int) (*vnode, *vnode) {
 			continue
 		}
 		dek, dvk, sek, svk := kid(de, i), kid(dv, i), kid(se, i), kid(sv, i)
-		ne, nv := joinPair(ce, cv, dek, dvk, sek, svk, l-1)
+		ne, nv := joinPair(ce, cv, dek, dvk, sek, svk, l-1, made)
 		allE = allE && ne == sek
 		allV = allV && nv == svk
 		if ne != dek {
