@@ -7,6 +7,14 @@
 //	msccl-bench --plan plan.json -b 1K -e 1G -G --json
 //
 // All ranks run in this process on device 0 (see executor/cuda).
+//
+// Exit status: 0 when every size ran and none had wrong elements, and
+// after -h or --version; 1 when a row has wrong results or was skipped
+// (reported after the whole table) or the run could not start; 2 for a
+// wrong invocation. Bad input is refused before the GPU is opened, on one
+// line: sizes, flags, the plan's size rule, sizes no GPU holds, and with
+// -c CPU references above 60% of the host's MemAvailable (or
+// $MSCCL_HOST_MEMORY).
 package main
 
 import (
