@@ -320,7 +320,7 @@ func sweep(lo, hi, f int64) []int64 {
 func loadPlan(c *config) (*ir.Plan, string, error) {
 	switch {
 	case c.plan != "" && c.algo != "":
-		return nil, "", errors.New("give --plan or --algo, not both")
+		return nil, "", usagef("give --plan or --algo, not both")
 	case c.plan != "":
 		data, err := os.ReadFile(c.plan)
 		if err != nil {
@@ -352,7 +352,7 @@ func loadPlan(c *config) (*ir.Plan, string, error) {
 		}
 		return p, c.algo, nil
 	}
-	return nil, "", errors.New("give --plan PLAN.json or --algo NAME")
+	return nil, "", usagef("give --plan PLAN.json or --algo NAME (msccl-bench -h lists the flags)")
 }
 
 // unknownAlgo says that the library has no algorithm name, with the

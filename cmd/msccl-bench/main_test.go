@@ -39,8 +39,8 @@ func TestArgErrors(t *testing.T) {
 		want string
 		code int
 	}{
-		{nil, "give --plan PLAN.json or --algo NAME", 1},
-		{[]string{"--plan", "x.json", "--algo", "y"}, "give --plan or --algo, not both", 1},
+		{nil, "give --plan PLAN.json or --algo NAME (msccl-bench -h lists the flags)", 2},
+		{[]string{"--plan", "x.json", "--algo", "y"}, "give --plan or --algo, not both", 2},
 		{[]string{"--plan", peer + "allreduce.json", "--ranks", "4"}, peer + "allreduce.json has 2 ranks, --ranks says 4", 1},
 		{[]string{"--plan", "p.json", "-f", "1"}, "-f must be at least 2, got 1", 2},
 		{[]string{"--plan", "p.json", "-n", "0"}, "-n must be at least 1, got 0", 2},
