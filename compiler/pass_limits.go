@@ -40,10 +40,10 @@ type limitHit struct {
 	rank, block int
 	at          dsl.Range
 	count       int
-	// what words the excess with "{n}" for the count: " uses {n} memory
-	// channels; the upstream ...". Blocks whose counts differ fold too,
-	// the count becoming a range.
-	what   string // after "rank R tb B": " uses ..." or ": put names ..."
+	// what follows "rank R tb B" (" uses {n} memory channels; ..." or
+	// ": signal names {n} channels; ..."), with {n} for the count: blocks
+	// whose counts differ fold too, the count becoming a range.
+	what   string
 	detail string
 }
 
@@ -80,12 +80,12 @@ func (st *state) limitHit(d ir.Diagnostic) limitHit {
 		t := tableType(tb, pp.rest, ".channels")
 		op, inner = firstOp(tb, func(o *ir.Op) bool { return usesChannel(o, t, d.Max) })
 		h.what = fmt.Sprintf(" uses {n} %s channels; the upstream executor holds at most %d per type per block", t, d.Max)
-		h.detail = fmt.Sprintf("this statement uses channel %d of the block; %s", d.Max+1, split)
+		h.detail = fmt.Sprintf("%s channel %d of the block; %s", usedHere(op), d.Max+1, split)
 	case ir.CodeRemoteBuffersPerBlock:
 		t := tableType(tb, pp.rest, ".remote_buffer_refs")
 		op, inner = firstOp(tb, func(o *ir.Op) bool { return usesRemote(o, t, d.Max) })
 		h.what = fmt.Sprintf(" uses {n} remote buffers over %s channels; the upstream executor holds at most %d per type per block", t, d.Max)
-		h.detail = fmt.Sprintf("this statement uses remote buffer %d of the block; %s", d.Max+1, split)
+		h.detail = fmt.Sprintf("%s remote buffer %d of the block; %s", usedHere(op), d.Max+1, split)
 	case ir.CodeChannelsPerOp:
 		h.what = fmt.Sprintf(": %s names {n} channels; the upstream executor holds at most %d per op", name, d.Max)
 		h.detail = fmt.Sprintf("give it at most %d peers and the rest to another op", d.Max)
@@ -166,6 +166,16 @@ func countNoun(n int, what string) string {
 		return "1 " + what
 	}
 	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// usedHere starts the detail of a table overflow: the statement the
+// diagnostic is at either uses the entry past the table or, when no op
+// does, only heads the block.
+func usedHere(op int) string {
+	if op < 0 {
+		return "the block's table lists, though no op uses,"
+	}
+	return "this statement uses"
 }
 
 // opAt returns op (inner: index in its pipeline body, or -1) of tb.
