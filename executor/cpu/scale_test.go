@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/msccl-go/msccl-go/compiler"
@@ -29,12 +30,21 @@ func compileLibrary(tb testing.TB, name string, ranks int64) *ir.Plan {
 }
 
 // BenchmarkProofScale proves ring plans at growing rank counts, as the
-// compiler's proof does (4 launches; one size and type here). Proof time
-// and memory grew with the number of thread blocks (agents of the vector
-// clocks); docs/BENCHMARKS.md has the figures. -short stops at 32 ranks.
+// compiler's byte-level proof does (4 launches; 64 KiB of f32 here).
+// Proof time and memory grew with the number of thread blocks (agents of
+// the vector clocks); docs/BENCHMARKS.md has the figures. -short stops at
+// 32 ranks; MSCCL_SCALE_RANKS=512 (say) runs that rank count instead.
 func BenchmarkProofScale(b *testing.B) {
+	counts := []int64{8, 32, 128}
+	if env := os.Getenv("MSCCL_SCALE_RANKS"); env != "" {
+		n, err := strconv.ParseInt(env, 10, 64)
+		if err != nil || n < 2 {
+			b.Fatalf("MSCCL_SCALE_RANKS=%q: want a rank count", env)
+		}
+		counts = []int64{n}
+	}
 	for _, name := range []string{"allgather_ring", "allreduce_ring"} {
-		for _, ranks := range []int64{8, 32, 128} {
+		for _, ranks := range counts {
 			if testing.Short() && ranks > 32 {
 				continue
 			}
