@@ -78,7 +78,7 @@ func TestSelectPlan(t *testing.T) {
 		// units, and 64 bytes would leave chunks empty.
 		{"allreduce", 4000, "allreduce_allpairs_packet", false},
 		{"allreduce", 4004, "size rule: multiples of 16 bytes from 128 bytes", true},
-		{"allreduce", 64, "size rule: multiples of 16 bytes from 128 bytes", true},
+		{"allreduce", 64, "no allreduce plan for 8 ranks covers 64 bytes", true},
 	}
 	for _, c := range cases {
 		p, err := SelectPlan("algorithms/selection.yaml", c.col, 8, c.size)

@@ -139,7 +139,7 @@ func run(args []string, w io.Writer) error {
 	fs.IntVar(&c.iters, "n", 20, "timed iterations")
 	fs.IntVar(&c.warmup, "w", 5, "warm-up iterations")
 	fs.BoolVar(&c.graph, "G", false, "time CUDA-graph replays of a captured collective")
-	fs.BoolVar(&c.check, "c", false, "check results against the CPU executor (#wrong column)")
+	fs.BoolVar(&c.check, "c", false, "check results against the CPU executor (#wrong column: elements of the result the collective defines that differ)")
 	fs.BoolVar(&c.asJSON, "json", false, "print one JSON object per size")
 	fs.IntVar(&c.ll, "ll", 16, "LL packet width: 8 or 16")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "watchdog timeout of one wait")
@@ -571,6 +571,20 @@ func one(c *config, ex *cudaexec.Executor, p *ir.Plan, dt kernels.DType, red ir.
 
 // checkOnce feeds the CPU executor's inputs, runs once and counts the
 // output elements that differ from its outputs.
+// definedBytes is the part of rank r's output buffer (of out bytes) the
+// collective defines, which is all that -c compares: a reduce's or
+// gather's non-root outputs are undefined (an in-place gather's non-root
+// rank keeps only its own input, at slice r).
+func definedBytes(p *ir.Plan, r int, in, out int64) (lo, hi int64) {
+	if (p.Collective == ir.Reduce || p.Collective == ir.Gather) && r != p.Root {
+		if p.Collective == ir.Gather && p.InPlace {
+			return int64(r) * in, int64(r+1) * in
+		}
+		return 0, 0
+	}
+	return 0, out
+}
+
 func checkOnce(ex *cudaexec.Executor, p *ir.Plan, call cudaexec.Call, rep *cpu.Report) (int64, error) {
 	if !rep.OK() {
 		return 0, fmt.Errorf("the CPU executor rejects the plan at this size: %s", rep.Verdict)
@@ -597,16 +611,17 @@ func checkOnce(ex *cudaexec.Executor, p *ir.Plan, call cudaexec.Call, rep *cpu.R
 	}
 	var wrong int64
 	for r := range p.GPUs {
+		// The CPU executor's output of rank r starts where b.Out[r] does
+		// (for an in-place reducescatter that is chunk r of the input, not
+		// its start: comparing from b.In[r] counted other ranks' chunks
+		// as wrong).
 		want := rep.Outputs[0][r]
 		got := make([]byte, len(want))
-		src := b.Out[r]
-		if p.InPlace && p.Collective == ir.ReduceScatter {
-			src = b.In[r]
-		}
-		if err := cuda.MemcpyDtoH(got, src); err != nil {
+		if err := cuda.MemcpyDtoH(got, b.Out[r]); err != nil {
 			return 0, err
 		}
-		for i := int64(0); i+es <= int64(len(got)); i += es {
+		lo, hi := definedBytes(p, r, b.InBytes, int64(len(want)))
+		for i := lo; i+es <= hi; i += es {
 			if string(got[i:i+es]) != string(want[i:i+es]) {
 				wrong++
 			}
