@@ -246,19 +246,20 @@ type caseRun struct {
 
 // outBytes is how many output bytes per rank the CPU executor reports.
 func outBytes(p *ir.Plan, in, out int64) int64 {
+	// In place, a reducescatter's (scatter's) output is rank r's slice of
+	// its input and an allgather's (gather's) input a slice of its output:
+	// the CPU executor reports the output bytes from where the output
+	// starts, as Buffers.Out[r] points there.
 	switch {
-	case p.InPlace && p.Collective == ir.ReduceScatter:
-		return in
-	case p.InPlace && p.Collective != ir.AllGather:
+	case p.InPlace && (p.Collective.Scatters() || p.Collective.Gathers()):
+		return out
+	case p.InPlace:
 		return max(in, out)
 	}
 	return out
 }
 
 func (cr *caseRun) outSrc(k, r int) cuda.DevicePtr {
-	if cr.p.InPlace && cr.p.Collective == ir.ReduceScatter {
-		return cr.bufs[k].In[r]
-	}
 	return cr.bufs[k].Out[r]
 }
 

@@ -45,3 +45,31 @@ func TestGPURefusesNonResident(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// TestGPURefusesSizeOutsideRule: Alloc and Wrap refuse a message size the
+// plan's rule does not admit, naming the rule, before anything runs.
+func TestGPURefusesSizeOutsideRule(t *testing.T) {
+	needGPU(t)
+	p, err := compileWith(filepath.Join("../../algorithms", "allreduce_allpairs_packet.msccl"), map[string]int64{"ranks": 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := Open(p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for _, size := range []int64{4004, 64} {
+		if b, err := e.Alloc(size); err == nil {
+			b.Free()
+			t.Errorf("Alloc(%d) accepted", size)
+		} else if !strings.Contains(err.Error(), "outside the plan's size rule: multiples of 16 bytes from 128 bytes") {
+			t.Errorf("Alloc(%d): %v", size, err)
+		}
+	}
+	b, err := e.Alloc(4000) // 1000 floats: in the rule
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Free()
+}
