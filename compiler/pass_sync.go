@@ -8,7 +8,7 @@ import (
 // data dependencies, walking actions in program order. For every access it
 // finds the earlier conflicting accesses (read after write, write after
 // read or write) of the same chunk and orders them as the memory model
-// (DESIGN.md) requires:
+// (docs/model.md) requires:
 //
 //   - same block: a nop between the two ops (a flush first when the earlier
 //     op is a port put whose source or destination is involved);

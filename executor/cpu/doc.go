@@ -13,7 +13,7 @@
 // (vector clocks), so the verdict does not depend on the interleaving that
 // happened to run.
 //
-// Memory-ordering model (DESIGN.md): each block carries two vector clocks,
+// Memory-ordering model (docs/model.md): each block carries two vector clocks,
 // E (execution order) and V (visibility). Release signal/wait, barriers,
 // semaphores, flushes and kernel boundaries carry both; relaxed signal/wait
 // and LL packet arrivals carry only E. A read followed by a conflicting

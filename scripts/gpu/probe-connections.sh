@@ -4,7 +4,7 @@
 # few library algorithms, with and without port channels, at 2 and 8 ranks
 # on one GPU, per connection count. A hang shows as the watchdog's report
 # (2 s per wait), or as nothing before `timeout`. Run on a GPU machine from
-# the repo root after ../shared/tools/gpu-pack ./cmd/msccl-bench.
+# the repo root after scripts/gpu-pack ./cmd/msccl-bench.
 # Since executor/cuda refuses port-channel plans whose streams outnumber
 # the queues (queues.go), those now end at once with that error; the
 # hangs the guard is based on are in testdata/gpu/probe_connections_before_guard.log.

@@ -3,7 +3,7 @@
 # algorithms, two "nodes" on one GPU) run back to back without hanging,
 # eagerly and by CUDA-graph replay, under different
 # CUDA_DEVICE_MAX_CONNECTIONS? Run on a GPU machine from the repo root
-# after ../shared/tools/gpu-pack ./executor/cuda ./runtime/cuda ./cmd/msccl-bench.
+# after scripts/gpu-pack ./executor/cuda ./runtime/cuda ./cmd/msccl-bench.
 # A hang shows as msccl-bench's watchdog error (2 s per wait).
 # Environment: CONNS (default "32 8"), TESTS=1 also runs the oracle tests
 # per launch mode (logs to $OUT).

@@ -129,7 +129,7 @@ echo "# NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE TORCH_SYMM_MEM_DISABLE_MULTICAST=$TOR
 } > "$SUM"
 
 if [ ! -x "$BENCH" ] && { has_phase check || has_phase ours; }; then
-  echo "run_all: $BENCH is missing (build it with ../shared/tools/gpu-pack, or set GPU_DIR); skipping check and ours"
+  echo "run_all: $BENCH is missing (build it with scripts/gpu-pack, or set GPU_DIR); skipping check and ours"
   note "- msccl-bench missing at $BENCH: correctness and our timings not run"
 fi
 if [ -x "$BENCH" ] && ! "$BENCH" -h 2>&1 | grep -qi 'device'; then
