@@ -216,7 +216,7 @@ func (s *sim) setup() error {
 	// k-th with the k-th), so knowledge travels along blocks of one index:
 	// numbering them adjacently keeps what changes in a join within few
 	// leaves of the clock's tree (clock.go). Numbering rank by rank took
-	// 1.3 to 1.7 times the CPU time on 128-rank ring, direct, all-to-all
+	// 1.1 to 1.6 times the CPU time on 128-rank ring, direct, all-to-all
 	// and packet plans.
 	maxTB := 0
 	for r := range p.GPUs {
