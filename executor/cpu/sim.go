@@ -331,14 +331,24 @@ func (s *sim) step(b *block) bool {
 // own returns the block's clocks including what it has acquired but not
 // yet spread through the block: what a signal or release publishes.
 func (s *sim) own(b *block, relaxed bool) clocks {
+	// Usually nothing is pending (a nop came since the last wait): the
+	// snapshot is then the block's clocks themselves.
 	if relaxed {
+		if b.pend.E.root == nil {
+			return clocks{E: b.clk.E.frozen()}
+		}
 		c := b.clk.E.clone()
 		join(c, b.pend.E)
-		return clocks{E: c.frozen()}
+		c.tag = 0 // nothing else holds c: freeze it in place
+		return clocks{E: c}
+	}
+	if b.pend.E.root == nil && b.pend.V.root == nil {
+		return b.clk.frozen()
 	}
 	c := clocks{E: b.clk.E.clone(), V: b.clk.V.clone()}
 	c.join(b.pend)
-	return c.frozen()
+	c.E.tag, c.V.tag = 0, 0
+	return c
 }
 
 // nop spreads what the block acquired to all its threads and starts a new
