@@ -3,13 +3,14 @@ package cpu
 // Vector clocks are persistent radix trees shared copy-on-write. A dense
 // []uint32 per clock cost O(agents) per signal, packet and op and kept one
 // such copy per token in flight: at 64 ranks of a ring (2176 agents) a
-// proof took 0.8 GB, and at 128 ranks it ran out of memory. Most of a
+// 1 MiB proof took 0.8 GB, and at 128 ranks it ran out of memory. Most of a
 // snapshot equals the clock it was taken from and the clocks it meets,
 // so here a snapshot is a pointer, an update copies one path, and a join
 // visits only subtrees whose pointers differ, adopting the other side's
 // subtree wherever that dominates, so equal knowledge stays one shared
 // node. Agent ids are numbered block index major (setup): knowledge that
-// travels along block k of every rank then sits in few leaves.
+// travels along block k of every rank then sits in few leaves. (16-entry
+// nodes allocated more and ran slower on a 128-rank ring.)
 const (
 	vcBits = 5
 	vcFan  = 1 << vcBits
