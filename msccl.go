@@ -115,6 +115,10 @@ func (c *Comm) Ranks() int { return c.ex.Ranks() }
 
 // Alloc allocates zeroed buffers for a message of size bytes (as
 // nccl-tests counts it) on every rank; in-place plans get aliased buffers.
+// A size outside the plan's size rule runs through staging buffers of the
+// next size the rule admits (copied in and out around each rank's
+// kernel), so any size works that is a whole number of elements of the
+// type Run is given, per rank's piece; Run refuses others.
 func (c *Comm) Alloc(size int64) (*Buffers, error) { return c.ex.Alloc(size) }
 
 // Wrap uses caller-owned device buffers, one input and output per rank.

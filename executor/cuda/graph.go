@@ -26,7 +26,16 @@ func (e *Executor) Capture(c Call) (*Graph, error) {
 	if c.Stream == nil {
 		return nil, errors.New("cudaexec: Capture needs Call.Stream")
 	}
-	b, err := e.bind(&c)
+	// A staged buffer set runs the plan on its stage: that is the binding
+	// the graph pins (Run adds the copies in and out).
+	bc := c
+	if c.Buffers != nil && c.Buffers.stage != nil {
+		if err := e.checkStaged(c.Buffers, c.DType); err != nil {
+			return nil, err
+		}
+		bc.Buffers = c.Buffers.stage
+	}
+	b, err := e.bind(&bc)
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +64,7 @@ func (e *Executor) Capture(c Call) (*Graph, error) {
 		return nil, err
 	}
 	b.pins++
-	return &Graph{e: e, key: e.keyOf(&c), s: c.Stream, g: g, ge: ge}, nil
+	return &Graph{e: e, key: e.keyOf(&bc), s: c.Stream, g: g, ge: ge}, nil
 }
 
 // Launch replays the graph on the stream it was captured on.

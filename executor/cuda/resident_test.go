@@ -1,11 +1,16 @@
 package cudaexec
 
 import (
+	"encoding/binary"
+	"fmt"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/kernels"
+	"github.com/msccl-go/msccl-go/runtime/cuda"
 )
 
 func TestResidentError(t *testing.T) {
@@ -46,30 +51,194 @@ func TestGPURefusesNonResident(t *testing.T) {
 	t.Log(err)
 }
 
-// TestGPURefusesSizeOutsideRule: Alloc and Wrap refuse a message size the
-// plan's rule does not admit, naming the rule, before anything runs.
-func TestGPURefusesSizeOutsideRule(t *testing.T) {
+// TestGPUStagedSizes runs sizes outside the plans' rules (a float, 1001
+// floats, 1001 halves, per-rank pieces of three floats) through staging
+// buffers and checks every result element against a host reference; a
+// size that is not whole elements of the call's type is refused.
+func TestGPUStagedSizes(t *testing.T) {
 	needGPU(t)
-	p, err := compileWith(filepath.Join("../../algorithms", "allreduce_allpairs_packet.msccl"), map[string]int64{"ranks": 8})
-	if err != nil {
-		t.Fatal(err)
+	const n = 8
+	for _, c := range []struct {
+		algo string
+		size int64
+		dt   kernels.DType
+	}{
+		{"allreduce_allpairs_packet", 4, kernels.F32},
+		{"allreduce_allpairs_packet", 4004, kernels.F32},
+		{"allreduce_twoshot", 4004, kernels.F32},
+		{"allreduce_ring", 2002, kernels.F16},
+		{"allgather_direct", n * 12, kernels.F32},
+		{"reducescatter_direct", n * 12, kernels.F32},
+		{"alltoall_direct", n * 8, kernels.F32},
+	} {
+		t.Run(fmt.Sprintf("%s/%d/%s", c.algo, c.size, c.dt), func(t *testing.T) {
+			p, err := compileWith(filepath.Join("../../algorithms", c.algo+".msccl"), map[string]int64{"ranks": n})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gpuMu.Lock()
+			defer gpuMu.Unlock()
+			e, err := Open(p, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			b, err := e.Alloc(c.size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Free()
+			if b.stage == nil {
+				t.Fatalf("size %d is in the rule (%s); the test wants a staged size", c.size, e.rule)
+			}
+			es := elemSize(c.dt)
+			ins := make([][]float64, n)
+			for r := range n {
+				k := b.InBytes / es
+				ins[r] = make([]float64, k)
+				raw := make([]byte, b.InBytes)
+				for i := range k {
+					v := float64((int64(r)*7+i*3)%11 - 5)
+					ins[r][i] = v
+					putElem(raw[i*es:], c.dt, v)
+				}
+				if err := cuda.MemcpyHtoD(b.In[r], raw); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := e.Run(Call{Buffers: b, DType: c.dt}); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Wait(nil); err != nil {
+				t.Fatal(err)
+			}
+			bad := 0
+			for r := range n {
+				raw := make([]byte, b.OutBytes)
+				if err := cuda.MemcpyDtoH(raw, b.Out[r]); err != nil {
+					t.Fatal(err)
+				}
+				k := b.OutBytes / es
+				for i := range k {
+					want := expectedElem(p.Collective, ins, r, i, k)
+					if got := getElem(raw[i*es:], c.dt); got != want {
+						if bad < 5 {
+							t.Errorf("rank %d element %d: got %v, want %v", r, i, got, want)
+						}
+						bad++
+					}
+				}
+			}
+			if bad > 0 {
+				t.Fatalf("%d wrong elements", bad)
+			}
+		})
 	}
-	e, err := Open(p, Options{})
-	if err != nil {
-		t.Fatal(err)
+	t.Run("not whole elements", func(t *testing.T) {
+		p, err := compileWith(filepath.Join("../../algorithms", "allreduce_allpairs_packet.msccl"), map[string]int64{"ranks": n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gpuMu.Lock()
+		defer gpuMu.Unlock()
+		e, err := Open(p, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		b, err := e.Alloc(4002)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Free()
+		if err := e.Run(Call{Buffers: b, DType: kernels.F32}); err == nil || !strings.Contains(err.Error(), "not a whole number of f32 elements") {
+			t.Fatalf("got %v", err)
+		}
+	})
+}
+
+// expectedElem is element i of rank r's output (k elements) by the
+// collective's definition over integer-valued inputs (exact in every
+// type used here).
+func expectedElem(col ir.Collective, ins [][]float64, r int, i, k int64) float64 {
+	n := int64(len(ins))
+	switch col {
+	case ir.AllReduce:
+		s := 0.0
+		for q := range ins {
+			s += ins[q][i]
+		}
+		return s
+	case ir.AllGather:
+		per := k / n
+		return ins[i/per][i%per]
+	case ir.ReduceScatter:
+		s := 0.0
+		for q := range ins {
+			s += ins[q][int64(r)*k+i]
+		}
+		return s
+	case ir.AllToAll:
+		per := k / n
+		return ins[i/per][int64(r)*per+i%per]
 	}
-	defer e.Close()
-	for _, size := range []int64{4004, 64} {
-		if b, err := e.Alloc(size); err == nil {
-			b.Free()
-			t.Errorf("Alloc(%d) accepted", size)
-		} else if !strings.Contains(err.Error(), "outside the plan's size rule: multiples of 16 bytes from 128 bytes") {
-			t.Errorf("Alloc(%d): %v", size, err)
+	return math.NaN()
+}
+
+func putElem(b []byte, dt kernels.DType, v float64) {
+	switch dt {
+	case kernels.F32:
+		binary.LittleEndian.PutUint32(b, math.Float32bits(float32(v)))
+	case kernels.F16:
+		binary.LittleEndian.PutUint16(b, f16bits(float32(v)))
+	}
+}
+
+func getElem(b []byte, dt kernels.DType) float64 {
+	switch dt {
+	case kernels.F32:
+		return float64(math.Float32frombits(binary.LittleEndian.Uint32(b)))
+	case kernels.F16:
+		return float64(f16value(binary.LittleEndian.Uint16(b)))
+	}
+	return math.NaN()
+}
+
+// f16bits and f16value convert small integers exactly (|v| < 2048).
+func f16bits(f float32) uint16 {
+	if f == 0 {
+		return 0
+	}
+	sign := uint16(0)
+	if f < 0 {
+		sign, f = 0x8000, -f
+	}
+	e := 0
+	for f >= 2 {
+		f, e = f/2, e+1
+	}
+	return sign | uint16(e+15)<<10 | uint16((f-1)*1024)
+}
+
+func f16value(h uint16) float32 {
+	if h&0x7fff == 0 {
+		return 0
+	}
+	e := int(h>>10&0x1f) - 15
+	v := (1 + float32(h&0x3ff)/1024) * float32(math.Pow(2, float64(e)))
+	if h&0x8000 != 0 {
+		v = -v
+	}
+	return v
+}
+
+func TestF16Helpers(t *testing.T) {
+	for v := -64; v <= 64; v++ {
+		if got := f16value(f16bits(float32(v))); got != float32(v) {
+			t.Fatalf("%d -> %#04x -> %v", v, f16bits(float32(v)), got)
 		}
 	}
-	b, err := e.Alloc(4000) // 1000 floats: in the rule
-	if err != nil {
-		t.Fatal(err)
+	if f16bits(1) != 0x3c00 || f16bits(-2) != 0xc000 {
+		t.Fatalf("1 -> %#04x, -2 -> %#04x", f16bits(1), f16bits(-2))
 	}
-	b.Free()
 }

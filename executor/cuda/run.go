@@ -22,13 +22,23 @@ type Buffers struct {
 	InBytes  int64
 	OutBytes int64
 	owned    []cuda.DevicePtr
+	// stage, for a size outside the plan's rule: buffers at the next size
+	// the rule admits, which the plan runs on; Run copies the pieces in
+	// and out around each rank's kernel (stage.go).
+	stage *Buffers
 }
 
 // Alloc allocates buffers for a message of size bytes on every rank.
 func (e *Executor) Alloc(size int64) (*Buffers, error) {
-	if err := e.rule.Check(size); err != nil {
-		return nil, fmt.Errorf("cudaexec: %w", err)
+	if !e.rule.Admits(size) {
+		return e.allocStaged(size)
 	}
+	return e.alloc(size)
+}
+
+// alloc allocates buffers of exactly size bytes (any size BufferBytes
+// accepts).
+func (e *Executor) alloc(size int64) (*Buffers, error) {
 	in, out, err := e.p.BufferBytes(size)
 	if err != nil {
 		return nil, err
@@ -74,9 +84,6 @@ func (e *Executor) Alloc(size int64) (*Buffers, error) {
 // Wrap describes caller-owned buffers; the caller keeps them alive and
 // aliased as Alloc would for in-place plans.
 func (e *Executor) Wrap(size int64, in, out []cuda.DevicePtr) (*Buffers, error) {
-	if err := e.rule.Check(size); err != nil {
-		return nil, fmt.Errorf("cudaexec: %w", err)
-	}
 	inN, outN, err := e.p.BufferBytes(size)
 	if err != nil {
 		return nil, err
@@ -84,7 +91,13 @@ func (e *Executor) Wrap(size int64, in, out []cuda.DevicePtr) (*Buffers, error) 
 	if len(in) != len(e.p.GPUs) || len(out) != len(e.p.GPUs) {
 		return nil, fmt.Errorf("cudaexec: need %d input and output buffers, got %d and %d", len(e.p.GPUs), len(in), len(out))
 	}
-	return &Buffers{Size: size, In: append([]cuda.DevicePtr(nil), in...), Out: append([]cuda.DevicePtr(nil), out...), InBytes: inN, OutBytes: outN}, nil
+	b := &Buffers{Size: size, In: append([]cuda.DevicePtr(nil), in...), Out: append([]cuda.DevicePtr(nil), out...), InBytes: inN, OutBytes: outN}
+	if !e.rule.Admits(size) {
+		if b.stage, err = e.stageFor(size); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
 }
 
 // Free releases buffers that Alloc made.
@@ -96,6 +109,12 @@ func (b *Buffers) Free() error {
 		}
 	}
 	b.owned = nil
+	if b.stage != nil {
+		if err := b.stage.Free(); err != nil && first == nil {
+			first = err
+		}
+		b.stage = nil
+	}
 	return first
 }
 
@@ -343,6 +362,15 @@ func (e *Executor) Run(c Call) error {
 	if e.broken != nil {
 		return e.brokenErr()
 	}
+	user := c.Buffers
+	var st *Buffers
+	if user != nil && user.stage != nil {
+		if err := e.checkStaged(user, c.DType); err != nil {
+			return err
+		}
+		st = user.stage
+		c.Buffers = st
+	}
 	b, err := e.bind(&c)
 	if err != nil {
 		return err
@@ -358,9 +386,19 @@ func (e *Executor) Run(c Call) error {
 				return err
 			}
 		}
+		if st != nil {
+			if err := e.copyIn(r, user, st, rs.stream); err != nil {
+				return err
+			}
+		}
 		arg := uint64(b.args[r])
 		if err := b.fn.fn.Launch([3]uint32{uint32(rs.nblocks), 1, 1}, [3]uint32{b.threads, 1, 1}, b.smem, rs.stream, unsafe.Pointer(&arg)); err != nil {
 			return fmt.Errorf("launching rank %d: %w", r, err)
+		}
+		if st != nil {
+			if err := e.copyOut(r, user, st, rs.stream); err != nil {
+				return err
+			}
 		}
 		if c.Stream != nil {
 			if err := rs.done.Record(rs.stream); err != nil {

@@ -1,0 +1,105 @@
+package cudaexec
+
+import (
+	"fmt"
+
+	"github.com/msccl-go/msccl-go/ir"
+	"github.com/msccl-go/msccl-go/kernels"
+	"github.com/msccl-go/msccl-go/runtime/cuda"
+)
+
+// Sizes outside the plan's size rule (a PyTorch tensor of 1001 floats on
+// 8 ranks) run through staging buffers of the next size the rule admits:
+// each rank's input pieces are copied into the stage on the rank's own
+// stream before its kernel, the plan runs on the stage at the admitted
+// size (where it is proven), and the output pieces are copied back after
+// the kernel. That is the proof's host model exactly: a rank's host writes
+// its inputs before its kernel and reads its outputs after it. The pad at
+// the end of each piece holds whatever the stage held; every collective
+// here combines elements only with the same element of other ranks' same
+// piece, so pads never reach real elements.
+
+// pieces is how many per-rank blocks a buffer of the collective holds:
+// allgather's and gather's output, reducescatter's and scatter's input
+// and both of alltoall's are one block per rank, laid out back to back.
+func (e *Executor) pieces() (in, out int64) {
+	n := int64(len(e.p.GPUs))
+	in, out = 1, 1
+	c := e.p.Collective
+	if c.Scatters() || c == ir.AllToAll {
+		in = n
+	}
+	if c.Gathers() || c == ir.AllToAll {
+		out = n
+	}
+	return in, out
+}
+
+// stageFor allocates the stage of a buffer set of size bytes.
+func (e *Executor) stageFor(size int64) (*Buffers, error) {
+	padded, ok := e.rule.Next(size)
+	if !ok {
+		return nil, fmt.Errorf("cudaexec: message size %d bytes is above the largest size of the plan's rule (%s)", size, e.rule)
+	}
+	return e.alloc(padded)
+}
+
+// allocStaged allocates user-sized buffers and their stage.
+func (e *Executor) allocStaged(size int64) (*Buffers, error) {
+	st, err := e.stageFor(size)
+	if err != nil {
+		return nil, err
+	}
+	b, err := e.alloc(size)
+	if err != nil {
+		st.Free()
+		return nil, err
+	}
+	b.stage = st
+	return b, nil
+}
+
+// checkStaged refuses a staged call whose pieces are not whole elements
+// of the call's type: the only sizes that cannot be served.
+func (e *Executor) checkStaged(b *Buffers, dt kernels.DType) error {
+	pin, pout := e.pieces()
+	es := elemSize(dt)
+	if (b.InBytes/pin)%es != 0 || (b.OutBytes/pout)%es != 0 {
+		return fmt.Errorf("cudaexec: message size %d bytes is not a whole number of %s elements (%d bytes) per rank's piece (input %d bytes in %d pieces, output %d in %d)",
+			b.Size, dt, es, b.InBytes, pin, b.OutBytes, pout)
+	}
+	return nil
+}
+
+func elemSize(dt kernels.DType) int64 {
+	switch dt {
+	case kernels.F32, kernels.I32, kernels.U32:
+		return 4
+	case kernels.F16, kernels.BF16:
+		return 2
+	}
+	return 1
+}
+
+// copyPieces copies n pieces of size bytes from src (pieces srcStride
+// apart) to dst (dstStride apart) on s.
+func copyPieces(dst, src cuda.DevicePtr, n, size, dstStride, srcStride int64, s *cuda.Stream) error {
+	for i := int64(0); i < n; i++ {
+		if err := cuda.MemcpyAsync(dst+cuda.DevicePtr(i*dstStride), src+cuda.DevicePtr(i*srcStride), size, s); err != nil {
+			return fmt.Errorf("cudaexec: staging copy: %w", err)
+		}
+	}
+	return nil
+}
+
+// copyIn copies rank r's input into its stage.
+func (e *Executor) copyIn(r int, user, st *Buffers, s *cuda.Stream) error {
+	pin, _ := e.pieces()
+	return copyPieces(st.In[r], user.In[r], pin, user.InBytes/pin, st.InBytes/pin, user.InBytes/pin, s)
+}
+
+// copyOut copies rank r's output back from its stage.
+func (e *Executor) copyOut(r int, user, st *Buffers, s *cuda.Stream) error {
+	_, pout := e.pieces()
+	return copyPieces(user.Out[r], st.Out[r], pout, user.OutBytes/pout, user.OutBytes/pout, st.OutBytes/pout, s)
+}
