@@ -1,0 +1,121 @@
+package msccl
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// The layering the data flow fixes (docs/architecture.md): the language
+// and the plan know nothing of what runs them; the CPU executor judges
+// plans and must not depend on the compiler that makes them or the GPU
+// that runs them; nothing below the root package reaches up to it.
+// allowed maps a package (relative to the module) to the module packages
+// it may import; internal/... are open to all. Packages not listed (the
+// commands, examples) may import anything.
+var allowed = map[string][]string{
+	"ir":            {},
+	"dsl":           {},
+	"executor/cpu":  {"ir"},
+	"compiler":      {"dsl", "ir", "executor/cpu"},
+	"kernels":       {"ir"},
+	"runtime/cuda":  {},
+	"runtime/nvrtc": {},
+	"runtime/topo":  {},
+	"executor/cuda": {"ir", "kernels", "runtime/cuda", "runtime/nvrtc"},
+	".":             {"compiler", "dsl", "executor/cpu", "executor/cuda", "ir", "kernels", "runtime/cuda"},
+}
+
+// layerViolations lists the imports of graph (package -> module packages
+// it imports, both relative to the module) that the rules forbid.
+func layerViolations(graph map[string][]string) []string {
+	var out []string
+	for pkg, imps := range graph {
+		ok, ruled := allowed[pkg]
+		if !ruled || strings.HasPrefix(pkg, "internal/") {
+			continue
+		}
+		for _, imp := range imps {
+			if strings.HasPrefix(imp, "internal/") || contains(ok, imp) {
+				continue
+			}
+			out = append(out, fmt.Sprintf("%s imports %s", pkg, imp))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func contains(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// moduleGraph asks the go tool for the non-test imports of every package.
+func moduleGraph(t *testing.T) map[string][]string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...").Output()
+	if err != nil {
+		t.Skipf("go list: %v", err)
+	}
+	const mod = "github.com/msccl-go/msccl-go"
+	rel := func(p string) (string, bool) {
+		switch {
+		case p == mod:
+			return ".", true
+		case strings.HasPrefix(p, mod+"/"):
+			return strings.TrimPrefix(p, mod+"/"), true
+		}
+		return "", false
+	}
+	g := map[string][]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
+			continue
+		}
+		pkg, _ := rel(f[0])
+		g[pkg] = nil
+		for _, imp := range f[1:] {
+			if r, ok := rel(imp); ok {
+				g[pkg] = append(g[pkg], r)
+			}
+		}
+	}
+	return g
+}
+
+func TestLayering(t *testing.T) {
+	g := moduleGraph(t)
+	for pkg := range allowed {
+		if _, ok := g[pkg]; !ok {
+			t.Errorf("rule for %s, which is not a package any more", pkg)
+		}
+	}
+	for _, v := range layerViolations(g) {
+		t.Errorf("layering: %s (see allowed in deps_test.go and docs/architecture.md)", v)
+	}
+}
+
+// The rules catch a planted bad import.
+func TestLayeringCatchesBadImports(t *testing.T) {
+	g := map[string][]string{
+		"ir":           {"internal/par", "compiler"},
+		"executor/cpu": {"ir", "runtime/cuda"},
+		"compiler":     {"ir", "executor/cuda"},
+		"cmd/x":        {"executor/cuda"},
+	}
+	want := []string{"compiler imports executor/cuda", "executor/cpu imports runtime/cuda", "ir imports compiler"}
+	if got := layerViolations(g); strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}
