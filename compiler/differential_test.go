@@ -88,8 +88,8 @@ const (
 )
 
 var (
-	diffDTypes  = []cpu.DType{cpu.F32, cpu.BF16, cpu.I32}
-	diffReduces = []ir.ReduceOp{ir.ReduceSum, ir.ReduceMin, ir.ReduceMax}
+	diffDTypes  = []cpu.DType{cpu.F32, cpu.F16, cpu.BF16, cpu.I32}
+	diffReduces = []ir.ReduceOp{ir.ReduceSum, ir.ReduceMin, ir.ReduceMax, ir.ReduceProd}
 )
 
 type diffStats struct {
@@ -147,6 +147,9 @@ func diffOne(t *testing.T, st *diffStats, p *ir.Plan, src string, size int64, la
 	st.verdicts[sym.Verdict]++
 	for _, dt := range diffDTypes {
 		for _, red := range diffReduces {
+			if red == ir.ReduceProd && dt != cpu.I32 {
+				continue // prod is defined for integer types only
+			}
 			rep, err := cpu.Run(p, cpu.Options{Size: size, DType: dt, Reduce: red, Launches: launches})
 			if err != nil {
 				// Sizes whose elements do not divide (bf16 vs 4-byte
@@ -190,9 +193,10 @@ func blindSpot(sym, rep *cpu.Report, red ir.ReduceOp) (string, bool) {
 		// the original under this reduction.
 		return "clobber with an equal value", sym.ClobberedBytes > 0
 	}
-	minmax := red == ir.ReduceMin || red == ir.ReduceMax
-	if minmax {
-		return "min/max", true
+	// min and max ignore a doubled or a lesser contribution; prod ignores
+	// anything times a zero input and a doubled ±1.
+	if red == ir.ReduceMin || red == ir.ReduceMax || red == ir.ReduceProd {
+		return "min/max/prod", true
 	}
 	// Sum: every decoded term must be poison (zero at byte level), or
 	// the wrong range tiny enough for zero inputs to hide it.
