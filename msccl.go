@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/msccl-go/msccl-go/algorithms"
 	"github.com/msccl-go/msccl-go/compiler"
 	cudaexec "github.com/msccl-go/msccl-go/executor/cuda"
 	"github.com/msccl-go/msccl-go/ir"
@@ -68,11 +69,20 @@ func LoadPlan(path string) (*Plan, error) {
 	return p, nil
 }
 
-// CompileAlgorithm compiles dir/NAME.msccl with the given parameters
-// (ranks, ...) and proves the plan (Prove) before returning it.
+// CompileAlgorithm compiles dir/NAME.msccl (dir "": the library embedded
+// in the program, from any directory) with the given parameters (ranks,
+// ...) and proves the plan (Prove) before returning it.
 func CompileAlgorithm(dir, name string, defines map[string]int64) (*Plan, error) {
 	path := filepath.Join(dir, name+".msccl")
-	src, err := os.ReadFile(path)
+	var src []byte
+	var err error
+	if dir == "" {
+		// The library embedded in the program (package algorithms).
+		path = "algorithms/" + name + ".msccl"
+		src, err = algorithms.Source(name)
+	} else {
+		src, err = os.ReadFile(path)
+	}
 	if err != nil {
 		return nil, err
 	}

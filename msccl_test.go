@@ -2,6 +2,7 @@ package msccl
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 )
@@ -97,5 +98,24 @@ func TestSelectPlan(t *testing.T) {
 		if len(p.Name) < len(c.want) || p.Name[:len(c.want)] != c.want {
 			t.Errorf("%s %d: selected %s, want %s...", c.col, c.size, p.Name, c.want)
 		}
+	}
+}
+
+// The embedded library works from any directory ("" selects it).
+func TestSelectPlanEmbedded(t *testing.T) {
+	wd, _ := os.Getwd()
+	if err := os.Chdir("/"); err != nil {
+		t.Skip(err)
+	}
+	defer os.Chdir(wd)
+	p, err := SelectPlan("", "allreduce", 8, 1<<20)
+	if err != nil {
+		t.Fatalf("SelectPlan from /: %v", err)
+	}
+	if !strings.HasPrefix(p.Name, "allreduce_twoshot") {
+		t.Fatalf("SelectPlan from / chose %s, want allreduce_twoshot", p.Name)
+	}
+	if _, err := CompileAlgorithm("", "allgather_ring", map[string]int64{"ranks": 4}); err != nil {
+		t.Fatalf("CompileAlgorithm from /: %v", err)
 	}
 }

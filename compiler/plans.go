@@ -2,8 +2,10 @@ package compiler
 
 import (
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
+	pathpkg "path"
 	"path/filepath"
 	"strings"
 
@@ -38,7 +40,19 @@ type NamedPlan struct {
 
 // LoadSelection reads and checks a selection table.
 func LoadSelection(path string) ([]SelectionRow, error) {
-	data, err := os.ReadFile(path)
+	return LoadSelectionFS(osFS{}, path)
+}
+
+// osFS reads the host's files by their own paths (relative to the working
+// directory or absolute), which os.DirFS cannot take.
+type osFS struct{}
+
+func (osFS) Open(name string) (fs.File, error) { return os.Open(name) }
+
+// LoadSelectionFS reads and checks the selection table at path in fsys
+// (the algorithms package embeds the library's).
+func LoadSelectionFS(fsys fs.FS, path string) ([]SelectionRow, error) {
+	data, err := fs.ReadFile(fsys, path)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +118,13 @@ func inRange(r []int64, v int64) bool { return r == nil || (v >= r[0] && v <= r[
 // several nodes), with min/max_message_size set from the row. Defines are
 // passed to each algorithm only where it declares the param.
 func Plans(selPath string, defines map[string]int64) ([]NamedPlan, error) {
-	rows, err := LoadSelection(selPath)
+	return PlansFS(osFS{}, selPath, defines)
+}
+
+// PlansFS is Plans over a file system (the selection table and the
+// algorithms next to it, read from fsys).
+func PlansFS(fsys fs.FS, selPath string, defines map[string]int64) ([]NamedPlan, error) {
+	rows, err := LoadSelectionFS(fsys, selPath)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +145,10 @@ func Plans(selPath string, defines map[string]int64) ([]NamedPlan, error) {
 			continue
 		}
 		path := filepath.Join(filepath.Dir(selPath), row.Algorithm)
-		src, err := os.ReadFile(path)
+		if _, host := fsys.(osFS); !host {
+			path = pathpkg.Join(pathpkg.Dir(selPath), row.Algorithm) // fs.FS paths are slash-separated
+		}
+		src, err := fs.ReadFile(fsys, path)
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", selPath, row.Line, err)
 		}
