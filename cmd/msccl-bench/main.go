@@ -33,6 +33,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/msccl-go/msccl-go/algorithms"
 	"github.com/msccl-go/msccl-go/compiler"
 	"github.com/msccl-go/msccl-go/executor/cpu"
 	cudaexec "github.com/msccl-go/msccl-go/executor/cuda"
@@ -128,7 +129,7 @@ func run(args []string, w io.Writer) error {
 	fs.Usage = func() {}
 	fs.StringVar(&c.plan, "plan", "", "plan JSON file")
 	fs.StringVar(&c.algo, "algo", "", "library algorithm name (algorithms/NAME.msccl)")
-	fs.StringVar(&c.algoDir, "algodir", "algorithms", "directory of library algorithms")
+	fs.StringVar(&c.algoDir, "algodir", "", "directory of library algorithms (default: the library built into this binary)")
 	fs.Var(c.defs, "D", "algorithm parameter NAME=VALUE (repeatable)")
 	fs.IntVar(&c.ranks, "ranks", 0, "number of ranks (sets -D ranks=N for --algo; checked against --plan)")
 	b := fs.String("b", "1K", "smallest message size")
@@ -336,7 +337,17 @@ func loadPlan(c *config) (*ir.Plan, string, error) {
 		return p, filepath.Base(c.plan), nil
 	case c.algo != "":
 		path := filepath.Join(c.algoDir, c.algo+".msccl")
-		src, err := os.ReadFile(path)
+		var src []byte
+		var err error
+		if c.algoDir == "" {
+			// The library built into the binary: works from any directory.
+			path = "algorithms/" + c.algo + ".msccl"
+			if src, err = algorithms.Source(c.algo); err != nil {
+				return nil, "", unknownAlgo(c.algo, "")
+			}
+		} else {
+			src, err = os.ReadFile(path)
+		}
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, "", unknownAlgo(c.algo, c.algoDir)
 		}
@@ -359,13 +370,18 @@ func loadPlan(c *config) (*ir.Plan, string, error) {
 // closest names it has (by edit distance, or sharing the name as a
 // prefix such as "allreduce"), or all of them when none is near.
 func unknownAlgo(name, dir string) error {
-	files, _ := filepath.Glob(filepath.Join(dir, "*.msccl"))
-	if len(files) == 0 {
-		return fmt.Errorf("--algo %s: %s holds no algorithms (*.msccl); set --algodir", name, dir)
-	}
-	names := make([]string, len(files))
-	for i, f := range files {
-		names[i] = strings.TrimSuffix(filepath.Base(f), ".msccl")
+	var names []string
+	where := dir
+	if dir == "" {
+		names, where = algorithms.Names(), "the built-in library"
+	} else {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.msccl"))
+		if len(files) == 0 {
+			return fmt.Errorf("--algo %s: %s holds no algorithms (*.msccl); set --algodir", name, dir)
+		}
+		for _, f := range files {
+			names = append(names, strings.TrimSuffix(filepath.Base(f), ".msccl"))
+		}
 	}
 	best := map[string]int{}
 	for _, n := range names {
@@ -385,9 +401,9 @@ func unknownAlgo(name, dir string) error {
 		return near[i] < near[j]
 	})
 	if len(near) > 0 {
-		return fmt.Errorf("--algo %s: no such algorithm in %s (did you mean %s?)", name, dir, strings.Join(near[:min(3, len(near))], ", "))
+		return fmt.Errorf("--algo %s: no such algorithm in %s (did you mean %s?)", name, where, strings.Join(near[:min(3, len(near))], ", "))
 	}
-	return fmt.Errorf("--algo %s: no such algorithm in %s (it has %s)", name, dir, strings.Join(names, ", "))
+	return fmt.Errorf("--algo %s: no such algorithm in %s (it has %s)", name, where, strings.Join(names, ", "))
 }
 
 func busFactor(col ir.Collective, n int) float64 {

@@ -59,6 +59,8 @@ func TestArgErrors(t *testing.T) {
 		{[]string{"--algo", "allreduce", "--algodir", lib}, "--algo allreduce: no such algorithm in ../../algorithms (did you mean allreduce_ring, allreduce_twoshot, allreduce_allpairs?)", 1},
 		{[]string{"--algo", "nosuch", "--algodir", lib}, "--algo nosuch: no such algorithm in ../../algorithms (it has allgather_direct, ", 1},
 		{[]string{"--algo", "x", "--algodir", "testdata/none"}, "--algo x: testdata/none holds no algorithms (*.msccl); set --algodir", 1},
+		// Without --algodir, the library built into the binary.
+		{[]string{"--algo", "allreduce_rign"}, "--algo allreduce_rign: no such algorithm in the built-in library (did you mean allreduce_ring?)", 1},
 		// The overflow the sweep guards against: 2^62 bytes is refused
 		// as more than any GPU holds, not handed to the allocator.
 		{[]string{"--plan", peer + "allreduce.json", "-b", "1", "-e", "9223372036854775807"}, "-e: at 4294967296GiB allreduce.json needs about 8EiB of device memory (2 ranks on one GPU), more than the 512GiB any GPU holds; lower -e", 1},
