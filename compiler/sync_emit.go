@@ -96,13 +96,13 @@ func (s *syncer) crossLaunch() {
 		if i >= len(pieces) {
 			for _, c := range halves[i-len(pieces)] {
 				acc = c.accesses(acc[:0])
-				s.crossPairs2(acc, hears, needs[w])
+				s.crossPairs(acc, nil, hears, needs[w])
 			}
 			return
 		}
 		for ci := range pieces[i] {
 			acc = pieces[i][ci].accesses(acc[:0])
-			s.crossPairs(acc, endE, needs[w])
+			s.crossPairs(acc, endE, nil, needs[w])
 		}
 	})
 	// Merged the way crossPairs merges: minima and unions, so neither the
@@ -132,8 +132,16 @@ type hsVal struct {
 	full  bool
 }
 
-// crossPairs finds the unordered conflicting pairs of one chunk's accesses.
-func (s *syncer) crossPairs(all []access, endE []map[int32]int32, need map[hsKey]hsVal) {
+// crossPairs finds the unordered conflicting pairs of one chunk's
+// accesses between launch k and the launch that next touches the same
+// bytes. With hears nil that is k+1: a pair is ordered when the later
+// access's rank learned of the earlier access before its launch ended
+// (endE). With hears set it is k+2 (double scratch): a pair is ordered when
+// the later access's rank hears from the earlier access's rank within a
+// launch, whose launch k+1 starts after all of its launch k. Either way a
+// start-of-launch signal the later block already waits for orders it, and
+// otherwise the handshake added orders k before k+1, hence before k+2.
+func (s *syncer) crossPairs(all []access, endE []map[int32]int32, hears [][]bool, need map[hsKey]hsVal) {
 	for _, a := range all {
 		an := &s.nodes[a.seq]
 		if an.host != 0 {
@@ -144,41 +152,15 @@ func (s *syncer) crossPairs(all []access, endE []map[int32]int32, need map[hsKey
 			if bn.host != 0 || bn.rank == an.rank || !(a.write || b.write) {
 				continue
 			}
-			if v, ok := endE[bn.rank][an.gid]; ok && v >= a.seq {
+			if hears != nil {
+				if hears[bn.rank][an.rank] {
+					continue
+				}
+			} else if v, ok := endE[bn.rank][an.gid]; ok && v >= a.seq {
 				continue
 			}
 			if s.startKnowledge(int32(an.rank), bn.gid) >= b2k(a.write) {
 				continue // a start-of-launch signal from that rank already orders it
-			}
-			hk := hsKey{from: an.rank, to: bn.gid}
-			v, ok := need[hk]
-			if !ok || b.seq < v.first {
-				v.first = b.seq
-			}
-			v.full = v.full || a.write
-			need[hk] = v
-		}
-	}
-}
-
-// crossPairs2 is crossPairs for accesses that meet again two launches
-// later (double scratch): a pair is ordered when the later access's rank
-// hears from the earlier access's rank within a launch, or already waits
-// for its start-of-launch signal. Otherwise the same handshake as for k+1
-// is added: it orders k before k+1, hence before k+2.
-func (s *syncer) crossPairs2(all []access, hears [][]bool, need map[hsKey]hsVal) {
-	for _, a := range all {
-		an := &s.nodes[a.seq]
-		if an.host != 0 {
-			continue
-		}
-		for _, b := range all {
-			bn := &s.nodes[b.seq]
-			if bn.host != 0 || bn.rank == an.rank || !(a.write || b.write) {
-				continue
-			}
-			if hears[bn.rank][an.rank] || s.startKnowledge(int32(an.rank), bn.gid) >= b2k(a.write) {
-				continue
 			}
 			hk := hsKey{from: an.rank, to: bn.gid}
 			v, ok := need[hk]
