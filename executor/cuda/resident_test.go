@@ -24,27 +24,37 @@ func TestResidentError(t *testing.T) {
 	}
 }
 
+// openAlgo compiles library algorithm algo with defs, opens it and
+// allocates buffers for size bytes, holding gpuMu until the test ends.
+func openAlgo(t *testing.T, algo string, defs map[string]int64, size int64) (*Executor, *Buffers) {
+	t.Helper()
+	p, err := compileWith(filepath.Join("../../algorithms", algo+".msccl"), defs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpuMu.Lock()
+	t.Cleanup(gpuMu.Unlock)
+	e, err := Open(p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	b, err := e.Alloc(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Free() })
+	return e, b
+}
+
 // TestGPURefusesNonResident compiles a plan with more blocks than the GPU
 // holds at once (8 ranks × 8 instances of all-gather's 8 blocks, 1024
 // threads each) and expects a refusal before anything launches, not a
 // watchdog hang.
 func TestGPURefusesNonResident(t *testing.T) {
 	needGPU(t)
-	p, err := compileWith(filepath.Join("../../algorithms", "allgather_direct.msccl"), map[string]int64{"ranks": 8, "instances": 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := Open(p, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	b, err := e.Alloc(1 << 20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Free()
-	err = e.Run(Call{Buffers: b, DType: kernels.F32})
+	e, b := openAlgo(t, "allgather_direct", map[string]int64{"ranks": 8, "instances": 16}, 1<<20)
+	err := e.Run(Call{Buffers: b, DType: kernels.F32})
 	if err == nil || !strings.Contains(err.Error(), "resident at once") {
 		t.Fatalf("got %v, want a co-residency refusal", err)
 	}
@@ -72,22 +82,8 @@ func TestGPUStagedSizes(t *testing.T) {
 		{"alltoall_direct", n * 8, kernels.F32},
 	} {
 		t.Run(fmt.Sprintf("%s/%d/%s", c.algo, c.size, c.dt), func(t *testing.T) {
-			p, err := compileWith(filepath.Join("../../algorithms", c.algo+".msccl"), map[string]int64{"ranks": n})
-			if err != nil {
-				t.Fatal(err)
-			}
-			gpuMu.Lock()
-			defer gpuMu.Unlock()
-			e, err := Open(p, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.Close()
-			b, err := e.Alloc(c.size)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Free()
+			e, b := openAlgo(t, c.algo, map[string]int64{"ranks": n}, c.size)
+			p := e.p
 			if b.stage == nil {
 				t.Fatalf("size %d is in the rule (%s); the test wants a staged size", c.size, e.rule)
 			}
@@ -135,22 +131,7 @@ func TestGPUStagedSizes(t *testing.T) {
 		})
 	}
 	t.Run("not whole elements", func(t *testing.T) {
-		p, err := compileWith(filepath.Join("../../algorithms", "allreduce_allpairs_packet.msccl"), map[string]int64{"ranks": n})
-		if err != nil {
-			t.Fatal(err)
-		}
-		gpuMu.Lock()
-		defer gpuMu.Unlock()
-		e, err := Open(p, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer e.Close()
-		b, err := e.Alloc(4002)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer b.Free()
+		e, b := openAlgo(t, "allreduce_allpairs_packet", map[string]int64{"ranks": n}, 4002)
 		if err := e.Run(Call{Buffers: b, DType: kernels.F32}); err == nil || !strings.Contains(err.Error(), "not a whole number of f32 elements") {
 			t.Fatalf("got %v", err)
 		}
