@@ -21,13 +21,11 @@ import (
 // fingerprint of whose input it is, scratch starts as poison, and
 // reductions add fingerprints, so a correct verdict means every output
 // element holds each expected contribution exactly once and nothing else —
-// for every reduction and every type at once. It runs at each of sizes
-// (nil: ProofSizes, which cover every size the plan's rule admits) over
-// ProofLaunches launches. The byte-level simulation runs beside it as a
-// second, independent oracle: at the smallest and the largest size in the
-// first of dtypes, and at the largest size in the others, with the plan's own reduction when its
-// ops all name one. sm may be nil (plans not compiled from source);
-// findings then carry plan paths only.
+// for every reduction and every type at once. The byte-level simulation
+// runs beside it as a second, independent oracle, with the plan's own
+// reduction when its ops all name one. ProofRuns says which runs. sm may
+// be nil (plans not compiled from source); findings then carry plan paths
+// only.
 func Verify(p *ir.Plan, sm *SourceMap, sizes []int64, dtypes []cpu.DType) Diagnostics {
 	var ds Diagnostics
 	seen := map[string]bool{}
@@ -38,27 +36,12 @@ func Verify(p *ir.Plan, sm *SourceMap, sizes []int64, dtypes []cpu.DType) Diagno
 			ds = append(ds, d)
 		}
 	}
-	sizesFromRule := sizes == nil
-	if sizes == nil {
-		var err error
-		if sizes, err = ProofSizes(p); err != nil {
-			add(dsl.Diagnostic{Severity: dsl.Error, Summary: "the plan serves no message size: " + err.Error(), Subject: sm.header()})
-			return ds
-		}
+	prs, err := ProofRuns(p, sizes, dtypes)
+	if err != nil {
+		add(dsl.Diagnostic{Severity: dsl.Error, Summary: "the plan serves no message size: " + err.Error(), Subject: sm.header()})
+		return ds
 	}
 	red := planReduce(p)
-	// Large plans cost seconds a run, most of it ordering analysis that is
-	// the same at every size. For one that keeps whole chunks, one admitted
-	// size decides the verdict (docs/rationale.md); the other sizes are a
-	// safety net that the smaller worlds of the same algorithm, the
-	// differential tests and the corpus exercise. So from bigPlan ranks the
-	// proof is symbolic at the smallest size only, and the byte level runs
-	// once, at the mid-sized one (realistic lengths) in the first type.
-	// Plans that cut chunks (tbg_info, pipelines) keep every size.
-	big := len(p.GPUs) >= bigPlan && sizesFromRule && !cutsChunks(p)
-	if big && len(sizes) > 2 {
-		sizes = []int64{sizes[0], sizes[len(sizes)-1]}
-	}
 	// The runs are independent simulations of a plan they only read, so
 	// they go in parallel, one per processor; findings are merged in the
 	// order of the runs, as if they had run one after another.
@@ -69,21 +52,13 @@ func Verify(p *ir.Plan, sm *SourceMap, sizes []int64, dtypes []cpu.DType) Diagno
 		rep  *cpu.Report
 		err  error
 	}
-	var runs []run
-	for i, size := range sizes {
-		if !big || i == 0 {
-			runs = append(runs, run{size: size, name: fmt.Sprintf("%d bytes, symbolic", size),
-				opt: cpu.Options{Size: size, Symbolic: true, Launches: ProofLaunches}})
+	runs := make([]run, len(prs))
+	for i, pr := range prs {
+		opt := cpu.Options{Size: pr.Size, Symbolic: true, Launches: ProofLaunches}
+		if !pr.Symbolic {
+			opt = cpu.Options{Size: pr.Size, DType: pr.DType, Reduce: red, Launches: ProofLaunches}
 		}
-		for k, dt := range dtypes {
-			// The byte level is the second oracle: the first type at the
-			// smallest and the largest size, the others at the largest.
-			if i != len(sizes)-1 && (k > 0 || i > 0) || big && (k > 0 || i != len(sizes)-1) {
-				continue
-			}
-			runs = append(runs, run{size: size, name: fmt.Sprintf("%d bytes, %s", size, dt),
-				opt: cpu.Options{Size: size, DType: dt, Reduce: red, Launches: ProofLaunches}})
-		}
+		runs[i] = run{size: pr.Size, name: pr.String(), opt: opt}
 	}
 	par := min(runtime.GOMAXPROCS(0), len(runs))
 	if par <= 1 {
@@ -282,7 +257,61 @@ func rw(w bool) string {
 // planReduce is the reduction the byte-level oracle runs with: the one
 // every reducing op of p names, when they all name the same one other than
 // sum (so `option reduce = max` is checked as max); otherwise sum.
-// bigPlan is the rank count from which Verify trims its runs.
+// ProofRun is one simulation of a proof: symbolic, or byte level in DType.
+type ProofRun struct {
+	Size     int64
+	Symbolic bool
+	DType    cpu.DType
+}
+
+func (r ProofRun) String() string {
+	if r.Symbolic {
+		return fmt.Sprintf("%d bytes, symbolic", r.Size)
+	}
+	return fmt.Sprintf("%d bytes, %s", r.Size, r.DType)
+}
+
+// ProofRuns lists the runs Verify makes: the symbolic proof at each of
+// sizes (nil: ProofSizes, which cover every size the plan's rule admits),
+// and the byte level, the second oracle, at the smallest and the largest
+// size in the first of dtypes and at the largest in the others.
+//
+// Large plans cost seconds a run, most of it ordering analysis that is the
+// same at every size. For one that keeps whole chunks, one admitted size
+// decides the verdict (docs/rationale.md); the other sizes are a safety
+// net that the smaller worlds of the same algorithm, the differential
+// tests and the corpus exercise. So from bigPlan ranks, with sizes from the
+// rule, the proof is symbolic at the smallest size only and the byte level
+// runs once, at the largest (realistic lengths) in the first type. Plans
+// that cut chunks (tbg_info, pipelines) keep every size.
+func ProofRuns(p *ir.Plan, sizes []int64, dtypes []cpu.DType) ([]ProofRun, error) {
+	big := sizes == nil && len(p.GPUs) >= bigPlan && !cutsChunks(p)
+	if sizes == nil {
+		var err error
+		if sizes, err = ProofSizes(p); err != nil {
+			return nil, err
+		}
+	}
+	last := len(sizes) - 1
+	var out []ProofRun
+	for i, size := range sizes {
+		if !big || i == 0 {
+			out = append(out, ProofRun{Size: size, Symbolic: true})
+		}
+		for k, dt := range dtypes {
+			keep := i == last || (i == 0 && k == 0)
+			if big {
+				keep = i == last && k == 0
+			}
+			if keep {
+				out = append(out, ProofRun{Size: size, DType: dt})
+			}
+		}
+	}
+	return out, nil
+}
+
+// bigPlan is the rank count from which ProofRuns trims the runs.
 const bigPlan = 64
 
 func planReduce(p *ir.Plan) ir.ReduceOp {

@@ -101,7 +101,7 @@ func cmdCompile(args []string, stdout, stderr io.Writer) int {
 		return errorf(stderr, "compile", "writing plan: %v", err)
 	}
 	if !*noVerify {
-		fmt.Fprintf(stderr, "%s: wrote %s (%d ranks); %s\n", pos[0], outName(*out), len(p.GPUs), provenSummary(p, vs, *dtypes))
+		fmt.Fprintf(stderr, "%s: wrote %s (%d ranks); %s\n", pos[0], outName(*out), len(p.GPUs), provenSummary(p, vs, vt))
 	}
 	return exitOK
 }
@@ -165,17 +165,31 @@ func outName(o string) string {
 }
 
 // provenSummary says what the proof covered: the plan's whole size rule
-// when it ran at the rule's proof sizes, else the sizes asked for.
-func provenSummary(p *ir.Plan, sizes []int64, dtypes string) string {
+// when it ran at the rule's proof sizes, else the sizes asked for; and
+// which runs it made (compiler.ProofRuns, the list Verify ran).
+func provenSummary(p *ir.Plan, sizes []int64, dtypes []cpu.DType) string {
 	rule, err := p.SizeRule()
 	if err != nil {
 		return "not proven: " + err.Error()
 	}
-	if sizes == nil {
-		ps, _ := compiler.ProofSizes(p)
-		return fmt.Sprintf("proven correct for every message size in its rule, %s, every reduction and type (symbolic at %s bytes, %d launches; byte level in %s)", rule, joinInts(ps), compiler.ProofLaunches, dtypes)
+	runs, err := compiler.ProofRuns(p, sizes, dtypes)
+	if err != nil {
+		return "not proven: " + err.Error()
 	}
-	return fmt.Sprintf("proven correct at %s bytes only (symbolic, %d launches; byte level in %s); its size rule: %s", joinInts(sizes), compiler.ProofLaunches, dtypes, rule)
+	var sym []int64
+	var byteLevel []string
+	for _, r := range runs {
+		if r.Symbolic {
+			sym = append(sym, r.Size)
+		} else {
+			byteLevel = append(byteLevel, fmt.Sprintf("%s at %d", r.DType, r.Size))
+		}
+	}
+	how := fmt.Sprintf("symbolic at %s bytes, %d launches; byte level %s", joinInts(sym), compiler.ProofLaunches, strings.Join(byteLevel, ", "))
+	if sizes == nil {
+		return fmt.Sprintf("proven correct for every message size in its rule, %s, every reduction and type (%s)", rule, how)
+	}
+	return fmt.Sprintf("proven correct at %s bytes only (%s); its size rule: %s", joinInts(sizes), how, rule)
 }
 
 func joinInts(v []int64) string {
