@@ -32,16 +32,13 @@ type SizeRule struct {
 	Chunks int64 // N: chunks of the reference buffer
 	Step   int64 // admitted residues u mod N are the multiples of Step
 	// Ref is the reference buffer (input, or output when the input has
-	// no chunks); PerRef is message bytes per reference byte times
-	// ranks... kept as a ratio: msg = ref * RefMul / RefDiv.
+	// no chunks); message bytes = Ref bytes * RefMul / RefDiv.
 	Ref            BufferType
 	RefMul, RefDiv int64
-	// Fragile names the first op that constrained Step (a JSON path and
-	// why), so a user learns which op limits the sizes; empty when every
-	// residue is admitted.
+	// Fragile names what constrained Step (an op's JSON path and why, or
+	// the collective's definition), so a user learns what limits the
+	// sizes; empty when every residue is admitted.
 	Fragile string
-	// Split says the rule needs sizes that split evenly into chunks
-	// (Step == Chunks).
 }
 
 // String states the rule briefly: "multiples of 128 bytes from 128 bytes".
