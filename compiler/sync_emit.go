@@ -51,41 +51,9 @@ func (s *syncer) crossLaunch() {
 			pieces = append(pieces, s.chunks[r][buf])
 		}
 	}
-	// hears[b][q]: within one launch rank b learns of some event of rank
-	// q; rank q's launch k+1 starts after all of its launch k, so then b's
-	// launch k+2 is ordered after q's launch k.
-	hears := make([][]bool, h.ranks)
-	for b := range hears {
-		hears[b] = make([]bool, h.ranks)
-		for g := range endE[b] {
-			hears[b][s.blkRank[g]] = true
-		}
-	}
-	// LL readers spin until the writer's packets arrive, which orders them
-	// after the writer without any signal (the sync walk adds no edge for
-	// them, so endE does not show it). A slot takes one packet write per
-	// launch, so every reader of a packet slot hears from its writer.
-	var acc []access
-	for r := range s.chunks {
-		for buf := range s.chunks[r] {
-			for ci := range s.chunks[r][buf] {
-				c := &s.chunks[r][buf][ci]
-				if !c.wPacket {
-					continue
-				}
-				acc = c.accesses(acc[:0])
-				for _, w := range acc {
-					if !w.write {
-						continue
-					}
-					for _, rd := range acc {
-						if !rd.write {
-							hears[s.nodes[rd.seq].rank][s.nodes[w.seq].rank] = true
-						}
-					}
-				}
-			}
-		}
+	var hears [][]bool
+	if len(halves) > 0 {
+		hears = s.hearsWithin(endE)
 	}
 	needs := make([]map[hsKey]hsVal, workers)
 	par.ForEach(workers, len(pieces)+len(halves), func(w, i int) {
@@ -120,6 +88,49 @@ func (s *syncer) crossLaunch() {
 		}
 	}
 	s.addHandshakes(need)
+}
+
+// hearsWithin returns hears[b][q]: within one launch rank b learns of
+// some event of rank q, by the sync edges (endE, what each rank knows at
+// its launch's end) or by reading q's LL packets. Rank q's launch k+1
+// starts after all of its launch k, so then b's launch k+2 is ordered
+// after q's launch k. Only double-scratch plans need it.
+func (s *syncer) hearsWithin(endE []map[int32]int32) [][]bool {
+	n := s.st.hdr.ranks
+	hears := make([][]bool, n)
+	for b := range hears {
+		hears[b] = make([]bool, n)
+		for g := range endE[b] {
+			hears[b][s.blkRank[g]] = true
+		}
+	}
+	// LL readers spin until the writer's packets arrive, which orders them
+	// after the writer without any signal (the sync walk adds no edge for
+	// them, so endE does not show it). A slot takes one packet write per
+	// launch, so every reader of a packet slot hears from its writer.
+	var acc []access
+	for r := range s.chunks {
+		for buf := range s.chunks[r] {
+			for ci := range s.chunks[r][buf] {
+				c := &s.chunks[r][buf][ci]
+				if !c.wPacket {
+					continue
+				}
+				acc = c.accesses(acc[:0])
+				for _, w := range acc {
+					if !w.write {
+						continue
+					}
+					for _, rd := range acc {
+						if !rd.write {
+							hears[s.nodes[rd.seq].rank][s.nodes[w.seq].rank] = true
+						}
+					}
+				}
+			}
+		}
+	}
+	return hears
 }
 
 type hsKey struct {
