@@ -373,6 +373,9 @@ func (w *ruleWalk) op(r, b int, op *Op, path string) {
 		w.ban(lo+1, hi, fmt.Sprintf("%s pairs chunk %d with chunk %d, and their lengths differ when the units left after an even split (u mod N) lie in (%d, %d]", path, i, j, lo, hi))
 	}
 	if op.Info().Paired {
+		if len(op.Src) == 0 {
+			return // malformed; the validator says so
+		}
 		for k := range op.Dst {
 			pair(&op.Src[min(k, len(op.Src)-1)], &op.Dst[k], fmt.Sprintf("dst_buff[%d]", k))
 		}

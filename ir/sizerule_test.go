@@ -68,3 +68,20 @@ func TestSizeRuleNarrowedByPlan(t *testing.T) {
 		t.Errorf("a plan whose minimum is above its maximum has a rule")
 	}
 }
+
+// A malformed plan (a put with two destinations and no source, as a fuzzer or
+// a hand edit makes) gets a rule or an error, never a panic: cpu.Run asks
+// for the rule before anything validates the plan.
+func TestSizeRuleMalformedPut(t *testing.T) {
+	p := loadFixture(t, "../testdata/peer-plans/reduce.json")
+	for g := range p.GPUs {
+		for b := range p.GPUs[g].ThreadBlocks {
+			for i := range p.GPUs[g].ThreadBlocks[b].Ops {
+				if op := &p.GPUs[g].ThreadBlocks[b].Ops[i]; op.Info().Paired && len(op.Dst) > 0 {
+					op.Src, op.Dst = nil, append(op.Dst, op.Dst[0])
+				}
+			}
+		}
+	}
+	_, _ = p.SizeRule()
+}
