@@ -57,7 +57,48 @@ func Parse(filename string, src []byte) (f *File, ds Diagnostics) {
 	}
 	f.Filename = filename
 	f.Comments = comments
+	if ds := keywordOps(f.Stmts, nil); len(ds) > 0 {
+		return nil, ds
+	}
 	return f, nil
+}
+
+// statementKeywords begin statements of their own. The grammar falls back
+// to an op statement when a keyword's statement does not parse
+// (`require;` is an op named require), which would compile to an unknown
+// op and format into text that parses as something else; say what is
+// missing instead.
+var statementKeywords = map[string]string{
+	"collective": "a collective kind", "param": "a name and a value", "option": "a name and a value",
+	"let": "a name and a value", "for": "a range and a body", "if": "a condition and a body",
+	"on": "rank(...) tb ... and a body", "pipeline": "unit, chunks and a body",
+	"require": "a condition", "else": "a preceding if",
+}
+
+func keywordOps(ss []*Stmt, ds Diagnostics) Diagnostics {
+	for _, s := range ss {
+		switch {
+		case s.Op != nil:
+			if want, ok := statementKeywords[s.Op.Name]; ok {
+				p := PosOf(s.Op.Pos)
+				ds = append(ds, Diagnostic{Severity: Error,
+					Summary: fmt.Sprintf("syntax error: %q needs %s", s.Op.Name, want),
+					Subject: Range{Start: p, End: p}})
+			}
+		case s.For != nil:
+			ds = keywordOps(s.For.Body, ds)
+		case s.On != nil:
+			ds = keywordOps(s.On.Body, ds)
+		case s.Pipeline != nil:
+			ds = keywordOps(s.Pipeline.Body, ds)
+		case s.If != nil:
+			for i := s.If; i != nil; i = i.ElseIf {
+				ds = keywordOps(i.Then, ds)
+				ds = keywordOps(i.Else, ds)
+			}
+		}
+	}
+	return ds
 }
 
 // scan lexes the whole source once up front: every illegal character is
