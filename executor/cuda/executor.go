@@ -15,13 +15,14 @@ import (
 	"github.com/msccl-go/msccl-go/runtime/nvrtc"
 )
 
-// Every rank has its own stream, and port channels add a proxy stream per
-// rank; the driver maps streams onto 8 hardware queues by default,
-// in-order each, and a proxy copy queued behind another stream's wait
-// deadlocks (queues.go). 32 is the driver's maximum (docs/rationale.md); a
-// value the user set is kept, and Open refuses port-channel plans that
-// need more streams than it allows. The driver reads it when the context
-// is created, hence package init.
+// Every rank has its own stream; the driver deals a context's streams
+// onto CUDA_DEVICE_MAX_CONNECTIONS hardware queues (8 by default, in
+// order each). Ranks' kernels run concurrently even on one queue, so any
+// value works (the port proxy's copies have a context of their own,
+// proxy.go), but more queues keep one rank's launch from waiting behind
+// another's: 32, the driver's maximum, unless the user chose (Megatron-LM
+// sets 1, and that is kept). The driver reads it when the context is
+// created, hence package init.
 func init() {
 	if os.Getenv("CUDA_DEVICE_MAX_CONNECTIONS") == "" {
 		os.Setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32")
@@ -41,10 +42,6 @@ type Options struct {
 	// FifoEntries is the port-channel request queue length per rank (a
 	// power of two); 0 means 1024.
 	FifoEntries int
-	// SharedQueues runs plans with port channels even when the streams
-	// outnumber CUDA_DEVICE_MAX_CONNECTIONS (queues.go): they may then
-	// deadlock. For probing the driver, not for use.
-	SharedQueues bool
 }
 
 // Executor runs one plan; it owns the per-rank streams, channels,
@@ -64,8 +61,6 @@ type Executor struct {
 	fork   *cuda.Event
 	proxy  *proxy
 	broken error
-	// portOpen: this executor counts in openPortExecutors until Close.
-	portOpen bool
 }
 
 type fnKey struct {
@@ -114,11 +109,6 @@ func Open(p *ir.Plan, opt Options) (*Executor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cudaexec: %w", err)
 	}
-	need := needOf(p)
-	need.live, need.portOpen = cuda.LiveStreams(), openPortExecutors.Load() > 0
-	if err := checkQueues(p.Name, need, connections(), opt.SharedQueues); err != nil {
-		return nil, err
-	}
 	if opt.Timeout <= 0 {
 		opt.Timeout = 5 * time.Second
 	}
@@ -155,10 +145,6 @@ func Open(p *ir.Plan, opt Options) (*Executor, error) {
 	if err := e.setupRanks(); err != nil {
 		e.Close()
 		return nil, err
-	}
-	if need.proxyQueues > 0 {
-		openPortExecutors.Add(1)
-		e.portOpen = true
 	}
 	return e, nil
 }
@@ -378,10 +364,6 @@ func (e *Executor) Close() error {
 		if rs != nil && rs.stream != nil {
 			keep(rs.stream.Synchronize())
 		}
-	}
-	if e.portOpen {
-		openPortExecutors.Add(-1)
-		e.portOpen = false
 	}
 	if e.proxy != nil {
 		keep(e.proxy.stop())

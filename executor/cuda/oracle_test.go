@@ -32,13 +32,6 @@ import (
 // scheduled) and trip the watchdog.
 var gpuMu sync.Mutex
 
-// planMu keeps a plan with port channels alone in the process, from Open
-// to Close (others share it): with every test's executor alive the
-// process has far more streams than the driver has hardware queues, and a
-// proxy copy on a shared queue can wait behind a wait for its own kernels
-// (queues.go). Open would refuse it then; the tests wait instead.
-var planMu sync.RWMutex
-
 type gcase struct {
 	size     int64
 	dt       cpu.DType
@@ -445,21 +438,9 @@ func runCase(e *Executor, s *cuda.Stream, p *ir.Plan, c gcase) caseResult {
 // checkCases runs every case of a plan concurrently (bounded by cpuSlots
 // and cpuMem) and reports each failure.
 func checkCases(t *testing.T, name string, p *ir.Plan, cases []gcase) {
-	// The cases' stream (copies in and out, and the join of every
-	// collective) is made right after the executor's, and a plan with
-	// port channels runs alone (planMu), so that the driver, which deals
-	// streams onto CUDA_DEVICE_MAX_CONNECTIONS hardware queues, has a
-	// queue for each: a proxy copy queued behind this stream's wait for
-	// the ranks' kernels would deadlock with them (a stream per case, made
-	// later, eventually did; so did the full matrix with every test's
-	// executor alive, testdata/gpu/full_matrix_shared_queues.log).
-	if needOf(p).proxyQueues > 0 {
-		planMu.Lock()
-		defer planMu.Unlock()
-	} else {
-		planMu.RLock()
-		defer planMu.RUnlock()
-	}
+	// Plans with port channels share the process with every other test's
+	// executor and streams: their proxies copy in a context of their own
+	// (proxy.go), so no count of streams against hardware queues matters.
 	gpuMu.Lock()
 	e, err := Open(p, Options{Timeout: 3 * time.Second})
 	var s *cuda.Stream

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/msccl-go/msccl-go/runtime/cuda"
@@ -12,7 +11,13 @@ import (
 
 // proxy serves the port channels of every rank through cuda.PortProxy
 // (a C loop, so Go's scheduler cannot starve it) on a goroutine locked to
-// its thread with the executor's context current.
+// its thread. That thread owns a CUDA context of its own (made there,
+// destroyed there) with the queues' copy streams: a context's streams
+// share its CUDA_DEVICE_MAX_CONNECTIONS hardware queues, and a proxy copy
+// on a queue shared with a stream that waits for the ranks' kernels (the
+// caller's join, a fork for the next collective, a graph's internal
+// streams) deadlocks with those kernels. Another context's queues are not
+// shared with them, whatever CUDA_DEVICE_MAX_CONNECTIONS says.
 type proxy struct {
 	e       *Executor
 	ranks   []*proxyRank
@@ -23,35 +28,20 @@ type proxy struct {
 }
 
 type proxyRank struct {
-	head   cuda.DevicePtr // device: requests pushed so far
-	fifo   []byte         // mapped: entries, tail, flushed
-	size   uint64
-	stream *cuda.Stream
+	head cuda.DevicePtr // device: requests pushed so far
+	fifo []byte         // mapped: entries, tail, flushed
+	size uint64
 }
 
 func startProxy(e *Executor, remote [][]*uint64) (*proxy, error) {
 	p := &proxy{e: e}
-	var qs []cuda.ProxyQueue
-	for r, rs := range e.ranks {
-		if rs.fifo == nil {
-			continue
-		}
-		s, err := cuda.NewStream(true)
-		if err != nil {
-			p.destroy()
-			return nil, err
-		}
-		p.ranks = append(p.ranks, &proxyRank{head: rs.fifoHead, fifo: rs.fifo.Bytes, size: uint64(e.opt.FifoEntries), stream: s})
-		qs = append(qs, cuda.ProxyQueue{FIFO: rs.fifo, Size: uint64(e.opt.FifoEntries), Stream: s, Remote: remote[r]})
-	}
-	pp, err := cuda.NewPortProxy(qs)
-	if err != nil {
-		p.destroy()
+	ready := make(chan error, 1)
+	p.wg.Add(1)
+	go p.loop(remote, ready)
+	if err := <-ready; err != nil {
+		p.wg.Wait()
 		return nil, err
 	}
-	p.pp = pp
-	p.wg.Add(1)
-	go p.loop()
 	return p, nil
 }
 
@@ -69,63 +59,81 @@ func (p *proxy) err() error {
 	return p.failure
 }
 
-func (p *proxy) loop() {
+// loop makes the proxy's context and streams on its own locked thread,
+// reports on ready, serves until stop, and tears them down on the same
+// thread (a context's streams are destroyed where it is current).
+func (p *proxy) loop(remote [][]*uint64, ready chan<- error) {
 	defer p.wg.Done()
-	// Driver calls need the context current on this thread.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if err := p.e.ctx.SetCurrent(); err != nil {
-		p.fail(err)
+	pctx, err := p.e.ctx.Device().NewContext()
+	if err != nil {
+		ready <- fmt.Errorf("port proxy: a context of its own: %w", err)
 		return
 	}
-	if err := p.pp.Run(); err != nil {
+	defer pctx.Destroy()
+	var qs []cuda.ProxyQueue
+	var streams []*cuda.Stream
+	defer func() {
+		for _, s := range streams {
+			if err := s.Synchronize(); err != nil {
+				p.fail(err)
+			}
+			s.Destroy()
+		}
+	}()
+	for r, rs := range p.e.ranks {
+		if rs.fifo == nil {
+			continue
+		}
+		s, err := cuda.NewStream(true)
+		if err != nil {
+			ready <- err
+			return
+		}
+		streams = append(streams, s)
+		p.ranks = append(p.ranks, &proxyRank{head: rs.fifoHead, fifo: rs.fifo.Bytes, size: uint64(p.e.opt.FifoEntries)})
+		qs = append(qs, cuda.ProxyQueue{FIFO: rs.fifo, Size: uint64(p.e.opt.FifoEntries), Stream: s, Remote: remote[r]})
+	}
+	pp, err := cuda.NewPortProxy(qs, p.e.ctx)
+	if err != nil {
+		ready <- err
+		return
+	}
+	p.pp = pp
+	ready <- nil
+	if err := pp.Run(); err != nil {
 		p.fail(err)
 	}
 }
 
 // drain waits until the proxy has taken every request the kernels pushed
-// (heads read from the device) and its copies are complete, so that
-// buffers may be read or freed. Call it only after the ranks' kernels have
+// (heads read from the device) and their copies are complete (the proxy's
+// Done count, learned from its stream on its own thread), so that buffers
+// may be read or freed. Call it only after the ranks' kernels have
 // finished.
 func (p *proxy) drain(heads []uint64, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	for i, pr := range p.ranks {
-		for atomic.LoadUint64(u64At(pr.fifo, int(pr.size)*32)) < heads[i] {
+	for i := range p.ranks {
+		for p.pp.Done(i) < heads[i] {
 			if err := p.err(); err != nil {
 				return err
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("proxy: %d port-channel requests still pending after %v", heads[i]-atomic.LoadUint64(u64At(pr.fifo, int(pr.size)*32)), timeout)
+				return fmt.Errorf("proxy: %d port-channel requests of queue %d not complete after %v", heads[i]-p.pp.Done(i), i, timeout)
 			}
 			time.Sleep(10 * time.Microsecond)
-		}
-		if err := pr.stream.Synchronize(); err != nil {
-			return err
 		}
 	}
 	return p.err()
 }
 
-func (p *proxy) destroy() {
-	for _, pr := range p.ranks {
-		pr.stream.Destroy()
-	}
-	p.ranks = nil
-}
-
+// stop ends the loop, which finishes its copies and frees its streams and
+// context, and returns the first failure.
 func (p *proxy) stop() error {
 	p.pp.Stop()
 	p.wg.Wait()
 	p.pp.Free()
-	var first error
-	for _, pr := range p.ranks {
-		if err := pr.stream.Synchronize(); err != nil && first == nil {
-			first = err
-		}
-	}
-	p.destroy()
-	if first == nil {
-		first = p.err()
-	}
-	return first
+	p.ranks = nil
+	return p.err()
 }

@@ -250,7 +250,56 @@ type Context struct {
 	dev      Device
 	h        C.uintptr_t
 	released bool
+	owned    bool // made by NewContext: Destroy, not Release
 	mu       sync.Mutex
+}
+
+// NewContext creates a context of the device's own, separate from the
+// primary context, and makes it current on the calling OS thread (lock
+// the thread first); it never becomes the fallback context. The port
+// proxy issues its copies there: a context's streams share its
+// CUDA_DEVICE_MAX_CONNECTIONS hardware queues, and only another context's
+// queue can never sit behind a wait for the ranks' kernels
+// (docs/rationale.md, "Why does the port proxy have a context of its
+// own?"). Costs device memory (a context's reserve) and Destroy.
+func (d Device) NewContext() (*Context, error) {
+	h, err := d.handle()
+	if err != nil {
+		return nil, err
+	}
+	var ctx C.uintptr_t
+	if err := check("cuCtxCreate", C.mc_cuCtxCreate(&ctx, h)); err != nil {
+		return nil, err
+	}
+	return &Context{dev: d, h: ctx, owned: true}, nil
+}
+
+// MakeCurrent makes c current on the calling OS thread without making it
+// the fallback context (SetCurrent does both).
+func (c *Context) MakeCurrent() error {
+	if c == nil || c.h == 0 {
+		return errors.New("cuda: MakeCurrent on a nil or released context")
+	}
+	return check("cuCtxSetCurrent", C.mc_cuCtxSetCurrent(c.h))
+}
+
+// Destroy destroys a context made by NewContext, with its streams and
+// memory. The calling thread is left without a current context if c was
+// current there.
+func (c *Context) Destroy() error {
+	if c == nil || !c.owned {
+		return errors.New("cuda: Destroy of a context NewContext did not make (Release a primary context)")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.released {
+		return errors.New("cuda: context destroyed twice")
+	}
+	if err := check("cuCtxDestroy", C.mc_cuCtxDestroy(c.h)); err != nil {
+		return err
+	}
+	c.released = true
+	return nil
 }
 
 var fallbackSet sync.Once
@@ -296,6 +345,9 @@ func (c *Context) Release() error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.owned {
+		return errors.New("cuda: Release of a context made by NewContext (Destroy it)")
+	}
 	if c.released {
 		return errors.New("cuda: context released twice")
 	}

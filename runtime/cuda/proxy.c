@@ -22,29 +22,31 @@ static int fail(mc_proxy *p, int qi, uint64_t req, const char *call, int code) {
   return -1;
 }
 
-// complete delivers pending signals and flushes of queue qi once its
-// stream has drained: 1 if it delivered any, 0 if none, -1 on failure.
+// complete learns which of queue qi's copies are done and delivers the
+// pending signals and flushes once its stream has drained: 1 if it
+// learned or delivered anything, 0 if not, -1 on failure.
 //
 // The queue's stream carries copies only. Signals and flushes are host
 // stores to mapped memory, made after cuStreamQuery says every copy
 // before them is done: a stream-ordered write (cuStreamWriteValue64, an
-// event) rides a hardware queue that the driver may share with another
-// stream, and when that stream waits for the ranks' kernels (a join, the
-// next collective's fork) the signal those kernels spin on sits behind
-// the wait: a deadlock. Copies can be held up the same way when their
-// stream shares a queue (runtime/cuda/queue_test.go), so executor/cuda
-// refuses plans whose streams outnumber the queues. Polling rather than waiting
+// event) could sit behind another stream's wait on a shared hardware
+// queue. The stream itself lives in the proxy's own context (data_ctx set),
+// whose hardware queues no stream of the ranks' context can share: a copy
+// behind a wait for the ranks' kernels, which wait for the copy, was the
+// port-channel deadlock (docs/rationale.md). Polling rather than waiting
 // keeps one slow queue from holding up the rest.
 static int complete(mc_proxy *p, int qi) {
   mc_proxy_queue *q = &p->q[qi];
-  if (q->pend_n == 0) return 0;
+  if (q->pend_n == 0 && q->done == q->tail) return 0;
+  uint64_t upto = q->tail;  // everything taken so far was issued before the query
   int rc = mc_cuStreamQuery(q->stream);
   if (rc == CU_NOT_READY) return 0;
-  if (rc) return fail(p, qi, q->pend[q->pend_head].idx, "cuStreamQuery", rc);
-  // Everything taken so far is copied: deliver in FIFO order.
+  if (rc) return fail(p, qi, q->pend_n ? q->pend[q->pend_head].idx : q->done, "cuStreamQuery", rc);
+  __atomic_store_n(&q->done, upto, __ATOMIC_RELEASE);
+  // Deliver in FIFO order.
   while (q->pend_n > 0) {
     mc_proxy_pending *e = &q->pend[q->pend_head];
-    if (e->kind == 2) {
+    if (e->kind == MC_REQ_SIGNAL) {
       __atomic_store_n(q->remote[e->ch], ++q->tokens[e->ch], __ATOMIC_RELEASE);
     } else {
       __atomic_store_n(&q->fifo[4 * q->size + 1], e->idx + 1, __ATOMIC_RELEASE);
@@ -71,13 +73,15 @@ static int step(mc_proxy *p, int qi) {
   uint64_t idx = q->tail++;
   __atomic_store_n(&q->fifo[4 * q->size], q->tail, __ATOMIC_RELEASE);
   switch (kind) {
-  case 1: {  // put
-    int rc = mc_cuMemcpyAsync(dst, src, (size_t)bytes, q->stream);
-    return rc ? fail(p, qi, idx, "cuMemcpyAsync", rc) : 1;
+  case MC_REQ_PUT: {
+    // The data lives in the ranks' context, the stream in the proxy's.
+    int rc = p->data_ctx ? mc_cuMemcpyPeerAsync(dst, p->data_ctx, src, p->data_ctx, (size_t)bytes, q->stream)
+                         : mc_cuMemcpyAsync(dst, src, (size_t)bytes, q->stream);
+    return rc ? fail(p, qi, idx, p->data_ctx ? "cuMemcpyPeerAsync" : "cuMemcpyAsync", rc) : 1;
   }
-  case 2:  // signal
-  case 3:  // flush
-    if (kind == 2 && (int)ch >= q->nchan) return fail(p, qi, idx, "signal", -2);
+  case MC_REQ_SIGNAL:
+  case MC_REQ_FLUSH:
+    if (kind == MC_REQ_SIGNAL && (int)ch >= q->nchan) return fail(p, qi, idx, "signal", -2);
     mc_proxy_pending *pe = &q->pend[(q->pend_head + q->pend_n) % q->npend];
     pe->idx = idx;
     pe->kind = (int)kind;
@@ -109,9 +113,10 @@ int mc_proxy_run(mc_proxy *p) {
     }
     // Requests come in bursts: spin about a millisecond, then nap so an
     // idle executor does not hold a core. Pending completions keep it
-    // spinning: they are what the kernels wait for.
+    // spinning (and copies not yet known done): they are what the kernels
+    // and Wait wait for.
     int waiting = 0;
-    for (int i = 0; i < p->n; i++) waiting |= p->q[i].pend_n > 0;
+    for (int i = 0; i < p->n; i++) waiting |= p->q[i].pend_n > 0 || p->q[i].done != p->q[i].tail;
     if (waiting || ++idle < 20000) {
       cpu_relax();
     } else {
@@ -123,3 +128,5 @@ int mc_proxy_run(mc_proxy *p) {
 }
 
 void mc_proxy_stop(mc_proxy *p) { __atomic_store_n(&p->quit, 1, __ATOMIC_RELEASE); }
+
+uint64_t mc_proxy_done(mc_proxy *p, int qi) { return __atomic_load_n(&p->q[qi].done, __ATOMIC_ACQUIRE); }

@@ -46,8 +46,11 @@ type ProxyQueue struct {
 	Remote []*uint64
 }
 
-// NewPortProxy prepares a proxy over qs; Run serves them.
-func NewPortProxy(qs []ProxyQueue) (*PortProxy, error) {
+// NewPortProxy prepares a proxy over qs; Run serves them. data, when not
+// nil, is the context that owns the memory the puts copy, and the queues'
+// streams belong to another context (Device.NewContext, current on the
+// thread that calls Run): the copies are then cuMemcpyPeerAsync.
+func NewPortProxy(qs []ProxyQueue, data *Context) (*PortProxy, error) {
 	if len(qs) == 0 {
 		return nil, errors.New("cuda: NewPortProxy: no queues")
 	}
@@ -72,6 +75,9 @@ func NewPortProxy(qs []ProxyQueue) (*PortProxy, error) {
 	// across the long call.
 	p := (*C.mc_proxy)(C.calloc(1, C.size_t(unsafe.Sizeof(C.mc_proxy{}))))
 	p.n = C.int(len(qs))
+	if data != nil {
+		p.data_ctx = data.h
+	}
 	p.q = (*C.mc_proxy_queue)(C.calloc(C.size_t(len(qs)), C.size_t(unsafe.Sizeof(C.mc_proxy_queue{}))))
 	cq := unsafe.Slice(p.q, len(qs))
 	for i, q := range qs {
@@ -111,6 +117,11 @@ func (pp *PortProxy) Run() error {
 		return fmt.Errorf("%s: %w", what, check(C.GoString(pp.p.err_call), C.int(code)))
 	}
 }
+
+// Done is the number of queue q's requests whose copies are known
+// complete. Read it instead of synchronizing the queue's stream, which
+// may belong to a context not current on the caller's thread.
+func (pp *PortProxy) Done(q int) uint64 { return uint64(C.mc_proxy_done(pp.p, C.int(q))) }
 
 // Stop makes Run return after the request it is handling.
 func (pp *PortProxy) Stop() { C.mc_proxy_stop(pp.p) }

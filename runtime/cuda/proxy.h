@@ -5,6 +5,11 @@
 
 #include <stdint.h>
 
+// Request kinds in a FIFO entry's tag (kernels/layout.go FifoPut...).
+#define MC_REQ_PUT 1
+#define MC_REQ_SIGNAL 2
+#define MC_REQ_FLUSH 3
+
 // A signal or flush taken from a FIFO whose puts are not yet known to be
 // complete: kind 2 (signal on channel ch) or 3 (flush of request idx).
 typedef struct {
@@ -28,12 +33,19 @@ typedef struct {
   // ring of npend.
   mc_proxy_pending *pend;
   int npend, pend_head, pend_n;
+  // Requests whose copies are known complete (a cuStreamQuery returned
+  // done after they were issued): Wait reads it through mc_proxy_done
+  // instead of synchronizing a stream of another context.
+  uint64_t done;
 } mc_proxy_queue;
 
 typedef struct {
   mc_proxy_queue *q;
   int n;
   int quit;  // set by mc_proxy_stop
+  // The context that owns the ranks' memory, when the proxy's streams
+  // live in a context of their own: puts become cuMemcpyPeerAsync.
+  uintptr_t data_ctx;
   // The first failure: call is a static name, code the driver's result
   // (or -2 unknown channel, -3 unknown request kind).
   int err_queue;
@@ -44,5 +56,6 @@ typedef struct {
 
 int mc_proxy_run(mc_proxy *p);
 void mc_proxy_stop(mc_proxy *p);
+uint64_t mc_proxy_done(mc_proxy *p, int qi);
 
 #endif

@@ -2,6 +2,8 @@ package cuda
 
 import (
 	"bytes"
+	"fmt"
+	"os"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -9,30 +11,75 @@ import (
 	"unsafe"
 )
 
+// runProxy serves one queue (fifo, size entries, one port channel whose
+// inbound token is tok) on a goroutine locked to its thread, in a context
+// of its own when own is set (as executor/cuda runs it) or in ctx. It
+// returns the proxy and Run's result channel; the proxy's thread destroys
+// its stream and context after Run returns.
+func runProxy(t *testing.T, ctx *Context, own bool, fifo *HostMem, size uint64, tok *HostMem) (*PortProxy, <-chan error) {
+	t.Helper()
+	ready := make(chan *PortProxy, 1)
+	done := make(chan error, 1)
+	fail := func(err error) { ready <- nil; done <- err }
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		var data *Context
+		if own {
+			pc, err := ctx.Device().NewContext()
+			if err != nil {
+				fail(err)
+				return
+			}
+			defer pc.Destroy()
+			data = ctx
+		} else if err := ctx.SetCurrent(); err != nil {
+			fail(err)
+			return
+		}
+		s, err := NewStream(true)
+		if err != nil {
+			fail(err)
+			return
+		}
+		defer s.Destroy()
+		pp, err := NewPortProxy([]ProxyQueue{{FIFO: fifo, Size: size, Stream: s, Remote: []*uint64{tok.Word(0)}}}, data)
+		if err != nil {
+			fail(err)
+			return
+		}
+		ready <- pp
+		done <- pp.Run()
+		s.Synchronize()
+	}()
+	pp := <-ready
+	if pp == nil {
+		t.Fatal(<-done)
+	}
+	return pp, done
+}
+
 // TestPortProxy plays the kernel's side of a FIFO from the host: a put,
 // a signal and a flush, twice around a two-entry ring, and checks the
-// copied bytes, the peer's token and the flushed word.
+// copied bytes, the peer's token and the flushed word, with the proxy's
+// stream in the ranks' context and in one of its own.
 func TestPortProxy(t *testing.T) {
 	ctx := setup(t)
+	for _, own := range []bool{false, true} {
+		t.Run(fmt.Sprintf("own_context=%v", own), func(t *testing.T) { testPortProxy(t, ctx, own) })
+	}
+}
+
+func testPortProxy(t *testing.T, ctx *Context, own bool) {
 	const size = 2
-	fifo, s, tok := testHostMem(t, size*32+16), testStream(t), testHostMem(t, 8)
+	fifo, tok := testHostMem(t, size*32+16), testHostMem(t, 8)
 	src, dst := testMalloc(t, 4096), testMalloc(t, 4096)
 	want := bytes.Repeat([]byte{1, 2, 3, 4}, 1024)
 	if err := MemcpyHtoD(src, want); err != nil {
 		t.Fatal(err)
 	}
 	Memset8(dst, 0, 4096)
-	pp, err := NewPortProxy([]ProxyQueue{{FIFO: fifo, Size: size, Stream: s, Remote: []*uint64{tok.Word(0)}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		ctx.SetCurrent()
-		done <- pp.Run()
-	}()
+	pp, done := runProxy(t, ctx, own, fifo, size, tok)
 	word := func(i int) *uint64 { return (*uint64)(unsafe.Pointer(&fifo.Bytes[8*i])) }
 	seq := uint64(0)
 	push := func(kind, ch uint64, a, b, n uint64) {
@@ -76,6 +123,9 @@ func TestPortProxy(t *testing.T) {
 		if got := atomic.LoadUint64(tok.Word(0)); got != uint64(round+1) {
 			t.Errorf("round %d: token %d, want %d", round, got, round+1)
 		}
+		if got := pp.Done(0); got < seq-2 {
+			t.Errorf("round %d: Done says %d requests complete, want at least %d", round, got, seq-2)
+		}
 	}
 	// An unknown channel is a failure naming the request.
 	push(2, 5, 0, 0, 0)
@@ -90,4 +140,76 @@ func TestPortProxy(t *testing.T) {
 		t.Fatal("Run did not fail on a signal on an unknown channel")
 	}
 	pp.Free()
+}
+
+// TestProxyBesideSpinningKernel is the port-channel deadlock in small: a
+// kernel spins until the proxy's token arrives, the token comes after a
+// put, and streams of the kernel's context join the kernel (an event
+// waited on by another stream, as Run's join does). With the proxy in the
+// kernel's context and fewer hardware queues than streams
+// (CUDA_DEVICE_MAX_CONNECTIONS=1), the put can queue behind the join's
+// wait for the kernel: the deadlock. With the proxy in a context of its
+// own it must always complete. Run it under CUDA_DEVICE_MAX_CONNECTIONS=1
+// as well (scripts/gpu/port-stress.sh does).
+func TestProxyBesideSpinningKernel(t *testing.T) {
+	ctx := setup(t)
+	m, err := LoadModule([]byte(spinPTX))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Unload()
+	spin, err := m.Function("spin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 4
+	fifo, tok := testHostMem(t, size*32+16), testHostMem(t, 8)
+	src, dst := testMalloc(t, 1<<20), testMalloc(t, 1<<20)
+	Memset8(src, 7, 1<<20)
+	k, c := testStream(t), testStream(t)
+	pp, done := runProxy(t, ctx, true, fifo, size, tok)
+	defer func() { pp.Stop(); <-done; pp.Free() }()
+	arg := uint64(tok.Dev)
+	if err := spin.Launch([3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 0, k, unsafe.Pointer(&arg)); err != nil {
+		t.Fatal(err)
+	}
+	ev := testEvent(t, false)
+	if err := ev.Record(k); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitEvent(ev); err != nil {
+		t.Fatal(err)
+	}
+	word := func(i int) *uint64 { return (*uint64)(unsafe.Pointer(&fifo.Bytes[8*i])) }
+	atomic.StoreUint64(word(0), uint64(src))
+	atomic.StoreUint64(word(1), uint64(dst))
+	atomic.StoreUint64(word(2), 1<<20)
+	atomic.StoreUint64(word(3), 1<<56|1)
+	atomic.StoreUint64(word(4), 0)
+	atomic.StoreUint64(word(7), 2<<56|2)
+	finished := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		ctx.SetCurrent()
+		finished <- k.Synchronize()
+	}()
+	select {
+	case err := <-finished:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		// Release the kernel so the process can exit, then fail.
+		atomic.StoreUint64(tok.Word(0), 1)
+		t.Fatalf("CUDA_DEVICE_MAX_CONNECTIONS=%q: the kernel still spins after 10 s: the proxy's put or signal is stuck", os.Getenv("CUDA_DEVICE_MAX_CONNECTIONS"))
+	}
+	got := make([]byte, 1<<20)
+	if err := MemcpyDtoH(got, dst); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, bytes.Repeat([]byte{7}, 1<<20)) {
+		t.Error("the token arrived before the put's bytes")
+	}
+	t.Logf("CUDA_DEVICE_MAX_CONNECTIONS=%q: the proxy in its own context completed beside a spinning, joined kernel", os.Getenv("CUDA_DEVICE_MAX_CONNECTIONS"))
 }

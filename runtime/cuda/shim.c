@@ -49,6 +49,10 @@ DECL(cuDevicePrimaryCtxRelease, CUresult, (CUdevice))
 DECL(cuCtxSetCurrent, CUresult, (CUcontext))
 DECL(cuCtxGetCurrent, CUresult, (CUcontext *))
 DECL(cuCtxEnablePeerAccess, CUresult, (CUcontext, unsigned))
+DECL(cuCtxCreate, CUresult, (CUcontext *, unsigned, CUdevice))
+DECL(cuCtxCreate4, CUresult, (CUcontext *, void *, unsigned, CUdevice))
+DECL(cuCtxDestroy, CUresult, (CUcontext))
+DECL(cuMemcpyPeerAsync, CUresult, (CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream))
 DECL(cuMemAlloc, CUresult, (CUdeviceptr *, size_t))
 DECL(cuMemFree, CUresult, (CUdeviceptr))
 DECL(cuMemcpyHtoD, CUresult, (CUdeviceptr, const void *, size_t))
@@ -113,6 +117,11 @@ static struct sym syms[] = {
     S(cuCtxSetCurrent, "cuCtxSetCurrent"),
     S(cuCtxGetCurrent, "cuCtxGetCurrent"),
     S(cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess"),
+    S(cuCtxCreate, "cuCtxCreate_v2"),
+    // CUDA 13 spells cuCtxCreate with a parameter block (NULL: none).
+    S(cuCtxCreate4, "cuCtxCreate_v4"),
+    S(cuCtxDestroy, "cuCtxDestroy_v2", "cuCtxDestroy"),
+    S(cuMemcpyPeerAsync, "cuMemcpyPeerAsync"),
     S(cuMemAlloc, "cuMemAlloc_v2"),
     S(cuMemFree, "cuMemFree_v2"),
     S(cuMemcpyHtoD, "cuMemcpyHtoD_v2"),
@@ -253,6 +262,19 @@ int mc_enablePeer(uintptr_t self, uintptr_t peer) {
   r = p_cuCtxEnablePeerAccess(H(peer), 0);
   p_cuCtxSetCurrent(prev);
   return r;
+}
+
+// mc_cuCtxCreate creates a context of its own on dev and makes it current
+// on the calling thread.
+int mc_cuCtxCreate(uintptr_t *ctx, int dev) {
+  if (p_cuCtxCreate) return p_cuCtxCreate((CUcontext *)ctx, 0, dev);
+  if (p_cuCtxCreate4) return p_cuCtxCreate4((CUcontext *)ctx, NULL, 0, dev);
+  return MC_MISSING;
+}
+int mc_cuCtxDestroy(uintptr_t ctx) { CALL(cuCtxDestroy, H(ctx)); }
+// No ensure_ctx: the proxy's thread has its own context current.
+int mc_cuMemcpyPeerAsync(uint64_t dst, uintptr_t dctx, uint64_t src, uintptr_t sctx, size_t n, uintptr_t s) {
+  CALL(cuMemcpyPeerAsync, dst, H(dctx), src, H(sctx), n, H(s));
 }
 
 int mc_cuMemAlloc(uint64_t *p, size_t n) { CALLCTX(cuMemAlloc, (CUdeviceptr *)p, n); }

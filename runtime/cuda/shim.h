@@ -38,6 +38,9 @@ int mc_cuDevicePrimaryCtxRelease(int dev);
 int mc_cuCtxSetCurrent(uintptr_t ctx);
 int mc_cuCtxGetCurrent(uintptr_t *ctx);
 int mc_enablePeer(uintptr_t self, uintptr_t peer);
+int mc_cuCtxCreate(uintptr_t *ctx, int dev);
+int mc_cuCtxDestroy(uintptr_t ctx);
+int mc_cuMemcpyPeerAsync(uint64_t dst, uintptr_t dctx, uint64_t src, uintptr_t sctx, size_t n, uintptr_t s);
 
 int mc_cuMemAlloc(uint64_t *p, size_t n);
 int mc_cuMemFree(uint64_t p);

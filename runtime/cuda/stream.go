@@ -9,19 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 )
-
-// liveStreams counts the streams made by NewStream and not yet destroyed.
-// The driver deals a context's streams onto CUDA_DEVICE_MAX_CONNECTIONS
-// hardware queues; executor/cuda compares the two before it opens a plan
-// whose port proxy must not share a queue (executor/cuda/queues.go).
-var liveStreams atomic.Int64
-
-// LiveStreams is the number of streams made by NewStream in this process
-// and not yet destroyed (streams made by other libraries are not counted).
-func LiveStreams() int { return int(liveStreams.Load()) }
 
 // Stream is a CUDA stream. A nil *Stream means the legacy default stream
 // wherever a stream is an argument.
@@ -63,7 +52,6 @@ func NewStream(nonBlocking bool) (*Stream, error) {
 	if err := check("cuStreamCreate", C.mc_cuStreamCreate(&h, flags)); err != nil {
 		return nil, err
 	}
-	liveStreams.Add(1)
 	return &Stream{h: h}, nil
 }
 
@@ -106,7 +94,6 @@ func (s *Stream) Destroy() error {
 	}
 	err := check("cuStreamDestroy", C.mc_cuStreamDestroy(s.h))
 	s.h = 0
-	liveStreams.Add(-1)
 	return err
 }
 
