@@ -72,7 +72,7 @@ var statementKeywords = map[string]string{
 	"collective": "a collective kind", "param": "a name and a value", "option": "a name and a value",
 	"let": "a name and a value", "for": "a range and a body", "if": "a condition and a body",
 	"on": "rank(...) tb ... and a body", "pipeline": "unit, chunks and a body",
-	"require": "a condition", "else": "a preceding if",
+	"require": "a condition; write e.g. `require ranks % 2 == 0, \"the ring pairs ranks\"`", "else": "a preceding if",
 }
 
 func keywordOps(ss []*Stmt, ds Diagnostics) Diagnostics {
@@ -82,7 +82,7 @@ func keywordOps(ss []*Stmt, ds Diagnostics) Diagnostics {
 			if want, ok := statementKeywords[s.Op.Name]; ok {
 				p := PosOf(s.Op.Pos)
 				ds = append(ds, Diagnostic{Severity: Error,
-					Summary: fmt.Sprintf("syntax error: %q needs %s", s.Op.Name, want),
+					Summary: fmt.Sprintf("%s needs %s", s.Op.Name, want),
 					Subject: Range{Start: p, End: p}})
 			}
 		case s.For != nil:

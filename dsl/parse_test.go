@@ -131,7 +131,7 @@ func TestOperatorsAndRequire(t *testing.T) {
 	for _, c := range []struct{ src, want string }{
 		{"collective allreduce\nrequire , \"m\"\n", `x.msccl:2:9: error: syntax error: unexpected ","`},
 		{"collective allreduce\nrequire 1, 2\n", `x.msccl:2:12: error: syntax error: unexpected "2"`},
-		{"collective allreduce\nrequire;A\n", `x.msccl:2:1: error: syntax error: "require" needs a condition`},
+		{"collective allreduce\nrequire;A\n", "x.msccl:2:1: error: require needs a condition; write e.g. `require ranks % 2 == 0, \"the ring pairs ranks\"`"},
 		{"collective allreduce\nlet x = 2 * * 3\n", `x.msccl:2:13: error: syntax error: unexpected "*"`},
 	} {
 		_, ds := Parse("x.msccl", []byte(c.src))
