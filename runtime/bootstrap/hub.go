@@ -1,0 +1,401 @@
+package bootstrap
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"time"
+)
+
+// hub is the rendezvous root: a star that every rank (rank 0 included,
+// over loopback) connects to. It admits ranks that prove the secret,
+// completes collectives (gather every blob, broadcast the lot), relays
+// sends in arrival order, and is the one place that decides a failure:
+// who did not arrive, who died, who broke the protocol. It tells every
+// rank the same verdict, so they all fail with the same error.
+type hub struct {
+	world   int
+	secret  [16]byte
+	timeout time.Duration
+	ln      net.Listener
+	start   time.Time
+
+	mu      sync.Mutex
+	peers   []*hubPeer // by rank; nil until admitted
+	nodes   []string
+	joined  int
+	running bool        // every rank joined and was welcomed
+	err     error       // the verdict, once the job failed
+	timer   *time.Timer // the connect phase's deadline
+	dl      time.Time
+	colls   map[uint64]*pending
+	live    int // admitted connections not yet gone
+	done    chan struct{}
+	doneSet bool
+}
+
+type hubPeer struct {
+	rank    int
+	conn    net.Conn
+	out     *outbox
+	lastSeq uint64 // last collective it contributed to
+	bye     bool
+	gone    bool
+}
+
+// pending is one collective some ranks have reached.
+type pending struct {
+	op       byte
+	seq      uint64
+	blobs    [][]byte
+	have     []bool
+	n        int
+	first    time.Time
+	deadline time.Time
+	timer    *time.Timer
+}
+
+func opName(op byte, seq uint64) string {
+	if op == opBarrier {
+		return fmt.Sprintf("barrier #%d", seq)
+	}
+	return fmt.Sprintf("all-gather #%d", seq)
+}
+
+// startHub listens for cfg's job. deadline bounds the connect phase (each
+// rank's hello can shorten it); dial is where rank 0 reaches it.
+func startHub(cfg *Config, deadline time.Time) (h *hub, dial string, err error) {
+	var ln net.Listener
+	if cfg.ListenFD > 0 {
+		f := os.NewFile(uintptr(cfg.ListenFD), "msccl-bootstrap-listener")
+		ln, err = net.FileListener(f)
+		f.Close()
+		if err != nil {
+			return nil, "", fmt.Errorf("bootstrap: inherited listener (fd %d): %w", cfg.ListenFD, err)
+		}
+	} else {
+		addr := cfg.ListenAddr
+		if addr == "" {
+			addr = cfg.ID.Addr
+		}
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			return nil, "", fmt.Errorf("bootstrap: rank 0 cannot listen on %s for the rendezvous: %w", addr, err)
+		}
+	}
+	h = &hub{world: cfg.World, secret: cfg.ID.Secret, timeout: cfg.Timeout, ln: ln, start: time.Now(),
+		peers: make([]*hubPeer, cfg.World), nodes: make([]string, cfg.World), colls: map[uint64]*pending{}, done: make(chan struct{})}
+	h.dl = deadline
+	h.timer = time.AfterFunc(time.Until(deadline), h.connectTimeout)
+	go h.accept()
+	a := ln.Addr().(*net.TCPAddr)
+	ip := a.IP
+	if ip.IsUnspecified() {
+		ip = net.IPv4(127, 0, 0, 1)
+	}
+	return h, net.JoinHostPort(ip.String(), fmt.Sprint(a.Port)), nil
+}
+
+func (h *hub) accept() {
+	for {
+		c, err := h.ln.Accept()
+		if err != nil {
+			return // closed when every rank joined, or on failure
+		}
+		go h.admit(c)
+	}
+}
+
+// admit runs the handshake on c. A connection that does not prove the
+// secret, or arrives when the job is complete or failed, is refused and
+// changes nothing else.
+func (h *hub) admit(c net.Conn) {
+	hs := h.timeout
+	if hs > 10*time.Second {
+		hs = 10 * time.Second // a silent stranger holds a goroutine no longer
+	}
+	m, rn, err := serverHello(c, h.secret, time.Now().Add(hs))
+	if err != nil {
+		c.Close()
+		return
+	}
+	reject := func(format string, args ...any) {
+		c.Write(encode(&msg{kind: kReject, text: fmt.Sprintf(format, args...)}))
+		c.Close()
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case m.world != h.world:
+		reject("rank %d says the world size is %d, rank 0 says %d", m.rank, m.world, h.world)
+		return
+	case m.rank >= h.world:
+		reject("rank %d is out of range for world size %d", m.rank, h.world)
+		return
+	case h.err != nil:
+		reject("the job already failed: %v", h.err)
+		return
+	case h.peers[m.rank] != nil:
+		reject("rank %d already joined (from %s)", m.rank, h.peers[m.rank].conn.RemoteAddr())
+		return
+	}
+	c.SetDeadline(time.Time{})
+	p := &hubPeer{rank: m.rank, conn: c}
+	p.out = newOutbox(c, h.timeout, func(err error) { h.gone(p, err) })
+	p.out.push(encode(&msg{kind: kAccept, mac: acceptMAC(h.secret, rn, m.nonce)}))
+	h.peers[m.rank], h.nodes[m.rank] = p, m.node
+	h.joined++
+	h.live++
+	if dl := time.Now().Add(time.Duration(m.ms) * time.Millisecond); dl.Before(h.dl) {
+		// A rank with less time left than rank 0 shortens the connect
+		// phase, so the verdict reaches it before it gives up waiting.
+		h.dl = dl
+		h.timer.Reset(time.Until(dl))
+	}
+	go h.read(p)
+	if h.joined < h.world {
+		return
+	}
+	h.running = true
+	h.timer.Stop()
+	h.ln.Close()
+	nodes := make([][]byte, h.world)
+	for i, n := range h.nodes {
+		nodes[i] = []byte(n)
+	}
+	w := encode(&msg{kind: kWelcome, list: nodes})
+	for _, q := range h.peers {
+		q.out.push(w)
+	}
+}
+
+func (h *hub) connectTimeout() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.running || h.err != nil {
+		return
+	}
+	var missing []int
+	for r, p := range h.peers {
+		if p == nil {
+			missing = append(missing, r)
+		}
+	}
+	h.fail(&TimeoutError{Op: "connect", Ranks: missing, After: time.Since(h.start).Round(time.Millisecond)})
+}
+
+// read handles one rank's frames in order; that order is what makes
+// sends from one rank arrive in the order they were made.
+func (h *hub) read(p *hubPeer) {
+	for {
+		kind, body, err := readFrame(p.conn, frameLimit)
+		if err != nil {
+			if errors.Is(err, errFrame) {
+				h.protocol(p, err.Error())
+			}
+			h.gone(p, err)
+			return
+		}
+		m, err := decode(kind, body)
+		if err != nil {
+			h.protocol(p, err.Error())
+			h.gone(p, err)
+			return
+		}
+		h.mu.Lock()
+		h.handle(p, m)
+		h.mu.Unlock()
+	}
+}
+
+func (h *hub) protocol(p *hubPeer, detail string) {
+	h.mu.Lock()
+	h.fail(&ProtocolError{Rank: p.rank, Detail: detail})
+	h.mu.Unlock()
+}
+
+// handle acts on one frame from p; h.mu is held.
+func (h *hub) handle(p *hubPeer, m *msg) {
+	if h.err != nil {
+		return
+	}
+	if !h.running || p.bye {
+		h.fail(&ProtocolError{Rank: p.rank, Detail: fmt.Sprintf("sent %s before the rendezvous completed or after its bye", kindName(m.kind))})
+		return
+	}
+	switch m.kind {
+	case kGather:
+		h.contribute(p, m)
+	case kSend:
+		if m.peer >= h.world {
+			h.fail(&ProtocolError{Rank: p.rank, Detail: fmt.Sprintf("send to rank %d of %d", m.peer, h.world)})
+			return
+		}
+		if t := h.peers[m.peer]; !t.bye && !t.gone {
+			t.out.push(encode(&msg{kind: kDeliver, peer: p.rank, tag: m.tag, data: m.data}))
+		}
+	case kBye:
+		p.bye = true
+		l := encode(&msg{kind: kLeft, peer: p.rank})
+		for _, q := range h.peers {
+			if q != p && !q.bye && !q.gone {
+				q.out.push(l)
+			}
+		}
+		for _, pc := range h.colls {
+			if !pc.have[p.rank] {
+				h.fail(&PeerError{Op: opName(pc.op, pc.seq), Rank: p.rank, Closed: true})
+				return
+			}
+		}
+		p.out.finish()
+	default:
+		h.fail(&ProtocolError{Rank: p.rank, Detail: fmt.Sprintf("a rank may not send %s", kindName(m.kind))})
+	}
+}
+
+// contribute records p's part of a collective and completes it when every
+// rank has given one. h.mu is held.
+func (h *hub) contribute(p *hubPeer, m *msg) {
+	if m.seq != p.lastSeq+1 {
+		h.fail(&ProtocolError{Rank: p.rank, Detail: fmt.Sprintf("collective #%d after #%d", m.seq, p.lastSeq)})
+		return
+	}
+	p.lastSeq = m.seq
+	pc := h.colls[m.seq]
+	now := time.Now()
+	if pc == nil {
+		pc = &pending{op: m.op, seq: m.seq, blobs: make([][]byte, h.world), have: make([]bool, h.world), first: now}
+		h.colls[m.seq] = pc
+		for _, q := range h.peers {
+			if q.bye {
+				h.fail(&PeerError{Op: opName(m.op, m.seq), Rank: q.rank, Closed: true})
+				return
+			}
+		}
+	}
+	if pc.op != m.op {
+		h.fail(&ProtocolError{Rank: p.rank, Detail: fmt.Sprintf("called %s while others called %s", opName(m.op, m.seq), opName(pc.op, m.seq))})
+		return
+	}
+	pc.blobs[p.rank], pc.have[p.rank] = m.data, true
+	pc.n++
+	if dl := now.Add(time.Duration(m.ms) * time.Millisecond); pc.deadline.IsZero() || dl.Before(pc.deadline) {
+		// The collective fails when the first rank's time runs out: that
+		// rank would give up anyway, and the others learn why from the root.
+		pc.deadline = dl
+		if pc.timer != nil {
+			pc.timer.Stop()
+		}
+		seq := m.seq
+		pc.timer = time.AfterFunc(time.Until(dl), func() { h.expire(seq) })
+	}
+	if pc.n < h.world {
+		return
+	}
+	pc.timer.Stop()
+	delete(h.colls, m.seq)
+	out := &msg{kind: kGathered, seq: m.seq}
+	if pc.op == opAllGather {
+		total := 0
+		for _, b := range pc.blobs {
+			total += len(b) + 10
+		}
+		if total > frameLimit-32 {
+			h.fail(&ProtocolError{Rank: p.rank, Detail: fmt.Sprintf("%s gathers %d bytes, over the %d-byte frame limit", opName(pc.op, pc.seq), total, frameLimit)})
+			return
+		}
+		out.list = pc.blobs
+	}
+	f := encode(out)
+	for _, q := range h.peers {
+		q.out.push(f)
+	}
+}
+
+func (h *hub) expire(seq uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	pc := h.colls[seq]
+	if pc == nil || h.err != nil {
+		return
+	}
+	var missing []int
+	for r, ok := range pc.have {
+		if !ok {
+			missing = append(missing, r)
+		}
+	}
+	h.fail(&TimeoutError{Op: opName(pc.op, seq), Ranks: missing, After: time.Since(pc.first).Round(time.Millisecond)})
+}
+
+// gone records that p's connection ended. Without a bye first, the rank
+// died (or its host did): the job fails, naming it.
+func (h *hub) gone(p *hubPeer, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if p.gone {
+		return
+	}
+	p.gone = true
+	p.conn.Close()
+	h.live--
+	if !p.bye && h.err == nil {
+		h.fail(&PeerError{Op: "rendezvous root", Rank: p.rank, Detail: err.Error()})
+	}
+	if h.live == 0 && (h.running || h.err != nil) && !h.doneSet {
+		h.doneSet = true
+		close(h.done)
+	}
+}
+
+// fail records the verdict and sends it to every rank still connected;
+// their connections close once it is written. h.mu is held.
+func (h *hub) fail(err error) {
+	if h.err != nil {
+		return
+	}
+	h.err = err
+	h.timer.Stop()
+	h.ln.Close()
+	for _, pc := range h.colls {
+		if pc.timer != nil {
+			pc.timer.Stop()
+		}
+	}
+	f := encode(abortMsg(err))
+	for _, p := range h.peers {
+		if p != nil && !p.gone {
+			p.out.push(f)
+			p.out.finish()
+		}
+	}
+	if h.live == 0 && !h.doneSet {
+		h.doneSet = true
+		close(h.done)
+	}
+}
+
+// shutdown waits up to linger for every rank to leave, then closes what
+// is left.
+func (h *hub) shutdown(linger time.Duration) {
+	select {
+	case <-h.done:
+	case <-time.After(linger):
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ln.Close()
+	h.timer.Stop()
+	for _, p := range h.peers {
+		if p != nil {
+			p.conn.Close()
+		}
+	}
+	for _, pc := range h.colls {
+		if pc.timer != nil {
+			pc.timer.Stop()
+		}
+	}
+}
