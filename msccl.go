@@ -10,7 +10,6 @@ import (
 	"github.com/msccl-go/msccl-go/compiler"
 	cudaexec "github.com/msccl-go/msccl-go/executor/cuda"
 	"github.com/msccl-go/msccl-go/ir"
-	"github.com/msccl-go/msccl-go/kernels"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
 )
 
@@ -24,21 +23,21 @@ type Buffers = cudaexec.Buffers
 type Stream = cuda.Stream
 
 // DType is an element type.
-type DType = kernels.DType
+type DType = ir.DType
 
 // Element types.
 const (
-	F32  = kernels.F32
-	F16  = kernels.F16
-	BF16 = kernels.BF16
-	I32  = kernels.I32
-	U32  = kernels.U32
-	U8   = kernels.U8
+	F32  = ir.F32
+	F16  = ir.F16
+	BF16 = ir.BF16
+	I32  = ir.I32
+	U32  = ir.U32
+	U8   = ir.U8
 	// OCP FP8, upstream's __fp8_e4m3 and __fp8_e5m2. Reductions widen to
 	// f32 and round once to nearest even; overflow saturates to ±448 and
 	// ±57344 (executor/cpu/dtype.go has the rules).
-	F8E4M3 = kernels.F8E4M3
-	F8E5M2 = kernels.F8E5M2
+	F8E4M3 = ir.F8E4M3
+	F8E5M2 = ir.F8E5M2
 )
 
 // ReduceOp is the reduction applied where a plan says sum (or nothing).

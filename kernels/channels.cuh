@@ -34,7 +34,7 @@ DEV void chan_wait(const MemChan& c, bool relaxed, u32 chanType, WaitCtx* w) {
     u64 seen = relaxed ? ld_relaxed_sys(c.inbound) : ld_acquire_sys(c.inbound);
     if (seen >= want) return;
     if (wd_stop(w, &spins)) {
-      wd_report(w, 1, chanType, c.index, c.peer, want, seen);
+      wd_report(w, WD_SIGNAL, chanType, c.index, c.peer, want, seen);
       return;
     }
   }
@@ -42,15 +42,12 @@ DEV void chan_wait(const MemChan& c, bool relaxed, u32 chanType, WaitCtx* w) {
 
 // ---- port channels: FIFO requests to the host proxy ----
 
-#define FIFO_PUT 1
-#define FIFO_SIGNAL 2
-#define FIFO_FLUSH 3
-
 // Fifo is one rank's request queue. Entries live in mapped host memory
-// (4 words: src, dst, size, tag); the tag word is written last and is
-// non-zero while the entry is pending; the proxy clears it.
+// (FIFO_ENTRY_WORDS words: src, dst, size, tag); the tag word is written
+// last and is non-zero while the entry is pending; the proxy clears it.
+// Kinds and tag layout: abi.cuh (kernels/abi.go).
 struct Fifo {
-  u64* entries;        // mapped host memory, size*4 words
+  u64* entries;        // mapped host memory, size*FIFO_ENTRY_WORDS words
   u64* head;           // device memory: next free slot (atomic)
   u64* tail;           // mapped: entries the proxy has taken
   u64* flushed;        // mapped: requests whose copies are complete
@@ -63,17 +60,17 @@ DEV u64 fifo_push(const Fifo& f, u64 kind, u32 chan, u64 src, u64 dst, u64 size,
   wd_arm(w);
   while (idx >= ld_relaxed_sys(f.tail) + f.size) {
     if (wd_stop(w, &spins)) {
-      wd_report(w, 6, 2, chan, -1, idx, ld_relaxed_sys(f.tail));
+      wd_report(w, WD_FIFO_FULL, CHAN_PORT, chan, -1, idx, ld_relaxed_sys(f.tail));
       return idx;
     }
   }
-  u64* e = f.entries + 4 * (idx & (f.size - 1));
+  u64* e = f.entries + FIFO_ENTRY_WORDS * (idx & (f.size - 1));
   st_relaxed_sys(e + 0, src);
   st_relaxed_sys(e + 1, dst);
   st_relaxed_sys(e + 2, size);
   // The tag carries the sequence number so that the proxy can tell a fresh
   // entry from one of the previous lap.
-  u64 tag = (kind << 56) | ((u64)chan << 40) | ((idx + 1) & 0xffffffffffull);
+  u64 tag = (kind << FIFO_KIND_SHIFT) | (((u64)chan & FIFO_CHAN_MASK) << FIFO_CHAN_SHIFT) | ((idx + 1) & FIFO_SEQ_MASK);
   fence_sc_sys();
   st_relaxed_sys(e + 3, tag);
   return idx;
@@ -87,7 +84,7 @@ DEV void fifo_flush(const Fifo& f, u32 chan, WaitCtx* w) {
     u64 seen = ld_acquire_sys(f.flushed);
     if (seen > idx) return;
     if (wd_stop(w, &spins)) {
-      wd_report(w, 5, 2, chan, -1, idx + 1, seen);
+      wd_report(w, WD_FLUSH, CHAN_PORT, chan, -1, idx + 1, seen);
       return;
     }
   }
@@ -110,7 +107,7 @@ DEV bool pkt16_read(const void* p, u32 flag, u32* d, WaitCtx* w) {
                  : "memory");
     if (fa == flag && fb == flag) break;
     if (wd_stop(w, &spins)) {
-      wd_report(w, 2, 0, 0, -1, flag, fa != flag ? fa : fb);
+      wd_report(w, WD_PACKET, CHAN_NONE, 0, -1, flag, fa != flag ? fa : fb);
       return false;
     }
   }
@@ -129,7 +126,7 @@ DEV bool pkt8_read(const void* p, u32 flag, u32* d, WaitCtx* w) {
     asm volatile("ld.volatile.global.v2.u32 {%0,%1}, [%2];" : "=r"(a), "=r"(fa) : "l"(p) : "memory");
     if (fa == flag) break;
     if (wd_stop(w, &spins)) {
-      wd_report(w, 2, 0, 0, -1, flag, fa);
+      wd_report(w, WD_PACKET, CHAN_NONE, 0, -1, flag, fa);
       return false;
     }
   }
@@ -158,7 +155,7 @@ DEV void block_barrier(BlockBarrier* b, u32 n, u32 id, WaitCtx* w) {
       wd_arm(w);
       while (ld_acquire_gpu32(&b->gen) == gen) {
         if (wd_stop(w, &spins)) {
-          wd_report(w, 3, 0, id, -1, n, arrived + 1);
+          wd_report(w, WD_BARRIER, CHAN_NONE, id, -1, n, arrived + 1);
           break;
         }
       }
@@ -174,7 +171,7 @@ DEV void sem_acquire(u32* s, u32 id, WaitCtx* w) {
     u32 v = ld_acquire_gpu32(s);
     if (v > 0 && atom_cas_gpu32(s, v, v - 1) == v) return;
     if (wd_stop(w, &spins)) {
-      wd_report(w, 4, 0, id, -1, 1, v);
+      wd_report(w, WD_SEMAPHORE, CHAN_NONE, id, -1, 1, v);
       return;
     }
   }

@@ -103,7 +103,7 @@ DEV u16 f32_to_bf16(float f) {
 // kind of facts; any of them is a faithful report), kind last, and only
 // once: the executor never clears a record (it refuses to run after a hang).
 struct WatchRecord {
-  u32 kind;  // 0 none; 1 wait, 2 packet, 3 barrier, 4 semaphore, 5 flush, 6 fifo full
+  u32 kind;  // WD_* (abi.cuh); WD_NONE until the block times out
   u32 rank, block, op;
   u32 chanType, channel;
   i32 peer;

@@ -1,7 +1,8 @@
 // executor.cu: the generic executor kernel. Each block copies its op table
-// into shared memory and interprets it. The op enum (OP_*) and the table
-// layout constants are generated on the Go side from the ir op table and
-// prepended to this file (see kernels.Source).
+// into shared memory and interprets it. The codes it uses (OP_*, CHAN_*,
+// DT_*, RED_*, REF_*, FIFO_*, WD_*, MAXR) come from the generated abi.cuh,
+// and abi_check.cuh asserts its structs against kernels/layout.go (see
+// kernels/abi.go).
 
 // DRef is one resolved buffer reference: the byte address of the range's
 // start for this block (tbg_info applied; packet buffers at twice the
@@ -12,8 +13,6 @@ struct DRef {
   u16 flags;  // REF_SCRATCH: add the launch's scratch half; REF_PACKET: holds LL packets
   i16 peer;   // owning rank of a remote buffer, -1 when local
 };
-#define REF_SCRATCH 1
-#define REF_PACKET 2
 
 // DOp is one op; its refs are refs[ref0 .. ref0+nsrc+ndst) (sources first)
 // and its channel or semaphore ids idx[idx0 .. idx0+nidx).
@@ -145,8 +144,6 @@ DEV void reduce_words(const Env& e, const DOp& op, Span* s, int ns, Span* d, int
     }
   }
 }
-
-#define MAXR 16
 
 template <int DT>
 DEV void op_reduce(const Env& e, const DOp& op, u32 off, u32 unit) {

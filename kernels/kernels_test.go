@@ -6,17 +6,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/msccl-go/msccl-go/executor/cpu"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/nvrtc"
 )
 
 func TestHeaderFollowsOpTable(t *testing.T) {
-	h := Header()
+	h := Source()
 	for _, in := range ir.Ops() {
 		want := "#define OP_" + strings.ToUpper(in.Name) + " "
 		if !strings.Contains(h, want) {
-			t.Errorf("header lacks %q", want)
+			t.Errorf("kernel source lacks %q", want)
 		}
 	}
 }
@@ -31,9 +30,9 @@ func TestCompilePTX(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := []struct {
-		dt DType
+		dt ir.DType
 		ll int
-	}{{F32, 16}, {F16, 16}, {BF16, 8}, {I32, 16}, {U32, 8}, {U8, 16}, {F8E4M3, 16}, {F8E5M2, 8}}
+	}{{ir.F32, 16}, {ir.F16, 16}, {ir.BF16, 8}, {ir.I32, 16}, {ir.U32, 8}, {ir.U8, 16}, {ir.F8E4M3, 16}, {ir.F8E5M2, 8}}
 	if testing.Short() {
 		cases = cases[:1]
 	}
@@ -64,30 +63,21 @@ func TestCompilePTX(t *testing.T) {
 	}
 }
 
-// TestDTypeCodes: the kernel's DT_* codes are kernels.DType's, and those
-// are cpu.DType's (the GPU tests convert one into the other).
+// TestDTypeCodes: the kernel's DT_* codes are ir.DType's.
 func TestDTypeCodes(t *testing.T) {
 	src := Source()
-	for i, n := range dtypeNames {
-		if want := fmt.Sprintf("#define DT_%s %d\n", strings.ToUpper(n), i); !strings.Contains(src, want) {
+	for _, d := range ir.DTypes {
+		if want := fmt.Sprintf("#define DT_%s %d\n", strings.ToUpper(d.String()), d); !strings.Contains(src, want) {
 			t.Errorf("kernel source lacks %q", want)
-		}
-	}
-	if len(cpu.DTypes) != len(dtypeNames) {
-		t.Errorf("cpu has %d data types, kernels %d", len(cpu.DTypes), len(dtypeNames))
-	}
-	for _, d := range cpu.DTypes {
-		if k, ok := ParseDType(d.String()); !ok || int(k) != int(d) {
-			t.Errorf("cpu %s (%d) is kernels %v (%d), %v", d, d, k, k, ok)
 		}
 	}
 }
 
 func TestKernelNameRejects(t *testing.T) {
 	for _, c := range []struct {
-		dt DType
+		dt ir.DType
 		ll int
-	}{{F32, 4}, {DType(99), 16}} {
+	}{{ir.F32, 4}, {ir.DType(99), 16}, {ir.Symbolic, 16}} {
 		if _, err := KernelName(c.dt, c.ll); err == nil {
 			t.Errorf("KernelName(%v, %d) accepted", c.dt, c.ll)
 		}

@@ -3,52 +3,66 @@ package kernels
 import (
 	"encoding/binary"
 	"fmt"
+	"unsafe"
 )
 
-// Byte sizes of the device structs; Source asserts them with static_assert.
+// The Go structs below mirror the kernel's structs byte for byte (padding
+// spelled out as blank fields): each field's c tag names the CUDA member,
+// and the generated abi_check.cuh asserts that every member sits at the
+// offset unsafe.Offsetof gives here and that the sizes agree. The encoders
+// write fields at those same offsets (unsafe.Offsetof), so Go layout, byte encoding and
+// CUDA layout are one thing checked twice: TestEncodeIsMemoryImage ties
+// the encoders to the Go layout, NVRTC ties the Go layout to the kernel.
+
+// Byte sizes of the device structs.
 const (
-	OpBytes      = 32
-	RefBytes     = 16
-	HeaderBytes  = 16
-	ArgsBytes    = 136
-	ChanBytes    = 32
-	WatchBytes   = 48
-	BarrierBytes = 8
-	argsRankOff  = 128
+	OpBytes      = int(unsafe.Sizeof(Op{}))
+	RefBytes     = int(unsafe.Sizeof(Ref{}))
+	HeaderBytes  = int(unsafe.Sizeof(TableHeader{}))
+	ArgsBytes    = int(unsafe.Sizeof(Args{}))
+	ChanBytes    = int(unsafe.Sizeof(Chan{}))
+	WatchBytes   = int(unsafe.Sizeof(WatchRecord{}))
+	BarrierBytes = int(unsafe.Sizeof(BlockBarrier{}))
 )
 
-// Ref flags.
-const (
-	RefScratch = 1 // add the launch's scratch half offset
-	RefPacket  = 2 // the range holds LL packets (twice the payload bytes)
-)
-
-// FIFO request kinds, as channels.cuh writes them into the tag word.
-const (
-	FifoPut    = 1
-	FifoSignal = 2
-	FifoFlush  = 3
-)
-
-// Op is one entry of a block's op table. Its refs are
+// Op is one entry of a block's op table (struct DOp). Its refs are
 // Refs[Ref0 : Ref0+NSrc+NDst] (sources first); its channel or semaphore
 // ids Idx[Idx0 : Idx0+NIdx]. A pipeline op is followed by its NPipe body
 // ops, which run NIter times over windows of Unit bytes.
 type Op struct {
-	Code, NSrc, NDst, NIdx  uint8
-	Reduce, ChanType, NPipe uint8
-	Ref0, Idx0              uint16
-	Barrier, NumTBs         uint16
-	Unit, NIter             uint32
+	Code     uint8  `c:"code"`
+	NSrc     uint8  `c:"nsrc"`
+	NDst     uint8  `c:"ndst"`
+	NIdx     uint8  `c:"nidx"`
+	Reduce   uint8  `c:"reduce"`
+	ChanType uint8  `c:"chanType"`
+	NPipe    uint8  `c:"npipe"`
+	_        uint8  // pad0
+	Ref0     uint16 `c:"ref0"`
+	Idx0     uint16 `c:"idx0"`
+	Barrier  uint16 `c:"barrier"`
+	NumTBs   uint16 `c:"numTBs"`
+	Unit     uint32 `c:"unit"`
+	NIter    uint32 `c:"niter"`
+	_        [2]uint32
 }
 
-// Ref is a resolved buffer reference: the device address where the range
-// starts for this block and its payload size in bytes.
+// Ref is a resolved buffer reference (struct DRef): the device address
+// where the range starts for this block and its payload size in bytes.
 type Ref struct {
-	Ptr   uint64
-	Size  uint32
-	Flags uint16
-	Peer  int16
+	Ptr   uint64 `c:"ptr"`
+	Size  uint32 `c:"size"`
+	Flags uint16 `c:"flags"` // RefScratch, RefPacket
+	Peer  int16  `c:"peer"`
+}
+
+// TableHeader starts every block's table: counts of what follows and the
+// padded byte length.
+type TableHeader struct {
+	NOps  uint32 `c:"nops"`
+	NRefs uint32 `c:"nrefs"`
+	NIdx  uint32 `c:"nidx"`
+	Bytes uint32 `c:"bytes"`
 }
 
 // Table is one block's program.
@@ -57,6 +71,8 @@ type Table struct {
 	Refs []Ref
 	Idx  []uint16
 }
+
+var le = binary.LittleEndian
 
 // Encode lays the table out as the kernel reads it: header, ops, refs,
 // ids, padded to 16 bytes (the kernel copies it with 16-byte loads).
@@ -67,28 +83,15 @@ func (t *Table) Encode() ([]byte, error) {
 	n := HeaderBytes + OpBytes*len(t.Ops) + RefBytes*len(t.Refs) + 2*len(t.Idx)
 	n = (n + 15) &^ 15
 	b := make([]byte, n)
-	le := binary.LittleEndian
-	le.PutUint32(b[0:], uint32(len(t.Ops)))
-	le.PutUint32(b[4:], uint32(len(t.Refs)))
-	le.PutUint32(b[8:], uint32(len(t.Idx)))
-	le.PutUint32(b[12:], uint32(n))
+	h := TableHeader{NOps: uint32(len(t.Ops)), NRefs: uint32(len(t.Refs)), NIdx: uint32(len(t.Idx)), Bytes: uint32(n)}
+	h.put(b)
 	p := HeaderBytes
-	for _, o := range t.Ops {
-		b[p], b[p+1], b[p+2], b[p+3] = o.Code, o.NSrc, o.NDst, o.NIdx
-		b[p+4], b[p+5], b[p+6] = o.Reduce, o.ChanType, o.NPipe
-		le.PutUint16(b[p+8:], o.Ref0)
-		le.PutUint16(b[p+10:], o.Idx0)
-		le.PutUint16(b[p+12:], o.Barrier)
-		le.PutUint16(b[p+14:], o.NumTBs)
-		le.PutUint32(b[p+16:], o.Unit)
-		le.PutUint32(b[p+20:], o.NIter)
+	for i := range t.Ops {
+		t.Ops[i].put(b[p:])
 		p += OpBytes
 	}
-	for _, r := range t.Refs {
-		le.PutUint64(b[p:], r.Ptr)
-		le.PutUint32(b[p+8:], r.Size)
-		le.PutUint16(b[p+12:], r.Flags)
-		le.PutUint16(b[p+14:], uint16(r.Peer))
+	for i := range t.Refs {
+		t.Refs[i].put(b[p:])
 		p += RefBytes
 	}
 	for _, x := range t.Idx {
@@ -98,82 +101,145 @@ func (t *Table) Encode() ([]byte, error) {
 	return b, nil
 }
 
-// Chan is one channel end (memory or port) as the kernel sees it.
+func (h *TableHeader) put(b []byte) {
+	le.PutUint32(b[unsafe.Offsetof(h.NOps):], h.NOps)
+	le.PutUint32(b[unsafe.Offsetof(h.NRefs):], h.NRefs)
+	le.PutUint32(b[unsafe.Offsetof(h.NIdx):], h.NIdx)
+	le.PutUint32(b[unsafe.Offsetof(h.Bytes):], h.Bytes)
+}
+
+func (o *Op) put(b []byte) {
+	b[unsafe.Offsetof(o.Code)] = o.Code
+	b[unsafe.Offsetof(o.NSrc)] = o.NSrc
+	b[unsafe.Offsetof(o.NDst)] = o.NDst
+	b[unsafe.Offsetof(o.NIdx)] = o.NIdx
+	b[unsafe.Offsetof(o.Reduce)] = o.Reduce
+	b[unsafe.Offsetof(o.ChanType)] = o.ChanType
+	b[unsafe.Offsetof(o.NPipe)] = o.NPipe
+	le.PutUint16(b[unsafe.Offsetof(o.Ref0):], o.Ref0)
+	le.PutUint16(b[unsafe.Offsetof(o.Idx0):], o.Idx0)
+	le.PutUint16(b[unsafe.Offsetof(o.Barrier):], o.Barrier)
+	le.PutUint16(b[unsafe.Offsetof(o.NumTBs):], o.NumTBs)
+	le.PutUint32(b[unsafe.Offsetof(o.Unit):], o.Unit)
+	le.PutUint32(b[unsafe.Offsetof(o.NIter):], o.NIter)
+}
+
+func (r *Ref) put(b []byte) {
+	le.PutUint64(b[unsafe.Offsetof(r.Ptr):], r.Ptr)
+	le.PutUint32(b[unsafe.Offsetof(r.Size):], r.Size)
+	le.PutUint16(b[unsafe.Offsetof(r.Flags):], r.Flags)
+	le.PutUint16(b[unsafe.Offsetof(r.Peer):], uint16(r.Peer))
+}
+
+// Chan is one channel end, memory or port (struct MemChan).
 type Chan struct {
-	Inbound, RemoteInbound, Expected uint64
-	Peer                             int32
-	Index                            uint32
+	Inbound       uint64 `c:"inbound"`
+	RemoteInbound uint64 `c:"remoteInbound"`
+	Expected      uint64 `c:"expected"`
+	Peer          int32  `c:"peer"`
+	Index         uint32 `c:"index"`
 }
 
 // EncodeChans lays out a rank's channel ends.
 func EncodeChans(cs []Chan) []byte {
 	b := make([]byte, ChanBytes*len(cs))
-	le := binary.LittleEndian
-	for i, c := range cs {
-		p := i * ChanBytes
-		le.PutUint64(b[p:], c.Inbound)
-		le.PutUint64(b[p+8:], c.RemoteInbound)
-		le.PutUint64(b[p+16:], c.Expected)
-		le.PutUint32(b[p+24:], uint32(c.Peer))
-		le.PutUint32(b[p+28:], c.Index)
+	for i := range cs {
+		c, p := &cs[i], b[i*ChanBytes:]
+		le.PutUint64(p[unsafe.Offsetof(c.Inbound):], c.Inbound)
+		le.PutUint64(p[unsafe.Offsetof(c.RemoteInbound):], c.RemoteInbound)
+		le.PutUint64(p[unsafe.Offsetof(c.Expected):], c.Expected)
+		le.PutUint32(p[unsafe.Offsetof(c.Peer):], uint32(c.Peer))
+		le.PutUint32(p[unsafe.Offsetof(c.Index):], c.Index)
 	}
 	return b
 }
 
-// Args are one rank's launch arguments (the kernel's only parameter points
-// to them).
+// Args are one rank's launch arguments (struct Args; the kernel's only
+// parameter points to them). The Fifo* fields are the embedded struct
+// Fifo.
 type Args struct {
-	Tables, TableOff, Mem, Port, Sems, Barriers  uint64
-	FifoEntries, FifoHead, FifoTail, FifoFlushed uint64
-	FifoSize                                     uint64
-	Epoch, Done, Watch                           uint64
-	ScratchHalf, TimeoutNs                       uint64
-	Rank, NBlocks                                uint32
+	Tables      uint64 `c:"tables"`
+	TableOff    uint64 `c:"tableOff"`
+	Mem         uint64 `c:"mem"`
+	Port        uint64 `c:"port"`
+	Sems        uint64 `c:"sems"`
+	Barriers    uint64 `c:"barriers"`
+	FifoEntries uint64 `c:"fifo.entries"`
+	FifoHead    uint64 `c:"fifo.head"`
+	FifoTail    uint64 `c:"fifo.tail"`
+	FifoFlushed uint64 `c:"fifo.flushed"`
+	FifoSize    uint64 `c:"fifo.size"`
+	Epoch       uint64 `c:"epoch"`
+	Done        uint64 `c:"done"`
+	Watch       uint64 `c:"wd"`
+	ScratchHalf uint64 `c:"scratchHalf"`
+	TimeoutNs   uint64 `c:"timeoutNs"`
+	Rank        uint32 `c:"rank"`
+	NBlocks     uint32 `c:"nblocks"`
 }
 
 // Encode lays the arguments out as struct Args in executor.cu.
 func (a *Args) Encode() []byte {
 	b := make([]byte, ArgsBytes)
-	le := binary.LittleEndian
-	for i, v := range []uint64{a.Tables, a.TableOff, a.Mem, a.Port, a.Sems, a.Barriers,
-		a.FifoEntries, a.FifoHead, a.FifoTail, a.FifoFlushed, a.FifoSize,
-		a.Epoch, a.Done, a.Watch, a.ScratchHalf, a.TimeoutNs} {
-		le.PutUint64(b[8*i:], v)
+	for _, f := range [...]struct {
+		at uintptr
+		v  uint64
+	}{
+		{unsafe.Offsetof(a.Tables), a.Tables}, {unsafe.Offsetof(a.TableOff), a.TableOff},
+		{unsafe.Offsetof(a.Mem), a.Mem}, {unsafe.Offsetof(a.Port), a.Port},
+		{unsafe.Offsetof(a.Sems), a.Sems}, {unsafe.Offsetof(a.Barriers), a.Barriers},
+		{unsafe.Offsetof(a.FifoEntries), a.FifoEntries}, {unsafe.Offsetof(a.FifoHead), a.FifoHead},
+		{unsafe.Offsetof(a.FifoTail), a.FifoTail}, {unsafe.Offsetof(a.FifoFlushed), a.FifoFlushed},
+		{unsafe.Offsetof(a.FifoSize), a.FifoSize}, {unsafe.Offsetof(a.Epoch), a.Epoch},
+		{unsafe.Offsetof(a.Done), a.Done}, {unsafe.Offsetof(a.Watch), a.Watch},
+		{unsafe.Offsetof(a.ScratchHalf), a.ScratchHalf}, {unsafe.Offsetof(a.TimeoutNs), a.TimeoutNs},
+	} {
+		le.PutUint64(b[f.at:], f.v)
 	}
-	le.PutUint32(b[argsRankOff:], a.Rank)
-	le.PutUint32(b[argsRankOff+4:], a.NBlocks)
+	le.PutUint32(b[unsafe.Offsetof(a.Rank):], a.Rank)
+	le.PutUint32(b[unsafe.Offsetof(a.NBlocks):], a.NBlocks)
 	return b
 }
 
-// WatchRecord is what a block that timed out wrote about itself.
+// WatchRecord is what a block that timed out wrote about itself (struct
+// WatchRecord in common.cuh, in mapped host memory).
 type WatchRecord struct {
-	Kind, Rank, Block, Op uint32
-	ChanType, Channel     uint32
-	Peer                  int32
-	Expected, Seen        uint64
+	Kind     WatchKind `c:"kind"`
+	Rank     uint32    `c:"rank"`
+	Block    uint32    `c:"block"`
+	Op       uint32    `c:"op"`
+	ChanType uint32    `c:"chanType"`
+	Channel  uint32    `c:"channel"`
+	Peer     int32     `c:"peer"`
+	_        uint32    // pad
+	Expected uint64    `c:"expected"`
+	Seen     uint64    `c:"seen"`
 }
-
-// Watch kinds.
-var watchKinds = [...]string{"", "signal wait", "packet wait", "barrier", "semaphore acquire", "flush", "full port FIFO"}
 
 // What names the kind of wait.
-func (w *WatchRecord) What() string {
-	if int(w.Kind) < len(watchKinds) && w.Kind > 0 {
-		return watchKinds[w.Kind]
-	}
-	return fmt.Sprintf("wait kind %d", w.Kind)
-}
+func (w *WatchRecord) What() string { return w.Kind.String() }
 
 // DecodeWatch reads one record; ok is false when the block did not time out.
 func DecodeWatch(b []byte) (WatchRecord, bool) {
 	if len(b) < WatchBytes {
 		return WatchRecord{}, false
 	}
-	le := binary.LittleEndian
-	w := WatchRecord{
-		Kind: le.Uint32(b[0:]), Rank: le.Uint32(b[4:]), Block: le.Uint32(b[8:]), Op: le.Uint32(b[12:]),
-		ChanType: le.Uint32(b[16:]), Channel: le.Uint32(b[20:]), Peer: int32(le.Uint32(b[24:])),
-		Expected: le.Uint64(b[32:]), Seen: le.Uint64(b[40:]),
-	}
+	var w WatchRecord
+	w.Kind = WatchKind(le.Uint32(b[unsafe.Offsetof(w.Kind):]))
+	w.Rank = le.Uint32(b[unsafe.Offsetof(w.Rank):])
+	w.Block = le.Uint32(b[unsafe.Offsetof(w.Block):])
+	w.Op = le.Uint32(b[unsafe.Offsetof(w.Op):])
+	w.ChanType = le.Uint32(b[unsafe.Offsetof(w.ChanType):])
+	w.Channel = le.Uint32(b[unsafe.Offsetof(w.Channel):])
+	w.Peer = int32(le.Uint32(b[unsafe.Offsetof(w.Peer):]))
+	w.Expected = le.Uint64(b[unsafe.Offsetof(w.Expected):])
+	w.Seen = le.Uint64(b[unsafe.Offsetof(w.Seen):])
 	return w, w.Kind != 0
+}
+
+// BlockBarrier is one barrier among the blocks of a rank (struct
+// BlockBarrier), zeroed by the host.
+type BlockBarrier struct {
+	Count uint32 `c:"count"`
+	Gen   uint32 `c:"gen"`
 }

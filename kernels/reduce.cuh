@@ -2,21 +2,8 @@
 // types accumulate in fp32 across every source and round once at the end,
 // so an n-way reduction of f16/bf16/fp8 matches a CPU that does the same.
 
-// Data type codes: the order of kernels.DType on the Go side.
-#define DT_F32 0
-#define DT_F16 1
-#define DT_BF16 2
-#define DT_I32 3
-#define DT_U32 4
-#define DT_U8 5
-#define DT_F8E4M3 6
-#define DT_F8E5M2 7
-
-// Reduce op codes: the order of kernels.ReduceCode on the Go side.
-#define RED_SUM 0
-#define RED_MIN 1
-#define RED_MAX 2
-#define RED_PROD 3
+// Data type codes (DT_*, ir.DType) and reduce op codes (RED_*,
+// kernels.ReduceCode) are in the generated abi.cuh.
 
 DEV float red_f(float a, float b, int op) {
   switch (op) {

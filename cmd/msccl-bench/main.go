@@ -42,7 +42,6 @@ import (
 	"github.com/msccl-go/msccl-go/internal/textdist"
 	"github.com/msccl-go/msccl-go/internal/version"
 	"github.com/msccl-go/msccl-go/ir"
-	"github.com/msccl-go/msccl-go/kernels"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
 )
 
@@ -207,10 +206,7 @@ func (c *config) check1(fs *flag.FlagSet, b, e string) error {
 	case c.timeout <= 0:
 		return usagef("--timeout must be positive, got %v", c.timeout)
 	}
-	if _, ok := kernels.ParseDType(c.dtype); !ok {
-		return usagef("-d: unknown data type %q (want f32, f16, bf16, i32, u32, u8, f8e4m3 or f8e5m2)", c.dtype)
-	}
-	if _, err := cpu.ParseDType(c.dtype); err != nil {
+	if _, err := ir.ParseDType(c.dtype); err != nil {
 		return usagef("-d: %v", err)
 	}
 	switch ir.ReduceOp(c.redop) {
@@ -427,14 +423,11 @@ type checkJob struct {
 // bench times every size and prints the table; it returns the rows for
 // verdict, or an error that ends the sweep (no GPU, a hang).
 func bench(c *config, p *ir.Plan, name string, sizes []int64, w io.Writer) ([]Row, error) {
-	dt, ok := kernels.ParseDType(c.dtype)
-	if !ok {
-		return nil, fmt.Errorf("unknown data type %q", c.dtype)
-	}
-	cdt, err := cpu.ParseDType(c.dtype)
+	dt, err := ir.ParseDType(c.dtype)
 	if err != nil {
 		return nil, err
 	}
+
 	red := ir.ReduceOp(c.redop)
 	// CPU references, a few sizes ahead, in parallel.
 	jobs := make([]chan checkJob, len(sizes))
@@ -450,7 +443,7 @@ func bench(c *config, p *ir.Plan, name string, sizes []int64, w io.Writer) ([]Ro
 			for i, s := range sizes {
 				slots <- struct{}{}
 				go func() {
-					rep, err := cpu.Run(p, cpu.Options{Size: s, DType: cdt, Reduce: red, Launches: 1, LLWidth: c.ll, MaxMemory: mem})
+					rep, err := cpu.Run(p, cpu.Options{Size: s, DType: dt, Reduce: red, Launches: 1, LLWidth: c.ll, MaxMemory: mem})
 					jobs[i] <- checkJob{rep, err}
 					<-slots
 				}()
@@ -488,7 +481,7 @@ func bench(c *config, p *ir.Plan, name string, sizes []int64, w io.Writer) ([]Ro
 	enc := json.NewEncoder(w)
 	var rows []Row
 	for i, msg := range sizes {
-		row := Row{Plan: name, Ranks: n, Bytes: msg, Count: msg / int64(cdt.Size()), Type: c.dtype, Redop: c.redop, Wrong: -1, Graph: c.graph}
+		row := Row{Plan: name, Ranks: n, Bytes: msg, Count: msg / int64(dt.Size()), Type: c.dtype, Redop: c.redop, Wrong: -1, Graph: c.graph}
 		var job checkJob
 		if c.check {
 			job = <-jobs[i]
@@ -521,7 +514,7 @@ func bench(c *config, p *ir.Plan, name string, sizes []int64, w io.Writer) ([]Ro
 }
 
 // one measures one size.
-func one(c *config, ex *cudaexec.Executor, p *ir.Plan, dt kernels.DType, red ir.ReduceOp, s *cuda.Stream, ev0, ev1 *cuda.Event, row *Row, job checkJob) error {
+func one(c *config, ex *cudaexec.Executor, p *ir.Plan, dt ir.DType, red ir.ReduceOp, s *cuda.Stream, ev0, ev1 *cuda.Event, row *Row, job checkJob) error {
 	bufs, err := ex.Alloc(row.Bytes)
 	if err != nil {
 		return err
@@ -620,9 +613,9 @@ func checkOnce(ex *cudaexec.Executor, p *ir.Plan, call cudaexec.Call, rep *cpu.R
 	}
 	es := int64(1)
 	switch call.DType {
-	case kernels.F32, kernels.I32, kernels.U32:
+	case ir.F32, ir.I32, ir.U32:
 		es = 4
-	case kernels.F16, kernels.BF16:
+	case ir.F16, ir.BF16:
 		es = 2
 	}
 	var wrong int64

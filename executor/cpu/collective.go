@@ -27,7 +27,7 @@ func Input(p *ir.Plan, opt Options, launch, rank int) ([]byte, error) {
 	if opt.Symbolic {
 		opt.DType = symType
 	}
-	if !opt.DType.valid() {
+	if !validType(opt.DType) {
 		return nil, fmt.Errorf("unsupported data type %d", opt.DType)
 	}
 	in, _, err := p.BufferBytes(opt.Size)
@@ -65,7 +65,7 @@ func fillInput(dt DType, seed uint64, launch, rank int, out []byte) []byte {
 	if dt == symType {
 		return fillSym(seed, launch, rank, out)
 	}
-	tab := inputTable(dt, seed, dt.isFP8() && rank%2 == 1)
+	tab := inputTable(dt, seed, dt.IsFP8() && rank%2 == 1)
 	st := seed ^ uint64(launch+1)*0x632be59bd9b4e019 ^ uint64(rank+1)*0x85157af5
 	splitmix(&st)
 	starts := uint64((len(tab) - inputPiece) / dt.Size())

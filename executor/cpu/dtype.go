@@ -10,67 +10,36 @@ import (
 	"github.com/msccl-go/msccl-go/ir"
 )
 
-// DType is the element type of a run; plans do not name it.
-type DType uint8
+// DType is ir's element type (one table for the CPU executor, the
+// kernels and the commands); the names below keep this package's API.
+type DType = ir.DType
 
 const (
-	F32 DType = iota
-	F16
-	BF16
-	I32
-	U32
-	U8
-	F8E4M3 // OCP FP8 E4M3 (upstream's __fp8_e4m3); see f32ToF8E4M3
-	F8E5M2 // OCP FP8 E5M2 (upstream's __fp8_e5m2); see f32ToF8E5M2
+	F32    = ir.F32
+	F16    = ir.F16
+	BF16   = ir.BF16
+	I32    = ir.I32
+	U32    = ir.U32
+	U8     = ir.U8
+	F8E4M3 = ir.F8E4M3 // see f32ToF8E4M3
+	F8E5M2 = ir.F8E5M2 // see f32ToF8E5M2
 )
 
-var dtypeNames = [...]string{"f32", "f16", "bf16", "i32", "u32", "u8", "f8e4m3", "f8e5m2"}
-var dtypeSizes = [...]int{4, 2, 2, 4, 4, 1, 1, 1}
-
 // DTypes lists every supported data type.
-var DTypes = []DType{F32, F16, BF16, I32, U32, U8, F8E4M3, F8E5M2}
+var DTypes = ir.DTypes
 
 // ParseDType maps "f32", "f16", "bf16", "i32", "u32", "u8", "f8e4m3",
 // "f8e5m2" to a DType.
-func ParseDType(s string) (DType, error) {
-	for i, n := range dtypeNames {
-		if n == s {
-			return DType(i), nil
-		}
-	}
-	return 0, fmt.Errorf("unknown data type %q (want one of f32, f16, bf16, i32, u32, u8, f8e4m3, f8e5m2)", s)
-}
+func ParseDType(s string) (DType, error) { return ir.ParseDType(s) }
 
-// symType is the element type of Options.Symbolic runs: an 8-byte
-// fingerprint (see symbolic.go) that every reduction adds modulo 2^64.
-// It is unexported so that it never reaches a GPU executor, a command
-// line or a loop over DTypes; Run substitutes it for Options.DType.
-const symType DType = 0xff
+// symType is the element type of Options.Symbolic runs (ir.Symbolic): an
+// 8-byte fingerprint (see symbolic.go) that every reduction adds modulo
+// 2^64. It never reaches a GPU executor, a command line or a loop over
+// DTypes; Run substitutes it for Options.DType.
+const symType = ir.Symbolic
 
-// Size is the element size in bytes.
-func (d DType) Size() int {
-	if d == symType {
-		return 8
-	}
-	if int(d) < len(dtypeSizes) {
-		return dtypeSizes[d]
-	}
-	return 1
-}
-
-func (d DType) String() string {
-	if d == symType {
-		return "symbolic"
-	}
-	if int(d) < len(dtypeNames) {
-		return dtypeNames[d]
-	}
-	return "dtype(" + strconv.Itoa(int(d)) + ")"
-}
-
-func (d DType) valid() bool   { return int(d) < len(dtypeNames) || d == symType }
-func (d DType) isFloat() bool { return d == F32 || d == F16 || d == BF16 || d.isFP8() }
-func (d DType) isFP8() bool   { return d == F8E4M3 || d == F8E5M2 }
+// validType admits the device types and symType.
+func validType(d DType) bool { return d.Valid() || d == symType }
 
 // f16ToF32 widens an IEEE half exactly.
 func f16ToF32(h uint16) float32 {
@@ -318,7 +287,7 @@ func view[T uint16 | uint32](b []byte, n int) []T {
 
 // loadF converts n float elements of src into dst.
 func loadF(dt DType, src []byte, dst []float32) {
-	if dt.isFP8() {
+	if dt.IsFP8() {
 		loadF8(dt, src, dst)
 		return
 	}
@@ -357,7 +326,7 @@ func loadF(dt DType, src []byte, dst []float32) {
 }
 
 func storeF(dt DType, src []float32, dst []byte) {
-	if dt.isFP8() {
+	if dt.IsFP8() {
 		storeF8(dt, src, dst)
 		return
 	}
@@ -481,7 +450,7 @@ func (r *reducer) reduce(dt DType, op ir.ReduceOp, out []byte, srcs [][]byte) {
 	for lo := 0; lo < n; lo += blk {
 		m := min(blk, n-lo)
 		b0, b1 := lo*sz, (lo+m)*sz
-		if dt.isFloat() {
+		if dt.IsFloat() {
 			foldBlock(dt, op, out[b0:b1], srcs, b0, &r.accF, &r.tmpF, loadF, storeF)
 		} else {
 			foldBlock(dt, op, out[b0:b1], srcs, b0, &r.accI, &r.tmpI, loadI, storeI)

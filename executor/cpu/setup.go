@@ -314,7 +314,7 @@ func (s *sim) resolveOp(r int, tab *tbTable, tb *ir.ThreadBlock, op *ir.Op, pl P
 		ro.reduce = s.red
 	case ir.ReduceMin, ir.ReduceMax:
 	case ir.ReduceProd:
-		if s.opt.DType.isFloat() {
+		if s.opt.DType.IsFloat() {
 			return ro, fmt.Errorf("reduce_op prod is supported for integer types only, not %s", s.opt.DType)
 		}
 	default:

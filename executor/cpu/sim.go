@@ -110,7 +110,7 @@ func (s *sim) options() error {
 	if o.Symbolic {
 		o.DType = symType
 	}
-	if !o.DType.valid() {
+	if !validType(o.DType) {
 		return fmt.Errorf("unsupported data type %d", o.DType)
 	}
 	switch o.Reduce {
@@ -119,7 +119,7 @@ func (s *sim) options() error {
 	case ir.ReduceSum, ir.ReduceMin, ir.ReduceMax:
 		s.red = o.Reduce
 	case ir.ReduceProd:
-		if o.DType.isFloat() {
+		if o.DType.IsFloat() {
 			return fmt.Errorf("reduction prod is supported for integer types only, not %s", o.DType)
 		}
 		s.red = o.Reduce

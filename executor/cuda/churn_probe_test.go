@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/msccl-go/msccl-go/kernels"
+	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
 )
 
@@ -50,7 +50,7 @@ func TestGPUProbeStreamChurn(t *testing.T) {
 		}
 		var res error
 		for l := 0; l < 20 && res == nil; l++ {
-			if res = e.Run(Call{Buffers: b, DType: kernels.F32}); res == nil {
+			if res = e.Run(Call{Buffers: b, DType: ir.F32}); res == nil {
 				res = e.Wait(nil)
 			}
 		}
@@ -105,13 +105,13 @@ func TestGPUProbeBusyDevice(t *testing.T) {
 	defer b.Free()
 	for round := 0; round < 5; round++ {
 		for i := 0; i < 10; i++ {
-			if err := busy.Run(Call{Buffers: bb, DType: kernels.F32}); err != nil {
+			if err := busy.Run(Call{Buffers: bb, DType: ir.F32}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		var res error
 		for l := 0; l < 10 && res == nil; l++ {
-			res = e.Run(Call{Buffers: b, DType: kernels.F32})
+			res = e.Run(Call{Buffers: b, DType: ir.F32})
 		}
 		if res == nil {
 			res = e.Wait(nil)

@@ -64,7 +64,7 @@ type Executor struct {
 }
 
 type fnKey struct {
-	dt kernels.DType
+	dt ir.DType
 	ll int
 }
 
@@ -314,7 +314,7 @@ func (e *Executor) setupRanks() error {
 
 // function returns the kernel for a data type and packet width, compiling
 // it with NVRTC (cached on disk) on first use.
-func (e *Executor) function(dt kernels.DType, ll int) (*fnEntry, error) {
+func (e *Executor) function(dt ir.DType, ll int) (*fnEntry, error) {
 	k := fnKey{dt, ll}
 	if f := e.fns[k]; f != nil {
 		return f, nil

@@ -12,7 +12,6 @@ import (
 
 	"github.com/msccl-go/msccl-go/compiler"
 	"github.com/msccl-go/msccl-go/ir"
-	"github.com/msccl-go/msccl-go/kernels"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
 	"github.com/msccl-go/msccl-go/runtime/nvrtc"
 )
@@ -135,7 +134,7 @@ func TestGPUWatchdog(t *testing.T) {
 	}
 	defer bufs.Free()
 	st := time.Now()
-	if err := e.Run(Call{Buffers: bufs, DType: kernels.F32}); err != nil {
+	if err := e.Run(Call{Buffers: bufs, DType: ir.F32}); err != nil {
 		t.Fatal(err)
 	}
 	err = e.Wait(nil)
@@ -157,7 +156,7 @@ func TestGPUWatchdog(t *testing.T) {
 	if !found {
 		t.Errorf("no stuck signal wait on rank 1 in %v", err)
 	}
-	if err := e.Run(Call{Buffers: bufs, DType: kernels.F32}); err == nil {
+	if err := e.Run(Call{Buffers: bufs, DType: ir.F32}); err == nil {
 		t.Error("executor accepted a run after a hang")
 	}
 }

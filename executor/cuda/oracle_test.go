@@ -14,7 +14,6 @@ import (
 
 	"github.com/msccl-go/msccl-go/executor/cpu"
 	"github.com/msccl-go/msccl-go/ir"
-	"github.com/msccl-go/msccl-go/kernels"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
 )
 
@@ -261,7 +260,7 @@ func (cr *caseRun) outOff(k, r int) int64 {
 }
 
 func (cr *caseRun) call(k int) Call {
-	return Call{Buffers: cr.bufs[k], DType: kernels.DType(cr.c.dt), Reduce: cr.c.red, LLWidth: cr.c.ll, Stream: cr.s}
+	return Call{Buffers: cr.bufs[k], DType: cr.c.dt, Reduce: cr.c.red, LLWidth: cr.c.ll, Stream: cr.s}
 }
 
 // setup allocates both buffer sets, prepares them and captures the graph;

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/msccl-go/msccl-go/ir"
-	"github.com/msccl-go/msccl-go/kernels"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
 )
 
@@ -54,7 +53,7 @@ func openAlgo(t *testing.T, algo string, defs map[string]int64, size int64) (*Ex
 func TestGPURefusesNonResident(t *testing.T) {
 	needGPU(t)
 	e, b := openAlgo(t, "allgather_direct", map[string]int64{"ranks": 8, "instances": 16}, 1<<20)
-	err := e.Run(Call{Buffers: b, DType: kernels.F32})
+	err := e.Run(Call{Buffers: b, DType: ir.F32})
 	if err == nil || !strings.Contains(err.Error(), "resident at once") {
 		t.Fatalf("got %v, want a co-residency refusal", err)
 	}
@@ -71,15 +70,15 @@ func TestGPUStagedSizes(t *testing.T) {
 	for _, c := range []struct {
 		algo string
 		size int64
-		dt   kernels.DType
+		dt   ir.DType
 	}{
-		{"allreduce_allpairs_packet", 4, kernels.F32},
-		{"allreduce_allpairs_packet", 4004, kernels.F32},
-		{"allreduce_twoshot", 4004, kernels.F32},
-		{"allreduce_ring", 2002, kernels.F16},
-		{"allgather_direct", n * 12, kernels.F32},
-		{"reducescatter_direct", n * 12, kernels.F32},
-		{"alltoall_direct", n * 8, kernels.F32},
+		{"allreduce_allpairs_packet", 4, ir.F32},
+		{"allreduce_allpairs_packet", 4004, ir.F32},
+		{"allreduce_twoshot", 4004, ir.F32},
+		{"allreduce_ring", 2002, ir.F16},
+		{"allgather_direct", n * 12, ir.F32},
+		{"reducescatter_direct", n * 12, ir.F32},
+		{"alltoall_direct", n * 8, ir.F32},
 	} {
 		t.Run(fmt.Sprintf("%s/%d/%s", c.algo, c.size, c.dt), func(t *testing.T) {
 			e, b := openAlgo(t, c.algo, map[string]int64{"ranks": n}, c.size)
@@ -87,7 +86,7 @@ func TestGPUStagedSizes(t *testing.T) {
 			if b.stage == nil {
 				t.Fatalf("size %d is in the rule (%s); the test wants a staged size", c.size, e.rule)
 			}
-			es := elemSize(c.dt)
+			es := int64(c.dt.Size())
 			ins := make([][]float64, n)
 			for r := range n {
 				k := b.InBytes / es
@@ -132,7 +131,7 @@ func TestGPUStagedSizes(t *testing.T) {
 	}
 	t.Run("not whole elements", func(t *testing.T) {
 		e, b := openAlgo(t, "allreduce_allpairs_packet", map[string]int64{"ranks": n}, 4002)
-		if err := e.Run(Call{Buffers: b, DType: kernels.F32}); err == nil || !strings.Contains(err.Error(), "not a whole number of f32 elements") {
+		if err := e.Run(Call{Buffers: b, DType: ir.F32}); err == nil || !strings.Contains(err.Error(), "not a whole number of f32 elements") {
 			t.Fatalf("got %v", err)
 		}
 	})
@@ -166,20 +165,20 @@ func expectedElem(col ir.Collective, ins [][]float64, r int, i, k int64) float64
 	return math.NaN()
 }
 
-func putElem(b []byte, dt kernels.DType, v float64) {
+func putElem(b []byte, dt ir.DType, v float64) {
 	switch dt {
-	case kernels.F32:
+	case ir.F32:
 		binary.LittleEndian.PutUint32(b, math.Float32bits(float32(v)))
-	case kernels.F16:
+	case ir.F16:
 		binary.LittleEndian.PutUint16(b, f16bits(float32(v)))
 	}
 }
 
-func getElem(b []byte, dt kernels.DType) float64 {
+func getElem(b []byte, dt ir.DType) float64 {
 	switch dt {
-	case kernels.F32:
+	case ir.F32:
 		return float64(math.Float32frombits(binary.LittleEndian.Uint32(b)))
-	case kernels.F16:
+	case ir.F16:
 		return float64(f16value(binary.LittleEndian.Uint16(b)))
 	}
 	return math.NaN()

@@ -124,7 +124,7 @@ func (b *Buffers) Free() error {
 // Wait).
 type Call struct {
 	Buffers *Buffers
-	DType   kernels.DType
+	DType   ir.DType
 	Reduce  ir.ReduceOp
 	LLWidth int
 	Stream  *cuda.Stream
@@ -133,7 +133,7 @@ type Call struct {
 type bindKey struct {
 	ptrs   string // every rank's input and output address
 	size   int64
-	dt     kernels.DType
+	dt     ir.DType
 	ll     int
 	reduce ir.ReduceOp
 }
@@ -195,7 +195,7 @@ func (e *Executor) bind(c *Call) (*binding, error) {
 	case ir.ReduceNone, ir.ReduceSum, ir.ReduceMin, ir.ReduceMax:
 	case ir.ReduceProd:
 		switch c.DType {
-		case kernels.F32, kernels.F16, kernels.BF16, kernels.F8E4M3, kernels.F8E5M2:
+		case ir.F32, ir.F16, ir.BF16, ir.F8E4M3, ir.F8E5M2:
 			return nil, fmt.Errorf("cudaexec: prod is supported for integer types only, not %s", c.DType)
 		}
 	default:
@@ -296,7 +296,7 @@ func (e *Executor) bind(c *Call) (*binding, error) {
 			a.ScratchHalf = uint64(scratchN / 2)
 		}
 		if rs.fifo != nil {
-			fe := int64(32 * e.opt.FifoEntries)
+			fe := int64(kernels.FifoEntryBytes * e.opt.FifoEntries)
 			a.FifoEntries = uint64(rs.fifo.Dev)
 			a.FifoHead = uint64(rs.fifoHead)
 			a.FifoTail = uint64(rs.fifo.Dev) + uint64(fe)
@@ -460,17 +460,17 @@ func (h *HangError) Error() string {
 	for _, w := range h.Stuck {
 		fmt.Fprintf(&b, "\n  rank %d block %d op %d: %s", w.Rank, w.Block, w.Op, w.What())
 		switch w.Kind {
-		case 1, 5:
+		case kernels.WatchSignal, kernels.WatchFlush:
 			fmt.Fprintf(&b, " on %s channel %d", ir.ChannelType(w.ChanType), w.Channel)
 			if w.Peer >= 0 {
 				fmt.Fprintf(&b, " (peer rank %d)", w.Peer)
 			}
 			fmt.Fprintf(&b, ": expected token %d, saw %d", w.Expected, w.Seen)
-		case 2:
+		case kernels.WatchPacket:
 			fmt.Fprintf(&b, ": expected flag %d, saw %d", w.Expected, w.Seen)
-		case 3:
+		case kernels.WatchBarrier:
 			fmt.Fprintf(&b, " %d: %d of %d blocks arrived", w.Channel, w.Seen, w.Expected)
-		case 4:
+		case kernels.WatchSemaphore:
 			fmt.Fprintf(&b, " %d: value %d", w.Channel, w.Seen)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/msccl-go/msccl-go/ir"
-	"github.com/msccl-go/msccl-go/kernels"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
 )
 
@@ -61,24 +60,14 @@ func (e *Executor) allocStaged(size int64) (*Buffers, error) {
 
 // checkStaged refuses a staged call whose pieces are not whole elements
 // of the call's type: the only sizes that cannot be served.
-func (e *Executor) checkStaged(b *Buffers, dt kernels.DType) error {
+func (e *Executor) checkStaged(b *Buffers, dt ir.DType) error {
 	pin, pout := e.pieces()
-	es := elemSize(dt)
+	es := int64(dt.Size())
 	if (b.InBytes/pin)%es != 0 || (b.OutBytes/pout)%es != 0 {
 		return fmt.Errorf("cudaexec: message size %d bytes is not a whole number of %s elements (%d bytes) per rank's piece (input %d bytes in %d pieces, output %d in %d)",
 			b.Size, dt, es, b.InBytes, pin, b.OutBytes, pout)
 	}
 	return nil
-}
-
-func elemSize(dt kernels.DType) int64 {
-	switch dt {
-	case kernels.F32, kernels.I32, kernels.U32:
-		return 4
-	case kernels.F16, kernels.BF16:
-		return 2
-	}
-	return 1
 }
 
 // copyPieces copies n pieces of size bytes from src (pieces srcStride

@@ -46,10 +46,10 @@ static int complete(mc_proxy *p, int qi) {
   // Deliver in FIFO order.
   while (q->pend_n > 0) {
     mc_proxy_pending *e = &q->pend[q->pend_head];
-    if (e->kind == MC_REQ_SIGNAL) {
+    if (e->kind == MC_FIFO_SIGNAL) {
       __atomic_store_n(q->remote[e->ch], ++q->tokens[e->ch], __ATOMIC_RELEASE);
     } else {
-      __atomic_store_n(&q->fifo[4 * q->size + 1], e->idx + 1, __ATOMIC_RELEASE);
+      __atomic_store_n(&q->fifo[MC_FIFO_ENTRY_WORDS * q->size + 1], e->idx + 1, __ATOMIC_RELEASE);
     }
     q->pend_head = (q->pend_head + 1) % q->npend;
     q->pend_n--;
@@ -62,26 +62,26 @@ static int complete(mc_proxy *p, int qi) {
 static int step(mc_proxy *p, int qi) {
   mc_proxy_queue *q = &p->q[qi];
   if (q->pend_n == q->npend) return 0;  // back-pressure until complete runs
-  uint64_t *e = q->fifo + 4 * (q->tail & (q->size - 1));
+  uint64_t *e = q->fifo + MC_FIFO_ENTRY_WORDS * (q->tail & (q->size - 1));
   uint64_t tag = __atomic_load_n(&e[3], __ATOMIC_ACQUIRE);
-  if (tag == 0 || (tag & 0xffffffffffULL) != ((q->tail + 1) & 0xffffffffffULL)) return 0;
+  if (tag == 0 || (tag & MC_FIFO_SEQ_MASK) != ((q->tail + 1) & MC_FIFO_SEQ_MASK)) return 0;
   uint64_t src = __atomic_load_n(&e[0], __ATOMIC_RELAXED);
   uint64_t dst = __atomic_load_n(&e[1], __ATOMIC_RELAXED);
   uint64_t bytes = __atomic_load_n(&e[2], __ATOMIC_RELAXED);
-  unsigned kind = (unsigned)(tag >> 56), ch = (unsigned)((tag >> 40) & 0xffff);
+  unsigned kind = (unsigned)(tag >> MC_FIFO_KIND_SHIFT), ch = (unsigned)((tag >> MC_FIFO_CHAN_SHIFT) & MC_FIFO_CHAN_MASK);
   __atomic_store_n(&e[3], 0, __ATOMIC_RELAXED);
   uint64_t idx = q->tail++;
-  __atomic_store_n(&q->fifo[4 * q->size], q->tail, __ATOMIC_RELEASE);
+  __atomic_store_n(&q->fifo[MC_FIFO_ENTRY_WORDS * q->size], q->tail, __ATOMIC_RELEASE);
   switch (kind) {
-  case MC_REQ_PUT: {
+  case MC_FIFO_PUT: {
     // The data lives in the ranks' context, the stream in the proxy's.
     int rc = p->data_ctx ? mc_cuMemcpyPeerAsync(dst, p->data_ctx, src, p->data_ctx, (size_t)bytes, q->stream)
                          : mc_cuMemcpyAsync(dst, src, (size_t)bytes, q->stream);
     return rc ? fail(p, qi, idx, p->data_ctx ? "cuMemcpyPeerAsync" : "cuMemcpyAsync", rc) : 1;
   }
-  case MC_REQ_SIGNAL:
-  case MC_REQ_FLUSH:
-    if (kind == MC_REQ_SIGNAL && (int)ch >= q->nchan) return fail(p, qi, idx, "signal", -2);
+  case MC_FIFO_SIGNAL:
+  case MC_FIFO_FLUSH:
+    if (kind == MC_FIFO_SIGNAL && (int)ch >= q->nchan) return fail(p, qi, idx, "signal", -2);
     mc_proxy_pending *pe = &q->pend[(q->pend_head + q->pend_n) % q->npend];
     pe->idx = idx;
     pe->kind = (int)kind;

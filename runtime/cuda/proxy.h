@@ -5,10 +5,9 @@
 
 #include <stdint.h>
 
-// Request kinds in a FIFO entry's tag (kernels/layout.go FifoPut...).
-#define MC_REQ_PUT 1
-#define MC_REQ_SIGNAL 2
-#define MC_REQ_FLUSH 3
+// Request kinds (MC_FIFO_PUT, _SIGNAL, _FLUSH) and the tag layout of a
+// FIFO entry, generated from kernels/abi.go.
+#include "abi.h"
 
 // A signal or flush taken from a FIFO whose puts are not yet known to be
 // complete: kind 2 (signal on channel ch) or 3 (flush of request idx).
