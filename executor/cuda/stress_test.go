@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/msccl-go/msccl-go/kernels"
+	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
 )
 
@@ -46,8 +46,8 @@ func TestGPUPortStress(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Destroy()
-			const dt = kernels.F32
-			es := elemSize(dt)
+			const dt = ir.F32
+			es := int64(dt.Size())
 			ins := make([][]float64, n)
 			raw := make([]byte, b.InBytes)
 			out := make([]byte, b.OutBytes)
