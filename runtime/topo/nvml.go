@@ -3,6 +3,7 @@ package topo
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -17,63 +18,76 @@ func nvmlErr(call string, r nvml.Return) error {
 	return fmt.Errorf("topo: %s: %s", call, r.Error())
 }
 
-// Discover reads the topology of all GPUs NVML sees. Per-pair queries that
-// a driver or GPU does not support leave the field at its zero value rather
-// than failing the whole discovery.
+// maxCPUs bounds the CPU and NUMA masks asked of NVML; hosts with more
+// logical CPUs than this report the first maxCPUs only.
+const maxCPUs = 4096
+
+// Discover reads the topology of this host's GPUs through the system's
+// NVML (libnvidia-ml.so.1, loaded at run time) and this host's identity
+// (LocalHost). Without the library or a driver it returns an error
+// wrapping ErrNoNVML.
 func Discover() (*Topology, error) {
-	if r := nvml.Init(); r != nvml.SUCCESS {
-		if r == nvml.ERROR_LIBRARY_NOT_FOUND || r == nvml.ERROR_DRIVER_NOT_LOADED || r == nvml.ERROR_NO_PERMISSION {
-			return nil, fmt.Errorf("%w: nvmlInit: %s", ErrNoNVML, r.Error())
+	return DiscoverWith(nvml.New(), LocalHost())
+}
+
+// DiscoverWith reads the topology through lib, an NVML implementation:
+// nvml.New() for the real library, or a mock machine (topotest) in tests.
+// It initializes and shuts lib down. Per-GPU and per-pair queries that a
+// driver or GPU does not support leave the field at its zero (or
+// unknown) value rather than failing the whole discovery.
+func DiscoverWith(lib nvml.Interface, host Host) (*Topology, error) {
+	if lib == nil {
+		return nil, fmt.Errorf("%w: no NVML implementation given", ErrNoNVML)
+	}
+	if r := lib.Init(); r != nvml.SUCCESS {
+		switch r {
+		case nvml.ERROR_LIBRARY_NOT_FOUND, nvml.ERROR_DRIVER_NOT_LOADED, nvml.ERROR_NO_PERMISSION, nvml.ERROR_LIB_RM_VERSION_MISMATCH:
+			return nil, fmt.Errorf("%w: nvmlInit: %s (no NVIDIA driver or libnvidia-ml.so.1 on this machine)", ErrNoNVML, r.Error())
 		}
 		return nil, nvmlErr("nvmlInit", r)
 	}
-	defer nvml.Shutdown()
+	defer lib.Shutdown()
 
-	t := &Topology{}
-	if v, r := nvml.SystemGetDriverVersion(); r == nvml.SUCCESS {
+	t := &Topology{Host: host}
+	if v, r := lib.SystemGetDriverVersion(); r == nvml.SUCCESS {
 		t.Driver = v
 	}
-	n, r := nvml.DeviceGetCount()
+	n, r := lib.DeviceGetCount()
 	if r != nvml.SUCCESS {
 		return nil, nvmlErr("nvmlDeviceGetCount", r)
 	}
 	devs := make([]nvml.Device, n)
-	// remote[i] lists, per active NVLink of GPU i, the bus id at its far end.
-	remote := make([][]string, n)
+	ends := make([][]linkEnd, n)
 	for i := range devs {
-		d, r := nvml.DeviceGetHandleByIndex(i)
+		d, r := lib.DeviceGetHandleByIndex(i)
 		if r != nvml.SUCCESS {
 			return nil, nvmlErr(fmt.Sprintf("nvmlDeviceGetHandleByIndex(%d)", i), r)
 		}
 		devs[i] = d
-		g := GPU{Index: i, NUMANode: -1}
-		g.Name, _ = d.GetName()
-		g.UUID, _ = d.GetUUID()
-		if pci, r := d.GetPciInfo(); r == nvml.SUCCESS {
-			g.BusID = busID(pci)
-		}
-		if node, r := d.GetNumaNodeId(); r == nvml.SUCCESS {
-			g.NUMANode = node
-		}
-		for l := 0; l < nvml.NVLINK_MAX_LINKS; l++ {
-			st, r := d.GetNvLinkState(l)
-			if r != nvml.SUCCESS {
-				// NOT_SUPPORTED past the last link, or no NVLink at all.
-				continue
-			}
-			if st != nvml.FEATURE_ENABLED {
-				continue
-			}
-			g.NVLinks++
-			if rp, r := d.GetNvLinkRemotePciInfo(l); r == nvml.SUCCESS {
-				remote[i] = append(remote[i], busID(rp))
-			}
-		}
+		g, e := readGPU(d, i)
 		t.GPUs = append(t.GPUs, g)
+		ends[i] = e
 	}
 	isGPU := map[string]bool{}
 	for _, g := range t.GPUs {
 		isGPU[g.BusID] = true
+	}
+	for i := range ends {
+		for k, e := range ends[i] {
+			// Drivers that cannot name the far end's type: a bus id that is
+			// no GPU of this host is an NVSwitch on HGX boards.
+			if e.kind == endUnknown {
+				ends[i][k].kind = endSwitch
+				if isGPU[e.bus] {
+					ends[i][k].kind = endGPU
+				}
+			}
+		}
+		for _, e := range ends[i] {
+			if e.kind == endSwitch {
+				t.GPUs[i].SwitchLinks++
+			}
+		}
 	}
 	t.Links = make([][]Link, n)
 	for i := range devs {
@@ -83,43 +97,132 @@ func Discover() (*Topology, error) {
 				t.Links[i][j] = Link{Distance: DistSelf, P2PRead: true, P2PWrite: true, Atomics: true}
 				continue
 			}
-			t.Links[i][j] = pair(devs[i], devs[j], t.GPUs[j].BusID, remote[i], remote[j], isGPU)
+			t.Links[i][j] = pair(devs[i], devs[j], t.GPUs[i], t.GPUs[j], ends[i])
 		}
 	}
 	return t, nil
 }
 
-func pair(a, b nvml.Device, bBus string, remoteA, remoteB []string, isGPU map[string]bool) Link {
+type endKind int
+
+const (
+	endUnknown endKind = iota
+	endGPU
+	endSwitch
+	endOther // an NPU or a device NVML names but we do not use
+)
+
+// linkEnd is the far end of one active NVLink.
+type linkEnd struct {
+	bus  string
+	kind endKind
+}
+
+// readGPU reads one GPU and the far ends of its active NVLinks.
+func readGPU(d nvml.Device, i int) (GPU, []linkEnd) {
+	g := GPU{Index: i, NUMANode: -1}
+	g.Name, _ = d.GetName()
+	g.UUID, _ = d.GetUUID()
+	if m, r := d.GetMemoryInfo(); r == nvml.SUCCESS {
+		g.Memory = m.Total
+	}
+	if pci, r := d.GetPciInfo(); r == nvml.SUCCESS {
+		g.BusID = pciBus(pci)
+	}
+	if node, r := d.GetNumaNodeId(); r == nvml.SUCCESS && node >= 0 {
+		g.NUMANode = node
+	} else if mask, r := d.GetMemoryAffinity(maxCPUs, nvml.AFFINITY_SCOPE_NODE); r == nvml.SUCCESS {
+		// Older drivers: the NUMA node is the one memory affinity names.
+		if nodes := maskBits(mask); len(nodes) == 1 {
+			g.NUMANode = nodes[0]
+		}
+	}
+	if mask, r := d.GetCpuAffinity(maxCPUs); r == nvml.SUCCESS {
+		g.CPUs = maskBits(mask)
+	}
+	var ends []linkEnd
+	for l := 0; l < nvml.NVLINK_MAX_LINKS; l++ {
+		st, r := d.GetNvLinkState(l)
+		if r != nvml.SUCCESS || st != nvml.FEATURE_ENABLED {
+			// NOT_SUPPORTED or INVALID_ARGUMENT past the last link, or no
+			// NVLink at all; a link that is down carries nothing.
+			continue
+		}
+		g.NVLinks++
+		var e linkEnd
+		if rp, r := d.GetNvLinkRemotePciInfo(l); r == nvml.SUCCESS {
+			e.bus = pciBus(rp)
+		}
+		if ty, r := d.GetNvLinkRemoteDeviceType(l); r == nvml.SUCCESS {
+			switch ty {
+			case nvml.NVLINK_DEVICE_TYPE_GPU:
+				e.kind = endGPU
+			case nvml.NVLINK_DEVICE_TYPE_SWITCH:
+				e.kind = endSwitch
+			case nvml.NVLINK_DEVICE_TYPE_IBMNPU:
+				e.kind = endOther
+			}
+		}
+		ends = append(ends, e)
+	}
+	return g, ends
+}
+
+// pair reads the path from GPU a to GPU b.
+func pair(a, b nvml.Device, ga, gb GPU, endsA []linkEnd) Link {
 	var l Link
-	for _, bus := range remoteA {
-		if bus == bBus {
+	for _, e := range endsA {
+		if e.kind == endGPU && e.bus == gb.BusID {
 			l.NVLinks++
 		}
 	}
-	l.NVSwitch = toSwitch(remoteA, isGPU) && toSwitch(remoteB, isGPU)
-	if lvl, r := nvml.DeviceGetTopologyCommonAncestor(a, b); r == nvml.SUCCESS {
+	if l.NVLinks == 0 && ga.SwitchLinks > 0 && gb.SwitchLinks > 0 {
+		// Through the switch fabric a pair has the narrower GPU's links
+		// (nvidia-smi shows NV18 between every pair of a DGX H100).
+		l.NVSwitch = true
+		l.NVLinks = min(ga.SwitchLinks, gb.SwitchLinks)
+	}
+	if lvl, r := a.GetTopologyCommonAncestor(b); r == nvml.SUCCESS {
 		l.Distance = distance(lvl)
 	}
-	ok := func(idx nvml.GpuP2PCapsIndex) bool {
-		s, r := nvml.DeviceGetP2PStatus(a, b, idx)
-		return r == nvml.SUCCESS && s == nvml.P2P_STATUS_OK
+	status := func(idx nvml.GpuP2PCapsIndex) (bool, string) {
+		s, r := a.GetP2PStatus(b, idx)
+		switch {
+		case r != nvml.SUCCESS:
+			return false, "NVML cannot tell (" + r.Error() + ")"
+		case s != nvml.P2P_STATUS_OK:
+			return false, p2pStatusName(s)
+		}
+		return true, ""
 	}
-	l.P2PRead = ok(nvml.P2P_CAPS_INDEX_READ)
-	l.P2PWrite = ok(nvml.P2P_CAPS_INDEX_WRITE)
-	l.Atomics = ok(nvml.P2P_CAPS_INDEX_ATOMICS)
-	l.P2PNVLink = ok(nvml.P2P_CAPS_INDEX_NVLINK)
+	var whyR, whyW string
+	l.P2PRead, whyR = status(nvml.P2P_CAPS_INDEX_READ)
+	l.P2PWrite, whyW = status(nvml.P2P_CAPS_INDEX_WRITE)
+	l.Atomics, _ = status(nvml.P2P_CAPS_INDEX_ATOMICS)
+	l.P2PNVLink, _ = status(nvml.P2P_CAPS_INDEX_NVLINK)
+	if whyR != "" {
+		l.P2PStatus = whyR
+	} else if whyW != "" {
+		l.P2PStatus = whyW
+	}
 	return l
 }
 
-// toSwitch reports whether some active NVLink ends at a non-GPU device,
-// which on HGX boards is an NVSwitch.
-func toSwitch(remote []string, isGPU map[string]bool) bool {
-	for _, bus := range remote {
-		if !isGPU[bus] {
-			return true
-		}
+// p2pStatusName says why NVML refuses a peer path, in nvidia-smi's words.
+func p2pStatusName(s nvml.GpuP2PStatus) string {
+	switch s {
+	case nvml.P2P_STATUS_CHIPSET_NOT_SUPPORTED:
+		return "chipset not supported"
+	case nvml.P2P_STATUS_GPU_NOT_SUPPORTED:
+		return "GPU not supported"
+	case nvml.P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED:
+		return "IOH topology not supported"
+	case nvml.P2P_STATUS_DISABLED_BY_REGKEY:
+		return "disabled by regkey"
+	case nvml.P2P_STATUS_NOT_SUPPORTED:
+		return "not supported"
 	}
-	return false
+	return fmt.Sprintf("unknown (status %d)", int(s))
 }
 
 func distance(lvl nvml.GpuTopologyLevel) Distance {
@@ -140,20 +243,59 @@ func distance(lvl nvml.GpuTopologyLevel) Distance {
 	return DistUnknown
 }
 
+// pciBus is the normalized bus id of p: its BusId string, or where a
+// driver left that empty, the id formed from its numbers.
+func pciBus(p nvml.PciInfo) string {
+	if s := busID(p.BusId[:]); s != "" {
+		return s
+	}
+	if p.Domain|p.Bus|p.Device == 0 {
+		return ""
+	}
+	return PCIBusID(int(p.Domain), int(p.Bus), int(p.Device))
+}
+
 // busID normalizes NVML's bus id ("00000000:18:00.0", upper or lower case,
-// sometimes with an 8- or 4-digit domain) so ids from different calls
-// compare equal.
-func busID(p nvml.PciInfo) string {
-	b := make([]byte, 0, len(p.BusId))
-	for _, c := range p.BusId {
+// sometimes with a 4-digit domain) so ids from different calls, and from
+// CUDA (PCIBusID), compare equal.
+func busID(raw []int8) string {
+	b := make([]byte, 0, len(raw))
+	for _, c := range raw {
 		if c == 0 {
 			break
 		}
 		b = append(b, byte(c))
 	}
-	s := strings.ToLower(string(b))
-	if i := strings.IndexByte(s, ':'); i >= 0 && i < 8 {
+	return NormalizeBusID(string(b))
+}
+
+// NormalizeBusID puts a PCI bus id in the form Topology uses: lower case
+// with an 8-digit domain ("0000:18:00.0" -> "00000000:18:00.0").
+func NormalizeBusID(s string) string {
+	s = strings.ToLower(strings.TrimSpace(s))
+	if i := strings.IndexByte(s, ':'); i >= 0 && i < 8 && strings.Count(s, ":") == 2 {
 		s = strings.Repeat("0", 8-i) + s
 	}
 	return s
+}
+
+// PCIBusID forms the bus id of a device from its PCI domain, bus and
+// device numbers (CUDA's CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, _BUS_ID and
+// _DEVICE_ID), so a CUDA device can be found in a Topology
+// (Topology.GPUByBusID) whatever CUDA_VISIBLE_DEVICES renumbered.
+func PCIBusID(domain, bus, device int) string {
+	return fmt.Sprintf("%08x:%02x:%02x.0", domain, bus, device)
+}
+
+// maskBits lists the set bits of an NVML mask of machine words.
+func maskBits(mask []uint) []int {
+	var out []int
+	for w, word := range mask {
+		for word != 0 {
+			b := bits.TrailingZeros(word)
+			out = append(out, w*bits.UintSize+b)
+			word &^= 1 << b
+		}
+	}
+	return out
 }
