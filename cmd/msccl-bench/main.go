@@ -144,6 +144,7 @@ func run(args []string, w io.Writer) error {
 	fs.IntVar(&c.ll, "ll", 16, "LL packet width: 8 or 16")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "watchdog timeout of one wait")
 	showVersion := fs.Bool("version", false, "print the build's version and exit")
+	showTopo := topoFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(w, "usage: msccl-bench (--plan PLAN.json | --algo NAME [-D NAME=VALUE]...) [flags]")
@@ -156,6 +157,9 @@ func run(args []string, w io.Writer) error {
 	if *showVersion {
 		fmt.Fprintln(w, version.String("msccl-bench"))
 		return nil
+	}
+	if *showTopo {
+		return runTopo(fs, w)
 	}
 	if err := c.check1(fs, *b, *e); err != nil {
 		return err
