@@ -18,7 +18,9 @@ import (
 // small sizes (many requests per byte), forked from and joined into a
 // caller's stream as applications run them (the join is what a copy on a
 // shared hardware queue deadlocked behind). Every launch's result is
-// checked. It runs for MSCCL_GPU_STRESS (a duration, default 5s) per
+// checked. Each step queues three launches back to back before it waits
+// (as msccl-bench's timed loop does), so one launch's requests meet the
+// next one's. It runs for MSCCL_GPU_STRESS (a duration, default 5s) per
 // plan; scripts/gpu/port-stress.sh runs it for a minute, also under
 // CUDA_DEVICE_MAX_CONNECTIONS=1.
 func TestGPUPortStress(t *testing.T) {
@@ -36,7 +38,8 @@ func TestGPUPortStress(t *testing.T) {
 		defs map[string]int64
 		size int64
 	}{
-		{"allgather_hierarchical", map[string]int64{"ranks": n, "nodes": n, "gpus_per_node": 1, "instances": 4}, n * 256},
+		// 16 blocks per rank: 128 of 132 SMs (every block must be resident).
+		{"allgather_hierarchical", map[string]int64{"ranks": n, "nodes": n, "gpus_per_node": 1, "instances": 2}, n * 256},
 		{"allreduce_hierarchical", map[string]int64{"ranks": n, "nodes": 2, "gpus_per_node": n / 2, "instances": 2}, 4096},
 	} {
 		t.Run(fmt.Sprintf("%s/%d", c.algo, c.size), func(t *testing.T) {
@@ -51,7 +54,7 @@ func TestGPUPortStress(t *testing.T) {
 			ins := make([][]float64, n)
 			raw := make([]byte, b.InBytes)
 			out := make([]byte, b.OutBytes)
-			launches := 0
+			launches := 0 // steps of burst launches
 			for start := time.Now(); time.Since(start) < d; launches++ {
 				for r := range n {
 					k := b.InBytes / es
@@ -65,11 +68,22 @@ func TestGPUPortStress(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				if err := e.Run(Call{Buffers: b, DType: dt, Stream: s}); err != nil {
-					t.Fatalf("launch %d: %v", launches, err)
+				const burst = 3
+				for k := 0; k < burst; k++ {
+					if err := e.Run(Call{Buffers: b, DType: dt, Stream: s}); err != nil {
+						t.Fatalf("launch %d: %v", launches, err)
+					}
 				}
 				if err := e.Wait(s); err != nil {
 					t.Fatalf("launch %d: %v", launches, err)
+				}
+				// An in-place allreduce run again sums the sums: every rank
+				// holds S after the first, n·S after the second.
+				scale := 1.0
+				if e.p.InPlace && e.p.Collective == ir.AllReduce {
+					for k := 1; k < burst; k++ {
+						scale *= n
+					}
 				}
 				for r := range n {
 					if err := cuda.MemcpyDtoH(out, b.Out[r]); err != nil {
@@ -77,7 +91,7 @@ func TestGPUPortStress(t *testing.T) {
 					}
 					k := b.OutBytes / es
 					for i := range k {
-						if got, want := getElem(out[i*es:], dt), expectedElem(e.p.Collective, ins, r, i, k); got != want {
+						if got, want := getElem(out[i*es:], dt), scale*expectedElem(e.p.Collective, ins, r, i, k); got != want {
 							t.Fatalf("launch %d rank %d element %d: got %v, want %v", launches, r, i, got, want)
 						}
 					}
@@ -86,7 +100,7 @@ func TestGPUPortStress(t *testing.T) {
 			if e.proxy == nil {
 				t.Fatalf("%s has no port channels: the test stresses nothing", c.algo)
 			}
-			t.Logf("%s: %d launches in %v, every result right (CUDA_DEVICE_MAX_CONNECTIONS=%q, %d proxy queues)",
+			t.Logf("%s: %d×3 launches in %v, every result right (CUDA_DEVICE_MAX_CONNECTIONS=%q, %d proxy queues)",
 				c.algo, launches, d, os.Getenv("CUDA_DEVICE_MAX_CONNECTIONS"), len(e.proxy.ranks))
 		})
 	}
