@@ -171,7 +171,7 @@ func join(ctx context.Context, cfg *Config, addr string, deadline time.Time) (*B
 				}
 			}
 			if errors.Is(err, errRefused) || errors.Is(err, errNotRoot) {
-				return nil, fmt.Errorf("bootstrap: rank %d: the root at %s refused it: %w (configuration from %s)", cfg.Rank, addr, err, cfg.Source)
+				return nil, fmt.Errorf("bootstrap: rank %d: joining the root at %s: %w (configuration from %s)", cfg.Rank, addr, err, cfg.Source)
 			}
 		}
 		last = err

@@ -377,12 +377,39 @@ func (h *hub) fail(err error) {
 	}
 }
 
+// settled reports that nothing is left to do: every rank has left, or
+// the job failed and the verdict has been written to every rank (a hung
+// rank may never close its end, and need not be waited for).
+func (h *hub) settled() bool {
+	select {
+	case <-h.done:
+		return true
+	default:
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err == nil {
+		return false
+	}
+	for _, p := range h.peers {
+		if p == nil || p.gone {
+			continue
+		}
+		select {
+		case <-p.out.done:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // shutdown waits up to linger for every rank to leave, then closes what
 // is left.
 func (h *hub) shutdown(linger time.Duration) {
-	select {
-	case <-h.done:
-	case <-time.After(linger):
+	end := time.Now().Add(linger)
+	for time.Now().Before(end) && !h.settled() {
+		time.Sleep(5 * time.Millisecond)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
