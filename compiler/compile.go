@@ -6,11 +6,13 @@ import (
 	"time"
 
 	"github.com/msccl-go/msccl-go/dsl"
+	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
-// Diagnostics are dsl diagnostics: every compiler message is positioned
-// in the source.
+// Diagnostics are the toolchain's one diagnostic list (the same type as
+// dsl.Diagnostics and ir.Diagnostics): every compiler message is
+// positioned in the source and carries a stable code (CodeOf).
 type Diagnostics = dsl.Diagnostics
 
 // Options control a compilation.
@@ -54,11 +56,11 @@ func PassNames() []string {
 // when any error was reported.
 func Compile(f *dsl.File, defines map[string]int64, opts Options) (p *ir.Plan, sm *SourceMap, ds Diagnostics) {
 	if f == nil {
-		return nil, nil, Diagnostics{{Severity: dsl.Error, Summary: "no program to compile"}}
+		return nil, nil, Diagnostics{{Code: diag.CodeNoProgram, Summary: "no program to compile"}}
 	}
 	if opts.DumpAfter != "" && opts.DumpAfter != "all" && !knownPass(opts.DumpAfter) {
-		return nil, nil, Diagnostics{{Severity: dsl.Error, Summary: fmt.Sprintf("unknown pass %q for --dump", opts.DumpAfter),
-			Detail:  joinDetail(dsl.Suggest(opts.DumpAfter, PassNames()), "passes: "+strings.Join(PassNames(), ", ")),
+		return nil, nil, Diagnostics{{Code: diag.CodeUnknownPass, Summary: fmt.Sprintf("unknown pass %q for --dump", opts.DumpAfter),
+			Detail:  joinDetail(diag.Suggest(opts.DumpAfter, PassNames()), "passes: "+strings.Join(PassNames(), ", ")),
 			Subject: dsl.Range{Start: dsl.Pos{Filename: f.Filename}}}}
 	}
 	defer func() {
@@ -66,13 +68,14 @@ func Compile(f *dsl.File, defines map[string]int64, opts Options) (p *ir.Plan, s
 		// the CLI or of a fuzz run.
 		if r := recover(); r != nil {
 			p, sm = nil, nil
-			ds = append(ds, dsl.Diagnostic{Severity: dsl.Error, Summary: fmt.Sprintf("internal compiler error: %v", r),
+			ds = append(ds, diag.Diagnostic{Code: diag.CodeInternal, Summary: fmt.Sprintf("internal compiler error: %v", r),
 				Subject: dsl.Range{Start: dsl.Pos{Filename: f.Filename}}})
 		}
 	}()
 	st := &state{file: f, defines: defines, opts: opts}
 	for _, ps := range passes {
 		t0 := time.Now()
+		st.code = diag.CompilePass(ps.name)
 		ps.run(st)
 		if opts.Timing != nil {
 			opts.Timing(ps.name, time.Since(t0))
@@ -90,7 +93,7 @@ func Compile(f *dsl.File, defines map[string]int64, opts Options) (p *ir.Plan, s
 					// at its statement.
 					continue
 				}
-				st.diags = append(st.diags, dsl.Diagnostic{Severity: dsl.Error,
+				st.diags = append(st.diags, diag.Diagnostic{Code: diag.CodeInternal,
 					Summary: fmt.Sprintf("internal compiler error after pass %s: %s", ps.name, d.String()),
 					Subject: st.sm.rangeOfPath(d.Path, f.Filename)})
 			}
@@ -120,7 +123,7 @@ func Compile(f *dsl.File, defines map[string]int64, opts Options) (p *ir.Plan, s
 func recordSizeRule(st *state) {
 	rule, err := st.plan.SizeRule()
 	if err != nil {
-		st.diags = append(st.diags, dsl.Diagnostic{Severity: dsl.Error, Summary: "the plan serves no message size: " + err.Error(),
+		st.diags = append(st.diags, diag.Diagnostic{Code: diag.CodeNoSize, Summary: "the plan serves no message size: " + err.Error(),
 			Subject: st.sm.header()})
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/msccl-go/msccl-go/dsl"
+	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -409,7 +410,7 @@ func (ev *evaluator) primary(p *dsl.Primary) (int64, bool) {
 			}
 			return n, true
 		}
-		ev.st.errorf(r(), joinDetail(dsl.Suggest(p.Call.Func, builtins), "functions: "+strings.Join(builtins, ", ")), "unknown function %q", p.Call.Func)
+		ev.st.errorf(r(), joinDetail(diag.Suggest(p.Call.Func, builtins), "functions: "+strings.Join(builtins, ", ")), "unknown function %q", p.Call.Func)
 		return 0, false
 	case p.Ident != nil:
 		name := *p.Ident
@@ -422,7 +423,7 @@ func (ev *evaluator) primary(p *dsl.Primary) (int64, bool) {
 		if ev.poisoned(name) {
 			return 0, false // its definition's error was reported; not again at every use
 		}
-		ev.st.errorf(r(), joinDetail(dsl.Suggest(name, ev.visible()), ev.undeclaredHint(name)), "unknown name %q", name)
+		ev.st.errorf(r(), joinDetail(diag.Suggest(name, ev.visible()), ev.undeclaredHint(name)), "unknown name %q", name)
 		return 0, false
 	}
 	return 0, false
@@ -581,7 +582,7 @@ func (ev *evaluator) opStmt(o *dsl.OpStmt, onRank, onTB int) *evOp {
 				if c.Key == "via" {
 					choices := []string{"memory", "port", "get", "put"}
 					if !contains(choices, name) {
-						st.errorf(exprRange(a.Value), joinDetail(dsl.Suggest(name, choices), "one of: "+strings.Join(choices, ", ")), "unknown channel choice %q", name)
+						st.errorf(exprRange(a.Value), joinDetail(diag.Suggest(name, choices), "one of: "+strings.Join(choices, ", ")), "unknown channel choice %q", name)
 						ok = false
 						continue
 					}
@@ -592,7 +593,7 @@ func (ev *evaluator) opStmt(o *dsl.OpStmt, onRank, onTB int) *evOp {
 				} else {
 					choices := []string{"sum", "min", "max", "prod"}
 					if !contains(choices, name) || len(c.Args) != 1 {
-						st.errorf(exprRange(a.Value), joinDetail(dsl.Suggest(name, choices), "one of: "+strings.Join(choices, ", ")), "unknown reduction %q", name)
+						st.errorf(exprRange(a.Value), joinDetail(diag.Suggest(name, choices), "one of: "+strings.Join(choices, ", ")), "unknown reduction %q", name)
 						ok = false
 						continue
 					}
@@ -679,7 +680,7 @@ func (ev *evaluator) ref(r *dsl.Ref) (evRef, bool) {
 	case "scratch":
 		out.buf = ir.BufScratch
 	default:
-		st.errorf(out.rng(), joinDetail(dsl.Suggest(r.Buffer, bufferNames), "buffers: input, output, scratch"), "unknown buffer %q", r.Buffer)
+		st.errorf(out.rng(), joinDetail(diag.Suggest(r.Buffer, bufferNames), "buffers: input, output, scratch"), "unknown buffer %q", r.Buffer)
 		return out, false
 	}
 	if !ok1 || !ok2 || !ok3 {

@@ -129,7 +129,7 @@ func (ev *evaluator) forParallel(f *dsl.ForStmt, from, step, n int64) bool {
 func (ev *evaluator) fork() *evaluator {
 	st := ev.st
 	return &evaluator{
-		st:     &state{file: st.file, defines: st.defines, opts: st.opts, hdr: st.hdr},
+		st:     &state{file: st.file, defines: st.defines, code: st.code, opts: st.opts, hdr: st.hdr},
 		params: ev.params, badParams: ev.badParams,
 		names:  ev.names,
 		vars:   append([]binding(nil), ev.vars...),

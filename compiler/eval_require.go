@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/msccl-go/msccl-go/dsl"
+	"github.com/msccl-go/msccl-go/internal/diag"
 )
 
 // `require COND, "message"` states what an algorithm supports. The
@@ -26,7 +27,7 @@ func (ev *evaluator) requirements() bool {
 	if !hasRequire(st.file.Stmts) {
 		return true
 	}
-	pre := &evaluator{st: &state{file: st.file, defines: st.defines, opts: st.opts, hdr: st.hdr},
+	pre := &evaluator{st: &state{file: st.file, defines: st.defines, code: st.code, opts: st.opts, hdr: st.hdr},
 		params: ev.params, badParams: ev.badParams, names: ev.names, maxOps: ev.maxOps, maxIt: ev.maxIt}
 	ev.checked = map[*dsl.RequireStmt]bool{}
 	ok := true
@@ -124,9 +125,9 @@ func (ev *evaluator) require(rq *dsl.RequireStmt) bool {
 	cond := dsl.ExprString(rq.Cond)
 	r := dsl.RangeOf(rq.Pos, rq.EndPos)
 	if vals := ev.valuesIn(rq.Cond); vals != "" {
-		ev.st.errorf(r, "", "%s not supported: %s (require %s)", vals, msg, cond)
+		ev.st.errorc(diag.CodeRequireFailed, r, "", "%s not supported: %s (require %s)", vals, msg, cond)
 	} else {
-		ev.st.errorf(r, "", "%s (require %s)", msg, cond)
+		ev.st.errorc(diag.CodeRequireFailed, r, "", "%s (require %s)", msg, cond)
 	}
 	return false
 }

@@ -179,11 +179,16 @@ func TestDiagnosticGoldens(t *testing.T) {
 				if opts.DumpAfter != "" {
 					out = append(out, txtar.File{Name: "dump " + opts.DumpAfter, Data: []byte(dump)})
 				}
-				text := ds.String()
 				if p != nil && !ds.HasErrors() {
 					n := int64(len(p.GPUs))
-					text += Verify(p, sm, []int64{n * n * 64}, []cpu.DType{cpu.I32}).String()
+					ds = append(ds, Verify(p, sm, []int64{n * n * 64}, []cpu.DType{cpu.I32})...)
 				}
+				for _, d := range ds {
+					if d.Code == "" {
+						t.Errorf("diagnostic without a code (callers branch on codes): %s", d)
+					}
+				}
+				text := ds.String()
 				if text == "" {
 					text = "ok\n"
 				}

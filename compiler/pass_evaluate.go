@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/msccl-go/msccl-go/dsl"
+	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -107,7 +108,7 @@ func (ev *evaluator) header() {
 		known = known || c == h.collective
 	}
 	if !known {
-		st.errorf(dsl.RangeOf(coll.Pos, coll.EndPos), joinDetail(dsl.Suggest(coll.Kind, names), "collectives: "+strings.Join(names, ", ")), "unknown collective %q", coll.Kind)
+		st.errorf(dsl.RangeOf(coll.Pos, coll.EndPos), joinDetail(diag.Suggest(coll.Kind, names), "collectives: "+strings.Join(names, ", ")), "unknown collective %q", coll.Kind)
 	}
 	// Params first (in order, each may use the ones before), so the header
 	// and options can use them.
@@ -145,7 +146,7 @@ func (ev *evaluator) header() {
 	sort.Strings(declared)
 	for _, k := range defNames {
 		if !seen[k] {
-			st.errorf(dsl.Range{Start: dsl.Pos{Filename: f.Filename, Line: 1, Col: 1}}, joinDetail(dsl.Suggest(k, declared), "params: "+strings.Join(declared, ", ")),
+			st.errorf(dsl.Range{Start: dsl.Pos{Filename: f.Filename, Line: 1, Col: 1}}, joinDetail(diag.Suggest(k, declared), "params: "+strings.Join(declared, ", ")),
 				"-D %s: the program declares no param %s", k, k)
 		}
 	}
@@ -363,7 +364,7 @@ func (ev *evaluator) option(o *dsl.OptionStmt) {
 	oneOf := func(choices ...string) (string, bool) {
 		if !isName || !contains(choices, name) {
 			got := dsl.ExprString(o.Value)
-			st.errorf(r, joinDetail(dsl.Suggest(got, choices), "one of: "+strings.Join(choices, ", ")), "option %s = %s is not valid", o.Name, got)
+			st.errorf(r, joinDetail(diag.Suggest(got, choices), "one of: "+strings.Join(choices, ", ")), "option %s = %s is not valid", o.Name, got)
 			return "", false
 		}
 		return name, true
@@ -425,7 +426,7 @@ func (ev *evaluator) option(o *dsl.OptionStmt) {
 			}
 		}
 	default:
-		st.errorf(dsl.RangeOf(o.Pos, o.EndPos), joinDetail(dsl.Suggest(o.Name, optionNames), "options: "+strings.Join(optionNames, ", ")), "unknown option %q", o.Name)
+		st.errorf(dsl.RangeOf(o.Pos, o.EndPos), joinDetail(diag.Suggest(o.Name, optionNames), "options: "+strings.Join(optionNames, ", ")), "unknown option %q", o.Name)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/msccl-go/msccl-go/dsl"
+	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -20,15 +21,13 @@ func checkLimits(st *state) {
 	}
 	var hits []limitHit
 	for _, d := range ir.Validate(st.plan) {
-		if d.Severity == ir.SevError && d.IsLimit() {
+		if d.IsError() && d.IsLimit() {
 			hits = append(hits, st.limitHit(d))
 			continue
 		}
-		sev := dsl.Error
-		if d.Severity == ir.SevWarning {
-			sev = dsl.Warning
-		}
-		st.diags = append(st.diags, dsl.Diagnostic{Severity: sev, Summary: fmt.Sprintf("plan %s: %s", d.Path, d.Msg),
+		// The plan's finding, placed at the statement behind it; its code
+		// stays the plan's.
+		st.diags = append(st.diags, diag.Diagnostic{Severity: d.Severity, Code: d.Code, Summary: fmt.Sprintf("plan %s: %s", d.Path, d.Summary),
 			Subject: st.sm.rangeOfPath(d.Path, st.file.Filename)})
 	}
 	st.reportLimits(hits)
@@ -45,13 +44,16 @@ type limitHit struct {
 	// whose counts differ fold too, the count becoming a range.
 	what   string
 	detail string
+	// code and max are the ir diagnostic's, kept on the folded one.
+	code string
+	max  int
 }
 
 // limitHit places and words an ir limit diagnostic from its code, count
 // and path; the ir message is prose and not read here.
 func (st *state) limitHit(d ir.Diagnostic) limitHit {
 	pp := parsePlanPath(d.Path)
-	h := limitHit{rank: pp.rank, block: pp.block, count: d.Count}
+	h := limitHit{rank: pp.rank, block: pp.block, count: d.Count, code: d.Code, max: d.Max}
 	var tb *ir.ThreadBlock
 	if pp.rank >= 0 && pp.rank < len(st.plan.GPUs) && pp.block >= 0 && pp.block < len(st.plan.GPUs[pp.rank].ThreadBlocks) {
 		tb = &st.plan.GPUs[pp.rank].ThreadBlocks[pp.block]
@@ -120,11 +122,12 @@ func (st *state) reportLimits(hits []limitHit) {
 	type key struct {
 		at           dsl.Range
 		what, detail string
+		code         string
 	}
 	var order []key
 	groups := map[key][]limitHit{}
 	for _, h := range hits {
-		k := key{h.at, h.what, h.detail}
+		k := key{h.at, h.what, h.detail, h.code}
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
 		}
@@ -156,7 +159,8 @@ func (st *state) reportLimits(hits []limitHit) {
 			}
 		}
 		summary := where + strings.Replace(k.what, "{n}", n, 1)
-		st.diags = append(st.diags, dsl.Diagnostic{Severity: dsl.Error, Summary: summary, Detail: k.detail, Subject: k.at})
+		st.diags = append(st.diags, diag.Diagnostic{Severity: diag.Error, Code: k.code, Summary: summary, Detail: k.detail, Subject: k.at,
+			Count: hi, Max: first.max})
 	}
 }
 

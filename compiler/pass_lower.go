@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/msccl-go/msccl-go/dsl"
+	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -170,7 +171,7 @@ func (lw *lowerer) chunk(o *evOp) *action {
 		if _, ok := ir.LookupOp(o.name); ok {
 			st.errorf(o.rng(), "channel-level ops go inside an `on rank(r) tb N { ... }` block; at chunk level use copy or reduce", "%s is a channel-level op", o.name)
 		} else {
-			st.errorf(o.rng(), joinDetail(dsl.Suggest(o.name, []string{"copy", "reduce"}), "chunk-level ops are copy and reduce"), "unknown operation %q", o.name)
+			st.errorf(o.rng(), joinDetail(diag.Suggest(o.name, []string{"copy", "reduce"}), "chunk-level ops are copy and reduce"), "unknown operation %q", o.name)
 		}
 		return nil
 	}
@@ -424,7 +425,7 @@ func (lw *lowerer) explicit(o *evOp) *action {
 		for _, in := range ir.Ops() {
 			names = append(names, in.Name)
 		}
-		hint := dsl.Suggest(o.name, names)
+		hint := diag.Suggest(o.name, names)
 		if o.name == "reduce" {
 			hint = `did you mean "re"? (reduce is chunk level; inside on blocks use the plan ops re, rre, res, rres, repkt, ...)`
 		}

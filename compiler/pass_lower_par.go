@@ -33,7 +33,7 @@ func (lw *lowerer) chunksParallel() bool {
 	// i's: workers put theirs in place, numbered.
 	acts := st.actions[:n]
 	par.ForEach(workers, parts, func(_, p int) {
-		w := &lowerer{st: &state{file: st.file, defines: st.defines, opts: st.opts, hdr: st.hdr}, pkt: lw.pkt}
+		w := &lowerer{st: &state{file: st.file, defines: st.defines, code: st.code, opts: st.opts, hdr: st.hdr}, pkt: lw.pkt}
 		good := true
 		for i := p * n / parts; i < (p+1)*n/parts; i++ {
 			a := w.chunk(st.ops[i])

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/msccl-go/msccl-go/dsl"
+	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/internal/size"
 	"github.com/msccl-go/msccl-go/ir"
 	"gopkg.in/yaml.v3"
@@ -105,7 +106,7 @@ func checkRowKeys(n *yaml.Node) error {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k := n.Content[i].Value
 		if !contains(rowKeys, k) {
-			return fmt.Errorf("unknown key %q%s", k, " ("+joinDetail(dsl.Suggest(k, rowKeys), "keys: "+strings.Join(rowKeys, ", "))+")")
+			return fmt.Errorf("unknown key %q%s", k, " ("+joinDetail(diag.Suggest(k, rowKeys), "keys: "+strings.Join(rowKeys, ", "))+")")
 		}
 	}
 	return nil

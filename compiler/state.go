@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/msccl-go/msccl-go/dsl"
+	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -14,6 +15,9 @@ type state struct {
 	defines map[string]int64
 	opts    Options
 	diags   Diagnostics
+	// code is what errorf's diagnostics carry: the running pass's
+	// (diag.CompilePass) unless a check names a more precise one.
+	code string
 
 	hdr     header
 	ops     []*evOp // evaluate's output, program order
@@ -341,11 +345,21 @@ func (st *state) dumpActions() string {
 	return b.String()
 }
 
+// errorf reports an error at r with the running pass's code.
 func (st *state) errorf(r dsl.Range, detail, format string, args ...any) {
+	code := st.code
+	if code == "" {
+		code = diag.CompilePass("evaluate")
+	}
+	st.errorc(code, r, detail, format, args...)
+}
+
+// errorc reports an error at r with code.
+func (st *state) errorc(code string, r dsl.Range, detail, format string, args ...any) {
 	if len(st.diags) >= 50 {
 		return // one mistake in a loop body must not bury the rest
 	}
-	d := dsl.Errorf(r, detail, format, args...)
+	d := diag.Errorf(code, r, detail, format, args...)
 	for _, x := range st.diags {
 		if x == d {
 			return // the same mistake met again in a later loop iteration

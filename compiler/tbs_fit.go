@@ -61,7 +61,7 @@ func fitBlocks(st *state) map[tbGroup]int {
 // block over the limits. It returns nil when the plan fits or the trial
 // fails for another reason (the real passes report that).
 func (st *state) trialBlocks(budget map[tbGroup]int) map[tbGroup]int {
-	t := &state{file: st.file, defines: st.defines, opts: Options{MaxOps: st.opts.MaxOps}, hdr: st.hdr, explicit: st.explicit}
+	t := &state{file: st.file, defines: st.defines, code: st.code, opts: Options{MaxOps: st.opts.MaxOps}, hdr: st.hdr, explicit: st.explicit}
 	t.actions = make([]*action, len(st.actions))
 	for i, a := range st.actions {
 		t.actions[i] = a.instance(1, 0) // a deep copy: later passes rewrite actions

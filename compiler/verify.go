@@ -9,6 +9,7 @@ import (
 
 	"github.com/msccl-go/msccl-go/dsl"
 	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -38,7 +39,7 @@ func Verify(p *ir.Plan, sm *SourceMap, sizes []int64, dtypes []cpu.DType) Diagno
 	}
 	prs, err := ProofRuns(p, sizes, dtypes)
 	if err != nil {
-		add(dsl.Diagnostic{Severity: dsl.Error, Summary: "the plan serves no message size: " + err.Error(), Subject: sm.header()})
+		add(diag.Diagnostic{Code: diag.CodeNoSize, Summary: "the plan serves no message size: " + err.Error(), Subject: sm.header()})
 		return ds
 	}
 	red := planReduce(p)
@@ -94,11 +95,11 @@ func Verify(p *ir.Plan, sm *SourceMap, sizes []int64, dtypes []cpu.DType) Diagno
 	for _, r := range runs {
 		run := r.name
 		if r.err != nil {
-			add(dsl.Diagnostic{Severity: dsl.Error, Summary: fmt.Sprintf("cannot simulate (%s): %v", r.name, r.err), Subject: sm.header()})
+			add(diag.Diagnostic{Code: diag.CodeCannotRun, Summary: fmt.Sprintf("cannot simulate (%s): %v", r.name, r.err), Subject: sm.header()})
 			continue
 		}
 		for _, d := range reportDiags(r.rep, sm, run) {
-			if strings.HasPrefix(d.Summary, "wrong result") {
+			if d.Code == diag.CodeWrongResult {
 				if wrongRun != "" && wrongRun != run {
 					also["wrong"] = appendNew(also["wrong"], run)
 					continue
@@ -123,7 +124,7 @@ func Verify(p *ir.Plan, sm *SourceMap, sizes []int64, dtypes []cpu.DType) Diagno
 	for k, runs := range also {
 		if k == "wrong" {
 			for i := range ds {
-				if strings.HasPrefix(ds[i].Summary, "wrong result") {
+				if ds[i].Code == diag.CodeWrongResult {
 					ds[i].Detail += "; also wrong at " + foldRuns(runs)
 					break
 				}
@@ -163,18 +164,18 @@ func reportDiags(rep *cpu.Report, sm *SourceMap, run string) Diagnostics {
 	}
 	for _, s := range rep.Deadlocks {
 		r, where := at(s.Place)
-		ds = append(ds, dsl.Diagnostic{Severity: dsl.Error, Summary: fmt.Sprintf("deadlock: rank %d block %d waits forever (%s)", s.Rank, s.Block, s.Waiting),
+		ds = append(ds, diag.Diagnostic{Code: diag.CodeDeadlock, Summary: fmt.Sprintf("deadlock: rank %d block %d waits forever (%s)", s.Rank, s.Block, s.Waiting),
 			Detail: fmt.Sprintf("stuck op %s; run %s", where, run), Subject: r})
 	}
 	for _, rc := range rep.Races {
 		ra, wa := at(rc.A.Place)
 		_, wb := at(rc.B.Place)
-		ds = append(ds, dsl.Diagnostic{Severity: dsl.Error, Summary: fmt.Sprintf("race on rank %d's %s bytes [%d:%d)", rc.A.BufferRank, rc.A.Buffer.Long(), max(rc.A.Off, rc.B.Off), min(rc.A.End, rc.B.End)),
+		ds = append(ds, diag.Diagnostic{Code: diag.CodeRace, Summary: fmt.Sprintf("race on rank %d's %s bytes [%d:%d)", rc.A.BufferRank, rc.A.Buffer.Long(), max(rc.A.Off, rc.B.Off), min(rc.A.End, rc.B.End)),
 			Detail: fmt.Sprintf("%s %s; unordered with %s %s; run %s", rw(rc.A.Write), wa, rw(rc.B.Write), wb, run), Subject: ra})
 	}
 	for _, u := range rep.Unbalanced {
 		r, where := at(u.Place)
-		ds = append(ds, dsl.Diagnostic{Severity: dsl.Error, Summary: fmt.Sprintf("signal never waited for (%s, %d token(s) left)", u.Channel, u.Count),
+		ds = append(ds, diag.Diagnostic{Code: diag.CodeUnbalanced, Summary: fmt.Sprintf("signal never waited for (%s, %d token(s) left)", u.Channel, u.Count),
 			Detail: fmt.Sprintf("%s; add the matching wait on the peer or drop the signal", where), Subject: r})
 	}
 	// Wrong results are reported at the statement whose op last wrote the
@@ -220,7 +221,7 @@ func reportDiags(rep *cpu.Report, sm *SourceMap, run string) Diagnostics {
 		if n := len(g.ranks) - 1; n > 0 {
 			what += fmt.Sprintf(" (and on %d more rank%s)", n, plural(n))
 		}
-		ds = append(ds, dsl.Diagnostic{Severity: dsl.Error, Summary: "wrong result: " + what,
+		ds = append(ds, diag.Diagnostic{Code: diag.CodeWrongResult, Summary: "wrong result: " + what,
 			Detail: fmt.Sprintf("rank %d output bytes [%d:%d), %d elements, launch %d%s; %d wrong elements in all; run %s", f.Rank, f.Off, f.End, f.Elems, f.Launch, g.by, rep.WrongTotal, run), Subject: g.r})
 	}
 	if len(rep.Findings) == 0 {
@@ -229,7 +230,7 @@ func reportDiags(rep *cpu.Report, sm *SourceMap, run string) Diagnostics {
 				break
 			}
 			r, by := writer(m.Writer, m.WriterLaunch)
-			ds = append(ds, dsl.Diagnostic{Severity: dsl.Error, Summary: fmt.Sprintf("wrong result: rank %d output byte %d is %s, want %s (launch %d)", m.Rank, m.Off, m.Got, m.Want, m.Launch),
+			ds = append(ds, diag.Diagnostic{Code: diag.CodeWrongResult, Summary: fmt.Sprintf("wrong result: rank %d output byte %d is %s, want %s (launch %d)", m.Rank, m.Off, m.Got, m.Want, m.Launch),
 				Detail: fmt.Sprintf("%d wrong elements in all%s; run %s", rep.WrongTotal, by, run), Subject: r})
 		}
 	}
@@ -238,13 +239,27 @@ func reportDiags(rep *cpu.Report, sm *SourceMap, run string) Diagnostics {
 			break
 		}
 		r, by := writer(c.Writer, c.Launch)
-		ds = append(ds, dsl.Diagnostic{Severity: dsl.Error, Summary: fmt.Sprintf("input clobbered: rank %d's input bytes [%d:%d) changed, but an out-of-place collective must leave its input as it found it", c.Rank, c.Off, c.End),
+		ds = append(ds, diag.Diagnostic{Code: diag.CodeInputClobbered, Summary: fmt.Sprintf("input clobbered: rank %d's input bytes [%d:%d) changed, but an out-of-place collective must leave its input as it found it", c.Rank, c.Off, c.End),
 			Detail: fmt.Sprintf("%d input bytes changed in all%s; write to scratch or the output instead; run %s", rep.ClobberedBytes, by, run), Subject: r})
 	}
 	if len(ds) == 0 && !rep.OK() {
-		ds = append(ds, dsl.Diagnostic{Severity: dsl.Error, Summary: "verdict: " + rep.Verdict.String(), Detail: run, Subject: sm.header()})
+		ds = append(ds, diag.Diagnostic{Code: verdictCode(rep.Verdict), Summary: "verdict: " + rep.Verdict.String(), Detail: run, Subject: sm.header()})
 	}
 	return ds
+}
+
+// verdictCode is the code of a run whose report names no finding but
+// its verdict.
+func verdictCode(v cpu.Verdict) string {
+	switch v {
+	case cpu.Deadlock:
+		return diag.CodeDeadlock
+	case cpu.Race:
+		return diag.CodeRace
+	case cpu.Unbalanced:
+		return diag.CodeUnbalanced
+	}
+	return diag.CodeWrongResult
 }
 
 func rw(w bool) string {

@@ -47,22 +47,6 @@ func TestSyntaxErrorPositions(t *testing.T) {
 	}
 }
 
-func TestSuggest(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		in   []string
-		want string
-	}{
-		{"protocl", []string{"protocol", "instances"}, `did you mean "protocol"?`},
-		{"xyz", []string{"protocol"}, ""},
-		{"rnaks", []string{"ranks", "r"}, `did you mean "ranks"?`},
-	} {
-		if got := Suggest(c.name, c.in); got != c.want {
-			t.Errorf("Suggest(%q) = %q, want %q", c.name, got, c.want)
-		}
-	}
-}
-
 // FuzzParse: any input parses or fails with positioned diagnostics, never
 // panics; what parses formats to a fixed point.
 func FuzzParse(f *testing.F) {

@@ -9,6 +9,8 @@ import (
 	"math"
 	"sort"
 	"strconv"
+
+	"github.com/msccl-go/msccl-go/internal/diag"
 )
 
 // Decode parses a plan strictly. Every problem is reported with the JSON
@@ -26,9 +28,9 @@ func Decode(data []byte) (*Plan, Diagnostics) {
 	if _, err := dec.Token(); err != io.EOF {
 		off := dec.InputOffset()
 		line, col := lineCol(data, off)
-		return nil, Diagnostics{{Line: line, Col: col, Msg: "unexpected data after the top-level JSON value"}}
+		return nil, Diagnostics{{Code: CodeSyntax, Subject: at(line, col), Summary: "unexpected data after the top-level JSON value"}}
 	}
-	d := &decoder{}
+	d := &decoder{diagSink{code: CodeSchema}}
 	p := d.plan(root)
 	return p, d.ds
 }
@@ -37,13 +39,18 @@ func syntaxDiag(data []byte, err error) Diagnostic {
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
 		line, col := lineCol(data, se.Offset)
-		return Diagnostic{Line: line, Col: col, Msg: "malformed JSON: " + se.Error()}
+		return Diagnostic{Code: CodeSyntax, Subject: at(line, col), Summary: "malformed JSON: " + se.Error()}
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		line, col := lineCol(data, int64(len(data)))
-		return Diagnostic{Line: line, Col: col, Msg: "malformed JSON: unexpected end of input"}
+		return Diagnostic{Code: CodeSyntax, Subject: at(line, col), Summary: "malformed JSON: unexpected end of input"}
 	}
-	return Diagnostic{Line: 1, Col: 1, Msg: "malformed JSON: " + err.Error()}
+	return Diagnostic{Code: CodeSyntax, Subject: at(1, 1), Summary: "malformed JSON: " + err.Error()}
+}
+
+// at is the place line:col of the plan file (the caller names the file).
+func at(line, col int) diag.Range {
+	return diag.Range{Start: diag.Pos{Line: line, Col: col}}
 }
 
 func lineCol(data []byte, off int64) (int, int) {

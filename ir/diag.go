@@ -3,146 +3,66 @@ package ir
 import (
 	"fmt"
 	"strconv"
-	"strings"
+
+	"github.com/msccl-go/msccl-go/internal/diag"
 )
 
-// Severity of a diagnostic.
-type Severity uint8
-
-const (
-	SevError Severity = iota
-	SevWarning
-)
-
-func (s Severity) String() string {
-	if s == SevWarning {
-		return "warning"
-	}
-	return "error"
-}
-
-// Diagnostic is one problem in a plan, located by its JSON path
-// (gpus[1].threadblocks[0].ops[3].dst_buff[0].index) or, for malformed
-// JSON, by line and column of the file.
-type Diagnostic struct {
-	Severity Severity
-	Path     string // JSON path; empty for syntax errors
-	Line     int    // 1-based; 0 when the path says where
-	Col      int
-	Msg      string
-	// Code names the rule broken, for callers that act on the kind of a
-	// problem rather than its wording (the compiler places limit errors at
-	// the DSL statement behind them); empty for most diagnostics.
-	Code string
-	// Count and Max are set with a limit code: what the plan uses and the
-	// most the upstream executor holds.
-	Count, Max int
-}
-
-// Codes of the upstream executor's fixed table sizes (limits.go). Msg
-// words them for people; these stay put when the wording changes.
-const (
-	CodeOpsPerBlock           = "limit.ops-per-block"
-	CodeChannelsPerBlock      = "limit.channels-per-block"
-	CodeRemoteBuffersPerBlock = "limit.remote-buffers-per-block"
-	CodeChannelsPerOp         = "limit.channels-per-op"
-	CodeRefsPerOp             = "limit.refs-per-op"
-	CodeSemaphoresPerOp       = "limit.semaphores-per-op"
-)
-
-// CodeUnsignaledWait: a wait whose partner channel no op signals (a
-// deadlock visible without running the plan). The compiler reports the
-// same defect at its source when it checks the pairs (pass limits), so
-// its checker between passes leaves this one to it.
-const CodeUnsignaledWait = "sync.unsignaled-wait"
-
-// IsLimit reports whether d is one of the executor's table sizes exceeded
-// (a plan that is well formed but too big for upstream).
-func (d Diagnostic) IsLimit() bool {
-	switch d.Code {
-	case CodeOpsPerBlock, CodeChannelsPerBlock, CodeRemoteBuffersPerBlock, CodeChannelsPerOp, CodeRefsPerOp, CodeSemaphoresPerOp:
-		return true
-	}
-	return false
-}
-
-func (d Diagnostic) String() string {
-	var b strings.Builder
-	b.WriteString(d.Severity.String())
-	b.WriteString(": ")
-	if d.Line > 0 {
-		fmt.Fprintf(&b, "%d:%d: ", d.Line, d.Col)
-	}
-	if d.Path != "" {
-		b.WriteString(d.Path)
-		b.WriteString(": ")
-	}
-	b.WriteString(d.Msg)
-	return b.String()
-}
+// Diagnostic is one problem in a plan, located by its JSON path (Path:
+// gpus[1].threadblocks[0].ops[3].dst_buff[0].index) or, for malformed
+// JSON, by line and column of the file (Subject). It is the toolchain's
+// one diagnostic type, the one dsl and compiler report too; branch on its
+// Code, never on its wording.
+type Diagnostic = diag.Diagnostic
 
 // Diagnostics is a list of problems; the codec and validator collect
 // rather than stop at the first.
-type Diagnostics []Diagnostic
+type Diagnostics = diag.Diagnostics
 
-// HasErrors reports whether any diagnostic is an error.
-func (ds Diagnostics) HasErrors() bool {
-	for _, d := range ds {
-		if d.Severity == SevError {
-			return true
-		}
-	}
-	return false
-}
+// The codes plan diagnostics carry.
+const (
+	CodeSyntax     = diag.CodePlanSyntax     // malformed JSON
+	CodeSchema     = diag.CodePlanSchema     // JSON that is not a plan: unknown op, wrong type, missing key
+	CodeInvalid    = diag.CodePlanInvalid    // a structural rule broken
+	CodeSuspicious = diag.CodePlanSuspicious // warnings: legal, probably not meant
 
-// Errors returns only the errors.
-func (ds Diagnostics) Errors() Diagnostics {
-	var out Diagnostics
-	for _, d := range ds {
-		if d.Severity == SevError {
-			out = append(out, d)
-		}
-	}
-	return out
-}
+	// Codes of the upstream executor's fixed table sizes (limits.go);
+	// Diagnostic.IsLimit says whether a code is one of them, Count and
+	// Max what the plan uses and the most the table holds.
+	CodeOpsPerBlock           = diag.CodeOpsPerBlock
+	CodeChannelsPerBlock      = diag.CodeChannelsPerBlock
+	CodeRemoteBuffersPerBlock = diag.CodeRemoteBuffersPerBlock
+	CodeChannelsPerOp         = diag.CodeChannelsPerOp
+	CodeRefsPerOp             = diag.CodeRefsPerOp
+	CodeSemaphoresPerOp       = diag.CodeSemaphoresPerOp
 
-func (ds Diagnostics) String() string {
-	var b strings.Builder
-	for _, d := range ds {
-		b.WriteString(d.String())
-		b.WriteByte('\n')
-	}
-	return b.String()
-}
-
-// Err returns ds as an error when it holds any error, else nil.
-func (ds Diagnostics) Err() error {
-	if !ds.HasErrors() {
-		return nil
-	}
-	return &DiagError{Diags: ds}
-}
-
-// DiagError wraps diagnostics as a Go error.
-type DiagError struct{ Diags Diagnostics }
-
-func (e *DiagError) Error() string {
-	errs := e.Diags.Errors()
-	if len(errs) == 1 {
-		return errs[0].String()
-	}
-	return fmt.Sprintf("%d errors:\n%s", len(errs), strings.TrimRight(errs.String(), "\n"))
-}
+	// CodeUnsignaledWait: a wait whose partner channel no op signals (a
+	// deadlock visible without running the plan). The compiler reports
+	// the same defect at its source when it checks the pairs (pass
+	// limits), so its checker between passes leaves this one to it.
+	CodeUnsignaledWait = diag.CodeUnsignaledWait
+)
 
 // diagSink collects diagnostics while walking a plan.
-type diagSink struct{ ds Diagnostics }
+// code is the code of its errors (CodeInvalid when empty); warnings are
+// CodeSuspicious.
+type diagSink struct {
+	ds   Diagnostics
+	code string
+}
+
+func (s *diagSink) errCode() string {
+	if s.code == "" {
+		return CodeInvalid
+	}
+	return s.code
+}
 
 func (s *diagSink) errorf(path, format string, args ...any) {
-	s.ds = append(s.ds, Diagnostic{Severity: SevError, Path: path, Msg: fmt.Sprintf(format, args...)})
+	s.ds = append(s.ds, Diagnostic{Severity: diag.Error, Code: s.errCode(), Path: path, Summary: fmt.Sprintf(format, args...)})
 }
 
 func (s *diagSink) warnf(path, format string, args ...any) {
-	s.ds = append(s.ds, Diagnostic{Severity: SevWarning, Path: path, Msg: fmt.Sprintf(format, args...)})
+	s.ds = append(s.ds, Diagnostic{Severity: diag.Warning, Code: CodeSuspicious, Path: path, Summary: fmt.Sprintf(format, args...)})
 }
 
 // jpath is a JSON path the validator builds only when it reports: a plan
@@ -185,20 +105,24 @@ func heapPath(p *jpath) *jpath { return &jpath{key: p.String(), idx: -1} }
 
 // errorp reports an error at p followed by the static suffix sub.
 func (s *diagSink) errorp(p *jpath, sub, format string, args ...any) {
-	s.ds = append(s.ds, Diagnostic{Severity: SevError, Path: p.String() + sub, Msg: fmt.Sprintf(format, args...)})
+	s.ds = append(s.ds, Diagnostic{Severity: diag.Error, Code: s.errCode(), Path: p.String() + sub, Summary: fmt.Sprintf(format, args...)})
 }
 
 // codep reports an error at p+sub that callers tell apart by its code.
 func (s *diagSink) codep(p *jpath, sub, code, format string, args ...any) {
-	s.ds = append(s.ds, Diagnostic{Severity: SevError, Path: p.String() + sub, Msg: fmt.Sprintf(format, args...), Code: code})
+	s.ds = append(s.ds, Diagnostic{Severity: diag.Error, Path: p.String() + sub, Summary: fmt.Sprintf(format, args...), Code: code})
 }
 
 // limitp reports at p+sub that the plan uses count where the upstream
 // executor holds max (code says which table).
 func (s *diagSink) limitp(p *jpath, sub, code string, count, max int, format string, args ...any) {
-	s.ds = append(s.ds, Diagnostic{Severity: SevError, Path: p.String() + sub, Msg: fmt.Sprintf(format, args...), Code: code, Count: count, Max: max})
+	s.ds = append(s.ds, Diagnostic{Severity: diag.Error, Path: p.String() + sub, Summary: fmt.Sprintf(format, args...), Code: code, Count: count, Max: max})
 }
 
 func (s *diagSink) warnp(p *jpath, sub, format string, args ...any) {
-	s.ds = append(s.ds, Diagnostic{Severity: SevWarning, Path: p.String() + sub, Msg: fmt.Sprintf(format, args...)})
+	s.ds = append(s.ds, Diagnostic{Severity: diag.Warning, Code: CodeSuspicious, Path: p.String() + sub, Summary: fmt.Sprintf(format, args...)})
 }
+
+// DiagError is Diagnostics as a Go error (Check, Load): errors.As finds
+// it, and its Diags keep the codes.
+type DiagError = diag.Err

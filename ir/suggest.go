@@ -1,21 +1,15 @@
 package ir
 
-import (
-	"fmt"
-
-	"github.com/msccl-go/msccl-go/internal/textdist"
-)
+import "github.com/msccl-go/msccl-go/internal/diag"
 
 // suggestOp returns ` (did you mean "x"?)` for the closest op name, or "".
 func suggestOp(name string) string {
-	best, bestD := "", 3
+	names := make([]string, len(opTable))
 	for i := range opTable {
-		if d := textdist.Levenshtein(name, opTable[i].Name); d < bestD {
-			best, bestD = opTable[i].Name, d
-		}
+		names[i] = opTable[i].Name
 	}
-	if best == "" {
-		return ""
+	if s := diag.Suggest(name, names); s != "" {
+		return " (" + s + ")"
 	}
-	return fmt.Sprintf(" (did you mean %q?)", best)
+	return ""
 }

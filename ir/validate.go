@@ -16,7 +16,7 @@ import (
 // is safe on plans built or mutated in memory.
 func Validate(p *Plan) Diagnostics {
 	if p == nil {
-		return Diagnostics{{Severity: SevError, Msg: "no plan"}}
+		return Diagnostics{{Code: CodeInvalid, Summary: "no plan"}}
 	}
 	v := &validator{p: p, flat: make([][numChanTypes][]FlatChannel, len(p.GPUs)), byPeer: make([][numChanTypes]map[int][]int, len(p.GPUs))}
 	n := len(p.GPUs)

@@ -22,13 +22,14 @@ func init() {
 
 func cmdCompile(args []string, stdout, stderr io.Writer) int {
 	defs := defines{}
-	fs := newFlags("compile", stderr, "compile FILE.msccl [-D name=value ...] [-o plan.json] [--dump=PASS|all] [--no-verify] [--verify-sizes SIZES] [--verify-dtypes f32,bf16]")
+	fs := newFlags("compile", stderr, "compile FILE.msccl [-D name=value ...] [-o plan.json] [--dump=PASS|all] [--no-verify] [--verify-sizes SIZES] [--verify-dtypes f32,bf16] [--json]")
 	fs.Var(defs, "D", "override a parameter: -D ranks=16 (repeatable)")
 	out := fs.String("o", "", "write the plan here instead of stdout")
 	dump := fs.String("dump", "", "print the IR after this pass to stderr (passes: "+strings.Join(compiler.PassNames(), ", ")+"; or all)")
 	noVerify := fs.Bool("no-verify", false, "skip the CPU executor's proof of the compiled plan")
 	sizes := fs.String("verify-sizes", "", "message sizes (nccl-tests convention) the proof runs at (default: sizes that cover every size the plan's rule admits)")
 	dtypes := fs.String("verify-dtypes", "f32,bf16", "data types the proof runs with")
+	df := jsonFlag(fs)
 	pos, code, ok := fs.parse(args)
 	if !ok {
 		return code
@@ -65,13 +66,13 @@ func cmdCompile(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "# after pass %s\n%s", pass, text)
 	}}
 	p, sm, ds := compiler.CompileSource(pos[0], src, defs, opts)
-	printDiags(stderr, ds)
+	printDiags(stderr, ds, *df)
 	if p == nil || ds.HasErrors() {
 		return exitBad
 	}
 	if !*noVerify {
 		vds := compiler.Verify(p, sm, vs, vt)
-		printDiags(stderr, vds)
+		printDiags(stderr, vds, *df)
 		if vds.HasErrors() {
 			fmt.Fprintf(stderr, "%s: the compiled plan is not correct (see above); no plan written. Use --no-verify to write it anyway.\n", pos[0])
 			return exitBad
@@ -106,16 +107,11 @@ func cmdCompile(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-func printDiags(w io.Writer, ds dsl.Diagnostics) {
-	for _, d := range ds {
-		fmt.Fprintln(w, d.String())
-	}
-}
-
 func cmdFmt(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("fmt", stderr, "fmt [-w] [-l] FILE.msccl...")
+	fs := newFlags("fmt", stderr, "fmt [-w] [-l] [--json] FILE.msccl...")
 	write := fs.Bool("w", false, "rewrite files in place")
 	list := fs.Bool("l", false, "list files whose formatting differs")
+	df := jsonFlag(fs)
 	pos, code, ok := fs.parse(args)
 	if !ok {
 		return code
@@ -132,7 +128,7 @@ func cmdFmt(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		f, ds := dsl.Parse(path, src)
-		printDiags(stderr, ds)
+		printDiags(stderr, ds, *df)
 		if ds.HasErrors() {
 			rc = exitBad
 			continue

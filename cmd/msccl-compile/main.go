@@ -7,7 +7,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/msccl-go/msccl-go/dsl"
+	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/internal/version"
 )
 
@@ -50,7 +50,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	c, ok := commands[args[0]]
 	if !ok {
 		msg := fmt.Sprintf("msccl-compile: unknown command %q", args[0])
-		if hint := dsl.Suggest(args[0], commandNames()); hint != "" {
+		if hint := diag.Suggest(args[0], commandNames()); hint != "" {
 			msg += " (" + hint + ")"
 		}
 		// One line: the full usage would bury the hint.

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
+	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -14,18 +16,19 @@ func init() {
 }
 
 // loadPlan reads, decodes and validates a plan file, printing every
-// diagnostic prefixed with the file name. It returns nil when the plan has
+// diagnostic (in format f) at the file. It returns nil when the plan has
 // errors.
-func loadPlan(path string, stderr io.Writer) *ir.Plan {
+func loadPlan(path string, stderr io.Writer, f diag.Format) *ir.Plan {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		fmt.Fprintf(stderr, "%v\n", err)
 		return nil
 	}
 	p, ds, err := ir.Load(data)
-	for _, d := range ds {
-		fmt.Fprintf(stderr, "%s: %s\n", path, d)
+	for i := range ds {
+		ds[i].Subject.Start.Filename = path
 	}
+	printDiags(stderr, ds, f)
 	if err != nil {
 		return nil
 	}
@@ -47,11 +50,16 @@ func onePath(cmd string, args []string, stderr io.Writer) (path string, code int
 }
 
 func cmdCheck(args []string, stdout, stderr io.Writer) int {
+	// --json is check's one flag; onePath takes the plan.
+	f := diag.Text
+	if i := slices.IndexFunc(args, func(a string) bool { return a == "--json" || a == "-json" }); i >= 0 {
+		f, args = diag.JSON, slices.Delete(slices.Clone(args), i, i+1)
+	}
 	path, code, ok := onePath("check", args, stderr)
 	if !ok {
 		return code
 	}
-	p := loadPlan(path, stderr)
+	p := loadPlan(path, stderr, f)
 	if p == nil {
 		return exitBad
 	}
@@ -70,7 +78,7 @@ func cmdDump(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	p := loadPlan(path, stderr)
+	p := loadPlan(path, stderr, diag.Text)
 	if p == nil {
 		return exitBad
 	}

@@ -18,11 +18,12 @@ func init() {
 
 func cmdPlans(args []string, stdout, stderr io.Writer) int {
 	defs := defines{}
-	fs := newFlags("plans", stderr, "plans --select algorithms/selection.yaml -D ranks=8 [-D gpus_per_node=8] --out DIR [--no-verify]")
+	fs := newFlags("plans", stderr, "plans --select algorithms/selection.yaml -D ranks=8 [-D gpus_per_node=8] --out DIR [--no-verify] [--json]")
 	fs.Var(defs, "D", "world description and parameter overrides: -D ranks=8 (required), -D gpus_per_node=4 or -D nodes=2")
 	sel := fs.String("select", "algorithms/selection.yaml", "selection table")
 	out := fs.String("out", "", "directory for the plans (created if missing)")
 	noVerify := fs.Bool("no-verify", false, "skip the CPU executor's proof of each plan")
+	df := jsonFlag(fs)
 	pos, code, ok := fs.parse(args)
 	if !ok {
 		return code
@@ -43,7 +44,7 @@ func cmdPlans(args []string, stdout, stderr io.Writer) int {
 	for _, np := range plans {
 		if !*noVerify {
 			vds := compiler.Verify(np.Plan, np.Source, nil, []cpu.DType{cpu.F32, cpu.BF16})
-			printDiags(stderr, vds)
+			printDiags(stderr, vds, *df)
 			if vds.HasErrors() {
 				return errorf(stderr, "plans", "%s (row at %s:%d) is not correct; no plan written", np.Algorithm, *sel, np.Row.Line)
 			}

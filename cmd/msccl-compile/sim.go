@@ -8,6 +8,7 @@ import (
 
 	"github.com/msccl-go/msccl-go/compiler"
 	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/internal/hostmem"
 	"github.com/msccl-go/msccl-go/internal/size"
 	"github.com/msccl-go/msccl-go/ir"
@@ -41,7 +42,7 @@ func (f *simFlags) register(fs interface {
 	fs.IntVar(&f.llWidth, "ll", 16, "LL packet width in bytes: 8 or 16")
 	fs.StringVar(&f.trace, "trace", "", "write a Chrome trace-event JSON of the first launch to this file (open in Perfetto)")
 	fs.StringVar(&f.topo, "topology", "", "YAML topology file for the trace's cost model (default: H200 NVLink)")
-	fs.BoolVar(&f.json, "json", false, "print the verdict as JSON")
+	fs.BoolVar(&f.json, "json", false, "print the verdict as JSON (and diagnostics as JSON lines on stderr)")
 	fs.BoolVar(&f.symbolic, "symbolic", false, "prove symbolically: every element a fingerprint of whose input it is, scratch poison, reductions add (covers every reduction and type; --dtype and --op are ignored)")
 }
 
@@ -94,7 +95,11 @@ func cmdSim(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return errorf(stderr, "sim", "%v", err)
 	}
-	p := loadPlan(pos[0], stderr)
+	df := diag.Text
+	if f.json {
+		df = diag.JSON
+	}
+	p := loadPlan(pos[0], stderr, df)
 	if p == nil {
 		return exitBad
 	}
