@@ -80,5 +80,15 @@
 #define WD_FLUSH 5
 #define WD_FIFO_FULL 6
 
+// offsetof for the layout assertions (abi_check.cuh).
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_offsetof)
+#define ABI_OFFSETOF(T, m) __builtin_offsetof(T, m)
+#endif
+#endif
+#ifndef ABI_OFFSETOF
+#define ABI_OFFSETOF(T, m) ((unsigned long long)&(((T*)0)->m))
+#endif
+
 // Limits.
 #define MAXR 10  // sources, and destinations, of one op: ir.MaxRefsPerOp

@@ -187,6 +187,12 @@ func abiHeader() []byte {
 	for i, k := range watchKinds {
 		fmt.Fprintf(&b, "#define %s %d\n", k.c, i)
 	}
+	// NVRTC 11.x has no __builtin_offsetof (and no stddef.h without the
+	// toolkit); its front end folds the classic null-pointer form to a
+	// constant, which static_assert accepts.
+	b.WriteString("\n// offsetof for the layout assertions (abi_check.cuh).\n")
+	b.WriteString("#if defined(__has_builtin)\n#if __has_builtin(__builtin_offsetof)\n#define ABI_OFFSETOF(T, m) __builtin_offsetof(T, m)\n#endif\n#endif\n")
+	b.WriteString("#ifndef ABI_OFFSETOF\n#define ABI_OFFSETOF(T, m) ((unsigned long long)&(((T*)0)->m))\n#endif\n")
 	b.WriteString("\n// Limits.\n")
 	fmt.Fprintf(&b, "#define MAXR %d  // sources, and destinations, of one op: ir.MaxRefsPerOp\n", MaxRefs)
 	return b.Bytes()
@@ -201,36 +207,43 @@ func fifoDefines(b *bytes.Buffer, prefix string) {
 	fmt.Fprintf(b, "#define %sFIFO_SEQ_MASK 0x%xull\n", prefix, uint64(1)<<FifoSeqBits-1)
 }
 
-// abiCheck renders the static_asserts: every mirrored field's offset and
-// every struct's size, as unsafe.Offsetof and unsafe.Sizeof give them in
-// Go (reflect's StructField.Offset is the same number).
+// abiCheck renders the static_asserts of every struct of deviceStructs.
 func abiCheck() ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString(generatedLine)
 	b.WriteString("// abi_check.cuh: the last part of every kernel source; NVRTC rejects a kernel whose\n")
 	b.WriteString("// structs no longer match the Go mirrors in kernels/layout.go.\n\n")
-	// NVRTC 11.x has no __builtin_offsetof (and no stddef.h without the
-	// toolkit); its front end folds the classic null-pointer form to a
-	// constant, which static_assert accepts.
-	b.WriteString("#if defined(__has_builtin)\n#if __has_builtin(__builtin_offsetof)\n#define ABI_OFFSETOF(T, m) __builtin_offsetof(T, m)\n#endif\n#endif\n")
-	b.WriteString("#ifndef ABI_OFFSETOF\n#define ABI_OFFSETOF(T, m) ((unsigned long long)&(((T*)0)->m))\n#endif\n\n")
 	for _, s := range deviceStructs {
-		t := s.goType
-		fmt.Fprintf(&b, "static_assert(sizeof(%s) == %d, \"sizeof(%s) differs from kernels.%s\");\n", s.c, t.Size(), s.c, t.Name())
-		for i := 0; i < t.NumField(); i++ {
-			f := t.Field(i)
-			if f.Name == "_" {
-				continue
-			}
-			c := f.Tag.Get("c")
-			if c == "" {
-				return nil, fmt.Errorf("kernels.%s.%s has no c tag naming its CUDA member", t.Name(), f.Name)
-			}
-			fmt.Fprintf(&b, "static_assert(ABI_OFFSETOF(%s, %s) == %d, \"%s.%s: offset differs from kernels.%s.%s\");\n",
-				s.c, c, f.Offset, s.c, c, t.Name(), f.Name)
+		a, err := LayoutAsserts(s.goType, s.c)
+		if err != nil {
+			return nil, err
 		}
+		b.WriteString(a)
 	}
 	return b.Bytes(), nil
+}
+
+// LayoutAsserts renders static_asserts that CUDA struct cName has goType's
+// size and, for every field but blank ones, the offset unsafe.Offsetof
+// gives in Go (reflect's StructField.Offset is the same number); each
+// field's c tag names the CUDA member. ABI_OFFSETOF comes from abi.cuh.
+func LayoutAsserts(goType reflect.Type, cName string) (string, error) {
+	var b strings.Builder
+	t := goType
+	fmt.Fprintf(&b, "static_assert(sizeof(%s) == %d, \"sizeof(%s) differs from %s\");\n", cName, t.Size(), cName, t)
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if f.Name == "_" {
+			continue
+		}
+		c := f.Tag.Get("c")
+		if c == "" {
+			return "", fmt.Errorf("%s.%s has no c tag naming its CUDA member", t, f.Name)
+		}
+		fmt.Fprintf(&b, "static_assert(ABI_OFFSETOF(%s, %s) == %d, \"%s.%s: offset differs from %s.%s\");\n",
+			cName, c, f.Offset, cName, c, t, f.Name)
+	}
+	return b.String(), nil
 }
 
 func proxyHeader() []byte {

@@ -2,15 +2,6 @@
 // abi_check.cuh: the last part of every kernel source; NVRTC rejects a kernel whose
 // structs no longer match the Go mirrors in kernels/layout.go.
 
-#if defined(__has_builtin)
-#if __has_builtin(__builtin_offsetof)
-#define ABI_OFFSETOF(T, m) __builtin_offsetof(T, m)
-#endif
-#endif
-#ifndef ABI_OFFSETOF
-#define ABI_OFFSETOF(T, m) ((unsigned long long)&(((T*)0)->m))
-#endif
-
 static_assert(sizeof(TableHeader) == 16, "sizeof(TableHeader) differs from kernels.TableHeader");
 static_assert(ABI_OFFSETOF(TableHeader, nops) == 0, "TableHeader.nops: offset differs from kernels.TableHeader.NOps");
 static_assert(ABI_OFFSETOF(TableHeader, nrefs) == 4, "TableHeader.nrefs: offset differs from kernels.TableHeader.NRefs");

@@ -1,0 +1,100 @@
+package reference
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/msccl-go/msccl-go/ir"
+	"github.com/msccl-go/msccl-go/kernels"
+	"github.com/msccl-go/msccl-go/runtime/nvrtc"
+)
+
+// TestCompilePTX compiles every reference kernel with whatever NVRTC is
+// installed (CI: Debian's 11.8), which also checks RefArgs against Args.
+func TestCompilePTX(t *testing.T) {
+	if _, _, err := nvrtc.Version(); err != nil {
+		if errors.Is(err, nvrtc.ErrNoNVRTC) {
+			t.Skipf("NVRTC not installed: %v", err)
+		}
+		t.Fatal(err)
+	}
+	cases := []struct {
+		k  string
+		dt ir.DType
+		ll int
+	}{
+		{"allreduce_oneshot_ll", ir.F16, 16}, {"allreduce_oneshot_ll", ir.F32, 8},
+		{"allreduce_twoshot", ir.BF16, 16}, {"allreduce_twoshot", ir.F8E4M3, 16},
+		{"allgather_direct", ir.F32, 16},
+	}
+	if testing.Short() {
+		cases = cases[:1]
+	}
+	for _, c := range cases {
+		k, err := Lookup(c.k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, entry, err := k.Source(c.dt, c.ll)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(entry, func(t *testing.T) {
+			ptx, log, err := nvrtc.Compile(src, entry+".cu", kernels.CompileOptions("compute_90"))
+			if err != nil {
+				t.Fatalf("%v\n%s", err, log)
+			}
+			if !strings.Contains(string(ptx), ".entry "+entry) {
+				t.Errorf("PTX has no entry %s", entry)
+			}
+		})
+	}
+}
+
+func TestEncodeIsMemoryImage(t *testing.T) {
+	if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 {
+		t.Skip("big-endian host")
+	}
+	var a Args
+	for i, p := 0, (*[ArgsBytes]byte)(unsafe.Pointer(&a)); i < ArgsBytes; i++ {
+		p[i] = byte(i*7 + 1)
+	}
+	a.NRanks, a.Red = 8, 3
+	img := unsafe.Slice((*byte)(unsafe.Pointer(&a)), ArgsBytes)
+	got := a.Encode()
+	// The blank padding word encodes as zero.
+	want := append([]byte(nil), img...)
+	copy(want[ArgsBytes-4:], []byte{0, 0, 0, 0})
+	if !bytes.Equal(got, want) {
+		t.Errorf("Encode differs from the struct's bytes:\n got % x\nwant % x", got, want)
+	}
+}
+
+func TestChunkAndNames(t *testing.T) {
+	ll, _ := Lookup("allreduce_oneshot_ll")
+	if c, err := ll.Chunk(8, 8<<10, 16); err != nil || c != 1<<10 {
+		t.Errorf("chunk %d, %v", c, err)
+	}
+	for _, bad := range []struct {
+		ranks int
+		in    int64
+	}{{8, 100}, {1, 1024}, {33, 33 << 10}, {8, 8 * 4}} {
+		if _, err := ll.Chunk(bad.ranks, bad.in, 16); err == nil {
+			t.Errorf("Chunk(%d, %d) accepted", bad.ranks, bad.in)
+		}
+	}
+	ag, _ := Lookup("allgather_direct")
+	if c, err := ag.Chunk(8, 64, 16); err != nil || c != 64 || ag.ScratchBytes(8, c) != 0 {
+		t.Errorf("allgather chunk %d, %v", c, err)
+	}
+	if _, err := Lookup("allreduce_ring"); err == nil || !strings.Contains(err.Error(), "allreduce_twoshot") {
+		t.Errorf("unknown name: %v", err)
+	}
+	if _, err := ll.EntryName(ir.Symbolic, 16); err == nil {
+		t.Error("symbolic type accepted")
+	}
+}
