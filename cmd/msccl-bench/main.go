@@ -5,6 +5,7 @@
 //
 //	msccl-bench --algo allreduce_twoshot --ranks 8 -b 1K -e 256M -f 2 -d f16 -o sum -c
 //	msccl-bench --plan plan.json -b 1K -e 1G -G --json
+//	msccl-bench --algo allreduce_twoshot --ranks 8 -b 64M -e 256M -d f16 -c -G --reference allreduce_twoshot
 //
 // All ranks run in this process on device 0 (see executor/cuda).
 //
@@ -73,6 +74,7 @@ type config struct {
 	graph, check, asJSON bool
 	ll                   int
 	timeout              time.Duration
+	perf                 perfConfig // --reference (perf.go)
 }
 
 // Row is one size's result (the --json record).
@@ -89,6 +91,7 @@ type Row struct {
 	Wrong   int64   `json:"wrong"` // -1: not checked
 	Graph   bool    `json:"graph"`
 	Skipped string  `json:"skipped,omitempty"`
+	Ref     *RefRow `json:"reference,omitempty"` // --reference (perf.go)
 }
 
 func main() {
@@ -145,6 +148,7 @@ func run(args []string, w io.Writer) error {
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "watchdog timeout of one wait")
 	showVersion := fs.Bool("version", false, "print the build's version and exit")
 	showTopo := topoFlag(fs)
+	perfFlags(fs, &c.perf)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(w, "usage: msccl-bench (--plan PLAN.json | --algo NAME [-D NAME=VALUE]...) [flags]")
@@ -162,6 +166,9 @@ func run(args []string, w io.Writer) error {
 		return runTopo(fs, w)
 	}
 	if err := c.check1(fs, *b, *e); err != nil {
+		return err
+	}
+	if err := c.perf.check(); err != nil {
 		return err
 	}
 	p, name, err := loadPlan(&c)
@@ -289,6 +296,12 @@ func verdict(rows []Row) error {
 			skipped = append(skipped, fmt.Sprintf("%s (%s)", size.Format(r.Bytes), r.Skipped))
 		case r.Wrong > 0:
 			wrong = append(wrong, fmt.Sprintf("%s (%d wrong)", size.Format(r.Bytes), r.Wrong))
+		}
+		if r.Ref != nil && r.Ref.Wrong > 0 {
+			wrong = append(wrong, fmt.Sprintf("%s (reference %s: %d wrong)", size.Format(r.Bytes), r.Ref.Name, r.Ref.Wrong))
+		}
+		if r.Ref != nil && r.Ref.Skipped != "" {
+			skipped = append(skipped, fmt.Sprintf("%s (reference %s: %s)", size.Format(r.Bytes), r.Ref.Name, r.Ref.Skipped))
 		}
 	}
 	var parts []string
@@ -459,6 +472,11 @@ func bench(c *config, p *ir.Plan, name string, sizes []int64, w io.Writer) ([]Ro
 		return nil, err
 	}
 	defer ex.Close()
+	ref, err := c.perf.open(ex)
+	if err != nil {
+		return nil, err
+	}
+	defer ref.Close()
 	s, err := cuda.NewStream(true)
 	if err != nil {
 		return nil, err
@@ -490,7 +508,7 @@ func bench(c *config, p *ir.Plan, name string, sizes []int64, w io.Writer) ([]Ro
 		if c.check {
 			job = <-jobs[i]
 		}
-		if err := one(c, ex, p, dt, red, s, ev0, ev1, &row, job); err != nil {
+		if err := one(c, ex, ref, p, dt, red, s, ev0, ev1, &row, job); err != nil {
 			var h *cudaexec.HangError
 			if errors.As(err, &h) {
 				return nil, err
@@ -513,12 +531,13 @@ func bench(c *config, p *ir.Plan, name string, sizes []int64, w io.Writer) ([]Ro
 			wrong = strconv.FormatInt(row.Wrong, 10)
 		}
 		fmt.Fprintf(w, " %12d %12d %6s %6s %10.2f %8.2f %8.2f %7s\n", row.Bytes, row.Count, row.Type, row.Redop, row.TimeUs, row.AlgBW, row.BusBW, wrong)
+		printRef(w, &row)
 	}
 	return rows, nil
 }
 
 // one measures one size.
-func one(c *config, ex *cudaexec.Executor, p *ir.Plan, dt ir.DType, red ir.ReduceOp, s *cuda.Stream, ev0, ev1 *cuda.Event, row *Row, job checkJob) error {
+func one(c *config, ex *cudaexec.Executor, ref *cudaexec.Reference, p *ir.Plan, dt ir.DType, red ir.ReduceOp, s *cuda.Stream, ev0, ev1 *cuda.Event, row *Row, job checkJob) error {
 	bufs, err := ex.Alloc(row.Bytes)
 	if err != nil {
 		return err
@@ -543,42 +562,16 @@ func one(c *config, ex *cudaexec.Executor, p *ir.Plan, dt ir.DType, red ir.Reduc
 		}
 		row.Wrong = wrong
 	}
-	launch := func() error { return ex.Run(call) }
-	if c.graph {
-		g, err := ex.Capture(call)
-		if err != nil {
-			return err
-		}
-		defer g.Destroy()
-		launch = g.Launch
-	}
-	for i := 0; i < c.warmup; i++ {
-		if err := launch(); err != nil {
-			return err
-		}
-	}
-	if err := ev0.Record(s); err != nil {
-		return err
-	}
-	for i := 0; i < c.iters; i++ {
-		if err := launch(); err != nil {
-			return err
-		}
-	}
-	if err := ev1.Record(s); err != nil {
-		return err
-	}
-	if err := ex.Wait(s); err != nil {
-		return err
-	}
-	ms, err := cuda.Elapsed(ev0, ev1)
+	sec, err := timeRuns(c, ex, call, ev0, ev1)
 	if err != nil {
 		return err
 	}
-	sec := float64(ms) / 1e3 / float64(c.iters)
 	row.TimeUs = sec * 1e6
 	row.AlgBW = float64(row.Bytes) / sec / 1e9
 	row.BusBW = row.AlgBW * busFactor(p.Collective, len(p.GPUs))
+	if ref != nil {
+		row.Ref = oneReference(c, ref, p, call, ev0, ev1, row, job)
+	}
 	return nil
 }
 
@@ -598,7 +591,7 @@ func definedBytes(p *ir.Plan, r int, in, out int64) (lo, hi int64) {
 	return 0, out
 }
 
-func checkOnce(ex *cudaexec.Executor, p *ir.Plan, call cudaexec.Call, rep *cpu.Report) (int64, error) {
+func checkOnce(ex runner, p *ir.Plan, call cudaexec.Call, rep *cpu.Report) (int64, error) {
 	if !rep.OK() {
 		return 0, fmt.Errorf("the CPU executor rejects the plan at this size: %s", rep.Verdict)
 	}

@@ -324,6 +324,18 @@ func (e *Executor) function(dt ir.DType, ll int) (*fnEntry, error) {
 		return nil, err
 	}
 	name, _ := kernels.KernelName(dt, ll)
+	f, err := e.compile(name, src)
+	if err != nil {
+		return nil, err
+	}
+	e.fns[k] = f
+	return f, nil
+}
+
+// compile builds entry point name of src for the device (NVRTC, cached on
+// disk) and loads it.
+func (e *Executor) compile(name, src string) (*fnEntry, error) {
+	var err error
 	dir := e.opt.CacheDir
 	if dir == "" {
 		if dir, err = nvrtc.DefaultCacheDir(); err != nil {
@@ -343,9 +355,7 @@ func (e *Executor) function(dt ir.DType, ll int) (*fnEntry, error) {
 		mod.Unload()
 		return nil, err
 	}
-	f := &fnEntry{mod: mod, fn: fn, smem: 48 << 10}
-	e.fns[k] = f
-	return f, nil
+	return &fnEntry{mod: mod, fn: fn, smem: 48 << 10}, nil
 }
 
 // Close releases everything the executor allocated. It waits for work in

@@ -39,15 +39,26 @@ func (e *Executor) Capture(c Call) (*Graph, error) {
 	if err != nil {
 		return nil, err
 	}
+	g, err := e.capture(c.Stream, func() error { return e.Run(c) })
+	if err != nil {
+		return nil, err
+	}
+	b.pins++
+	g.key = e.keyOf(&bc)
+	return g, nil
+}
+
+// capture records what run enqueues on s into an instantiated graph.
+func (e *Executor) capture(s *cuda.Stream, run func() error) (*Graph, error) {
 	// Capture mode is per thread in the driver's bookkeeping of the
 	// current context; keep the goroutine on one thread throughout.
 	runtime.LockOSThread()
-	if err := c.Stream.BeginCapture(); err != nil {
+	if err := s.BeginCapture(); err != nil {
 		runtime.UnlockOSThread()
 		return nil, err
 	}
-	rerr := e.Run(c)
-	g, err := c.Stream.EndCapture()
+	rerr := run()
+	g, err := s.EndCapture()
 	runtime.UnlockOSThread()
 	if rerr != nil {
 		if g != nil {
@@ -63,8 +74,7 @@ func (e *Executor) Capture(c Call) (*Graph, error) {
 		g.Destroy()
 		return nil, err
 	}
-	b.pins++
-	return &Graph{e: e, key: e.keyOf(&bc), s: c.Stream, g: g, ge: ge}, nil
+	return &Graph{e: e, s: s, g: g, ge: ge}, nil
 }
 
 // Launch replays the graph on the stream it was captured on.

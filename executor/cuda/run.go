@@ -375,17 +375,7 @@ func (e *Executor) Run(c Call) error {
 	if err != nil {
 		return err
 	}
-	if c.Stream != nil {
-		if err := e.fork.Record(c.Stream); err != nil {
-			return err
-		}
-	}
-	for r, rs := range e.ranks {
-		if c.Stream != nil {
-			if err := rs.stream.WaitEvent(e.fork); err != nil {
-				return err
-			}
-		}
+	return e.fanOut(c.Stream, func(r int, rs *rankRes) error {
 		if st != nil {
 			if err := e.copyIn(r, user, st, rs.stream); err != nil {
 				return err
@@ -396,15 +386,36 @@ func (e *Executor) Run(c Call) error {
 			return fmt.Errorf("launching rank %d: %w", r, err)
 		}
 		if st != nil {
-			if err := e.copyOut(r, user, st, rs.stream); err != nil {
+			return e.copyOut(r, user, st, rs.stream)
+		}
+		return nil
+	})
+}
+
+// fanOut enqueues work for every rank on the rank's stream, forked from
+// and joined back into s (when given) with events: how Run launches a
+// plan, and how a Reference launches its kernel, so that both are timed
+// the same way.
+func (e *Executor) fanOut(s *cuda.Stream, work func(r int, rs *rankRes) error) error {
+	if s != nil {
+		if err := e.fork.Record(s); err != nil {
+			return err
+		}
+	}
+	for r, rs := range e.ranks {
+		if s != nil {
+			if err := rs.stream.WaitEvent(e.fork); err != nil {
 				return err
 			}
 		}
-		if c.Stream != nil {
+		if err := work(r, rs); err != nil {
+			return err
+		}
+		if s != nil {
 			if err := rs.done.Record(rs.stream); err != nil {
 				return err
 			}
-			if err := c.Stream.WaitEvent(rs.done); err != nil {
+			if err := s.WaitEvent(rs.done); err != nil {
 				return err
 			}
 		}

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestReferenceFlag(t *testing.T) {
+	err := run([]string{"--plan", "p.json", "--reference", "allreduce_ring"}, &bytes.Buffer{})
+	if err == nil || exitCode(err) != 2 || !strings.Contains(err.Error(), `--reference: no reference kernel "allreduce_ring" (have allreduce_oneshot_ll, allreduce_twoshot, allgather_direct)`) {
+		t.Errorf("got %v (exit %d)", err, exitCode(err))
+	}
+}
+
+func TestVerdictCountsReference(t *testing.T) {
+	rows := []Row{
+		{Bytes: 1024, Wrong: 0, Ref: &RefRow{Name: "allreduce_twoshot", Wrong: 3}},
+		{Bytes: 2048, Wrong: 0, Ref: &RefRow{Name: "allreduce_twoshot", Wrong: -1, Skipped: "a chunk of 8 bytes"}},
+	}
+	err := verdict(rows)
+	want := "wrong results at 1 of 2 sizes: 1KiB (reference allreduce_twoshot: 3 wrong); 1 of 2 sizes skipped: 2KiB (reference allreduce_twoshot: a chunk of 8 bytes)"
+	if err == nil || err.Error() != want {
+		t.Errorf("verdict: %v\nwant %s", err, want)
+	}
+}
+
+func TestPrintRef(t *testing.T) {
+	var b bytes.Buffer
+	printRef(&b, &Row{})
+	printRef(&b, &Row{Ref: &RefRow{Name: "allgather_direct", TimeUs: 10, AlgBW: 1, BusBW: 2, Wrong: 0, Ratio: 1.5}})
+	if got := b.String(); !strings.Contains(got, "reference allgather_direct") || !strings.Contains(got, "plan/reference 1.50") || strings.Count(got, "\n") != 1 {
+		t.Errorf("printed %q", got)
+	}
+}
