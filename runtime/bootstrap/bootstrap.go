@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"time"
 )
@@ -129,8 +130,13 @@ func Connect(ctx context.Context, cfg Config) (*Bootstrap, error) {
 			h.mu.Lock()
 			h.fail(err)
 			h.mu.Unlock()
-			// Let the verdict reach the ranks that are connected.
-			h.shutdown(grace(cfg.Timeout))
+			// Until the connect deadline, ranks that arrive late hear the
+			// verdict (naming who failed) rather than find no root; the
+			// process exiting ends this sooner, which is fine.
+			go func() {
+				time.Sleep(time.Until(deadline))
+				h.shutdown(0)
+			}()
 		}
 		return nil, err
 	}
@@ -154,6 +160,14 @@ func join(ctx context.Context, cfg *Config, addr string, deadline time.Time) (*B
 			}
 			return nil, &TimeoutError{Op: "connect", Ranks: []int{0}, After: cfg.Timeout, Detail: detail}
 		}
+		if cfg.IDFile != "" && cfg.Rank != 0 && last != nil {
+			// The file may be an earlier job's, which rank 0 overwrites
+			// when it starts: take the latest before every try, and keep
+			// trying while refused.
+			if id, err := readIDFile(cfg.IDFile, time.Now(), cfg.Timeout); err == nil {
+				cfg.ID, addr = id, id.Addr
+			}
+		}
 		d := net.Dialer{Deadline: deadline}
 		c, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil {
@@ -162,15 +176,7 @@ func join(ctx context.Context, cfg *Config, addr string, deadline time.Time) (*B
 				return welcome(ctx, cfg, c, deadline)
 			}
 			c.Close()
-			if errors.Is(err, errRefused) && cfg.IDFile != "" && cfg.Rank != 0 {
-				// A stale file from an earlier job: rank 0 may not have
-				// rewritten it yet. Read it again and retry.
-				if id, rerr := readIDFile(cfg.IDFile, deadline, cfg.Timeout); rerr == nil && id != cfg.ID {
-					cfg.ID, addr = id, id.Addr
-					continue
-				}
-			}
-			if errors.Is(err, errRefused) || errors.Is(err, errNotRoot) {
+			if (errors.Is(err, errRefused) || errors.Is(err, errNotRoot)) && cfg.IDFile == "" {
 				return nil, fmt.Errorf("bootstrap: rank %d: joining the root at %s: %w (configuration from %s)", cfg.Rank, addr, err, cfg.Source)
 			}
 		}
@@ -472,6 +478,12 @@ func (b *Bootstrap) Close() error {
 	<-b.rdone
 	if b.hub != nil {
 		b.hub.shutdown(b.cfg.Timeout)
+		if b.cfg.IDFile != "" {
+			// Leave no stale id behind for the next job (only ours).
+			if id, err := readIDFile(b.cfg.IDFile, time.Now(), 0); err == nil && id == b.cfg.ID {
+				os.Remove(b.cfg.IDFile)
+			}
+		}
 	}
 	return nil
 }

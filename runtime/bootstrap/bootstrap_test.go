@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -122,6 +124,7 @@ func TestInProcess(t *testing.T) {
 // A rank that never calls the collective is named, on every rank, within
 // the timeout.
 func TestCollectiveTimeoutNamesMissing(t *testing.T) {
+	t.Parallel()
 	const n = 4
 	timeout := 600 * time.Millisecond
 	start := time.Now()
@@ -148,6 +151,7 @@ func TestCollectiveTimeoutNamesMissing(t *testing.T) {
 }
 
 func TestRecvTimeoutNamesPeer(t *testing.T) {
+	t.Parallel()
 	errs := group(t, 2, 300*time.Millisecond, func(b *Bootstrap) error {
 		if b.Rank() == 1 {
 			time.Sleep(time.Second)
@@ -164,6 +168,7 @@ func TestRecvTimeoutNamesPeer(t *testing.T) {
 }
 
 func TestConnectTimeoutNamesMissing(t *testing.T) {
+	t.Parallel()
 	id, err := NewUniqueID("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
@@ -246,4 +251,105 @@ func waitListening(t *testing.T, addr string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("nothing listens on %s", addr)
+}
+
+// MSCCL_UNIQUE_ID_FILE: rank 0 makes the id and writes it; the others
+// wait for it, and are not fooled by a stale file from an earlier job.
+func TestIDFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "id")
+	stale, err := NewUniqueID("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeIDFile(path, stale); err != nil {
+		t.Fatal(err)
+	}
+	const n = 3
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := n - 1; r >= 0; r-- {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, err := Connect(context.Background(), Config{Rank: r, World: n, IDFile: path, Timeout: 5 * time.Second})
+			if err == nil {
+				err = exercise(context.Background(), b)
+				b.Close()
+			}
+			errs[r] = err
+		}()
+		if r == n-1 {
+			time.Sleep(300 * time.Millisecond) // the last rank reads the stale file first
+		}
+	}
+	wg.Wait()
+	noErrors(t, errs)
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("rank 0 left its id file behind: %v", err)
+	}
+}
+
+// A rank that joins and dies before the job has formed fails the others
+// at once, naming it, and a rank arriving later hears the same verdict.
+func TestDeadDuringConnect(t *testing.T) {
+	t.Parallel()
+	id, err := NewUniqueID("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3
+	root := make(chan error, 1)
+	go func() {
+		_, err := Connect(context.Background(), Config{Rank: 0, World: n, ID: id, Timeout: 10 * time.Second})
+		root <- err
+	}()
+	waitListening(t, id.Addr)
+	c, err := net.Dial("tcp", id.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := clientHello(c, &Config{Rank: 1, World: n, ID: id, Node: "x"}, 10000, time.Now().Add(5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	c.Close() // rank 1 dies
+	start := time.Now()
+	var pe *PeerError
+	if err := <-root; !errors.As(err, &pe) || pe.Rank != 1 {
+		t.Errorf("rank 0: %v, want rank 1 named as gone", err)
+	}
+	_, err = Connect(context.Background(), Config{Rank: 2, World: n, ID: id, Timeout: 10 * time.Second})
+	if !errors.As(err, &pe) || pe.Rank != 1 {
+		t.Errorf("late rank 2: %v, want rank 1 named as gone", err)
+	}
+	if el := time.Since(start); el > 3*time.Second {
+		t.Errorf("took %v", el)
+	}
+}
+
+// Close: a Recv from a rank that closed fails naming it (after what it
+// sent is delivered), and a collective that needs it fails the same way.
+func TestClosedPeer(t *testing.T) {
+	errs := group(t, 3, 5*time.Second, func(b *Bootstrap) error {
+		ctx := context.Background()
+		if b.Rank() == 2 {
+			return b.Send(ctx, 0, 1, []byte("last words"))
+		}
+		if b.Rank() == 1 {
+			return nil
+		}
+		got, err := b.Recv(ctx, 2, 1)
+		if err != nil || string(got) != "last words" {
+			return fmt.Errorf("recv: %q, %v", got, err)
+		}
+		var pe *PeerError
+		if _, err := b.Recv(ctx, 2, 1); !errors.As(err, &pe) || pe.Rank != 2 || !pe.Closed {
+			return fmt.Errorf("recv after close: %v, want rank 2 closed", err)
+		}
+		if err := b.Barrier(ctx); !errors.As(err, &pe) || !pe.Closed {
+			return fmt.Errorf("barrier after close: %v, want a closed rank named", err)
+		}
+		return nil
+	})
+	noErrors(t, errs)
 }

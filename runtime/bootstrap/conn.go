@@ -189,6 +189,8 @@ func clientHello(c net.Conn, cfg *Config, msLeft uint64, deadline time.Time) err
 		return err
 	}
 	switch r.kind {
+	case kAbort:
+		return fmt.Errorf("%w: %w", errRefused, abortErr(r))
 	case kReject:
 		return fmt.Errorf("%w: %s", errRefused, r.text)
 	case kAccept:

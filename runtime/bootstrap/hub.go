@@ -134,7 +134,8 @@ func (h *hub) admit(c net.Conn) {
 		reject("rank %d is out of range for world size %d", m.rank, h.world)
 		return
 	case h.err != nil:
-		reject("the job already failed: %v", h.err)
+		c.Write(encode(abortMsg(h.err)))
+		c.Close()
 		return
 	case h.peers[m.rank] != nil:
 		reject("rank %d already joined (from %s)", m.rank, h.peers[m.rank].conn.RemoteAddr())
@@ -358,7 +359,9 @@ func (h *hub) fail(err error) {
 	}
 	h.err = err
 	h.timer.Stop()
-	h.ln.Close()
+	// The listener stays open until shutdown: a rank that arrives late
+	// hears the verdict (admit rejects it with the abort) instead of
+	// retrying a closed port until its own timeout.
 	for _, pc := range h.colls {
 		if pc.timer != nil {
 			pc.timer.Stop()

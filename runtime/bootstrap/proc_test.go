@@ -210,6 +210,7 @@ func TestProcesses(t *testing.T) {
 }
 
 func TestProcessNeverArrives(t *testing.T) {
+	t.Parallel()
 	const n, victim = 4, 2
 	p := spawn(t, SpawnConfig{N: n, Timeout: time.Second, KeepGoing: true, RankEnv: func(r int) []string {
 		if r == victim {
@@ -226,6 +227,7 @@ func TestProcessNeverArrives(t *testing.T) {
 }
 
 func TestProcessHangs(t *testing.T) {
+	t.Parallel()
 	const n, victim = 4, 1
 	p := spawn(t, SpawnConfig{N: n, Timeout: time.Second, KeepGoing: true, Env: []string{"BOOTSTRAP_TEST_VICTIM=" + strconv.Itoa(victim)}}, "hang")
 	deadline := time.Now().Add(10 * time.Second)
