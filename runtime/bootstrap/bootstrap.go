@@ -474,6 +474,7 @@ func (b *Bootstrap) Close() error {
 		case <-time.After(b.cfg.Timeout):
 		}
 	}
+	b.out.finish()
 	b.conn.Close()
 	<-b.rdone
 	if b.hub != nil {

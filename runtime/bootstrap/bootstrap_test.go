@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -103,7 +104,23 @@ func exercise(ctx context.Context, b *Bootstrap) error {
 	return b.Barrier(ctx)
 }
 
+// noLeaks checks, when the test ends, that every reader, writer, timer
+// and accept loop it started has ended (for tests that run alone).
+func noLeaks(t *testing.T) {
+	base := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		for start := time.Now(); runtime.NumGoroutine() > base; time.Sleep(10 * time.Millisecond) {
+			if time.Since(start) > 2*time.Second {
+				buf := make([]byte, 1<<16)
+				t.Errorf("%d goroutines left behind, was %d:\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
+				return
+			}
+		}
+	})
+}
+
 func TestInProcess(t *testing.T) {
+	noLeaks(t)
 	for _, n := range []int{1, 2, 5} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			errs := group(t, n, 10*time.Second, func(b *Bootstrap) error {
@@ -126,7 +143,7 @@ func TestInProcess(t *testing.T) {
 func TestCollectiveTimeoutNamesMissing(t *testing.T) {
 	t.Parallel()
 	const n = 4
-	timeout := 600 * time.Millisecond
+	timeout := time.Second
 	start := time.Now()
 	errs := group(t, n, timeout, func(b *Bootstrap) error {
 		if b.Rank() == 2 {
@@ -152,9 +169,9 @@ func TestCollectiveTimeoutNamesMissing(t *testing.T) {
 
 func TestRecvTimeoutNamesPeer(t *testing.T) {
 	t.Parallel()
-	errs := group(t, 2, 300*time.Millisecond, func(b *Bootstrap) error {
+	errs := group(t, 2, time.Second, func(b *Bootstrap) error {
 		if b.Rank() == 1 {
-			time.Sleep(time.Second)
+			time.Sleep(2 * time.Second)
 			return nil
 		}
 		_, err := b.Recv(context.Background(), 1, 7)
@@ -201,6 +218,7 @@ func TestConnectTimeoutNamesMissing(t *testing.T) {
 
 // A stranger without the secret is refused and the job completes.
 func TestStrangerRefused(t *testing.T) {
+	noLeaks(t)
 	id, err := NewUniqueID("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
@@ -330,6 +348,7 @@ func TestDeadDuringConnect(t *testing.T) {
 // Close: a Recv from a rank that closed fails naming it (after what it
 // sent is delivered), and a collective that needs it fails the same way.
 func TestClosedPeer(t *testing.T) {
+	noLeaks(t)
 	errs := group(t, 3, 5*time.Second, func(b *Bootstrap) error {
 		ctx := context.Background()
 		if b.Rank() == 2 {

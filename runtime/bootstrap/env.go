@@ -142,7 +142,9 @@ func rendezvous(cfg *Config, l *launcher, get func(string) string) error {
 		cfg.IDFile, cfg.Source = s, cfg.Source+", MSCCL_UNIQUE_ID_FILE"
 		return nil
 	}
-	if l.name == "single process" && cfg.World == 1 {
+	if cfg.World == 1 && get("MSCCL_BOOTSTRAP_ADDR") == "" {
+		// One rank needs no meeting point: a loopback port of its own
+		// cannot collide with another job's.
 		if _, err := rand.Read(cfg.ID.Secret[:]); err != nil {
 			return fmt.Errorf("bootstrap: random secret: %w", err)
 		}

@@ -40,6 +40,8 @@ func TestFromEnv(t *testing.T) {
 			Config{Rank: 0, World: 3, LocalRank: -1, LocalWorld: -1, Node: "n7", ID: id, Timeout: 90 * time.Second}, "torchrun, MSCCL_UNIQUE_ID"},
 		{"msccl alone", []string{"MSCCL_RANK=1", "MSCCL_WORLD_SIZE=2", "MSCCL_BOOTSTRAP_ADDR=[::1]:999", "MSCCL_SECRET=pass", "MSCCL_BOOTSTRAP_TIMEOUT=2.5"},
 			Config{Rank: 1, World: 2, LocalRank: -1, LocalWorld: -1, Node: "thishost", ID: UniqueID{Addr: "[::1]:999", Secret: secretFrom("msccl-secret-v1", "pass")}, ListenAddr: ":999", Timeout: 2500 * time.Millisecond}, "msccl, MSCCL_SECRET"},
+		{"one rank", []string{"MSCCL_RANK=0", "MSCCL_WORLD_SIZE=1"},
+			Config{Rank: 0, World: 1, LocalRank: -1, LocalWorld: -1, Node: "thishost", ID: UniqueID{Addr: "127.0.0.1:0"}, ListenAddr: "127.0.0.1:0"}, "msccl"},
 		{"id file", []string{"MSCCL_RANK=1", "MSCCL_WORLD_SIZE=2", "MSCCL_UNIQUE_ID_FILE=/tmp/x"},
 			Config{Rank: 1, World: 2, LocalRank: -1, LocalWorld: -1, Node: "thishost", IDFile: "/tmp/x"}, "msccl, MSCCL_UNIQUE_ID_FILE"},
 	}

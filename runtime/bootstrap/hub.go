@@ -341,6 +341,7 @@ func (h *hub) gone(p *hubPeer, err error) {
 	}
 	p.gone = true
 	p.conn.Close()
+	p.out.finish()
 	h.live--
 	if !p.bye && h.err == nil {
 		h.fail(&PeerError{Op: "rendezvous root", Rank: p.rank, Detail: err.Error()})

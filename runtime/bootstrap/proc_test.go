@@ -212,7 +212,7 @@ func TestProcesses(t *testing.T) {
 func TestProcessNeverArrives(t *testing.T) {
 	t.Parallel()
 	const n, victim = 4, 2
-	p := spawn(t, SpawnConfig{N: n, Timeout: time.Second, KeepGoing: true, RankEnv: func(r int) []string {
+	p := spawn(t, SpawnConfig{N: n, Timeout: 3 * time.Second, KeepGoing: true, RankEnv: func(r int) []string {
 		if r == victim {
 			return []string{childVar + "=absent"}
 		}
@@ -229,7 +229,7 @@ func TestProcessNeverArrives(t *testing.T) {
 func TestProcessHangs(t *testing.T) {
 	t.Parallel()
 	const n, victim = 4, 1
-	p := spawn(t, SpawnConfig{N: n, Timeout: time.Second, KeepGoing: true, Env: []string{"BOOTSTRAP_TEST_VICTIM=" + strconv.Itoa(victim)}}, "hang")
+	p := spawn(t, SpawnConfig{N: n, Timeout: 3 * time.Second, KeepGoing: true, Env: []string{"BOOTSTRAP_TEST_VICTIM=" + strconv.Itoa(victim)}}, "hang")
 	deadline := time.Now().Add(10 * time.Second)
 	for r := 0; r < n; r++ {
 		if r == victim {
