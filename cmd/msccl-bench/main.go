@@ -6,6 +6,7 @@
 //	msccl-bench --algo allreduce_twoshot --ranks 8 -b 1K -e 256M -f 2 -d f16 -o sum -c
 //	msccl-bench --plan plan.json -b 1K -e 1G -G --json
 //	msccl-bench --algo allreduce_twoshot --ranks 8 -b 64M -e 256M -d f16 -c -G --reference allreduce_twoshot
+//	msccl-bench --algo allreduce_ring --ranks 8 -b 1K -e 1K -G --trace ring.json
 //
 // All ranks run in this process on device 0 (see executor/cuda).
 //
@@ -74,7 +75,7 @@ type config struct {
 	graph, check, asJSON bool
 	ll                   int
 	timeout              time.Duration
-	perf                 perfConfig // --reference (perf.go)
+	perf                 perfConfig // --reference, --trace (perf.go)
 }
 
 // Row is one size's result (the --json record).
@@ -467,12 +468,12 @@ func bench(c *config, p *ir.Plan, name string, sizes []int64, w io.Writer) ([]Ro
 			}
 		}()
 	}
-	ex, err := cudaexec.Open(p, cudaexec.Options{Timeout: c.timeout})
+	ex, err := cudaexec.Open(p, cudaexec.Options{Timeout: c.timeout, Trace: c.perf.traceRecords()})
 	if err != nil {
 		return nil, err
 	}
 	defer ex.Close()
-	ref, err := c.perf.open(ex)
+	ref, err := c.perf.open(ex, len(sizes))
 	if err != nil {
 		return nil, err
 	}
@@ -499,6 +500,7 @@ func bench(c *config, p *ir.Plan, name string, sizes []int64, w io.Writer) ([]Ro
 			name, p.Collective, p.Protocol, n, devName, c.dtype, c.redop, c.ll, c.graph, c.warmup, c.iters)
 		fmt.Fprintf(w, "#%12s %12s %6s %6s %10s %8s %8s %7s\n", "size", "count", "type", "redop", "time", "algbw", "busbw", "#wrong")
 		fmt.Fprintf(w, "#%12s %12s %6s %6s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "")
+		c.perf.header(w)
 	}
 	enc := json.NewEncoder(w)
 	var rows []Row
@@ -569,6 +571,9 @@ func one(c *config, ex *cudaexec.Executor, ref *cudaexec.Reference, p *ir.Plan, 
 	row.TimeUs = sec * 1e6
 	row.AlgBW = float64(row.Bytes) / sec / 1e9
 	row.BusBW = row.AlgBW * busFactor(p.Collective, len(p.GPUs))
+	if err := c.perf.writeTrace(ex, p, call, row); err != nil {
+		return err
+	}
 	if ref != nil {
 		row.Ref = oneReference(c, ref, p, call, ev0, ev1, row, job)
 	}
