@@ -29,6 +29,7 @@ var allowed = map[string][]string{
 	"runtime/topo/topotest": {},
 	"runtime/topo":          {},
 	"runtime/bootstrap":     {},
+	"runtime/socket":        {},
 	"executor/cuda":         {"ir", "kernels", "kernels/reference", "runtime/cuda", "runtime/nvrtc"},
 	"algorithms":            {"compiler"},
 	".":                     {"algorithms", "compiler", "dsl", "executor/cpu", "executor/cuda", "ir", "kernels", "runtime/cuda"},
