@@ -151,6 +151,14 @@ func TestCollectiveTimeoutNamesMissing(t *testing.T) {
 			return nil
 		}
 		_, err := b.AllGather(context.Background(), []byte("x"))
+		select {
+		case <-b.Failed():
+			if b.Err() != err {
+				return fmt.Errorf("Err() = %v, the collective returned %v", b.Err(), err)
+			}
+		default:
+			return fmt.Errorf("Failed() not closed after %v", err)
+		}
 		return err
 	})
 	if el := time.Since(start); el > 4*timeout+time.Second {
@@ -178,6 +186,9 @@ func TestRecvTimeoutNamesPeer(t *testing.T) {
 		var te *TimeoutError
 		if !errors.As(err, &te) || !slices.Equal(te.Ranks, []int{1}) {
 			return fmt.Errorf("recv: %v, want a timeout naming rank 1", err)
+		}
+		if b.Err() != nil {
+			return fmt.Errorf("a recv timeout broke the bootstrap: %v", b.Err())
 		}
 		return nil
 	})
