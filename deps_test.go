@@ -27,7 +27,7 @@ var allowed = map[string][]string{
 	"runtime/cuda":          {},
 	"runtime/nvrtc":         {},
 	"runtime/topo/topotest": {},
-	"runtime/topo":          {},
+	"runtime/topo":          {"ir"},
 	"runtime/bootstrap":     {},
 	"runtime/socket":        {},
 	"executor/cuda":         {"ir", "kernels", "kernels/reference", "runtime/cuda", "runtime/nvrtc"},
