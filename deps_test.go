@@ -27,12 +27,14 @@ var allowed = map[string][]string{
 	"runtime/cuda":          {},
 	"runtime/nvrtc":         {},
 	"runtime/topo/topotest": {},
-	"runtime/topo":          {"ir"},
+	"runtime/topo":          {},
 	"runtime/bootstrap":     {},
-	"runtime/socket":        {},
 	"executor/cuda":         {"ir", "kernels", "kernels/reference", "runtime/cuda", "runtime/nvrtc"},
 	"algorithms":            {"compiler"},
-	".":                     {"algorithms", "compiler", "dsl", "executor/cpu", "executor/cuda", "ir", "kernels", "runtime/cuda"},
+	"runtime/comm":          {"ir", "runtime/bootstrap"},
+	"runtime/cpudev":        {"runtime/comm"},
+	"executor/host":         {"ir", "executor/cpu", "runtime/comm"},
+	".":                     {"algorithms", "compiler", "dsl", "executor/cpu", "executor/cuda", "executor/host", "ir", "kernels", "runtime/bootstrap", "runtime/comm", "runtime/cpudev", "runtime/cuda"},
 }
 
 // layerViolations lists the imports of graph (package -> module packages

@@ -86,9 +86,6 @@ func LoadSelectionFS(fsys fs.FS, path string) ([]SelectionRow, error) {
 				return nil, fmt.Errorf("%s:%d: ranks, ranks_per_node and nodes are [min, max]", path, n.Line)
 			}
 		}
-		if err := checkNodes(&row); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, n.Line, err)
-		}
 		if _, err := size.ParseBound(row.MinSize, 0); err != nil {
 			return nil, fmt.Errorf("%s:%d: min_message_size: %w", path, n.Line, err)
 		}
@@ -98,34 +95,6 @@ func LoadSelectionFS(fsys fs.FS, path string) ([]SelectionRow, error) {
 		rows = append(rows, row)
 	}
 	return rows, nil
-}
-
-// checkNodes settles whether a row is for one node or several. A row
-// whose nodes start above 1 is for several (multi_node: true says so
-// explicitly); every other row matches one node only, since its plan is
-// compiled without gpus_per_node and its memory channels would cross
-// nodes. A multi-node row must bound both nodes and ranks_per_node (the
-// selection test proves every world they span), and a range that mixes
-// one node and several is ambiguous.
-func checkNodes(row *SelectionRow) error {
-	if row.Nodes != nil && row.Nodes[0] > 1 {
-		row.MultiNode = true
-	}
-	switch {
-	case row.Nodes != nil && row.Nodes[0] < 1:
-		return fmt.Errorf("nodes %v: a world has at least one node", row.Nodes)
-	case row.RanksPerNode != nil && row.RanksPerNode[0] < 1:
-		return fmt.Errorf("ranks_per_node %v: a node has at least one rank", row.RanksPerNode)
-	case !row.MultiNode:
-		if row.Nodes != nil && row.Nodes[1] > 1 {
-			return fmt.Errorf("nodes %v mixes one node and several: split the row (a plan for several nodes is compiled with gpus_per_node, one for one node without)", row.Nodes)
-		}
-	case row.Nodes == nil || row.RanksPerNode == nil:
-		return fmt.Errorf("a multi-node row must bound nodes and ranks_per_node")
-	case row.Nodes[0] < 2:
-		return fmt.Errorf("nodes %v: a multi-node row is for 2 nodes or more", row.Nodes)
-	}
-	return nil
 }
 
 var rowKeys = []string{"collective", "ranks", "ranks_per_node", "nodes", "multi_node", "min_message_size", "max_message_size", "algorithm", "defines"}
@@ -164,9 +133,11 @@ func PlansFS(fsys fs.FS, selPath string, defines map[string]int64) ([]NamedPlan,
 	if !ok {
 		return nil, fmt.Errorf("plans needs the world size: -D ranks=N")
 	}
-	perNode, err := ranksPerNode(ranks, defines)
-	if err != nil {
-		return nil, err
+	perNode := ranks
+	if g, ok := defines["gpus_per_node"]; ok {
+		perNode = g
+	} else if n, ok := defines["nodes"]; ok && n > 0 {
+		perNode = ranks / n
 	}
 	multi := perNode < ranks
 	var out []NamedPlan
@@ -218,30 +189,6 @@ func PlansFS(fsys fs.FS, selPath string, defines map[string]int64) ([]NamedPlan,
 		return nil, fmt.Errorf("%s: no row matches %d ranks with %d per node", selPath, ranks, perNode)
 	}
 	return out, nil
-}
-
-// ranksPerNode reads the world's ranks per node from defines: -D
-// gpus_per_node, or ranks / -D nodes, or ranks (one node). A world that
-// does not split into equal nodes is an error: every multi-node plan puts
-// rank r on node r / gpus_per_node.
-func ranksPerNode(ranks int64, defines map[string]int64) (int64, error) {
-	g, hasG := defines["gpus_per_node"]
-	n, hasN := defines["nodes"]
-	switch {
-	case ranks < 1:
-		return 0, fmt.Errorf("-D ranks=%d: a world has at least one rank", ranks)
-	case hasG && (g < 1 || ranks%g != 0):
-		return 0, fmt.Errorf("-D gpus_per_node=%d does not divide -D ranks=%d into whole nodes", g, ranks)
-	case hasN && (n < 1 || ranks%n != 0):
-		return 0, fmt.Errorf("-D nodes=%d does not divide -D ranks=%d into equal nodes", n, ranks)
-	case hasG && hasN && g*n != ranks:
-		return 0, fmt.Errorf("-D nodes=%d times -D gpus_per_node=%d is not -D ranks=%d", n, g, ranks)
-	case hasG:
-		return g, nil
-	case hasN:
-		return ranks / n, nil
-	}
-	return ranks, nil
 }
 
 func declaredParams(f *dsl.File) map[string]bool {

@@ -6,9 +6,14 @@
 //	msccl-bench --algo allreduce_twoshot --ranks 8 -b 1K -e 256M -f 2 -d f16 -o sum -c
 //	msccl-bench --plan plan.json -b 1K -e 1G -G --json
 //	msccl-bench --algo allreduce_twoshot --ranks 8 -b 64M -e 256M -d f16 -c -G --reference allreduce_twoshot
-//	msccl-bench --algo allreduce_ring --ranks 8 -b 1K -e 1K -G --trace ring.json
 //
-// All ranks run in this process on device 0 (see executor/cuda).
+// All ranks run in this process on device 0 (see executor/cuda). With
+// --device cpu every rank is a process of its own, its buffers in shared
+// memory and the plan run on CPU threads (executor/host): --procs N starts
+// N of them here, and the same command runs as one rank under torchrun,
+// mpirun or srun (procs.go):
+//
+//	msccl-bench --procs 4 --device cpu --algo allreduce_twoshot --ranks 4 -b 1K -e 1M -f 32 -c
 //
 // Exit status: 0 when every size ran and none had wrong elements, and
 // after -h or --version; 1 when a row has wrong results or was skipped
@@ -75,7 +80,7 @@ type config struct {
 	graph, check, asJSON bool
 	ll                   int
 	timeout              time.Duration
-	perf                 perfConfig // --reference, --trace (perf.go)
+	perf                 perfConfig // --reference (perf.go)
 }
 
 // Row is one size's result (the --json record).
@@ -150,6 +155,7 @@ func run(args []string, w io.Writer) error {
 	showVersion := fs.Bool("version", false, "print the build's version and exit")
 	showTopo := topoFlag(fs)
 	perfFlags(fs, &c.perf)
+	pf := addProcFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(w, "usage: msccl-bench (--plan PLAN.json | --algo NAME [-D NAME=VALUE]...) [flags]")
@@ -172,6 +178,9 @@ func run(args []string, w io.Writer) error {
 	if err := c.perf.check(); err != nil {
 		return err
 	}
+	if err := pf.check(&c); err != nil {
+		return err
+	}
 	p, name, err := loadPlan(&c)
 	if err != nil {
 		return err
@@ -180,7 +189,14 @@ func run(args []string, w io.Writer) error {
 	if err := checkSweep(&c, p, name, sizes); err != nil {
 		return err
 	}
-	rows, err := bench(&c, p, name, sizes, w)
+	if pf.procs > 0 {
+		return pf.launch(args, w)
+	}
+	run := bench
+	if pf.cpuDevice() {
+		run = benchRank
+	}
+	rows, err := run(&c, p, name, sizes, w)
 	if err != nil {
 		return err
 	}
@@ -468,12 +484,12 @@ func bench(c *config, p *ir.Plan, name string, sizes []int64, w io.Writer) ([]Ro
 			}
 		}()
 	}
-	ex, err := cudaexec.Open(p, cudaexec.Options{Timeout: c.timeout, Trace: c.perf.traceRecords()})
+	ex, err := cudaexec.Open(p, cudaexec.Options{Timeout: c.timeout})
 	if err != nil {
 		return nil, err
 	}
 	defer ex.Close()
-	ref, err := c.perf.open(ex, len(sizes))
+	ref, err := c.perf.open(ex)
 	if err != nil {
 		return nil, err
 	}
@@ -498,11 +514,8 @@ func bench(c *config, p *ir.Plan, name string, sizes []int64, w io.Writer) ([]Ro
 	if !c.asJSON {
 		fmt.Fprintf(w, "# msccl-bench: plan %s (%s, %s), %d ranks on one %s, %s %s, LL%d, graph %v, %d warm-up + %d timed iterations\n",
 			name, p.Collective, p.Protocol, n, devName, c.dtype, c.redop, c.ll, c.graph, c.warmup, c.iters)
-		fmt.Fprintf(w, "#%12s %12s %6s %6s %10s %8s %8s %7s\n", "size", "count", "type", "redop", "time", "algbw", "busbw", "#wrong")
-		fmt.Fprintf(w, "#%12s %12s %6s %6s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "")
-		c.perf.header(w)
+		tableHeader(w)
 	}
-	enc := json.NewEncoder(w)
 	var rows []Row
 	for i, msg := range sizes {
 		row := Row{Plan: name, Ranks: n, Bytes: msg, Count: msg / int64(dt.Size()), Type: c.dtype, Redop: c.redop, Wrong: -1, Graph: c.graph}
@@ -518,24 +531,37 @@ func bench(c *config, p *ir.Plan, name string, sizes []int64, w io.Writer) ([]Ro
 			row.Skipped = err.Error()
 		}
 		rows = append(rows, row)
-		if c.asJSON {
-			if err := enc.Encode(row); err != nil {
-				return nil, err
-			}
-			continue
+		if err := printRow(w, c, row); err != nil {
+			return nil, err
 		}
-		if row.Skipped != "" {
-			fmt.Fprintf(w, " %12d %12d %6s %6s   skipped: %s\n", row.Bytes, row.Count, row.Type, row.Redop, row.Skipped)
-			continue
+		if !c.asJSON && row.Skipped == "" {
+			printRef(w, &row)
 		}
-		wrong := "N/A"
-		if row.Wrong >= 0 {
-			wrong = strconv.FormatInt(row.Wrong, 10)
-		}
-		fmt.Fprintf(w, " %12d %12d %6s %6s %10.2f %8.2f %8.2f %7s\n", row.Bytes, row.Count, row.Type, row.Redop, row.TimeUs, row.AlgBW, row.BusBW, wrong)
-		printRef(w, &row)
 	}
 	return rows, nil
+}
+
+// tableHeader prints the column titles of the table.
+func tableHeader(w io.Writer) {
+	fmt.Fprintf(w, "#%12s %12s %6s %6s %10s %8s %8s %7s\n", "size", "count", "type", "redop", "time", "algbw", "busbw", "#wrong")
+	fmt.Fprintf(w, "#%12s %12s %6s %6s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "")
+}
+
+// printRow prints one size: a table line, or a JSON object with --json.
+func printRow(w io.Writer, c *config, row Row) error {
+	if c.asJSON {
+		return json.NewEncoder(w).Encode(row)
+	}
+	if row.Skipped != "" {
+		_, err := fmt.Fprintf(w, " %12d %12d %6s %6s   skipped: %s\n", row.Bytes, row.Count, row.Type, row.Redop, row.Skipped)
+		return err
+	}
+	wrong := "N/A"
+	if row.Wrong >= 0 {
+		wrong = strconv.FormatInt(row.Wrong, 10)
+	}
+	_, err := fmt.Fprintf(w, " %12d %12d %6s %6s %10.2f %8.2f %8.2f %7s\n", row.Bytes, row.Count, row.Type, row.Redop, row.TimeUs, row.AlgBW, row.BusBW, wrong)
+	return err
 }
 
 // one measures one size.
@@ -571,9 +597,6 @@ func one(c *config, ex *cudaexec.Executor, ref *cudaexec.Reference, p *ir.Plan, 
 	row.TimeUs = sec * 1e6
 	row.AlgBW = float64(row.Bytes) / sec / 1e9
 	row.BusBW = row.AlgBW * busFactor(p.Collective, len(p.GPUs))
-	if err := c.perf.writeTrace(ex, p, call, row); err != nil {
-		return err
-	}
 	if ref != nil {
 		row.Ref = oneReference(c, ref, p, call, ev0, ev1, row, job)
 	}
@@ -582,20 +605,6 @@ func one(c *config, ex *cudaexec.Executor, ref *cudaexec.Reference, p *ir.Plan, 
 
 // checkOnce feeds the CPU executor's inputs, runs once and counts the
 // output elements that differ from its outputs.
-// definedBytes is the part of rank r's output buffer (of out bytes) the
-// collective defines, which is all that -c compares: a reduce's or
-// gather's non-root outputs are undefined (an in-place gather's non-root
-// rank keeps only its own input, at slice r).
-func definedBytes(p *ir.Plan, r int, in, out int64) (lo, hi int64) {
-	if (p.Collective == ir.Reduce || p.Collective == ir.Gather) && r != p.Root {
-		if p.Collective == ir.Gather && p.InPlace {
-			return int64(r) * in, int64(r+1) * in
-		}
-		return 0, 0
-	}
-	return 0, out
-}
-
 func checkOnce(ex runner, p *ir.Plan, call cudaexec.Call, rep *cpu.Report) (int64, error) {
 	if !rep.OK() {
 		return 0, fmt.Errorf("the CPU executor rejects the plan at this size: %s", rep.Verdict)
@@ -631,12 +640,20 @@ func checkOnce(ex runner, p *ir.Plan, call cudaexec.Call, rep *cpu.Report) (int6
 		if err := cuda.MemcpyDtoH(got, b.Out[r]); err != nil {
 			return 0, err
 		}
-		lo, hi := definedBytes(p, r, b.InBytes, int64(len(want)))
-		for i := lo; i+es <= hi; i += es {
-			if string(got[i:i+es]) != string(want[i:i+es]) {
-				wrong++
-			}
-		}
+		lo, hi := cpu.DefinedOutput(p, r, b.InBytes, int64(len(want)))
+		wrong += diffElems(got, want, lo, hi, es)
 	}
 	return wrong, nil
+}
+
+// diffElems counts the elements of es bytes in [lo, hi) where got and
+// want differ.
+func diffElems(got, want []byte, lo, hi, es int64) int64 {
+	var wrong int64
+	for i := lo; i+es <= hi; i += es {
+		if string(got[i:i+es]) != string(want[i:i+es]) {
+			wrong++
+		}
+	}
+	return wrong
 }

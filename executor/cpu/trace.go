@@ -1,7 +1,8 @@
 package cpu
 
 import (
-	"github.com/msccl-go/msccl-go/internal/chrometrace"
+	"encoding/json"
+	"fmt"
 )
 
 // tracer collects the first launch as Chrome trace events: one process
@@ -32,16 +33,25 @@ func (t *tracer) recv(tk token) {
 	}
 }
 
-// traceEvent is chrometrace's event: the GPU executor's timeline uses the
-// same writer and names, so the two traces of a plan line up.
-type traceEvent = chrometrace.Event
+type traceEvent struct {
+	Name string         `json:"name"`
+	Ph   string         `json:"ph"`
+	Ts   float64        `json:"ts"`
+	Dur  float64        `json:"dur,omitempty"`
+	Pid  int            `json:"pid"`
+	Tid  int            `json:"tid"`
+	Args map[string]any `json:"args,omitempty"`
+	Cat  string         `json:"cat,omitempty"`
+	ID   int            `json:"id,omitempty"`
+	BP   string         `json:"bp,omitempty"`
+}
 
 func newTracer(s *sim) *tracer {
 	t := &tracer{s: s}
 	for r, rs := range s.ranks {
-		t.events = append(t.events, chrometrace.Rank(r))
+		t.events = append(t.events, traceEvent{Name: "process_name", Ph: "M", Pid: r, Args: map[string]any{"name": fmt.Sprintf("rank %d", r)}})
 		for _, b := range rs.blocks {
-			t.events = append(t.events, chrometrace.Block(r, b.tb))
+			t.events = append(t.events, traceEvent{Name: "thread_name", Ph: "M", Pid: r, Tid: b.tb, Args: map[string]any{"name": fmt.Sprintf("block %d", b.tb)}})
 		}
 	}
 	return t
@@ -74,7 +84,10 @@ func (t *tracer) slice(b *block, op *rop, t0 float64, w int64) {
 }
 
 func (t *tracer) json() []byte {
-	out, err := chrometrace.Marshal(t.events)
+	out, err := json.Marshal(struct {
+		TraceEvents     []traceEvent `json:"traceEvents"`
+		DisplayTimeUnit string       `json:"displayTimeUnit"`
+	}{t.events, "ns"})
 	if err != nil {
 		return nil
 	}

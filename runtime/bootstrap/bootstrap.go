@@ -24,7 +24,6 @@ type Bootstrap struct {
 	mu      sync.Mutex
 	kick    chan struct{} // closed and replaced on every state change
 	err     error         // sticky: the job failed
-	failed  chan struct{} // closed when err is set
 	closing bool
 	seq     uint64
 	results map[uint64][][]byte
@@ -120,7 +119,7 @@ func Connect(ctx context.Context, cfg Config) (*Bootstrap, error) {
 				h.mu.Lock()
 				h.fail(err)
 				h.mu.Unlock()
-				h.shutdown(grace(cfg.Timeout))
+				h.shutdown(0)
 				return nil, err
 			}
 		}
@@ -136,7 +135,7 @@ func Connect(ctx context.Context, cfg Config) (*Bootstrap, error) {
 			// process exiting ends this sooner, which is fine.
 			go func() {
 				time.Sleep(time.Until(deadline))
-				h.shutdown(grace(cfg.Timeout)) // returns once the verdict is written
+				h.shutdown(0)
 			}()
 		}
 		return nil, err
@@ -214,7 +213,7 @@ func welcome(ctx context.Context, cfg *Config, c net.Conn, deadline time.Time) (
 		c.Close()
 		return nil, err
 	}
-	b := &Bootstrap{cfg: *cfg, conn: c, rdone: make(chan struct{}), kick: make(chan struct{}), failed: make(chan struct{}),
+	b := &Bootstrap{cfg: *cfg, conn: c, rdone: make(chan struct{}), kick: make(chan struct{}),
 		results: map[uint64][][]byte{}, mail: map[mailKey][][]byte{}, left: map[int]bool{}}
 	for _, n := range m.list {
 		b.nodes = append(b.nodes, string(n))
@@ -282,22 +281,7 @@ func (b *Bootstrap) notify() {
 func (b *Bootstrap) setErr(err error) {
 	if b.err == nil {
 		b.err = err
-		close(b.failed)
 	}
-}
-
-// Failed is closed when the job has failed (or this rank closed): Err then
-// says why. A watcher selects on it instead of polling with Recv.
-func (b *Bootstrap) Failed() <-chan struct{} { return b.failed }
-
-// Err is the failure that ended the job for this rank (a *TimeoutError,
-// *PeerError or *ProtocolError decided at the root, or ErrClosed after
-// Close), or nil while it is usable. A Recv that merely timed out returns
-// a *TimeoutError but leaves Err nil: the bootstrap is still usable.
-func (b *Bootstrap) Err() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.err
 }
 
 func (b *Bootstrap) fail(err error) {
@@ -493,7 +477,6 @@ func (b *Bootstrap) Close() error {
 	b.out.finish()
 	b.conn.Close()
 	<-b.rdone
-	b.fail(ErrClosed)
 	if b.hub != nil {
 		b.hub.shutdown(b.cfg.Timeout)
 		if b.cfg.IDFile != "" {

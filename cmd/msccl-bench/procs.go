@@ -1,0 +1,312 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	msccl "github.com/msccl-go/msccl-go"
+	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/ir"
+	"github.com/msccl-go/msccl-go/runtime/bootstrap"
+)
+
+// procFlags are --procs and --device: one process per rank.
+type procFlags struct {
+	procs  int
+	device string
+}
+
+func addProcFlags(fs *flag.FlagSet) *procFlags {
+	pf := &procFlags{}
+	fs.IntVar(&pf.procs, "procs", 0, "start N local processes of this program, one rank each (needs --device cpu); the same binary also runs as one rank under torchrun, mpirun or srun")
+	fs.StringVar(&pf.device, "device", "", "where the ranks run: cuda (every rank in this process on GPU 0; the default) or cpu (one rank per process, buffers in shared memory, plans run on CPU threads)")
+	return pf
+}
+
+// check refuses combinations that cannot run, before any file is read.
+func (pf *procFlags) check(c *config) error {
+	switch pf.device {
+	case "", "cuda", "cpu":
+	default:
+		return usagef("--device: unknown device %q (want cuda or cpu)", pf.device)
+	}
+	switch {
+	case pf.procs < 0:
+		return usagef("--procs must be at least 1, got %d", pf.procs)
+	case pf.procs > 0 && pf.device != "cpu":
+		return usagef("--procs %d needs --device cpu: a process per rank on the GPU needs the CUDA device of the communicator, which is not built yet", pf.procs)
+	case pf.device == "cpu" && c.graph:
+		return usagef("-G (CUDA graphs) needs --device cuda")
+	}
+	return nil
+}
+
+// cpuDevice reports whether this process runs ranks on the CPU device
+// (as the launcher of --procs or as one rank).
+func (pf *procFlags) cpuDevice() bool { return pf.device == "cpu" }
+
+// launch starts --procs processes of this program with the same
+// arguments (less --procs), one rank each, and waits for them. Rank 0's
+// standard output is the table; every rank's errors go to standard error
+// prefixed with its rank. A rank that fails does not stop the others:
+// they report the failure themselves (naming the rank) within their
+// timeouts and exit, which the summary lists.
+func (pf *procFlags) launch(args []string, w io.Writer) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errw := &rankWriters{w: os.Stderr}
+	job, err := bootstrap.Spawn(ctx, bootstrap.SpawnConfig{
+		N:         pf.procs,
+		Argv:      append([]string{""}, withoutFlag(args, "procs")...),
+		KeepGoing: true,
+		Stdout: func(r int) io.Writer {
+			if r == 0 {
+				return w
+			}
+			return io.Discard
+		},
+		Stderr: errw.rank,
+	})
+	if err != nil {
+		return err
+	}
+	_, err = job.Wait()
+	errw.flush()
+	if err != nil {
+		return fmt.Errorf("%d processes: %w", pf.procs, err)
+	}
+	return nil
+}
+
+// withoutFlag drops -name/--name with its value (separate or after =).
+func withoutFlag(args []string, name string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		bare := strings.TrimLeft(a, "-")
+		if len(bare) < len(a) && len(a)-len(bare) <= 2 {
+			if bare == name {
+				i++ // the value follows
+				continue
+			}
+			if strings.HasPrefix(bare, name+"=") {
+				continue
+			}
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// rankWriters prefix each rank's lines with "[rank N] " on one writer,
+// a line at a time so that ranks do not interleave mid-line.
+type rankWriters struct {
+	mu  sync.Mutex
+	w   io.Writer
+	all []*rankLines
+}
+
+type rankLines struct {
+	p   *rankWriters
+	tag string
+	buf []byte
+}
+
+func (p *rankWriters) rank(r int) io.Writer {
+	l := &rankLines{p: p, tag: fmt.Sprintf("[rank %d] ", r)}
+	p.mu.Lock()
+	p.all = append(p.all, l)
+	p.mu.Unlock()
+	return l
+}
+
+func (l *rankLines) Write(b []byte) (int, error) {
+	l.p.mu.Lock()
+	defer l.p.mu.Unlock()
+	l.buf = append(l.buf, b...)
+	for {
+		i := strings.IndexByte(string(l.buf), '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		fmt.Fprintf(l.p.w, "%s%s", l.tag, l.buf[:i+1])
+		l.buf = l.buf[i+1:]
+	}
+}
+
+// flush writes what is left of unfinished lines.
+func (p *rankWriters) flush() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, l := range p.all {
+		if len(l.buf) > 0 {
+			fmt.Fprintf(p.w, "%s%s\n", l.tag, l.buf)
+			l.buf = nil
+		}
+	}
+}
+
+// benchRank runs this process's rank of the sweep on the CPU device:
+// the job comes from the environment (--procs, torchrun, mpirun, srun).
+// Rank 0 times the collective between barriers, checks every rank's
+// result against the CPU executor's through the shared buffers (-c) and
+// prints the table; the other ranks print nothing but errors.
+func benchRank(c *config, p *ir.Plan, name string, sizes []int64, w io.Writer) ([]Row, error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	dt, err := ir.ParseDType(c.dtype)
+	if err != nil {
+		return nil, err
+	}
+	red := ir.ReduceOp(c.redop)
+	rc, err := msccl.OpenComm(ctx, msccl.CommOptions{Device: "cpu"})
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	if rc.Size() != len(p.GPUs) {
+		return nil, fmt.Errorf("%s has %d ranks, but this job has %d (run it with --procs %d, or under a launcher with %d processes)", name, len(p.GPUs), rc.Size(), len(p.GPUs), len(p.GPUs))
+	}
+	ex, err := rc.Open(ctx, p, msccl.Options{Timeout: c.timeout, LLWidth: c.ll})
+	if err != nil {
+		return nil, err
+	}
+	defer ex.Close()
+	lead := rc.Rank() == 0
+	// Rank 0's CPU references, one size ahead of the runs.
+	var refs []chan checkJob
+	if c.check && lead {
+		refs = make([]chan checkJob, len(sizes))
+		for i := range refs {
+			refs[i] = make(chan checkJob, 1)
+		}
+		go func() {
+			for i, s := range sizes {
+				rep, err := cpu.Run(p, cpu.Options{Size: s, DType: dt, Reduce: red, Launches: 1, LLWidth: c.ll, MaxMemory: refBudget().Bytes})
+				refs[i] <- checkJob{rep, err}
+			}
+		}()
+	}
+	n := len(p.GPUs)
+	if lead && !c.asJSON {
+		host, _ := os.Hostname()
+		fmt.Fprintf(w, "# msccl-bench: plan %s (%s, %s), %d ranks in %d processes on the cpu device (%s), %s %s, LL%d, %d warm-up + %d timed iterations\n",
+			name, p.Collective, p.Protocol, n, n, host, c.dtype, c.redop, c.ll, c.warmup, c.iters)
+		tableHeader(w)
+	}
+	var rows []Row
+	for i, msg := range sizes {
+		row := Row{Plan: name, Ranks: n, Bytes: msg, Count: msg / int64(dt.Size()), Type: c.dtype, Redop: c.redop, Wrong: -1}
+		var job checkJob
+		if refs != nil {
+			job = <-refs[i]
+		}
+		if err := oneRank(ctx, c, rc, ex, p, dt, red, &row, job); err != nil {
+			// A failed collective leaves the ranks out of step: end the
+			// sweep (every rank fails the same way, naming the cause).
+			return nil, fmt.Errorf("at %d bytes: %w", msg, err)
+		}
+		rows = append(rows, row)
+		if lead {
+			if err := printRow(w, c, row); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if !lead {
+		return nil, nil
+	}
+	return rows, nil
+}
+
+// oneRank measures one size on this rank.
+func oneRank(ctx context.Context, c *config, rc *msccl.RankComm, ex *msccl.RankExec, p *ir.Plan, dt ir.DType, red ir.ReduceOp, row *Row, job checkJob) error {
+	b, err := ex.Alloc(ctx, row.Bytes)
+	if err != nil {
+		return err
+	}
+	defer b.Free()
+	lead := rc.Rank() == 0
+	if c.check {
+		in, err := cpu.Input(p, cpu.Options{Size: row.Bytes, DType: dt}, 0, rc.Rank())
+		if err != nil {
+			return err
+		}
+		copy(b.Input(), in)
+		if err := ex.Run(ctx, b, dt, red); err != nil {
+			return err
+		}
+		// Every rank's kernel is done: rank 0 reads all outputs through
+		// the shared buffers, then lets the others overwrite them.
+		if err := rc.Barrier(ctx); err != nil {
+			return err
+		}
+		var cerr error
+		if lead {
+			row.Wrong, cerr = countWrong(p, b, job, int64(dt.Size()))
+		}
+		if err := rc.Barrier(ctx); err != nil {
+			return err
+		}
+		if cerr != nil {
+			return cerr
+		}
+	}
+	for range c.warmup {
+		if err := ex.Run(ctx, b, dt, red); err != nil {
+			return err
+		}
+	}
+	if err := rc.Barrier(ctx); err != nil {
+		return err
+	}
+	t0 := time.Now()
+	for range c.iters {
+		if err := ex.Run(ctx, b, dt, red); err != nil {
+			return err
+		}
+	}
+	// The collective is done when every rank is.
+	if err := rc.Barrier(ctx); err != nil {
+		return err
+	}
+	sec := time.Since(t0).Seconds() / float64(c.iters)
+	row.TimeUs = sec * 1e6
+	row.AlgBW = float64(row.Bytes) / sec / 1e9
+	row.BusBW = row.AlgBW * busFactor(p.Collective, len(p.GPUs))
+	return nil
+}
+
+// countWrong compares every rank's output, read through the shared
+// buffers, with the CPU executor's.
+func countWrong(p *ir.Plan, b *msccl.RankBuffers, job checkJob, es int64) (int64, error) {
+	if job.err != nil {
+		return 0, fmt.Errorf("CPU executor: %w", job.err)
+	}
+	if !job.rep.OK() {
+		return 0, fmt.Errorf("the CPU executor rejects the plan at this size: %s", job.rep.Verdict)
+	}
+	in := int64(len(job.rep.Inputs[0][0]))
+	var wrong int64
+	for r := range p.GPUs {
+		got, err := b.OutputOf(r)
+		if err != nil {
+			return 0, err
+		}
+		want := job.rep.Outputs[0][r]
+		lo, hi := cpu.DefinedOutput(p, r, in, int64(len(want)))
+		wrong += diffElems(got, want, lo, hi, es)
+	}
+	return wrong, nil
+}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The test binary doubles as msccl-bench: --procs starts it again (it is
+// os.Executable), and with this variable set it runs main.
+const asCommand = "MSCCL_BENCH_TEST_AS_COMMAND"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asCommand) == "1" {
+		main()
+	}
+	os.Exit(m.Run())
+}
+
+// bench runs msccl-bench as a command and returns its output and exit
+// status.
+func benchCmd(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), asCommand+"=1")
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	code = cmd.ProcessState.ExitCode()
+	if err != nil && code < 0 {
+		t.Fatalf("msccl-bench %s: %v", strings.Join(args, " "), err)
+	}
+	return o.String(), e.String(), code
+}
+
+// rowRe matches a table row: size, count, type, redop, time, algbw,
+// busbw, #wrong.
+var rowRe = regexp.MustCompile(`^ +(\d+) +(\d+) +\S+ +\S+ +[\d.]+ +[\d.]+ +[\d.]+ +(\S+)$`)
+
+// The CI proof of the runtime without a GPU: four processes, one rank
+// each, sharing buffers through memfd, run three library algorithms and
+// every rank's result is checked against the CPU executor.
+func TestProcsCPU(t *testing.T) {
+	for _, algo := range []string{"allreduce_twoshot", "allgather_ring", "alltoall_direct"} {
+		t.Run(algo, func(t *testing.T) {
+			start := time.Now()
+			out, errOut, code := benchCmd(t, "--procs", "4", "--device", "cpu", "--algo", algo, "--ranks", "4", "-b", "1K", "-e", "1M", "-f", "32", "-c", "-n", "2", "-w", "1")
+			if code != 0 {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+			}
+			if !strings.Contains(out, "4 ranks in 4 processes on the cpu device") {
+				t.Errorf("header missing:\n%s", out)
+			}
+			var sizes []string
+			for _, line := range strings.Split(out, "\n") {
+				if m := rowRe.FindStringSubmatch(line); m != nil {
+					sizes = append(sizes, m[1])
+					if m[3] != "0" {
+						t.Errorf("row with #wrong %s: %q", m[3], line)
+					}
+				}
+			}
+			if strings.Join(sizes, " ") != "1024 32768 1048576" {
+				t.Errorf("rows for sizes %v, want 1024 32768 1048576:\n%s", sizes, out)
+			}
+			if errOut != "" {
+				t.Errorf("stderr: %s", errOut)
+			}
+			t.Logf("%s: %v", algo, time.Since(start).Round(time.Millisecond))
+		})
+	}
+}
+
+// A plan that deadlocks (both ranks wait before they signal) ends with
+// the watchdog's error naming every stuck block and op, not a hang.
+func TestProcsCPUDeadlock(t *testing.T) {
+	start := time.Now()
+	out, errOut, code := benchCmd(t, "--procs", "2", "--device", "cpu", "--plan", "../../testdata/broken/sim/circular_waits.json", "-b", "1K", "-e", "1K", "-n", "1", "-w", "0", "--timeout", "500ms")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"[rank 0] msccl-bench: at 1024 bytes: rank 0: watchdog: a wait ran past 500ms; gpus[0].threadblocks[0].ops[0] (rlxwait) waits for signal #1 on memory channel 0 of rank 0 (peer rank 1), 0 arrived",
+		"[rank 1] msccl-bench: at 1024 bytes: rank 1: watchdog: a wait ran past 500ms; gpus[1].threadblocks[0].ops[0] (rlxwait) waits for signal #1 on memory channel 0 of rank 1 (peer rank 0), 0 arrived",
+		"msccl-bench: 2 processes: bootstrap: job failed",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("took %v", d)
+	}
+}
+
+func TestProcsArgs(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--procs", "2", "--plan", "p.json"}, "--procs 2 needs --device cpu"},
+		{[]string{"--procs", "-1", "--device", "cpu", "--plan", "p.json"}, "--procs must be at least 1, got -1"},
+		{[]string{"--device", "tpu", "--plan", "p.json"}, `--device: unknown device "tpu" (want cuda or cpu)`},
+		{[]string{"--device", "cpu", "-G", "--plan", "p.json"}, "-G (CUDA graphs) needs --device cuda"},
+	} {
+		var out bytes.Buffer
+		err := run(c.args, &out)
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) || exitCode(err) != 2 {
+			t.Errorf("run(%q): got %v (exit %d), want exit 2 and %q", c.args, err, exitCode(err), c.want)
+		}
+	}
+	// A plan of 4 ranks in a job of one process (no launcher variables).
+	_, errOut, code := benchCmd(t, "--device", "cpu", "--algo", "allgather_ring", "--ranks", "4", "-b", "1K", "-e", "1K")
+	if code != 1 || !strings.Contains(errOut, "allgather_ring has 4 ranks, but this job has 1 (run it with --procs 4") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+func TestWithoutFlag(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"--procs 4 --device cpu", "--device cpu"},
+		{"--procs=4 -c", "-c"},
+		{"-procs 4 -c --plan x", "-c --plan x"},
+		{"-c ---procs 4", "-c ---procs 4"},
+	} {
+		if got := strings.Join(withoutFlag(strings.Fields(c.in), "procs"), " "); got != c.want {
+			t.Errorf("withoutFlag(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}

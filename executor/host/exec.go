@@ -1,0 +1,326 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/msccl-go/msccl-go/ir"
+	"github.com/msccl-go/msccl-go/runtime/comm"
+)
+
+// Options configure Open.
+type Options struct {
+	// Timeout bounds one wait (a signal, a packet, a barrier, a
+	// semaphore, a flush) before the watchdog ends the run; 0 means 10 s.
+	Timeout time.Duration
+	// LLWidth is the LL packet width, 8 or 16 bytes; 0 means 16.
+	LLWidth int
+}
+
+// Executor runs one plan on this rank.
+type Executor struct {
+	c     *comm.Comm
+	p     *ir.Plan
+	rank  int
+	opt   Options
+	conns *comm.Connections
+	ends  [2][]chanEnd // [0] memory, [1] port
+	sems  []atomic.Int64
+	bars  map[int]*atomic.Int64 // barrier id → arrivals so far (all launches)
+	tbs   []*ir.ThreadBlock     // by id
+	// passes counts, per block and barrier id, the barriers the block
+	// has passed: barrier k of a block completes at arrival k*numTBs.
+	passes []map[int]int64
+	prox   *proxy
+
+	mu       sync.Mutex // one Run at a time
+	launches uint64     // launches started on this rank: flags and scratch halves
+	closed   bool
+}
+
+// chanEnd is a channel end's semaphore words.
+type chanEnd struct {
+	peer     int
+	index    int
+	inbound  *atomic.Uint64
+	remote   *atomic.Uint64 // nil when unpaired
+	expected atomic.Uint64  // signals the waits so far consumed
+}
+
+// mapped returns the bytes of a Memory the CPU can address.
+func mapped(m comm.Memory) ([]byte, error) {
+	b, ok := m.(interface{ Bytes() []byte })
+	if !ok {
+		return nil, fmt.Errorf("memory of type %T is not addressable by the CPU (the host executor needs the cpu device)", m)
+	}
+	return b.Bytes(), nil
+}
+
+// word is the 8-byte semaphore word at loc.
+func word(loc comm.Loc) (*atomic.Uint64, error) {
+	b, err := mapped(loc.Mem)
+	if err != nil {
+		return nil, err
+	}
+	if loc.Off < 0 || loc.Off+8 > int64(len(b)) || loc.Off%8 != 0 {
+		return nil, fmt.Errorf("semaphore word at byte %d of a %d-byte region", loc.Off, len(b))
+	}
+	return (*atomic.Uint64)(unsafe.Pointer(&b[loc.Off])), nil
+}
+
+// Open prepares p on this rank: it connects the plan's channels through
+// c (collective: every rank calls Open with the same plan) and starts
+// the rank's port proxy.
+func Open(ctx context.Context, c *comm.Comm, p *ir.Plan, opt Options) (*Executor, error) {
+	if opt.Timeout <= 0 {
+		opt.Timeout = 10 * time.Second
+	}
+	if opt.LLWidth == 0 {
+		opt.LLWidth = 16
+	}
+	if opt.LLWidth != 8 && opt.LLWidth != 16 {
+		return nil, fmt.Errorf("host: LL packet width must be 8 or 16 bytes, got %d", opt.LLWidth)
+	}
+	if len(p.GPUs) != c.Size() {
+		return nil, fmt.Errorf("host: plan %q has %d ranks, the job has %d", p.Name, len(p.GPUs), c.Size())
+	}
+	r := c.Rank()
+	g := &p.GPUs[r]
+	e := &Executor{c: c, p: p, rank: r, opt: opt, bars: map[int]*atomic.Int64{}}
+	e.tbs = make([]*ir.ThreadBlock, len(g.ThreadBlocks))
+	for i := range g.ThreadBlocks {
+		e.tbs[i] = &g.ThreadBlocks[i]
+	}
+	sort.SliceStable(e.tbs, func(i, j int) bool { return e.tbs[i].ID < e.tbs[j].ID })
+	for i, tb := range e.tbs {
+		if tb.ID != i {
+			return nil, fmt.Errorf("host: gpus[%d]: thread block ids must be 0..%d, found id %d", r, len(e.tbs)-1, tb.ID)
+		}
+	}
+	var walk func(ops []ir.Op)
+	walk = func(ops []ir.Op) {
+		for i := range ops {
+			if ops[i].Code == ir.OpBarrier && e.bars[ops[i].BarrierID()] == nil {
+				e.bars[ops[i].BarrierID()] = new(atomic.Int64)
+			}
+			walk(ops[i].Ops())
+		}
+	}
+	for _, tb := range e.tbs {
+		walk(tb.Ops)
+	}
+	e.passes = make([]map[int]int64, len(e.tbs))
+	for i := range e.passes {
+		e.passes[i] = map[int]int64{}
+	}
+	e.sems = make([]atomic.Int64, len(g.Semaphores))
+	for i, s := range g.Semaphores {
+		e.sems[i].Store(int64(s.InitValue))
+	}
+	conns, err := c.Connect(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	e.conns = conns
+	for slot, t := range []ir.ChannelType{ir.ChanMemory, ir.ChanPort} {
+		cs := conns.Chans(t)
+		e.ends[slot] = make([]chanEnd, len(cs))
+		for i, ch := range cs {
+			end := &e.ends[slot][i]
+			end.peer, end.index = ch.Peer, i
+			if end.inbound, err = word(ch.Inbound); err != nil {
+				conns.Close()
+				return nil, fmt.Errorf("host: %w", err)
+			}
+			if ch.Remote.Mem != nil {
+				if end.remote, err = word(ch.Remote); err != nil {
+					conns.Close()
+					return nil, fmt.Errorf("host: %w", err)
+				}
+			}
+		}
+	}
+	e.prox = startProxy()
+	return e, nil
+}
+
+// Rank is this process's rank in the plan.
+func (e *Executor) Rank() int { return e.rank }
+
+// Close stops the proxy and unmaps the semaphore words. Buffers are
+// freed by their own Free.
+func (e *Executor) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	e.prox.stop()
+	return e.conns.Close()
+}
+
+// region is where one rank's buffers lie in its shared memory.
+type region struct {
+	inOff, outOff, scOff int64
+	inN, outN            int64 // bytes addressable from the input and output starts
+	total                int64
+}
+
+func align64(n int64) int64 { return (n + 63) &^ 63 }
+
+// regionOf lays out rank r's input, output and scratch in one allocation.
+// In-place plans alias input and output as the CUDA and CPU executors do:
+// a gather's input is slice r of its output, a scatter's output slice r
+// of its input, other collectives share the start.
+func regionOf(p *ir.Plan, r int, in, out int64, lay *ir.Layout) region {
+	var g region
+	main := in + out
+	switch {
+	case !p.InPlace:
+		g.outOff = align64(in)
+		main = g.outOff + out
+		g.inN, g.outN = in, out
+	case p.Collective.Gathers():
+		main = out
+		g.inOff = int64(r) * in
+		g.inN, g.outN = out-g.inOff, out
+	case p.Collective.Scatters():
+		main = in
+		g.outOff = int64(r) * out
+		g.inN, g.outN = in, in-g.outOff
+	default:
+		main = max(in, out)
+		g.inN, g.outN = main, main
+	}
+	g.scOff = align64(main)
+	g.total = max(g.scOff+lay.ScratchAlloc, 64)
+	return g
+}
+
+// view is a rank's buffers as mapped here.
+type view struct {
+	in, out, scratch []byte
+	half             int64 // bytes of one scratch half (all of it without double scratch)
+}
+
+// Buffers are this rank's input, output and scratch for one message size,
+// and the node's other ranks' mapped here.
+type Buffers struct {
+	e        *Executor
+	size     int64
+	in, out  int64
+	mems     []comm.Memory
+	views    []view // by rank; zero for ranks off this node
+	progs    [][]xop
+	freeOnce sync.Once
+}
+
+// Alloc allocates this rank's buffers for a message of size bytes (as
+// nccl-tests counts it) and maps every node-local rank's. Collective:
+// every rank calls it with the same size.
+func (e *Executor) Alloc(ctx context.Context, size int64) (*Buffers, error) {
+	p := e.p
+	rule, err := p.SizeRule()
+	if err != nil {
+		return nil, fmt.Errorf("host: %w", err)
+	}
+	if err := rule.Check(size); err != nil {
+		return nil, fmt.Errorf("host: %w", err)
+	}
+	in, out, err := p.BufferBytes(size)
+	if err != nil {
+		return nil, fmt.Errorf("host: %w", err)
+	}
+	lays := make([]*ir.Layout, len(p.GPUs))
+	regs := make([]region, len(p.GPUs))
+	for r := range p.GPUs {
+		if lays[r], err = p.Layout(r, in, out); err != nil {
+			return nil, fmt.Errorf("host: gpus[%d]: %w", r, err)
+		}
+		regs[r] = regionOf(p, r, in, out, lays[r])
+	}
+	mem, err := e.c.Device().Alloc(regs[e.rank].total)
+	if err != nil {
+		return nil, fmt.Errorf("host: rank %d: %d bytes of buffers: %w", e.rank, regs[e.rank].total, err)
+	}
+	mems, err := e.c.Exchange(ctx, mem)
+	if err != nil {
+		mem.Close()
+		return nil, err
+	}
+	b := &Buffers{e: e, size: size, in: in, out: out, mems: mems, views: make([]view, len(p.GPUs))}
+	fail := func(err error) (*Buffers, error) {
+		b.Free()
+		return nil, err
+	}
+	for r, m := range mems {
+		if m == nil {
+			continue
+		}
+		raw, err := mapped(m)
+		if err != nil {
+			return fail(fmt.Errorf("host: %w", err))
+		}
+		g := regs[r]
+		if int64(len(raw)) < g.total {
+			return fail(fmt.Errorf("host: rank %d shared %d bytes of buffers, the plan needs %d at %d bytes", r, len(raw), g.total, size))
+		}
+		v := view{in: raw[g.inOff : g.inOff+g.inN], out: raw[g.outOff : g.outOff+g.outN], scratch: raw[g.scOff : g.scOff+lays[r].ScratchAlloc]}
+		v.half = lays[r].ScratchAlloc
+		if p.DoubleScratch {
+			v.half /= 2
+		}
+		b.views[r] = v
+	}
+	rs := resolver{p: p, rank: e.rank, lay: lays[e.rank], views: b.views, ends: e.ends}
+	for _, tb := range e.tbs {
+		prog, err := rs.block(tb)
+		if err != nil {
+			return fail(fmt.Errorf("host: %w", err))
+		}
+		b.progs = append(b.progs, prog)
+	}
+	return b, nil
+}
+
+// Input is this rank's input buffer; Output its output (the same bytes,
+// or part of them, for in-place plans).
+func (b *Buffers) Input() []byte  { return b.views[b.e.rank].in[:b.in] }
+func (b *Buffers) Output() []byte { return b.views[b.e.rank].out[:b.out] }
+
+// Size is the message size the buffers were allocated for.
+func (b *Buffers) Size() int64 { return b.size }
+
+// Free unmaps the peers' buffers and frees this rank's. Peers keep their
+// own mappings, so a peer still running is not disturbed.
+func (b *Buffers) Free() error {
+	var errs []error
+	b.freeOnce.Do(func() {
+		for _, m := range b.mems {
+			if m != nil {
+				errs = append(errs, m.Close())
+			}
+		}
+		b.views = nil
+	})
+	return errors.Join(errs...)
+}
+
+// OutputOf is rank r's output buffer as mapped here (r on this node),
+// for checks that read every rank's result after a barrier.
+func (b *Buffers) OutputOf(r int) ([]byte, error) {
+	if b.views == nil {
+		return nil, fmt.Errorf("host: buffers freed")
+	}
+	if r < 0 || r >= len(b.views) || b.views[r].out == nil {
+		return nil, fmt.Errorf("host: rank %d's buffers are not mapped here", r)
+	}
+	return b.views[r].out[:b.out], nil
+}

@@ -1,0 +1,132 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/ir"
+	"github.com/msccl-go/msccl-go/runtime/comm"
+)
+
+func loadPlan(t *testing.T, path string) *ir.Plan {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _, err := ir.Load(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// A plan whose blocks wait before they signal ends with the watchdog's
+// report of every stuck block, on every rank, within the timeout.
+func TestWatchdog(t *testing.T) {
+	p := loadPlan(t, "../../testdata/broken/sim/circular_waits.json")
+	start := time.Now()
+	errs := ranks(t, 2, 5*time.Second, func(ctx context.Context, c *comm.Comm) error {
+		ex, err := Open(ctx, c, p, Options{Timeout: 300 * time.Millisecond})
+		if err != nil {
+			return err
+		}
+		defer ex.Close()
+		b, err := ex.Alloc(ctx, 4096)
+		if err != nil {
+			return err
+		}
+		defer b.Free()
+		return ex.Run(ctx, b, cpu.F32, ir.ReduceSum)
+	})
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("took %v with a 300ms watchdog", d)
+	}
+	for r, err := range errs {
+		var h *HangError
+		if !errors.As(err, &h) {
+			t.Fatalf("rank %d: %v, want a HangError", r, err)
+		}
+		if h.Rank != r || h.Cause != nil || len(h.Stuck) != 1 {
+			t.Fatalf("rank %d: %+v", r, h)
+		}
+		s := h.Stuck[0]
+		want := "signal #1 on memory channel 0 of rank " + string(rune('0'+r)) + " (peer rank " + string(rune('1'-r)) + "), 0 arrived"
+		if s.At != "gpus["+string(rune('0'+r))+"].threadblocks[0].ops[0]" || s.Op != "rlxwait" || s.Waiting != want || !s.TimedOut {
+			t.Errorf("rank %d: stuck %+v, want ops[0] rlxwait waiting for %q", r, s, want)
+		}
+		if !strings.Contains(err.Error(), "watchdog: a wait ran past 300ms") {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
+
+// Refusals before anything runs.
+func TestRunErrors(t *testing.T) {
+	p := compile(t, "allreduce_ring", 2)
+	errs := ranks(t, 2, 5*time.Second, func(ctx context.Context, c *comm.Comm) error {
+		ex, err := Open(ctx, c, p, Options{})
+		if err != nil {
+			return err
+		}
+		if _, err := ex.Alloc(ctx, 3); err == nil || !strings.Contains(err.Error(), "outside the plan's size rule") {
+			t.Errorf("Alloc(3): %v", err)
+		}
+		b, err := ex.Alloc(ctx, 4096)
+		if err != nil {
+			return err
+		}
+		if err := ex.Run(ctx, b, cpu.F32, ir.ReduceProd); err == nil || !strings.Contains(err.Error(), "prod is supported for integer types only") {
+			t.Errorf("prod on f32: %v", err)
+		}
+		b.Free()
+		if err := ex.Run(ctx, b, cpu.F32, ir.ReduceSum); err == nil || !strings.Contains(err.Error(), "freed") {
+			t.Errorf("Run on freed buffers: %v", err)
+		}
+		ex.Close()
+		if err := ex.Run(ctx, b, cpu.F32, ir.ReduceSum); err == nil || !strings.Contains(err.Error(), "closed") {
+			t.Errorf("Run after Close: %v", err)
+		}
+		if _, err := Open(ctx, c, compile(t, "allreduce_ring", 3), Options{}); err == nil || !strings.Contains(err.Error(), "has 3 ranks, the job has 2") {
+			t.Errorf("Open of a 3-rank plan in a 2-rank job: %v", err)
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
+
+func countDir(t *testing.T, dir string) int {
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Skipf("%s: %v", dir, err)
+	}
+	return len(es)
+}
+
+// Four ranks run and close: this process holds no more descriptors and
+// /dev/shm no more names than before.
+func TestNoLeaks(t *testing.T) {
+	p := compile(t, "allreduce_allpairs_packet", 4)
+	runChecked(t, p, 4096, cpu.F32, ir.ReduceSum, 1) // warm: goroutines and caches of the runtime
+	fds, shm := countDir(t, "/proc/self/fd"), countDir(t, "/dev/shm")
+	runChecked(t, p, 8192, cpu.I32, ir.ReduceSum, 2)
+	deadline := time.Now().Add(2 * time.Second)
+	for countDir(t, "/proc/self/fd") != fds && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // sockets close on their goroutines
+	}
+	if got := countDir(t, "/proc/self/fd"); got != fds {
+		t.Errorf("open descriptors: %d before, %d after", fds, got)
+	}
+	if got := countDir(t, "/dev/shm"); got != shm {
+		t.Errorf("/dev/shm entries: %d before, %d after", shm, got)
+	}
+}

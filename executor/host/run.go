@@ -1,0 +1,319 @@
+package host
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/ir"
+)
+
+// run is one launch of the plan on this rank.
+type run struct {
+	e     *Executor
+	b     *Buffers
+	ctx   context.Context
+	dt    cpu.DType
+	red   ir.ReduceOp
+	flag  uint32 // LL packet flag of this launch
+	half  int64  // which scratch half (double scratch), 0 or 1
+	abort atomic.Bool
+	mu    sync.Mutex
+	stuck []Stuck
+	cause error // a failed peer or a cancelled context; nil for a timeout
+}
+
+// Stuck is a block the watchdog stopped: the op and what it waited for.
+type Stuck struct {
+	At      string // gpus[r].threadblocks[b].ops[i]
+	Op      string
+	Waiting string
+	// TimedOut marks the block whose wait ran past the timeout (the
+	// others were stopped with it).
+	TimedOut bool
+}
+
+// HangError is a launch the watchdog stopped: a wait ran past the
+// timeout, or a peer failed (Cause), while these blocks waited.
+type HangError struct {
+	Rank    int
+	Timeout time.Duration
+	Cause   error
+	Stuck   []Stuck
+}
+
+func (h *HangError) Error() string {
+	var b strings.Builder
+	if h.Cause != nil {
+		fmt.Fprintf(&b, "rank %d stopped: %v; ", h.Rank, h.Cause)
+	} else {
+		fmt.Fprintf(&b, "rank %d: watchdog: a wait ran past %v; ", h.Rank, h.Timeout)
+	}
+	for i, s := range h.Stuck {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		mark := ""
+		if s.TimedOut {
+			mark = " [timed out]"
+		}
+		fmt.Fprintf(&b, "%s (%s) waits for %s%s", s.At, s.Op, s.Waiting, mark)
+	}
+	return b.String()
+}
+
+func (h *HangError) Unwrap() error { return h.Cause }
+
+// Run runs one launch of the plan on this rank's buffers, with element
+// type dt and reduction red (where the plan says sum or nothing), and
+// returns when every block of this rank is done, as a kernel ends: peers
+// may still be running. Every rank runs the same sequence of launches.
+func (e *Executor) Run(ctx context.Context, b *Buffers, dt cpu.DType, red ir.ReduceOp) error {
+	if red == ir.ReduceNone {
+		red = ir.ReduceSum
+	}
+	if err := cpu.CheckReduction(dt, red); err != nil {
+		return fmt.Errorf("host: %w", err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.closed:
+		return fmt.Errorf("host: executor closed")
+	case b == nil || b.e != e || b.views == nil:
+		return fmt.Errorf("host: buffers not allocated by this executor, or freed")
+	}
+	if err := e.c.Err(); err != nil {
+		return fmt.Errorf("host: rank %d: %w", e.rank, err)
+	}
+	if in := int64(dt.Size()); b.in%in != 0 || b.out%in != 0 {
+		return fmt.Errorf("host: buffers of %d and %d bytes are not whole %s elements", b.in, b.out, dt)
+	}
+	l := e.launches
+	e.launches++
+	rn := &run{e: e, b: b, ctx: ctx, dt: dt, red: red, flag: uint32(l + 1)}
+	if e.p.DoubleScratch {
+		rn.half = int64(l % 2)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(b.progs))
+	for i, prog := range b.progs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			bl := &blk{id: i}
+			errs[i] = rn.block(bl, prog)
+		}()
+	}
+	wg.Wait()
+	if len(rn.stuck) > 0 {
+		return &HangError{Rank: e.rank, Timeout: e.opt.Timeout, Cause: rn.cause, Stuck: rn.stuck}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// blk is one thread block's private state.
+type blk struct {
+	id    int
+	red   cpu.Reducer
+	arena []byte // temporaries of the current op
+	srcs  [][]byte
+}
+
+// tmp returns n bytes of the block's arena, valid until the next op.
+func (bl *blk) tmp(n int64) []byte {
+	if int64(cap(bl.arena)-len(bl.arena)) < n {
+		bl.arena = make([]byte, 0, max(2*cap(bl.arena), int(n)))
+	}
+	s := bl.arena[len(bl.arena) : int64(len(bl.arena))+n]
+	bl.arena = bl.arena[:int64(len(bl.arena))+n]
+	return s
+}
+
+// errStopped ends a block whose wait was stopped (it is in run.stuck).
+var errStopped = fmt.Errorf("stopped")
+
+func (rn *run) block(bl *blk, prog []xop) error {
+	for i := range prog {
+		x := &prog[i]
+		if x.code != ir.OpPipeline {
+			if err := rn.exec(bl, x, 0, 1<<62); err != nil {
+				return err
+			}
+			continue
+		}
+		for it := int64(0); it < x.iters; it++ {
+			for j := range x.body {
+				if err := rn.exec(bl, &x.body[j], it*x.unit, x.unit); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// await spins, then sleeps, until ready holds; it gives up (recording
+// what the block waits for) past the timeout, when another block gave
+// up, when a peer failed, or when ctx ends.
+func (rn *run) await(bl *blk, x *xop, ready func() bool, what func() string) error {
+	start := time.Now()
+	dead := rn.e.c.Dead()
+	for i := 0; ; i++ {
+		if ready() {
+			return nil
+		}
+		timedOut := false
+		var cause error
+		select {
+		case <-dead:
+			cause = rn.e.c.Err()
+		case <-rn.ctx.Done():
+			cause = rn.ctx.Err()
+		default:
+			timedOut = time.Since(start) > rn.e.opt.Timeout
+		}
+		if timedOut || cause != nil || rn.abort.Load() {
+			if ready() { // a peer that failed may have done its part
+				return nil
+			}
+			rn.mu.Lock()
+			if cause != nil && rn.cause == nil {
+				rn.cause = cause
+			}
+			rn.stuck = append(rn.stuck, Stuck{At: x.at, Op: x.code.String(), Waiting: what(), TimedOut: timedOut})
+			rn.mu.Unlock()
+			rn.abort.Store(true)
+			return errStopped
+		}
+		switch {
+		case i < 64:
+		case i < 256:
+			runtime.Gosched()
+		default:
+			time.Sleep(time.Duration(min(i-255, 50)) * 2 * time.Microsecond)
+		}
+	}
+}
+
+// clip narrows a reference to a pipeline window.
+func clip(r *ref, w, unit int64) (off, n int64) {
+	n = min(r.n-w, unit)
+	if n <= 0 {
+		return r.off, 0
+	}
+	return r.off + w, n
+}
+
+// opBytes is what an op moves in this window: the smallest of its
+// references (they agree in every well-formed plan).
+func opBytes(x *xop, w, unit int64) int64 {
+	n := int64(1 << 62)
+	for i := range x.src {
+		_, k := clip(&x.src[i], w, unit)
+		n = min(n, k)
+	}
+	for i := range x.dst {
+		_, k := clip(&x.dst[i], w, unit)
+		n = min(n, k)
+	}
+	return max(n, 0)
+}
+
+// mem is n data bytes of a rank's buffer at payload offset off.
+func (rn *run) mem(rank int, typ ir.BufferType, off, n int64) []byte {
+	v := &rn.b.views[rank]
+	switch typ {
+	case ir.BufInput:
+		return v.in[off : off+n]
+	case ir.BufOutput:
+		return v.out[off : off+n]
+	}
+	h := rn.half * v.half
+	return v.scratch[h+off : h+off+n]
+}
+
+// pkts are the packets carrying payload bytes [off, off+n) of a rank's
+// scratch: one 8-byte word (4 bytes of payload, then the flag) per 4
+// payload bytes.
+func (rn *run) pkts(rank int, off, n int64) []atomic.Uint64 {
+	v := &rn.b.views[rank]
+	raw := rn.half*v.half + 2*off
+	if n <= 0 {
+		return nil
+	}
+	return unsafe.Slice((*atomic.Uint64)(unsafe.Pointer(&v.scratch[raw])), n/4)
+}
+
+func writePkts(w []atomic.Uint64, data []byte, flag uint32) {
+	for i := range w {
+		w[i].Store(uint64(flag)<<32 | uint64(binary.LittleEndian.Uint32(data[4*i:])))
+	}
+}
+
+// readPkts waits for this launch's flag on every packet and returns the
+// payload.
+func (rn *run) readPkts(bl *blk, x *xop, rank int, off, n int64) ([]byte, error) {
+	w := rn.pkts(rank, off, n)
+	out := bl.tmp(n)
+	for i := range w {
+		v := w[i].Load()
+		if uint32(v>>32) != rn.flag {
+			err := rn.await(bl, x, func() bool { v = w[i].Load(); return uint32(v>>32) == rn.flag }, func() string {
+				return fmt.Sprintf("the LL packet at rank %d scratch payload byte %d (flag %d, found %d)", rank, off+4*int64(i), rn.flag, uint32(v>>32))
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
+		binary.LittleEndian.PutUint32(out[4*i:], uint32(v))
+	}
+	return out, nil
+}
+
+// pktBytes rounds a packet op's byte count down to whole packets (LL16
+// packets carry 8 bytes of payload, LL8 packets 4).
+func (rn *run) pktBytes(n int64) int64 { return n - n%int64(rn.e.opt.LLWidth/2) }
+
+// reduction is the op's reduction for this run.
+func (rn *run) reduction(x *xop) (ir.ReduceOp, error) {
+	switch x.reduce {
+	case ir.ReduceNone, ir.ReduceSum:
+		return rn.red, nil
+	}
+	if err := cpu.CheckReduction(rn.dt, x.reduce); err != nil {
+		return "", fmt.Errorf("host: %s: %w", x.at, err)
+	}
+	return x.reduce, nil
+}
+
+func (rn *run) end(slot, i int) *chanEnd { return &rn.e.ends[slot][i] }
+
+func (rn *run) signal(x *xop, i int) {
+	e := rn.end(slotOf(x.ctype), i)
+	if x.ctype == ir.ChanPort {
+		rn.e.prox.push(preq{signal: e.remote})
+		return
+	}
+	e.remote.Add(1)
+}
+
+func (rn *run) flush(bl *blk, x *xop) error {
+	p := rn.e.prox
+	t := p.issued.Load()
+	return rn.await(bl, x, func() bool { return p.done.Load() >= t }, func() string {
+		return fmt.Sprintf("the port proxy of rank %d to finish request %d (done %d)", rn.e.rank, t, p.done.Load())
+	})
+}

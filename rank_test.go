@@ -1,0 +1,166 @@
+package msccl
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/msccl-go/msccl-go/algorithms"
+	"github.com/msccl-go/msccl-go/compiler"
+	"github.com/msccl-go/msccl-go/runtime/bootstrap"
+)
+
+// With this variable set the test binary is one rank of a job
+// (rankChild) instead of running tests: TestRankDies spawns it.
+const rankRole = "MSCCL_TEST_RANK_ROLE"
+
+func TestMain(m *testing.M) {
+	if role := os.Getenv(rankRole); role != "" {
+		os.Exit(rankChild(role))
+	}
+	os.Exit(m.Run())
+}
+
+// rankChild runs allreduce_ring four times on this rank; a rank with role
+// "die" kills itself before its third collective, so its peers are left
+// waiting for signals it will never send. Exit status 3: a collective
+// failed (the error is on stderr).
+func rankChild(role string) int {
+	ctx := context.Background()
+	fail := func(what string, err error) int {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", what, err)
+		return 3
+	}
+	rc, err := OpenComm(ctx, CommOptions{Device: "cpu"})
+	if err != nil {
+		return fail("open", err)
+	}
+	defer rc.Close()
+	src, err := algorithms.Source("allreduce_ring")
+	if err != nil {
+		return fail("source", err)
+	}
+	p, _, ds := compiler.CompileSource("allreduce_ring.msccl", src, map[string]int64{"ranks": int64(rc.Size())}, compiler.Options{})
+	if ds.HasErrors() {
+		return fail("compile", fmt.Errorf("%s", ds.String()))
+	}
+	// A watchdog far longer than the test allows: the peers must hear of
+	// the death from the bootstrap, not by timing out.
+	ex, err := rc.Open(ctx, p, Options{Timeout: time.Minute})
+	if err != nil {
+		return fail("plan", err)
+	}
+	defer ex.Close()
+	b, err := ex.Alloc(ctx, 64<<10)
+	if err != nil {
+		return fail("alloc", err)
+	}
+	defer b.Free()
+	for i := range 4 {
+		if role == "die" && i == 2 {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+		if err := ex.Run(ctx, b, F32, Sum); err != nil {
+			return fail("run", err)
+		}
+	}
+	return 0
+}
+
+// openFDs counts this process's descriptors; shmEntries /dev/shm's names.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	es, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd: %v", err)
+	}
+	return len(es)
+}
+
+func shmEntries() int {
+	es, _ := os.ReadDir("/dev/shm")
+	return len(es)
+}
+
+// A rank killed mid-collective makes every other rank return an error
+// naming it, promptly (the watchdog is a minute, the test allows 15 s);
+// every process ends, and nothing is left in /dev/shm or open here.
+func TestRankDies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	for _, victim := range []int{2, 0} {
+		t.Run(fmt.Sprintf("rank%d", victim), func(t *testing.T) {
+			fds, shm := openFDs(t), shmEntries()
+			var mu sync.Mutex
+			stderr := make([]bytes.Buffer, 4)
+			start := time.Now()
+			job, err := bootstrap.Spawn(context.Background(), bootstrap.SpawnConfig{
+				N: 4, Argv: []string{""}, KeepGoing: true, Timeout: 10 * time.Second,
+				RankEnv: func(r int) []string {
+					if r == victim {
+						return []string{rankRole + "=die"}
+					}
+					return []string{rankRole + "=run"}
+				},
+				Stdout: func(int) io.Writer { return io.Discard },
+				Stderr: func(r int) io.Writer { return lockedWriter{&mu, &stderr[r]} },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := job.Wait()
+			took := time.Since(start)
+			if err == nil {
+				t.Fatal("the job succeeded with a rank killed")
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for r, s := range st {
+				if r == victim {
+					if s.Signal != "killed" {
+						t.Errorf("rank %d: %v, want killed by SIGKILL", r, s)
+					}
+					continue
+				}
+				msg := stderr[r].String()
+				if s.ExitCode != 3 || !strings.Contains(msg, fmt.Sprintf("rank %d", victim)) {
+					t.Errorf("rank %d: %v, stderr %q: want exit 3 and an error naming rank %d", r, s, msg, victim)
+				}
+				t.Logf("rank %d: %s", r, strings.TrimSpace(msg))
+			}
+			if took > 15*time.Second {
+				t.Errorf("the job took %v to fail", took)
+			}
+			for _, s := range st {
+				if err := syscall.Kill(s.Pid, 0); err != syscall.ESRCH {
+					t.Errorf("rank %d (pid %d) still exists: %v", s.Rank, s.Pid, err)
+				}
+			}
+			if got := openFDs(t); got != fds {
+				t.Errorf("open descriptors: %d before, %d after", fds, got)
+			}
+			if got := shmEntries(); got != shm {
+				t.Errorf("/dev/shm entries: %d before, %d after", shm, got)
+			}
+		})
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}

@@ -1,0 +1,114 @@
+package comm_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/msccl-go/msccl-go/algorithms"
+	"github.com/msccl-go/msccl-go/compiler"
+	"github.com/msccl-go/msccl-go/runtime/bootstrap"
+	"github.com/msccl-go/msccl-go/runtime/comm"
+	"github.com/msccl-go/msccl-go/runtime/cpudev"
+)
+
+// join runs f as n ranks (goroutines over the real bootstrap on
+// loopback), rank r on node nodes[r].
+func join(t *testing.T, nodes []string, f func(ctx context.Context, c *comm.Comm) error) []error {
+	t.Helper()
+	id, err := bootstrap.NewUniqueID("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(nodes)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			bs, err := bootstrap.Connect(ctx, bootstrap.Config{Rank: r, World: n, LocalRank: -1, LocalWorld: -1, Node: nodes[r], ID: id, Timeout: 5 * time.Second})
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			c, err := comm.New(ctx, bs, cpudev.Device{}, comm.Options{Timeout: 5 * time.Second})
+			if err != nil {
+				bs.Close()
+				errs[r] = err
+				return
+			}
+			errs[r] = f(ctx, c)
+			c.Close()
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// Exchange maps every node-local rank's memory and nothing of the other
+// node's; the channels pair as the plan says.
+func TestExchangeAndConnect(t *testing.T) {
+	nodes := []string{"a", "a", "b", "a"}
+	errs := join(t, nodes, func(ctx context.Context, c *comm.Comm) error {
+		m, err := c.Device().Alloc(4096)
+		if err != nil {
+			return err
+		}
+		m.(*cpudev.Memory).Bytes()[0] = byte(10 + c.Rank())
+		all, err := c.Exchange(ctx, m)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			for _, x := range all {
+				if x != nil {
+					x.Close()
+				}
+			}
+		}()
+		for r, x := range all {
+			if (x == nil) != (nodes[r] != nodes[c.Rank()]) {
+				t.Errorf("rank %d: rank %d mapped: %v", c.Rank(), r, x != nil)
+				continue
+			}
+			if x != nil && x.(*cpudev.Memory).Bytes()[0] != byte(10+r) {
+				t.Errorf("rank %d sees %d in rank %d's memory", c.Rank(), x.(*cpudev.Memory).Bytes()[0], r)
+			}
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
+
+// A plan whose channels cross nodes is refused on the CPU device, naming
+// the peer and its node; a plan of another size is refused too.
+func TestConnectRefusals(t *testing.T) {
+	src, _ := algorithms.Source("allreduce_ring")
+	p, _, ds := compiler.CompileSource("allreduce_ring", src, map[string]int64{"ranks": 2}, compiler.Options{})
+	if ds.HasErrors() {
+		t.Fatal(ds.String())
+	}
+	p3, _, _ := compiler.CompileSource("allreduce_ring", src, map[string]int64{"ranks": 3}, compiler.Options{})
+	errs := join(t, []string{"a", "b"}, func(ctx context.Context, c *comm.Comm) error {
+		if _, err := c.Connect(ctx, p3); err == nil || !strings.Contains(err.Error(), "has 3 ranks, the job has 2") {
+			t.Errorf("rank %d: 3-rank plan: %v", c.Rank(), err)
+		}
+		_, err := c.Connect(ctx, p)
+		return err
+	})
+	for r, err := range errs {
+		peer, node := 1-r, []string{"a", "b"}[1-r]
+		if err == nil || !strings.Contains(err.Error(), "to rank "+string(rune('0'+peer))+", which is on node \""+node+"\"") {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}

@@ -1,0 +1,133 @@
+package comm
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/msccl-go/msccl-go/ir"
+)
+
+// WordBytes is the size of one semaphore word in a sync region.
+const WordBytes = 8
+
+// Loc is a place in a Memory: a semaphore word.
+type Loc struct {
+	Mem Memory
+	Off int64
+}
+
+// Channel is one end of a memory or port channel of this rank: a signal
+// adds one to Remote (the inbound word of the paired end, in the peer's
+// sync region); a wait waits for Inbound (in this rank's) to reach the
+// count of signals it expects.
+type Channel struct {
+	Type  ir.ChannelType
+	Index int // position in the rank's channels of this type (ir.GPU.FlatChannels)
+	Peer  int
+	// Partner is the paired channel's index at Peer, -1 when the peer
+	// lists fewer channels back (a signal on it is an error; the plan
+	// validator rejects plans that signal one).
+	Partner int
+	Inbound Loc
+	Remote  Loc // zero when unpaired
+}
+
+// Connections are a plan's channels on this rank, the semaphore words
+// behind them, and every node-local rank's sync region mapped here.
+type Connections struct {
+	Memory, Port []Channel
+	Sync         []Memory // by rank: mapped sync regions (nil off node); [rank] is this rank's
+}
+
+// Chans returns the channels of type t (memory or port).
+func (cs *Connections) Chans(t ir.ChannelType) []Channel {
+	if t == ir.ChanPort {
+		return cs.Port
+	}
+	return cs.Memory
+}
+
+// Close unmaps the peers' sync regions and frees this rank's.
+func (cs *Connections) Close() error {
+	var first error
+	for _, m := range cs.Sync {
+		if m != nil {
+			if err := m.Close(); err != nil && first == nil {
+				first = err
+			}
+		}
+	}
+	cs.Sync = nil
+	return first
+}
+
+// syncOffset is where the inbound word of channel idx of type t of a
+// rank with nMem memory channels lives in its sync region: memory
+// channels first, then port channels. Every rank computes it for every
+// other from the plan, so no offsets travel.
+func syncOffset(t ir.ChannelType, idx, nMem int) int64 {
+	if t == ir.ChanPort {
+		idx += nMem
+	}
+	return int64(idx) * WordBytes
+}
+
+// Connect builds p's memory and port channels for this rank: it
+// allocates the rank's sync region (one word per inbound channel end),
+// exchanges it with the node's ranks and pairs every channel with its
+// partner by the plan's rule. Collective.
+func (c *Comm) Connect(ctx context.Context, p *ir.Plan) (*Connections, error) {
+	if len(p.GPUs) != c.size {
+		return nil, fmt.Errorf("comm: plan %q has %d ranks, the job has %d", p.Name, len(p.GPUs), c.size)
+	}
+	me := &p.GPUs[c.rank]
+	mem, port := me.FlatChannels(ir.ChanMemory), me.FlatChannels(ir.ChanPort)
+	// Refuse before allocating what cannot be connected: this device
+	// shares memory within a node only.
+	for _, fc := range append(append([]ir.FlatChannel(nil), mem...), port...) {
+		if fc.Peer < 0 || fc.Peer >= c.size {
+			return nil, fmt.Errorf("comm: gpus[%d]: channel to rank %d, outside the job's %d ranks", c.rank, fc.Peer, c.size)
+		}
+		if !c.SameNode(fc.Peer) {
+			return nil, fmt.Errorf("comm: gpus[%d]: a channel to rank %d, which is on node %q (this rank: %q); the %s device connects ranks of one node only", c.rank, fc.Peer, c.nodes[fc.Peer], c.nodes[c.rank], c.dev.Name())
+		}
+	}
+	for i, rb := range me.RemoteBuffers {
+		if !c.SameNode(rb.Rank) {
+			return nil, fmt.Errorf("comm: gpus[%d].remote_buffers[%d]: rank %d is on node %q (this rank: %q); the %s device shares memory within one node only", c.rank, i, rb.Rank, c.nodes[min(max(rb.Rank, 0), c.size-1)], c.nodes[c.rank], c.dev.Name())
+		}
+	}
+	n := max(len(mem)+len(port), 1)
+	own, err := c.dev.Alloc(int64(n) * WordBytes)
+	if err != nil {
+		return nil, fmt.Errorf("comm: allocating %d semaphore words on the %s device: %w", n, c.dev.Name(), err)
+	}
+	all, err := c.Exchange(ctx, own)
+	if err != nil {
+		own.Close()
+		return nil, err
+	}
+	cs := &Connections{Sync: all}
+	for _, t := range []ir.ChannelType{ir.ChanMemory, ir.ChanPort} {
+		flat := mem
+		if t == ir.ChanPort {
+			flat = port
+		}
+		ends := make([]Channel, len(flat))
+		for i, fc := range flat {
+			e := Channel{Type: t, Index: i, Peer: fc.Peer, Partner: -1, Inbound: Loc{own, syncOffset(t, i, len(mem))}}
+			if _, j, ok := p.Partner(c.rank, t, i); ok {
+				e.Partner = j
+				peerMem := len(p.GPUs[fc.Peer].FlatChannels(ir.ChanMemory))
+				e.Remote = Loc{all[fc.Peer], syncOffset(t, j, peerMem)}
+			}
+			ends[i] = e
+		}
+		if t == ir.ChanPort {
+			cs.Port = ends
+		} else {
+			cs.Memory = ends
+		}
+	}
+	return cs, nil
+}

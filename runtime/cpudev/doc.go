@@ -1,0 +1,13 @@
+// Package cpudev is the CPU device of the communicator (runtime/comm):
+// memory that ranks in different processes of one node share, as POSIX
+// shared memory. An allocation is a memfd (memfd_create; where the kernel
+// lacks it, a file in /dev/shm unlinked as soon as it is opened), mapped
+// with mmap; a peer maps the same pages from the descriptor, which
+// the communicator passes over a Unix domain socket with SCM_RIGHTS. No
+// name ever exists in a file system (or only for the instant between
+// open and unlink), so a process that dies leaks nothing: the pages go
+// when the last descriptor and mapping do.
+//
+// cpudev owns allocation and mapping only; what runs on the memory is
+// executor/host's, how handles travel is runtime/comm's.
+package cpudev

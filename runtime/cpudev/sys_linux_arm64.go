@@ -1,0 +1,3 @@
+package cpudev
+
+const sysMemfdCreate uintptr = 279
