@@ -2,6 +2,7 @@ package bootstrap
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
@@ -92,11 +93,14 @@ func Connect(ctx context.Context, cfg Config) (*Bootstrap, error) {
 	}
 	deadline := stepDeadline(ctx, cfg.Timeout)
 	if cfg.IDFile != "" && cfg.Rank == 0 {
-		id, err := NewUniqueID("")
-		if err != nil {
-			return nil, err
+		// A fresh id: a random secret, and the address the root gets
+		// when it binds a free port (so no other program can take it in
+		// between), written to the file once it listens.
+		if _, err := rand.Read(cfg.ID.Secret[:]); err != nil {
+			return nil, fmt.Errorf("bootstrap: random secret: %w", err)
 		}
-		cfg.ID, cfg.ListenAddr = id, ""
+		cfg.ID.Addr = net.JoinHostPort(localAddress(), "0")
+		cfg.ListenAddr, cfg.ListenFD = cfg.ID.Addr, 0
 	} else if cfg.IDFile != "" {
 		id, err := readIDFile(cfg.IDFile, deadline, cfg.Timeout)
 		if err != nil {
@@ -115,6 +119,7 @@ func Connect(ctx context.Context, cfg Config) (*Bootstrap, error) {
 			return nil, err
 		}
 		if cfg.IDFile != "" {
+			cfg.ID.Addr = h.ln.Addr().String()
 			if err := writeIDFile(cfg.IDFile, cfg.ID); err != nil {
 				h.mu.Lock()
 				h.fail(err)

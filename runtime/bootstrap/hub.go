@@ -64,11 +64,16 @@ func opName(op byte, seq uint64) string {
 	return fmt.Sprintf("all-gather #%d", seq)
 }
 
+// inheritedUsed records the inherited listener descriptors already taken:
+// once closed, the number may be reused by any file this process opens,
+// so a second Connect in the process must bind instead.
+var inheritedUsed sync.Map
+
 // startHub listens for cfg's job. deadline bounds the connect phase (each
 // rank's hello can shorten it); dial is where rank 0 reaches it.
 func startHub(cfg *Config, deadline time.Time) (h *hub, dial string, err error) {
 	var ln net.Listener
-	if cfg.ListenFD > 0 {
+	if _, used := inheritedUsed.LoadOrStore(cfg.ListenFD, true); cfg.ListenFD > 0 && !used {
 		f := os.NewFile(uintptr(cfg.ListenFD), "msccl-bootstrap-listener")
 		ln, err = net.FileListener(f)
 		f.Close()

@@ -184,6 +184,23 @@ func (p *procs) dump() string {
 	return b.String()
 }
 
+// awaitFailures waits (up to 10 s) for every rank but skip, which keep
+// running (a hung or frozen rank stays up), to report a failure, and
+// checks that each report starts with want.
+func (p *procs) awaitFailures(t *testing.T, skip int, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for r := range p.out {
+		if r == skip {
+			continue
+		}
+		for !strings.Contains(p.out[r].String(), "failed") && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		p.expect(t, r, want)
+	}
+}
+
 // expect checks that rank r's last output line starts with want.
 func (p *procs) expect(t *testing.T, r int, want string) {
 	t.Helper()
@@ -230,21 +247,50 @@ func TestProcessHangs(t *testing.T) {
 	t.Parallel()
 	const n, victim = 4, 1
 	p := spawn(t, SpawnConfig{N: n, Timeout: 3 * time.Second, KeepGoing: true, Env: []string{"BOOTSTRAP_TEST_VICTIM=" + strconv.Itoa(victim)}}, "hang")
-	deadline := time.Now().Add(10 * time.Second)
-	for r := 0; r < n; r++ {
-		if r == victim {
-			continue
-		}
-		for !strings.Contains(p.out[r].String(), "failed") && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-		p.expect(t, r, "failed timeout ranks=1 ")
-	}
+	p.awaitFailures(t, victim, "failed timeout ranks=1 ")
 }
 
 func TestProcessKilledMidCollective(t *testing.T) {
+	t.Parallel()
 	const n, victim = 5, 3
-	p := spawn(t, SpawnConfig{N: n, Timeout: 20 * time.Second, KeepGoing: true, Env: []string{"BOOTSTRAP_TEST_VICTIM=" + strconv.Itoa(victim)}}, "killed")
+	p := midCollective(t, n, victim, 20*time.Second)
+	killed := time.Now()
+	if err := p.job.Signal(victim, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	st := p.wait(t, 10*time.Second)
+	if el := time.Since(killed); el > 3*time.Second {
+		t.Errorf("the others took %v to fail (timeout 20 s): not prompt", el)
+	}
+	if st[victim].Signal != "killed" {
+		t.Errorf("victim: %v", st[victim])
+	}
+	for r := 0; r < n; r++ {
+		if r != victim {
+			p.expect(t, r, fmt.Sprintf("failed peer rank=%d ", victim))
+		}
+	}
+}
+
+// A rank frozen mid-collective (SIGSTOP: its connection stays open) is
+// named by the timeout on every other rank.
+func TestProcessFrozenMidCollective(t *testing.T) {
+	t.Parallel()
+	const n, victim = 4, 0 // rank 0 itself, and with it the root
+	p := midCollective(t, n, victim, 3*time.Second)
+	if err := p.job.Signal(victim, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.job.Signal(victim, syscall.SIGCONT) })
+	// Rank 0's root is frozen with it, so nobody can name the ranks
+	// missing: the others blame rank 0 after their timeout and grace.
+	p.awaitFailures(t, victim, "failed timeout ranks=0 ")
+}
+
+// midCollective starts n ranks that pass a barrier and then enter an
+// all-gather, except victim, which sleeps; it returns once they are there.
+func midCollective(t *testing.T, n, victim int, timeout time.Duration) *procs {
+	p := spawn(t, SpawnConfig{N: n, Timeout: timeout, KeepGoing: true, Env: []string{"BOOTSTRAP_TEST_VICTIM=" + strconv.Itoa(victim)}}, "killed")
 	ready := func() bool {
 		if !strings.Contains(p.out[victim].String(), "ready") {
 			return false
@@ -262,22 +308,7 @@ func TestProcessKilledMidCollective(t *testing.T) {
 		}
 	}
 	time.Sleep(50 * time.Millisecond) // let them block in it
-	killed := time.Now()
-	if err := p.job.Signal(victim, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	st := p.wait(t, 10*time.Second)
-	if el := time.Since(killed); el > 3*time.Second {
-		t.Errorf("the others took %v to fail (timeout 20 s): not prompt", el)
-	}
-	if st[victim].Signal != "killed" {
-		t.Errorf("victim: %v", st[victim])
-	}
-	for r := 0; r < n; r++ {
-		if r != victim {
-			p.expect(t, r, fmt.Sprintf("failed peer rank=%d ", victim))
-		}
-	}
+	return p
 }
 
 // A stranger without the secret, and one that talks garbage, are refused
