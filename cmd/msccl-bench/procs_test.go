@@ -5,7 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -129,6 +131,63 @@ func TestWithoutFlag(t *testing.T) {
 	} {
 		if got := strings.Join(withoutFlag(strings.Fields(c.in), "procs"), " "); got != c.want {
 			t.Errorf("withoutFlag(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// children lists the processes whose parent is pid.
+func children(pid int) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		c, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so split after ')'.
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// A launcher killed outright (no chance to clean up) takes its ranks with
+// it: no orphans keep spinning on shared memory.
+func TestProcsLauncherKilled(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	cmd := exec.Command(os.Args[0], "--procs", "2", "--device", "cpu", "--algo", "allgather_ring", "--ranks", "2", "-b", "1K", "-e", "64K", "-n", "100000", "-w", "0")
+	cmd.Env = append(os.Environ(), asCommand+"=1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var kids []int
+	for deadline := time.Now().Add(20 * time.Second); len(kids) < 2 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		kids = children(cmd.Process.Pid)
+	}
+	if len(kids) < 2 {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("the launcher started %d ranks", len(kids))
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	for _, k := range kids {
+		deadline := time.Now().Add(10 * time.Second)
+		for syscall.Kill(k, 0) == nil && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err := syscall.Kill(k, 0); err != syscall.ESRCH {
+			t.Errorf("rank process %d outlived its launcher: %v", k, err)
+			syscall.Kill(k, syscall.SIGKILL)
 		}
 	}
 }

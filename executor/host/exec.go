@@ -250,6 +250,14 @@ func (e *Executor) Alloc(ctx context.Context, size int64) (*Buffers, error) {
 	if err != nil {
 		return nil, fmt.Errorf("host: rank %d: %d bytes of buffers: %w", e.rank, regs[e.rank].total, err)
 	}
+	// Scratch starts as poison, not zeros (docs/model.md): a plan that
+	// reads bytes nobody wrote gets NaNs or -1s rather than the zeros that
+	// would hide it in a sum, and the packet flags (0xffffffff) match no
+	// launch.
+	if raw, err := mapped(mem); err == nil {
+		g := regs[e.rank]
+		poison(raw[g.scOff : g.scOff+lays[e.rank].ScratchAlloc])
+	}
 	mems, err := e.c.Exchange(ctx, mem)
 	if err != nil {
 		mem.Close()
@@ -323,4 +331,15 @@ func (b *Buffers) OutputOf(r int) ([]byte, error) {
 		return nil, fmt.Errorf("host: rank %d's buffers are not mapped here", r)
 	}
 	return b.views[r].out[:b.out], nil
+}
+
+// poison fills b with 0xff bytes.
+func poison(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	b[0] = 0xff
+	for n := 1; n < len(b); n *= 2 {
+		copy(b[n:], b[:n])
+	}
 }

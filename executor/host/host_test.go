@@ -81,6 +81,9 @@ func TestRunErrors(t *testing.T) {
 		if err != nil {
 			return err
 		}
+		if sc := b.views[c.Rank()].scratch; len(sc) == 0 || strings.Trim(string(sc), "\xff") != "" {
+			t.Errorf("rank %d: scratch of %d bytes is not all poison", c.Rank(), len(sc))
+		}
 		if err := ex.Run(ctx, b, cpu.F32, ir.ReduceProd); err == nil || !strings.Contains(err.Error(), "prod is supported for integer types only") {
 			t.Errorf("prod on f32: %v", err)
 		}
