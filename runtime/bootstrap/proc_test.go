@@ -43,6 +43,18 @@ func child(scenario string) int {
 		time.Sleep(time.Minute)
 		return 0
 	}
+	if scenario == "launcher" {
+		// A launcher (like msccl-bench --procs) that gets killed: its
+		// ranks must not outlive it.
+		job, err := SpawnLocal(context.Background(), 2, []string{os.Args[0]}, []string{childVar + "=sleepers", "BOOTSTRAP_TEST_VICTIM=-1"})
+		if err != nil {
+			fmt.Println("failed", err)
+			return 3
+		}
+		fmt.Println("pids", strings.Trim(fmt.Sprint(job.Pids()), "[]"))
+		time.Sleep(time.Minute)
+		return 0
+	}
 	if os.Getenv("BOOTSTRAP_TEST_QUIET") != "" {
 		os.Stdout = nil // SpawnLocal's children write to the test's own output
 	}
@@ -512,4 +524,48 @@ func TestLaunchers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Ranks die with their launcher (PR_SET_PDEATHSIG), even when it is
+// killed without a chance to clean up.
+func TestSpawnNoOrphans(t *testing.T) {
+	p := spawn(t, SpawnConfig{N: 1, NoRendezvous: true}, "launcher")
+	var pids []int
+	for start := time.Now(); pids == nil; time.Sleep(10 * time.Millisecond) {
+		for _, line := range strings.Split(p.out[0].String(), "\n") {
+			if f, ok := strings.CutPrefix(line, "pids "); ok {
+				for _, s := range strings.Fields(f) {
+					pid, _ := strconv.Atoi(s)
+					pids = append(pids, pid)
+				}
+			}
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("launcher did not start its ranks:\n%s", p.dump())
+		}
+	}
+	if err := p.job.Signal(0, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	p.wait(t, 5*time.Second)
+	for _, pid := range pids {
+		for start := time.Now(); alive(pid); time.Sleep(10 * time.Millisecond) {
+			if time.Since(start) > 5*time.Second {
+				syscall.Kill(pid, syscall.SIGKILL)
+				t.Fatalf("rank pid %d outlived its killed launcher", pid)
+			}
+		}
+	}
+}
+
+// alive reports whether pid exists and is not a zombie (an orphan that
+// died waits for init to reap it, which a container's init may not do).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }

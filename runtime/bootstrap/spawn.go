@@ -149,6 +149,9 @@ func Spawn(ctx context.Context, sc SpawnConfig) (*Job, error) {
 		if sc.Stderr != nil {
 			cmd.Stderr = sc.Stderr(r)
 		}
+		// A rank's own children may hold its output open after it exits;
+		// do not let them hold up Wait.
+		cmd.WaitDelay = killGrace
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 		dieWithParent(cmd.SysProcAttr)
 		if err := cmd.Start(); err != nil {
