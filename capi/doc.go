@@ -1,0 +1,28 @@
+// Command capi is libmsccl, the C ABI of msccl-go, built with
+//
+//	go build -buildmode=c-shared -o libmsccl.so ./capi
+//
+// which also writes libmsccl.h. It exists so that other languages (the
+// Python package in python/, through ctypes) compile, prove and select
+// plans without a Go toolchain at run time.
+//
+// The contract, which every export keeps:
+//
+//   - Every call returns a status (MSCCL_OK = 0, see status.go) and, when
+//     it is not OK, a message in *errmsg: a NUL-terminated string the
+//     library allocated and the caller frees with msccl_free. No global or
+//     thread-local "last error": concurrent callers never see each other's.
+//   - A Go panic inside a call is recovered and becomes MSCCL_ERR_INTERNAL
+//     with the panic and its stack in the message; the host process goes on.
+//   - No Go pointer reaches C. Plans live in a table in this library and
+//     cross the boundary as int64 handles (never 0); results are copies in
+//     C memory (malloc), freed with msccl_free.
+//   - Every export may be called from several threads at once: the table
+//     is locked, plans are immutable once made, and each call works on its
+//     own copies.
+//
+// The package owns the ABI only: argument decoding, the handle table and
+// the JSON shapes of its results. Compiling, proving and selecting are the
+// compiler's, the CPU executor's and the root package's; this package must
+// not grow logic of its own that a Go caller would miss.
+package main

@@ -1,0 +1,225 @@
+package main
+
+/*
+#include <stdint.h>
+#include <stdlib.h>
+*/
+import "C"
+
+import (
+	"unsafe"
+)
+
+// The exports convert C arguments to Go, call the functions of api.go and
+// verify.go under guard, and copy results into C memory. Each one's
+// comment is what libmsccl.h shows its users.
+
+// main is required by -buildmode=c-shared and never runs.
+func main() {}
+
+// setStr stores a malloc'd copy of s in *out (when out is not NULL).
+func setStr(out **C.char, s string) {
+	if out != nil {
+		*out = C.CString(s)
+	}
+}
+
+// finish stores the message of a failed call and returns its status.
+func finish(errmsg **C.char, status int, msg string) C.int {
+	if status != statusOK {
+		setStr(errmsg, msg)
+	}
+	return C.int(status)
+}
+
+// goBytes copies n bytes at p (NULL with n 0 is an empty input).
+func goBytes(p *C.char, n C.size_t) []byte {
+	if p == nil || n == 0 {
+		return []byte{}
+	}
+	return C.GoBytes(unsafe.Pointer(p), C.int(n))
+}
+
+func goString(p *C.char) string {
+	if p == nil {
+		return ""
+	}
+	return C.GoString(p)
+}
+
+// msccl_abi_version returns the version of this ABI (signatures and JSON
+// shapes); a caller written for another number must not use the library.
+//
+//export msccl_abi_version
+func msccl_abi_version() C.int { return abiVersion }
+
+// msccl_free frees a string or buffer the library returned. NULL is a no-op.
+//
+//export msccl_free
+func msccl_free(p unsafe.Pointer) { C.free(p) }
+
+// msccl_version stores "libmsccl VERSION GOVERSION" in *out.
+//
+//export msccl_version
+func msccl_version(out **C.char, errmsg **C.char) C.int {
+	st, msg := guard(func() error {
+		if out == nil {
+			return invalid("msccl_version: out is NULL")
+		}
+		setStr(out, libVersion())
+		return nil
+	})
+	return finish(errmsg, st, msg)
+}
+
+// msccl_compile compiles the program src (srclen bytes; filename names it
+// in diagnostics) with params, a JSON object of integer parameters
+// ({"ranks": 8}; NULL or "" for none). On success *plan is a new handle.
+// *diags (when not NULL) always receives a JSON array of diagnostics,
+// warnings included: {severity, file, line, col, end_line, end_col,
+// summary, detail, message}. Compile errors return MSCCL_ERR_INPUT with
+// the first error (and a count) in *errmsg.
+//
+//export msccl_compile
+func msccl_compile(filename *C.char, src *C.char, srclen C.size_t, params *C.char, plan *C.int64_t, diags **C.char, errmsg **C.char) C.int {
+	st, msg := guard(func() error {
+		if plan == nil {
+			return invalid("msccl_compile: plan is NULL")
+		}
+		*plan = 0
+		h, ds, err := compileSource(goString(filename), goBytes(src, srclen), goString(params))
+		if ds != nil {
+			setStr(diags, string(encodeJSON(ds)))
+		}
+		*plan = C.int64_t(h)
+		return err
+	})
+	return finish(errmsg, st, msg)
+}
+
+// msccl_plan_load decodes and validates plan JSON (data, n bytes; filename
+// names it in diagnostics) into a new handle in *plan. *diags as for
+// msccl_compile, with JSON paths in "path".
+//
+//export msccl_plan_load
+func msccl_plan_load(filename *C.char, data *C.char, n C.size_t, plan *C.int64_t, diags **C.char, errmsg **C.char) C.int {
+	st, msg := guard(func() error {
+		if plan == nil {
+			return invalid("msccl_plan_load: plan is NULL")
+		}
+		*plan = 0
+		h, ds, err := loadPlan(goString(filename), goBytes(data, n))
+		if ds != nil {
+			setStr(diags, string(encodeJSON(ds)))
+		}
+		*plan = C.int64_t(h)
+		return err
+	})
+	return finish(errmsg, st, msg)
+}
+
+// msccl_plan_json stores the plan's JSON (MSCCL++ schema, exactly what
+// msccl-compile compile writes) in *out and its length in *outlen.
+//
+//export msccl_plan_json
+func msccl_plan_json(plan C.int64_t, out **C.char, outlen *C.size_t, errmsg **C.char) C.int {
+	st, msg := guard(func() error {
+		if out == nil || outlen == nil {
+			return invalid("msccl_plan_json: out or outlen is NULL")
+		}
+		data, err := planJSON(int64(plan))
+		if err != nil {
+			return err
+		}
+		*out = (*C.char)(C.CBytes(data))
+		*outlen = C.size_t(len(data))
+		return nil
+	})
+	return finish(errmsg, st, msg)
+}
+
+// msccl_plan_info stores a JSON summary of the plan in *out: name,
+// collective, protocol, ranks, inplace, root, from_source, threadblocks
+// (per rank) and size_rule {granularity, min, max, text, why} (null, with
+// size_rule_error, when the plan serves no size).
+//
+//export msccl_plan_info
+func msccl_plan_info(plan C.int64_t, out **C.char, errmsg **C.char) C.int {
+	st, msg := guard(func() error {
+		if out == nil {
+			return invalid("msccl_plan_info: out is NULL")
+		}
+		data, err := planInfo(int64(plan))
+		if err != nil {
+			return err
+		}
+		setStr(out, string(data))
+		return nil
+	})
+	return finish(errmsg, st, msg)
+}
+
+// msccl_verify proves the plan on the CPU executor, or with a size in
+// options makes one run of it, and stores the verdict JSON in *out:
+// {ok, verdict, mode, runs, findings: [diagnostic + kind], and for one
+// run size, dtype, op, launches, steps}. options is a JSON object (NULL
+// or "" for the proof): size (bytes or "1MiB"), dtype, op, launches, ll,
+// symbolic. A failing verdict is MSCCL_OK: the call worked; the plan is
+// wrong.
+//
+//export msccl_verify
+func msccl_verify(plan C.int64_t, options *C.char, out **C.char, errmsg **C.char) C.int {
+	st, msg := guard(func() error {
+		if out == nil {
+			return invalid("msccl_verify: out is NULL")
+		}
+		data, err := verify(int64(plan), goString(options))
+		if err != nil {
+			return err
+		}
+		setStr(out, string(data))
+		return nil
+	})
+	return finish(errmsg, st, msg)
+}
+
+// msccl_select stores in *plan a new handle to the proven plan that the
+// selection table (NULL or "": the library built into libmsccl) names for
+// collective on ranks GPUs at size bytes.
+//
+//export msccl_select
+func msccl_select(collective *C.char, ranks C.int64_t, size C.int64_t, table_ *C.char, plan *C.int64_t, errmsg **C.char) C.int {
+	st, msg := guard(func() error {
+		if plan == nil {
+			return invalid("msccl_select: plan is NULL")
+		}
+		*plan = 0
+		h, err := selectPlan(goString(table_), goString(collective), int64(ranks), int64(size))
+		*plan = C.int64_t(h)
+		return err
+	})
+	return finish(errmsg, st, msg)
+}
+
+// msccl_release releases a handle. Releasing one twice is MSCCL_ERR_INVALID.
+//
+//export msccl_release
+func msccl_release(h C.int64_t, errmsg **C.char) C.int {
+	st, msg := guard(func() error { return table.release(int64(h)) })
+	return finish(errmsg, st, msg)
+}
+
+// msccl_live_handles returns how many handles are not released (leak
+// checks in tests).
+//
+//export msccl_live_handles
+func msccl_live_handles() C.int64_t { return C.int64_t(table.live()) }
+
+// msccl_selftest_panic panics inside guard, so that callers' tests can
+// show a panic comes back as MSCCL_ERR_INTERNAL through the real ABI.
+//
+//export msccl_selftest_panic
+func msccl_selftest_panic(errmsg **C.char) C.int {
+	st, msg := guard(func() error { panic("selftest: a deliberate panic") })
+	return finish(errmsg, st, msg)
+}

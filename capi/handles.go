@@ -1,0 +1,63 @@
+package main
+
+import (
+	"sync"
+
+	"github.com/msccl-go/msccl-go/compiler"
+	"github.com/msccl-go/msccl-go/ir"
+)
+
+// planEntry is what a plan handle stands for. The plan is never changed
+// after it enters the table, so calls on one handle from several threads
+// only read it.
+type planEntry struct {
+	plan *ir.Plan
+	src  *compiler.SourceMap // nil for plans not compiled from source
+}
+
+// handles maps the integers C holds to Go values. Handles count up from 1
+// and are never reused, so a stale handle is an error, not someone else's
+// plan.
+type handles struct {
+	mu   sync.Mutex
+	next int64
+	m    map[int64]any
+}
+
+var table = &handles{m: map[int64]any{}}
+
+func (t *handles) add(v any) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.next++
+	t.m[t.next] = v
+	return t.next
+}
+
+func (t *handles) plan(h int64) (*planEntry, error) {
+	t.mu.Lock()
+	v, ok := t.m[h]
+	t.mu.Unlock()
+	e, isPlan := v.(*planEntry)
+	if !ok || !isPlan {
+		return nil, invalid("no plan with handle %d (released already, or never made)", h)
+	}
+	return e, nil
+}
+
+func (t *handles) release(h int64) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.m[h]; !ok {
+		return invalid("no object with handle %d (released already, or never made)", h)
+	}
+	delete(t.m, h)
+	return nil
+}
+
+// live counts the handles not released (tests check that nothing leaks).
+func (t *handles) live() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.m)
+}

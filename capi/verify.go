@@ -1,0 +1,186 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/msccl-go/msccl-go/compiler"
+	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/internal/hostmem"
+	"github.com/msccl-go/msccl-go/internal/size"
+	"github.com/msccl-go/msccl-go/ir"
+)
+
+// verifyOptions are msccl_verify's options. Without size it is the proof
+// (compiler.Verify: every size class of the plan's rule, symbolic and
+// byte level, compiler.ProofLaunches launches), the same as msccl-compile
+// compile runs; dtypes picks the byte-level oracle's types. With size it
+// is one run of the CPU executor, as msccl-compile sim runs it.
+type verifyOptions struct {
+	Size     json.RawMessage `json:"size"`     // bytes: an integer, or a string such as "1MiB"
+	DType    json.RawMessage `json:"dtype"`    // run: "f16"; proof: a list (or one name)
+	Op       string          `json:"op"`       // run only: sum, min, max, prod
+	Launches int             `json:"launches"` // run only; 0: compiler.ProofLaunches
+	LLWidth  int             `json:"ll"`       // run only: 8 or 16; 0: 16
+	Symbolic bool            `json:"symbolic"` // run only
+}
+
+// verdictJSON is msccl_verify's result.
+type verdictJSON struct {
+	OK       bool       `json:"ok"`
+	Verdict  string     `json:"verdict"` // correct, deadlock, race, unbalanced, wrong result, error
+	Mode     string     `json:"mode"`    // proof or run
+	Runs     []string   `json:"runs"`    // the simulations made
+	Findings []diagJSON `json:"findings"`
+	// One run only.
+	Size     int64  `json:"size,omitempty"`
+	DType    string `json:"dtype,omitempty"`
+	Op       string `json:"op,omitempty"`
+	Launches int    `json:"launches,omitempty"`
+	Steps    int64  `json:"steps,omitempty"`
+}
+
+// simMemoryPercent: like msccl-compile sim, one simulation may use this
+// share of the host's available memory; here the host is someone's
+// Python process, which the kernel would kill part way through.
+const simMemoryPercent = 75
+
+func verify(h int64, options string) ([]byte, error) {
+	e, err := table.plan(h)
+	if err != nil {
+		return nil, err
+	}
+	var o verifyOptions
+	if strings.TrimSpace(options) != "" {
+		dec := json.NewDecoder(bytes.NewReader([]byte(options)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&o); err != nil {
+			return nil, invalid("verify options: %v (keys: size, dtype, op, launches, ll, symbolic)", err)
+		}
+	}
+	if len(o.Size) == 0 || string(o.Size) == "null" {
+		return prove(e, o)
+	}
+	return runOnce(e, o)
+}
+
+func prove(e *planEntry, o verifyOptions) ([]byte, error) {
+	if o.Op != "" || o.Launches != 0 || o.LLWidth != 0 || o.Symbolic {
+		return nil, invalid("verify: op, launches, ll and symbolic choose one run; give its size too (without a size the proof covers every reduction and %d launches)", compiler.ProofLaunches)
+	}
+	names := []string{"f32", "bf16"} // msccl-compile compile's default
+	if len(o.DType) > 0 && string(o.DType) != "null" {
+		if err := json.Unmarshal(o.DType, &names); err != nil {
+			var one string
+			if json.Unmarshal(o.DType, &one) != nil {
+				return nil, invalid("verify: dtype: want a type name or a list of them, got %s", o.DType)
+			}
+			names = []string{one}
+		}
+	}
+	var dts []cpu.DType
+	for _, n := range names {
+		dt, err := cpu.ParseDType(n)
+		if err != nil {
+			return nil, invalid("verify: dtype: %v", err)
+		}
+		dts = append(dts, dt)
+	}
+	v := verdictJSON{Mode: "proof", Runs: []string{}, Findings: []diagJSON{}}
+	if runs, err := compiler.ProofRuns(e.plan, nil, dts); err == nil {
+		for _, r := range runs {
+			v.Runs = append(v.Runs, r.String())
+		}
+	}
+	ds := compiler.Verify(e.plan, e.src, nil, dts)
+	for _, d := range ds {
+		j := fromDSL(d)
+		j.Kind = compiler.FindingKind(d)
+		v.Findings = append(v.Findings, j)
+	}
+	v.OK = !ds.HasErrors()
+	v.Verdict = compiler.VerdictOf(ds)
+	return encodeJSON(v), nil
+}
+
+func runOnce(e *planEntry, o verifyOptions) ([]byte, error) {
+	var n int64
+	var s string
+	if json.Unmarshal(o.Size, &n) != nil {
+		if json.Unmarshal(o.Size, &s) != nil {
+			return nil, invalid("verify: size: want bytes as an integer or a string such as \"1MiB\", got %s", o.Size)
+		}
+		var err error
+		if n, err = size.Parse(s); err != nil {
+			return nil, invalid("verify: size: %v", err)
+		}
+	}
+	if n <= 0 {
+		return nil, invalid("verify: size must be positive, got %d", n)
+	}
+	dtName := "f32"
+	if len(o.DType) > 0 && string(o.DType) != "null" {
+		if err := json.Unmarshal(o.DType, &dtName); err != nil {
+			return nil, invalid("verify: dtype: one run takes one type name, got %s", o.DType)
+		}
+	}
+	dt, err := cpu.ParseDType(dtName)
+	if err != nil {
+		return nil, invalid("verify: dtype: %v", err)
+	}
+	op := ir.ReduceOp(o.Op)
+	switch op {
+	case "":
+		op = ir.ReduceSum
+	case ir.ReduceSum, ir.ReduceMin, ir.ReduceMax, ir.ReduceProd:
+	default:
+		return nil, invalid("verify: op: unknown reduction %q (want sum, min, max or prod)", o.Op)
+	}
+	if o.Launches == 0 {
+		o.Launches = compiler.ProofLaunches
+	}
+	if o.Launches < 1 {
+		return nil, invalid("verify: launches must be at least 1, got %d", o.Launches)
+	}
+	if o.LLWidth == 0 {
+		o.LLWidth = 16
+	}
+	if o.LLWidth != 8 && o.LLWidth != 16 {
+		return nil, invalid("verify: ll must be 8 or 16, got %d", o.LLWidth)
+	}
+	opt := cpu.Options{Size: n, DType: dt, Reduce: op, Launches: o.Launches, LLWidth: o.LLWidth, Symbolic: o.Symbolic}
+	// Refuse before allocating, against this host's memory.
+	budget, err := hostmem.NewBudget(simMemoryPercent)
+	if err != nil {
+		return nil, err
+	}
+	if need, err := hostmem.Need(e.plan, n, o.Launches, false); err == nil {
+		if err := budget.Check(fmt.Sprintf("plan %q at %s", e.plan.Name, size.Format(n)), need); err != nil {
+			return nil, err
+		}
+	}
+	opt.MaxMemory = budget.Bytes
+	rep, err := cpu.Run(e.plan, opt)
+	if err != nil {
+		// A size outside the plan's rule, a plan the executor cannot set
+		// up: the input's problem, in the executor's words.
+		return nil, err
+	}
+	run := fmt.Sprintf("%d bytes, %s", n, dt)
+	if o.Symbolic {
+		run = fmt.Sprintf("%d bytes, symbolic", n)
+	}
+	v := verdictJSON{OK: rep.OK(), Verdict: rep.Verdict.String(), Mode: "run", Runs: []string{run}, Findings: []diagJSON{},
+		Size: n, DType: dt.String(), Op: string(op), Launches: o.Launches, Steps: rep.Steps}
+	if o.Symbolic {
+		v.DType = "symbolic"
+	}
+	for _, d := range compiler.RunDiagnostics(rep, e.src, run) {
+		j := fromDSL(d)
+		j.Kind = compiler.FindingKind(d)
+		v.Findings = append(v.Findings, j)
+	}
+	return encodeJSON(v), nil
+}

@@ -1,0 +1,103 @@
+"""Exceptions and diagnostics of the msccl package."""
+
+from dataclasses import dataclass
+from typing import List, Optional
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One problem found in a program, a plan or a proof.
+
+    Programs have source positions (file, line, col: 1-based; 0 where none
+    applies), plans JSON paths (path). message is the line msccl-compile
+    prints. kind is set on proof findings: deadlock, race, unbalanced,
+    wrong result, clobbered or error.
+    """
+
+    severity: str
+    message: str
+    summary: str = ""
+    detail: str = ""
+    file: str = ""
+    line: int = 0
+    col: int = 0
+    end_line: int = 0
+    end_col: int = 0
+    path: str = ""
+    kind: str = ""
+
+    @classmethod
+    def from_json(cls, d):
+        return cls(
+            severity=d.get("severity", "error"),
+            message=d.get("message", ""),
+            summary=d.get("summary", ""),
+            detail=d.get("detail", ""),
+            file=d.get("file", ""),
+            line=d.get("line", 0),
+            col=d.get("col", 0),
+            end_line=d.get("end_line", 0),
+            end_col=d.get("end_col", 0),
+            path=d.get("path", ""),
+            kind=d.get("kind", ""),
+        )
+
+    @property
+    def is_error(self):
+        return self.severity == "error"
+
+    def __str__(self):
+        return self.message
+
+
+#: A proof finding is a diagnostic with a kind.
+Finding = Diagnostic
+
+
+class Error(Exception):
+    """Base of the errors libmsccl reports."""
+
+    def __init__(self, message, diagnostics: Optional[List[Diagnostic]] = None):
+        super().__init__(message)
+        self.message = message
+        self.diagnostics = list(diagnostics or [])
+
+
+class InvalidArgument(Error, ValueError):
+    """An argument libmsccl refused (an unknown handle, a bad option)."""
+
+
+class InternalError(Error):
+    """A bug in libmsccl: a Go panic the library caught (the message has its
+    stack). The process is fine; please report it."""
+
+
+class CompileError(Error):
+    """A schedule program did not compile. file, line, col and message are
+    those of the first error; diagnostics has every one (warnings too)."""
+
+    def __init__(self, message, diagnostics=None):
+        super().__init__(message, diagnostics)
+        first = next((d for d in self.diagnostics if d.is_error), None)
+        self.file = first.file if first else ""
+        self.line = first.line if first else 0
+        self.col = first.col if first else 0
+        self.summary = first.summary if first else message
+        self.errors = [d for d in self.diagnostics if d.is_error]
+
+
+class PlanError(Error):
+    """A plan (JSON) that does not decode or validate; each diagnostic
+    names its JSON path."""
+
+
+class SelectError(Error):
+    """No plan of the selection table fits the request."""
+
+
+class NotCorrect(Error):
+    """A plan whose proof found problems; .result is the VerifyResult."""
+
+    def __init__(self, message, result):
+        super().__init__(message, result.findings)
+        self.result = result
