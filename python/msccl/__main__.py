@@ -1,0 +1,192 @@
+"""python -m msccl: the msccl-compile commands for people who never leave Python.
+
+    python -m msccl compile FILE.msccl [-D name=value ...] [-o plan.json] [--no-verify] [--verify-dtypes f32,bf16]
+    python -m msccl verify PLAN.json|FILE.msccl [-D name=value ...] [--size 1MiB --dtype f16 --op sum --launches 4] [--json]
+    python -m msccl select COLLECTIVE --ranks N --size BYTES [-o plan.json] [--table selection.yaml]
+    python -m msccl version
+
+compile is msccl-compile compile (the plan it writes is byte for byte the
+same); verify is msccl-compile sim with --size, and the compile command's
+proof without. Exit status: 0 when the command worked and the plan is
+correct, 1 when the input has problems or the verdict fails, 2 on usage
+errors.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+from . import plan as _plan
+from .errors import CompileError, Error, InvalidArgument, PlanError, SelectError
+
+EXIT_OK, EXIT_BAD, EXIT_USAGE = 0, 1, 2
+
+
+def _define(s):
+    name, sep, val = s.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError("want name=value, got %r" % s)
+    try:
+        return name, int(val)
+    except ValueError:
+        raise argparse.ArgumentTypeError("value of %s must be an integer, got %r" % (name, val))
+
+
+_UNITS = {"": 1, "K": 1000, "KB": 1000, "KIB": 1024, "M": 1000 ** 2, "MB": 1000 ** 2, "MIB": 1024 ** 2,
+          "G": 1000 ** 3, "GB": 1000 ** 3, "GIB": 1024 ** 3}
+
+
+def _size(s):
+    """Bytes from "1048576" or "1MiB" (the suffixes msccl-compile takes;
+    anything else goes to the library, whose parser is the reference)."""
+    t = s.strip()
+    num = t.rstrip("KkMmGgIiBb")
+    unit = t[len(num):].upper()
+    if num.isdigit() and unit in _UNITS:
+        return int(num) * _UNITS[unit]
+    return s
+
+
+def _print_diags(ds, stream):
+    for d in ds:
+        print(d.message, file=stream)
+
+
+def _open_plan(path, defines):
+    """A plan from a program (.msccl, compiled with defines) or plan JSON."""
+    if path.endswith(_plan.SOURCE_SUFFIX):
+        return _plan.compile(path, **defines)
+    if defines:
+        raise InvalidArgument("-D applies to programs (.msccl), not to plan JSON %s" % path)
+    return _plan.load(path)
+
+
+def cmd_compile(a):
+    p = _plan.compile(a.file, **dict(a.define))
+    _print_diags(getattr(p, "diagnostics", []), sys.stderr)
+    res = None
+    if not a.no_verify:
+        res = p.verify(dtype=a.verify_dtypes.split(","))
+        _print_diags(res.findings, sys.stderr)
+        if not res.ok:
+            print("%s: the compiled plan is not correct (see above); no plan written. Use --no-verify to write it anyway." % a.file, file=sys.stderr)
+            return EXIT_BAD
+    data = p.to_bytes()
+    if a.o:
+        try:
+            with open(a.o, "wb") as f:
+                f.write(data)
+        except OSError:
+            if os.path.exists(a.o):
+                os.remove(a.o)  # no half-written plan left behind
+            raise
+    else:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    if res is not None:
+        print("%s: wrote %s (%d ranks); proven correct for every message size in its rule, %s, every reduction and type (%s)"
+              % (a.file, a.o or "the plan to stdout", p.ranks, p.size_rule, "; ".join(res.runs)), file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_verify(a):
+    p = _open_plan(a.plan, dict(a.define))
+    if a.size is None:
+        if a.op or a.launches or a.ll or a.symbolic:
+            raise InvalidArgument("--op, --launches, --ll and --symbolic choose one run: give --size too")
+        res = p.verify(dtype=a.dtype.split(",") if a.dtype else None)
+    else:
+        res = p.verify(_size(a.size), dtype=a.dtype, op=a.op, launches=a.launches, ll=a.ll, symbolic=a.symbolic)
+    if a.json:
+        json.dump(res.raw, sys.stdout, indent=2)
+        print()
+    else:
+        if res.mode == "proof":
+            print("%s: %s (proof: %s)" % (a.plan, res.verdict, "; ".join(res.runs)))
+        else:
+            what = "symbolic (every reduction and type)" if res.dtype == "symbolic" else "%s, %s" % (res.dtype, res.op)
+            print("%s: %s at %d bytes, %s, %d launches" % (a.plan, res.verdict, res.size, what, res.launches))
+        _print_diags(res.findings, sys.stdout)
+    return EXIT_OK if res.ok else EXIT_BAD
+
+
+def cmd_select(a):
+    p = _plan.select(a.collective, a.ranks, a.size, table=a.table)
+    data = p.to_bytes()
+    if a.o:
+        with open(a.o, "wb") as f:
+            f.write(data)
+        print("%s: %s (%s, %d ranks)" % (a.o, p.name, p.collective, p.ranks), file=sys.stderr)
+    else:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    return EXIT_OK
+
+
+def cmd_version(a):
+    from . import __version__, library_version
+    print("msccl %s (%s)" % (__version__, library_version()))
+    return EXIT_OK
+
+
+def parser():
+    ap = argparse.ArgumentParser(prog="python -m msccl", description="Compile, prove and select collective schedules (msccl-go).")
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    c = sub.add_parser("compile", help="compile a schedule program to a plan and prove it correct on the CPU")
+    c.add_argument("file", metavar="FILE.msccl")
+    c.add_argument("-D", dest="define", type=_define, action="append", default=[], metavar="name=value", help="override a parameter: -D ranks=16 (repeatable)")
+    c.add_argument("-o", metavar="plan.json", help="write the plan here instead of stdout")
+    c.add_argument("--no-verify", action="store_true", help="skip the CPU executor's proof of the compiled plan")
+    c.add_argument("--verify-dtypes", default="f32,bf16", help="data types of the proof's byte-level runs")
+    c.set_defaults(run=cmd_compile)
+
+    v = sub.add_parser("verify", help="prove a plan (or a program) on the CPU executor, or run it once with --size")
+    v.add_argument("plan", metavar="PLAN.json|FILE.msccl")
+    v.add_argument("-D", dest="define", type=_define, action="append", default=[], metavar="name=value", help="parameters of a program (repeatable)")
+    v.add_argument("--size", help="one run at this message size (bytes; 1MiB); without it, the proof over every size of the plan's rule")
+    v.add_argument("--dtype", help="data type of the run (f32, f16, bf16, i32, u32, u8, f8e4m3, f8e5m2), or the proof's byte-level types (f32,bf16)")
+    v.add_argument("--op", choices=_plan.REDUCTIONS, help="reduction of the run (default sum)")
+    v.add_argument("--launches", type=int, help="back-to-back launches of the run (default 4)")
+    v.add_argument("--ll", type=int, choices=(8, 16), help="LL packet width of the run")
+    v.add_argument("--symbolic", action="store_true", help="run symbolically (every reduction and type at once)")
+    v.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    v.set_defaults(run=cmd_verify)
+
+    s = sub.add_parser("select", help="the library plan for a collective, rank count and message size")
+    s.add_argument("collective", choices=_plan.COLLECTIVES)
+    s.add_argument("--ranks", type=int, required=True)
+    s.add_argument("--size", type=_size, required=True, help="message size in bytes (1MiB)")
+    s.add_argument("--table", help="selection table (default: the library's, built in)")
+    s.add_argument("-o", metavar="plan.json", help="write the plan here instead of stdout")
+    s.set_defaults(run=cmd_select)
+
+    ver = sub.add_parser("version", help="print the package's and the library's versions")
+    ver.set_defaults(run=cmd_version)
+    return ap
+
+
+def main(argv=None):
+    a = parser().parse_args(argv)
+    name = "python -m msccl " + a.command
+    try:
+        return a.run(a)
+    except CompileError as e:
+        _print_diags(e.diagnostics, sys.stderr)
+        return EXIT_BAD
+    except PlanError as e:
+        _print_diags(e.diagnostics, sys.stderr)
+        print("%s: %s" % (name, e.message), file=sys.stderr)
+        return EXIT_BAD
+    except (InvalidArgument, TypeError) as e:
+        print("%s: %s" % (name, e), file=sys.stderr)
+        return EXIT_USAGE
+    except (Error, SelectError, OSError, ValueError) as e:
+        print("%s: %s" % (name, e), file=sys.stderr)
+        return EXIT_BAD
+
+
+if __name__ == "__main__":
+    sys.exit(main())
