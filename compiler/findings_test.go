@@ -26,20 +26,7 @@ func TestFindingKindsAgreeWithExecutor(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var src []byte
-		defs := map[string]int64{}
-		for _, fl := range ar.Files {
-			switch fl.Name {
-			case "input.msccl":
-				src = fl.Data
-			case "defines":
-				for _, line := range strings.Fields(string(fl.Data)) {
-					k, v, _ := strings.Cut(line, "=")
-					n, _ := strconv.ParseInt(v, 10, 64)
-					defs[k] = n
-				}
-			}
-		}
+		src, defs := corpusProgram(t, ar)
 		p, sm, ds := CompileSource("input.msccl", src, defs, Options{})
 		if p == nil || ds.HasErrors() {
 			continue // rejected by the compiler: no run to classify
@@ -67,6 +54,29 @@ func TestFindingKindsAgreeWithExecutor(t *testing.T) {
 			t.Errorf("the corpus never produced verdict %q: the test no longer covers it", v)
 		}
 	}
+}
+
+// corpusProgram is the program of a txtar case and its "defines" file
+// (name=value per line), as the golden and corpus tests read them.
+func corpusProgram(t *testing.T, ar *txtar.Archive) (src []byte, defs map[string]int64) {
+	t.Helper()
+	defs = map[string]int64{}
+	for _, fl := range ar.Files {
+		switch fl.Name {
+		case "input.msccl":
+			src = fl.Data
+		case "defines":
+			for _, line := range strings.Fields(string(fl.Data)) {
+				k, v, _ := strings.Cut(line, "=")
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					t.Fatalf("bad define %q", line)
+				}
+				defs[k] = n
+			}
+		}
+	}
+	return src, defs
 }
 
 func TestFindingKindFallbacks(t *testing.T) {

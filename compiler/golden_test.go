@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -138,23 +137,7 @@ func TestDiagnosticGoldens(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var src []byte
-			defs := map[string]int64{}
-			for _, fl := range ar.Files {
-				switch fl.Name {
-				case "input.msccl":
-					src = fl.Data
-				case "defines":
-					for _, line := range strings.Fields(string(fl.Data)) {
-						k, v, _ := strings.Cut(line, "=")
-						n, err := strconv.ParseInt(v, 10, 64)
-						if err != nil {
-							t.Fatalf("bad define %q", line)
-						}
-						defs[k] = n
-					}
-				}
-			}
+			src, defs := corpusProgram(t, ar)
 			mode := strings.TrimSpace(string(ar.Comment))
 			var out []txtar.File
 			if strings.HasPrefix(mode, "fmt") {

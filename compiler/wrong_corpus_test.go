@@ -61,22 +61,10 @@ func TestWrongCorpus(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var src []byte
+			src, defs := corpusProgram(t, ar)
 			var sizes []int64
-			defs := map[string]int64{}
 			for _, fl := range ar.Files {
 				switch fl.Name {
-				case "input.msccl":
-					src = fl.Data
-				case "defines":
-					for _, line := range strings.Fields(string(fl.Data)) {
-						k, v, _ := strings.Cut(line, "=")
-						n, err := strconv.ParseInt(v, 10, 64)
-						if err != nil {
-							t.Fatalf("bad define %q", line)
-						}
-						defs[k] = n
-					}
 				case "sizes":
 					for _, s := range strings.Fields(string(fl.Data)) {
 						n, err := strconv.ParseInt(s, 10, 64)
