@@ -8,7 +8,7 @@ import (
 
 	"github.com/msccl-go/msccl-go"
 	"github.com/msccl-go/msccl-go/compiler"
-	"github.com/msccl-go/msccl-go/dsl"
+	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/internal/version"
 	"github.com/msccl-go/msccl-go/ir"
 )
@@ -20,32 +20,27 @@ const abiVersion = 1
 
 func libVersion() string { return version.String("libmsccl") }
 
-// diagJSON is one diagnostic of a compile, a plan load or a proof. Source
-// positions (file, line, col; 1-based) come from programs, JSON paths
-// (path) from plans; message is the line msccl-compile prints.
+// diagJSON is one diagnostic of a compile, a plan load or a proof: the
+// module's JSON form (diag.JSONDiagnostic: severity, code, summary, detail, file,
+// line, col, end_line, end_col, path; 1-based positions, zero fields
+// left out), plus the line msccl-compile prints and, for proof findings,
+// the kind (compiler.FindingKind).
 type diagJSON struct {
-	Severity string `json:"severity"`
-	File     string `json:"file"`
-	Line     int    `json:"line"`
-	Col      int    `json:"col"`
-	EndLine  int    `json:"end_line"`
-	EndCol   int    `json:"end_col"`
-	Path     string `json:"path,omitempty"`
-	Summary  string `json:"summary"`
-	Detail   string `json:"detail,omitempty"`
-	Message  string `json:"message"`
-	Kind     string `json:"kind,omitempty"` // proofs only: compiler.FindingKind
+	diag.JSONDiagnostic
+	Message string `json:"message"`
+	Kind    string `json:"kind,omitempty"`
 }
 
-func fromDSL(d dsl.Diagnostic) diagJSON {
-	s, e := d.Subject.Start, d.Subject.End
-	return diagJSON{Severity: d.Severity.String(), File: s.Filename, Line: s.Line, Col: s.Col, EndLine: e.Line, EndCol: e.Col,
-		Summary: d.Summary, Detail: d.Detail, Message: d.String()}
+func toJSON(d diag.Diagnostic) diagJSON {
+	return diagJSON{JSONDiagnostic: d.ToJSON(), Message: d.String()}
 }
 
-func fromIR(file string, d ir.Diagnostic) diagJSON {
-	return diagJSON{Severity: d.Severity.String(), File: file, Line: d.Line, Col: d.Col, Path: d.Path,
-		Summary: d.Msg, Message: file + ": " + d.String()}
+func toJSONs(ds diag.Diagnostics) []diagJSON {
+	out := []diagJSON{}
+	for _, d := range ds {
+		out = append(out, toJSON(d))
+	}
+	return out
 }
 
 func encodeJSON(v any) []byte {
@@ -92,10 +87,7 @@ func compileSource(filename string, src []byte, params string) (h int64, diags [
 		return 0, nil, err
 	}
 	p, sm, ds := compiler.CompileSource(filename, src, defs, compiler.Options{})
-	diags = []diagJSON{}
-	for _, d := range ds {
-		diags = append(diags, fromDSL(d))
-	}
+	diags = toJSONs(ds)
 	if p == nil || ds.HasErrors() {
 		return 0, diags, fmt.Errorf("%s", firstError(ds))
 	}
@@ -104,11 +96,11 @@ func compileSource(filename string, src []byte, params string) (h int64, diags [
 
 // firstError is the error line a failed compile reports as its message;
 // the diagnostics carry every one.
-func firstError(ds dsl.Diagnostics) string {
+func firstError(ds diag.Diagnostics) string {
 	n := 0
 	first := ""
 	for _, d := range ds {
-		if d.Severity == dsl.Error {
+		if d.IsError() {
 			if n == 0 {
 				first = d.String()
 			}
@@ -127,10 +119,10 @@ func firstError(ds dsl.Diagnostics) string {
 // loadPlan decodes and validates plan JSON; file names it in diagnostics.
 func loadPlan(file string, data []byte) (h int64, diags []diagJSON, err error) {
 	p, ds, lerr := ir.Load(data)
-	diags = []diagJSON{}
-	for _, d := range ds {
-		diags = append(diags, fromIR(file, d))
+	for i := range ds {
+		ds[i].Subject.Start.Filename = file // as msccl-compile names them
 	}
+	diags = toJSONs(ds)
 	if lerr != nil {
 		return 0, diags, fmt.Errorf("%s: %w", file, lerr)
 	}

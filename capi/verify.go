@@ -96,7 +96,7 @@ func prove(e *planEntry, o verifyOptions) ([]byte, error) {
 	}
 	ds := compiler.Verify(e.plan, e.src, nil, dts)
 	for _, d := range ds {
-		j := fromDSL(d)
+		j := toJSON(d)
 		j.Kind = compiler.FindingKind(d)
 		v.Findings = append(v.Findings, j)
 	}
@@ -178,7 +178,7 @@ func runOnce(e *planEntry, o verifyOptions) ([]byte, error) {
 		v.DType = "symbolic"
 	}
 	for _, d := range compiler.RunDiagnostics(rep, e.src, run) {
-		j := fromDSL(d)
+		j := toJSON(d)
 		j.Kind = compiler.FindingKind(d)
 		v.Findings = append(v.Findings, j)
 	}

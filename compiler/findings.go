@@ -1,10 +1,8 @@
 package compiler
 
 import (
-	"strings"
-
-	"github.com/msccl-go/msccl-go/dsl"
 	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/internal/diag"
 )
 
 // RunDiagnostics words one CPU executor report the way Verify words a
@@ -16,66 +14,66 @@ func RunDiagnostics(rep *cpu.Report, sm *SourceMap, run string) Diagnostics {
 	return reportDiags(rep, sm, run)
 }
 
-// Finding kinds, in the order a verdict takes them (the CPU executor's:
-// a deadlock hides what follows it, then races, then unbalanced signals,
-// then wrong results).
+// Finding kinds: the verdict names of the CPU executor (cpu.Verdict),
+// plus clobbered (an out-of-place collective changed its input, which the
+// executor counts as a wrong result) and error (the plan could not be
+// simulated: no admitted size, too large).
 const (
 	KindDeadlock    = "deadlock"
 	KindRace        = "race"
 	KindUnbalanced  = "unbalanced"
 	KindWrongResult = "wrong result"
-	KindClobbered   = "clobbered" // an out-of-place collective changed its input; a wrong result
-	KindError       = "error"     // the plan could not be simulated (no admitted size, too large)
+	KindClobbered   = "clobbered"
+	KindError       = "error"
 )
 
+// kinds maps the proof's diagnostic codes to kinds, in the order a
+// verdict takes them (the executor's: a deadlock hides what follows it,
+// then races, then unbalanced signals, then wrong results).
+var kinds = []struct {
+	code, kind string
+}{
+	{diag.CodeDeadlock, KindDeadlock},
+	{diag.CodeRace, KindRace},
+	{diag.CodeUnbalanced, KindUnbalanced},
+	{diag.CodeWrongResult, KindWrongResult},
+	{diag.CodeInputClobbered, KindClobbered},
+}
+
 // FindingKind names what a diagnostic of Verify or RunDiagnostics found,
-// for callers that act on the kind rather than the wording (the C ABI's
-// verdicts). It is derived from the summaries reportDiags writes, so a
-// change of wording there must keep these prefixes (capi's tests check
-// every kind against the executor's own verdict on the wrong corpus).
-func FindingKind(d dsl.Diagnostic) string {
-	// reportDiags' fallback when a failing report has no finding of its
-	// own: "verdict: race".
-	if v, ok := strings.CutPrefix(d.Summary, "verdict: "); ok {
-		for _, k := range []string{KindDeadlock, KindRace, KindUnbalanced, KindWrongResult} {
-			if v == k {
-				return k
-			}
-		}
-	}
-	for _, k := range findingPrefixes {
-		if strings.HasPrefix(d.Summary, k.prefix) {
+// in the executor's words, for callers that report verdicts (the C ABI).
+func FindingKind(d diag.Diagnostic) string {
+	for _, k := range kinds {
+		if d.Code == k.code {
 			return k.kind
 		}
 	}
 	return KindError
 }
 
-var findingPrefixes = []struct{ prefix, kind string }{
-	{"deadlock:", KindDeadlock},
-	{"race on ", KindRace},
-	{"signal never waited for", KindUnbalanced},
-	{"wrong result", KindWrongResult},
-	{"input clobbered:", KindClobbered},
-}
-
-// VerdictOf is the verdict a list of findings adds up to: "correct" when
-// none is an error, else the first kind in the executor's order
-// (deadlock, race, unbalanced, wrong result, error).
+// VerdictOf is the verdict a proof's findings add up to: "correct" when
+// none is an error, else the kind of the first in the executor's order
+// (deadlock, race, unbalanced, wrong result; a clobbered input is a wrong
+// result), or error when only problems outside the run were found.
 func VerdictOf(ds Diagnostics) string {
-	rank := map[string]int{KindDeadlock: 0, KindRace: 1, KindUnbalanced: 2, KindWrongResult: 3, KindClobbered: 3, KindError: 4}
-	best, verdict := len(rank), cpu.Correct.String()
+	best, verdict := len(kinds)+1, cpu.Correct.String()
 	for _, d := range ds {
-		if d.Severity != dsl.Error {
+		if !d.IsError() {
 			continue
 		}
 		k := FindingKind(d)
-		if r := rank[k]; r < best {
-			best, verdict = r, k
-			if k == KindClobbered {
-				verdict = KindWrongResult
+		r := len(kinds)
+		for i, x := range kinds {
+			if x.kind == k {
+				r = i
 			}
 		}
+		if r < best {
+			best, verdict = r, k
+		}
+	}
+	if verdict == KindClobbered {
+		verdict = KindWrongResult
 	}
 	return verdict
 }

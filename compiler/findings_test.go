@@ -6,15 +6,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/msccl-go/msccl-go/dsl"
+	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/executor/cpu"
 	"golang.org/x/tools/txtar"
 )
 
-// FindingKind reads the wording of reportDiags; on every program of the
-// wrong corpus, at each of its proof sizes (symbolic and in f32), the
-// verdict its findings add up to must be the executor's own. A change of
-// wording that loses a kind fails here, not in a caller's verdict.
+// On every program of the wrong corpus, at each of its proof sizes
+// (symbolic and in f32), the verdict that RunDiagnostics' findings add up
+// to must be the executor's own: a finding that lost or changed its code
+// fails here, not in a caller's verdict.
 func TestFindingKindsAgreeWithExecutor(t *testing.T) {
 	files, _ := filepath.Glob("../testdata/wrong/*.txtar")
 	if len(files) == 0 {
@@ -79,26 +79,28 @@ func corpusProgram(t *testing.T, ar *txtar.Archive) (src []byte, defs map[string
 	return src, defs
 }
 
-func TestFindingKindFallbacks(t *testing.T) {
-	for _, tc := range []struct{ summary, kind string }{
-		{"verdict: race", KindRace},
-		{"verdict: wrong result", KindWrongResult},
-		{"input clobbered: rank 0's input bytes [0:4) changed", KindClobbered},
-		{"cannot simulate (64 bytes, f32): too large", KindError},
-		{"the plan serves no message size: x", KindError},
+func TestVerdictOf(t *testing.T) {
+	ds := Diagnostics{
+		{Severity: diag.Warning, Code: diag.CodeDeadlock},
+		{Severity: diag.Error, Code: diag.CodeInputClobbered},
+		{Severity: diag.Error, Code: diag.CodeRace},
+		{Severity: diag.Error, Code: diag.CodeCannotRun},
+	}
+	for _, tc := range []struct {
+		ds   Diagnostics
+		want string
+	}{
+		{ds, KindRace}, // a race outranks a wrong result; warnings do not count
+		{ds[:1], "correct"},
+		{ds[1:2], KindWrongResult},
+		{ds[3:], KindError},
+		{ds[1:], KindRace},
 	} {
-		if got := FindingKind(dsl.Diagnostic{Summary: tc.summary}); got != tc.kind {
-			t.Errorf("FindingKind(%q) = %q, want %q", tc.summary, got, tc.kind)
+		if got := VerdictOf(tc.ds); got != tc.want {
+			t.Errorf("VerdictOf(%v) = %q, want %q", tc.ds, got, tc.want)
 		}
 	}
-	ds := Diagnostics{{Severity: dsl.Warning, Summary: "deadlock: x"}, {Severity: dsl.Error, Summary: "input clobbered: y"}, {Severity: dsl.Error, Summary: "race on z"}}
-	if got := VerdictOf(ds); got != KindRace {
-		t.Errorf("VerdictOf = %q, want race (a race outranks a wrong result; warnings do not count)", got)
-	}
-	if got := VerdictOf(ds[:1]); got != "correct" {
-		t.Errorf("VerdictOf(warning only) = %q, want correct", got)
-	}
-	if got := VerdictOf(ds[1:2]); got != KindWrongResult {
-		t.Errorf("VerdictOf(clobber) = %q, want wrong result", got)
+	if got := FindingKind(ds[1]); got != KindClobbered {
+		t.Errorf("FindingKind(clobbered) = %q", got)
 	}
 }

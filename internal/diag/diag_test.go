@@ -67,11 +67,11 @@ func TestRenderJSON(t *testing.T) {
 	if len(lines) != 2 {
 		t.Fatalf("want one line per diagnostic, got %q", b.String())
 	}
-	var got jsonDiag
+	var got JSONDiagnostic
 	if err := json.Unmarshal([]byte(lines[0]), &got); err != nil {
 		t.Fatal(err)
 	}
-	if got != (jsonDiag{Severity: "error", Code: CodeSyntax, Summary: "syntax error: x", Detail: "d", File: "a.msccl", Line: 1, Col: 2, EndLine: 1, EndCol: 5}) {
+	if got != (JSONDiagnostic{Severity: "error", Code: CodeSyntax, Summary: "syntax error: x", Detail: "d", File: "a.msccl", Line: 1, Col: 2, EndLine: 1, EndCol: 5}) {
 		t.Errorf("got %+v", got)
 	}
 	if want := `{"severity":"warning","code":"limit.ops-per-block","summary":"s","path":"gpus[0]","count":3,"max":2}`; lines[1] != want {

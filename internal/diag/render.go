@@ -12,12 +12,13 @@ const (
 	// Text is one line per diagnostic, for people (Diagnostic.String).
 	Text Format = iota
 	// JSON is one JSON object per line (JSON Lines), for tools, in the
-	// shape of jsonDiag; the way rustc's --error-format=json reports.
+	// shape of JSONDiagnostic; the way rustc's --error-format=json reports.
 	JSON
 )
 
-// jsonDiag is the JSON form: stable keys, empty fields left out.
-type jsonDiag struct {
+// JSONDiagnostic is the JSON form: stable keys, empty fields left out.
+// The C ABI (capi) embeds it in the diagnostics it returns.
+type JSONDiagnostic struct {
 	Severity string `json:"severity"`
 	Code     string `json:"code"`
 	Summary  string `json:"summary"`
@@ -43,12 +44,17 @@ func Render(w io.Writer, ds Diagnostics, f Format) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	for _, d := range ds {
-		s, e := d.Subject.Start, d.Subject.End
-		if err := enc.Encode(jsonDiag{Severity: d.Severity.String(), Code: d.Code, Summary: d.Summary, Detail: d.Detail,
-			File: s.Filename, Line: s.Line, Col: s.Col, EndLine: e.Line, EndCol: e.Col,
-			Path: d.Path, Count: d.Count, Max: d.Max}); err != nil {
+		if err := enc.Encode(d.ToJSON()); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// ToJSON is d in its JSON form.
+func (d Diagnostic) ToJSON() JSONDiagnostic {
+	s, e := d.Subject.Start, d.Subject.End
+	return JSONDiagnostic{Severity: d.Severity.String(), Code: d.Code, Summary: d.Summary, Detail: d.Detail,
+		File: s.Filename, Line: s.Line, Col: s.Col, EndLine: e.Line, EndCol: e.Col,
+		Path: d.Path, Count: d.Count, Max: d.Max}
 }

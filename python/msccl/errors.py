@@ -9,7 +9,9 @@ class Diagnostic:
     """One problem found in a program, a plan or a proof.
 
     Programs have source positions (file, line, col: 1-based; 0 where none
-    applies), plans JSON paths (path). message is the line msccl-compile
+    applies), plans JSON paths (path). code names the kind of problem and
+    stays stable across releases (dsl.syntax, plan.invalid, proof.race,
+    ...; the wording may change); message is the line msccl-compile
     prints. kind is set on proof findings: deadlock, race, unbalanced,
     wrong result, clobbered or error.
     """
@@ -24,6 +26,7 @@ class Diagnostic:
     end_line: int = 0
     end_col: int = 0
     path: str = ""
+    code: str = ""
     kind: str = ""
 
     @classmethod
@@ -39,6 +42,7 @@ class Diagnostic:
             end_line=d.get("end_line", 0),
             end_col=d.get("end_col", 0),
             path=d.get("path", ""),
+            code=d.get("code", ""),
             kind=d.get("kind", ""),
         )
 

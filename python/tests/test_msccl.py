@@ -95,6 +95,7 @@ class Compile(unittest.TestCase):
         self.assertEqual((e.file, e.line, e.col), ("<string>", 4, 3))
         self.assertEqual(e.summary, 'unknown op "cpy"')
         self.assertIn('did you mean "copy"', str(e))
+        self.assertTrue(e.diagnostics[0].code, e.diagnostics[0])
         self.assertTrue(str(e).startswith("<string>:4:3: error: "), str(e))
         with self.assertRaises(msccl.CompileError) as cm:
             msccl.compile(src, filename="mine.msccl")
@@ -130,7 +131,7 @@ class Compile(unittest.TestCase):
             msccl.loads(3)
         with self.assertRaises(msccl.PlanError) as cm:
             msccl.loads("{")
-        self.assertTrue(cm.exception.diagnostics)
+        self.assertEqual(cm.exception.diagnostics[0].code, "plan.syntax")
         with self.assertRaises(msccl.PlanError) as cm:
             msccl.loads('{"name": 1}')
         self.assertIn("name", [d.path for d in cm.exception.diagnostics])
@@ -167,6 +168,7 @@ class Verify(unittest.TestCase):
         self.assertEqual(r.verdict, verdict)
         self.assertEqual([f.message for f in r.findings], ar["diagnostics"].strip().splitlines())
         self.assertIn(kind, r.kinds())
+        self.assertTrue(all(f.code.startswith("proof.") for f in r.findings), [f.code for f in r.findings])
         for f in r.findings:
             self.assertEqual(f.file, "input.msccl")
             self.assertGreater(f.line, 0)
@@ -204,7 +206,7 @@ class Verify(unittest.TestCase):
         p, _ = self.corpus("wrong_deadlock_1")
         r = p.verify(32, dtype="i32")
         self.assertEqual((r.ok, r.verdict, r.mode, r.runs), (False, "deadlock", "run", ["32 bytes, i32"]))
-        self.assertEqual({(f.kind, f.line, f.col) for f in r.findings}, {("deadlock", 8, 5)})
+        self.assertEqual({(f.kind, f.code, f.line, f.col) for f in r.findings}, {("deadlock", "proof.deadlock", 8, 5)})
 
     def test_loaded_plan_findings_name_paths(self):
         p, _ = self.corpus("wrong_deadlock_1")
