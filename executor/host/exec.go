@@ -2,9 +2,11 @@ package host
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -227,6 +229,10 @@ type Buffers struct {
 // every rank calls it with the same size.
 func (e *Executor) Alloc(ctx context.Context, size int64) (*Buffers, error) {
 	p := e.p
+	// First, so that every rank reaches the all-gather before any refuses.
+	if err := e.sameSize(ctx, size); err != nil {
+		return nil, err
+	}
 	rule, err := p.SizeRule()
 	if err != nil {
 		return nil, fmt.Errorf("host: %w", err)
@@ -306,11 +312,16 @@ func (b *Buffers) Output() []byte { return b.views[b.e.rank].out[:b.out] }
 // Size is the message size the buffers were allocated for.
 func (b *Buffers) Size() int64 { return b.size }
 
-// Free unmaps the peers' buffers and frees this rank's. Peers keep their
-// own mappings, so a peer still running is not disturbed.
+// Free waits for the port proxy's pending copies, unmaps the peers'
+// buffers and frees this rank's. Peers keep their own mappings, so a peer
+// still running is not disturbed.
 func (b *Buffers) Free() error {
 	var errs []error
 	b.freeOnce.Do(func() {
+		// A launch ends without waiting for its port requests (as a
+		// kernel does not wait for the proxy); they must land before
+		// their memory is unmapped.
+		b.e.prox.drain()
 		for _, m := range b.mems {
 			if m != nil {
 				errs = append(errs, m.Close())
@@ -342,4 +353,23 @@ func poison(b []byte) {
 	for n := 1; n < len(b); n *= 2 {
 		copy(b[n:], b[:n])
 	}
+}
+
+// sameSize checks that every rank allocates for the same message size
+// (their buffers and chunk geometry must agree). Collective.
+func (e *Executor) sameSize(ctx context.Context, size int64) error {
+	all, err := e.c.Bootstrap().AllGather(ctx, binary.LittleEndian.AppendUint64(nil, uint64(size)))
+	if err != nil {
+		return fmt.Errorf("host: rank %d: comparing message sizes: %w", e.rank, err)
+	}
+	var other []string
+	for r, b := range all {
+		if len(b) != 8 || int64(binary.LittleEndian.Uint64(b)) != size {
+			other = append(other, fmt.Sprintf("rank %d has %d", r, int64(binary.LittleEndian.Uint64(append(b, make([]byte, 8)...)))))
+		}
+	}
+	if len(other) > 0 {
+		return fmt.Errorf("host: rank %d allocates for %d bytes but %s: every rank must allocate the same size", e.rank, size, strings.Join(other, ", "))
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -165,5 +166,34 @@ func TestLibraryAll(t *testing.T) {
 				runChecked(t, p, size, cpu.I32, ir.ReduceMax, 3)
 			})
 		}
+	}
+}
+
+// The upstream fixtures run as upstream's executor would run them (switch
+// channels included: shared memory maps every member of a group), at a
+// size and launch count their README says they are correct for; the CPU
+// executor's verdict decides which those are.
+func TestPeerPlans(t *testing.T) {
+	files, err := filepath.Glob("../../testdata/peer-plans/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no fixtures: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			p := loadPlan(t, f)
+			rule, err := p.SizeRule()
+			if err != nil {
+				t.Fatal(err)
+			}
+			size, ok := rule.Next(16 << 10)
+			if !ok {
+				t.Fatal("no admitted size")
+			}
+			rep, err := cpu.Run(p, cpu.Options{Size: size, DType: cpu.F32, Launches: 2})
+			if err != nil || !rep.OK() {
+				t.Skipf("the CPU executor does not pass it at %d bytes: %v %v", size, err, rep)
+			}
+			runChecked(t, p, size, cpu.F32, ir.ReduceSum, 2)
+		})
 	}
 }

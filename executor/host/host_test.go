@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -131,5 +132,26 @@ func TestNoLeaks(t *testing.T) {
 	}
 	if got := countDir(t, "/dev/shm"); got != shm {
 		t.Errorf("/dev/shm entries: %d before, %d after", shm, got)
+	}
+}
+
+// Ranks that allocate for different sizes are told so before anything
+// is shared.
+func TestAllocDifferentSizes(t *testing.T) {
+	p := compile(t, "allreduce_ring", 2)
+	errs := ranks(t, 2, 5*time.Second, func(ctx context.Context, c *comm.Comm) error {
+		ex, err := Open(ctx, c, p, Options{})
+		if err != nil {
+			return err
+		}
+		defer ex.Close()
+		_, err = ex.Alloc(ctx, int64(4096*(1+c.Rank())))
+		return err
+	})
+	for r, err := range errs {
+		want := fmt.Sprintf("host: rank %d allocates for %d bytes but rank %d has %d", r, 4096*(1+r), 1-r, 4096*(2-r))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("rank %d: %v, want %q", r, err, want)
+		}
 	}
 }

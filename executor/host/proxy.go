@@ -1,8 +1,10 @@
 package host
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // proxy serves one rank's port-channel requests strictly in order, as a
@@ -58,4 +60,18 @@ func (p *proxy) push(r preq) uint64 {
 func (p *proxy) stop() {
 	close(p.reqs)
 	p.wg.Wait()
+}
+
+// drain waits until every request queued so far is served: its copies
+// may target buffers about to be unmapped. The proxy waits on nothing,
+// so this ends.
+func (p *proxy) drain() {
+	t := p.issued.Load()
+	for i := 0; p.done.Load() < t; i++ {
+		if i < 64 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(20 * time.Microsecond)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package comm_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/msccl-go/msccl-go/algorithms"
 	"github.com/msccl-go/msccl-go/compiler"
+	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/bootstrap"
 	"github.com/msccl-go/msccl-go/runtime/comm"
 	"github.com/msccl-go/msccl-go/runtime/cpudev"
@@ -109,6 +111,30 @@ func TestConnectRefusals(t *testing.T) {
 		peer, node := 1-r, []string{"a", "b"}[1-r]
 		if err == nil || !strings.Contains(err.Error(), "to rank "+string(rune('0'+peer))+", which is on node \""+node+"\"") {
 			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
+
+// Ranks that open different plans are told so, each naming the others,
+// instead of signalling words nobody waits on.
+func TestConnectDifferentPlans(t *testing.T) {
+	var plans []*ir.Plan
+	for _, name := range []string{"allreduce_ring", "allgather_ring"} {
+		src, _ := algorithms.Source(name)
+		p, _, ds := compiler.CompileSource(name, src, map[string]int64{"ranks": 2}, compiler.Options{})
+		if ds.HasErrors() {
+			t.Fatal(ds.String())
+		}
+		plans = append(plans, p)
+	}
+	errs := join(t, []string{"a", "a"}, func(ctx context.Context, c *comm.Comm) error {
+		_, err := c.Connect(ctx, plans[c.Rank()])
+		return err
+	})
+	for r, err := range errs {
+		want := fmt.Sprintf("rank %d: ranks [%d] connect a different plan than this rank's", r, 1-r)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("rank %d: %v, want %q", r, err, want)
 		}
 	}
 }

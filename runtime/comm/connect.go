@@ -1,7 +1,9 @@
 package comm
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 
 	"github.com/msccl-go/msccl-go/ir"
@@ -77,6 +79,10 @@ func syncOffset(t ir.ChannelType, idx, nMem int) int64 {
 // exchanges it with the node's ranks and pairs every channel with its
 // partner by the plan's rule. Collective.
 func (c *Comm) Connect(ctx context.Context, p *ir.Plan) (*Connections, error) {
+	// First, so that every rank reaches the all-gather before any refuses.
+	if err := c.samePlan(ctx, p); err != nil {
+		return nil, err
+	}
 	if len(p.GPUs) != c.size {
 		return nil, fmt.Errorf("comm: plan %q has %d ranks, the job has %d", p.Name, len(p.GPUs), c.size)
 	}
@@ -130,4 +136,29 @@ func (c *Comm) Connect(ctx context.Context, p *ir.Plan) (*Connections, error) {
 		}
 	}
 	return cs, nil
+}
+
+// samePlan checks that every rank connects the same plan: ranks that ran
+// different plans would signal words their peers never wait on and hang,
+// or write where the peer keeps something else. Collective.
+func (c *Comm) samePlan(ctx context.Context, p *ir.Plan) error {
+	data, err := ir.Encode(p)
+	if err != nil {
+		return fmt.Errorf("comm: plan %q: %w", p.Name, err)
+	}
+	sum := sha256.Sum256(data)
+	all, err := c.bs.AllGather(ctx, sum[:16])
+	if err != nil {
+		return fmt.Errorf("comm: rank %d: comparing plans: %w", c.rank, err)
+	}
+	var other []int
+	for r, h := range all {
+		if !bytes.Equal(h, sum[:16]) {
+			other = append(other, r)
+		}
+	}
+	if len(other) > 0 {
+		return fmt.Errorf("comm: rank %d: ranks %v connect a different plan than this rank's %q (every rank must open the same plan)", c.rank, other, p.Name)
+	}
+	return nil
 }
