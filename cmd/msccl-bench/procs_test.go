@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"regexp"
@@ -10,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/msccl-go/msccl-go/runtime/bootstrap"
 )
 
 // The test binary doubles as msccl-bench: --procs starts it again (it is
@@ -189,5 +194,49 @@ func TestProcsLauncherKilled(t *testing.T) {
 			t.Errorf("rank process %d outlived its launcher: %v", k, err)
 			syscall.Kill(k, syscall.SIGKILL)
 		}
+	}
+}
+
+// The same command runs unchanged as one rank under a launcher: here two
+// processes with torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK,
+// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RUN_ID).
+func TestUnderTorchrun(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	var outs [2]bytes.Buffer
+	var errs [2]bytes.Buffer
+	job, err := bootstrap.Spawn(context.Background(), bootstrap.SpawnConfig{
+		N:            2,
+		Argv:         []string{"", "--device", "cpu", "--algo", "allgather_ring", "--ranks", "2", "-b", "1K", "-e", "64K", "-f", "8", "-c", "-n", "2", "-w", "1"},
+		NoRendezvous: true,
+		KeepGoing:    true,
+		Env:          []string{asCommand + "=1", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + strconv.Itoa(port-1), "WORLD_SIZE=2", "LOCAL_WORLD_SIZE=2", "TORCHELASTIC_RUN_ID=" + t.Name()},
+		RankEnv: func(r int) []string {
+			return []string{"RANK=" + strconv.Itoa(r), "LOCAL_RANK=" + strconv.Itoa(r)}
+		},
+		Stdout: func(r int) io.Writer { return &outs[r] },
+		Stderr: func(r int) io.Writer { return &errs[r] },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := job.Wait(); err != nil {
+		t.Fatalf("%v\nrank 0: %s\nrank 1: %s", err, errs[0].String(), errs[1].String())
+	}
+	rows := 0
+	for _, line := range strings.Split(outs[0].String(), "\n") {
+		if m := rowRe.FindStringSubmatch(line); m != nil {
+			rows++
+			if m[3] != "0" {
+				t.Errorf("row with #wrong %s: %q", m[3], line)
+			}
+		}
+	}
+	if rows != 3 || outs[1].Len() != 0 {
+		t.Errorf("rank 0 printed %d rows (want 3), rank 1 printed %q\n%s", rows, outs[1].String(), outs[0].String())
 	}
 }

@@ -42,8 +42,9 @@ type Comm struct {
 	closed bool
 }
 
-// New builds the communicator of bs's rank on dev. It takes ownership of
-// bs (Close closes it) and is collective: every rank of the job calls it.
+// New builds the communicator of bs's rank on dev. It is collective:
+// every rank of the job calls it. On success the communicator owns bs
+// (Close closes it); on error bs is still the caller's.
 func New(ctx context.Context, bs *bootstrap.Bootstrap, dev Device, opt Options) (_ *Comm, err error) {
 	if opt.Timeout <= 0 {
 		opt.Timeout = 30 * time.Second

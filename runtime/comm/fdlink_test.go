@@ -122,3 +122,33 @@ func pair(t *testing.T) (*link, *link) {
 	}
 	return mk(fds[0], 1), mk(fds[1], 0)
 }
+
+// Whatever a peer writes, recv returns frames or an error: no panic, no
+// allocation beyond the frame limit, no descriptor left open.
+func FuzzLinkRecv(f *testing.F) {
+	f.Add([]byte{7, 0, 0, 0, 0, 0, 0, 0, 'p', 'a', 'y', 'l', 'o', 'a', 'd'})
+	f.Add([]byte{0, 0, 0, 0, 1, 0, 0, 0})
+	f.Add([]byte{0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0})
+	f.Add([]byte{3, 0, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		a, b := pair(t)
+		defer b.close()
+		go func() {
+			a.c.Write(data)
+			a.close()
+		}()
+		deadline := time.Now().Add(5 * time.Second)
+		for range 64 {
+			got, fd, err := b.recv(deadline)
+			if err != nil {
+				return
+			}
+			if fd >= 0 {
+				t.Fatalf("a descriptor from plain bytes: %d", fd)
+			}
+			if len(got) > maxFrame {
+				t.Fatalf("frame of %d bytes", len(got))
+			}
+		}
+	})
+}
