@@ -115,6 +115,8 @@ var deviceStructs = []struct {
 	{reflect.TypeOf(Chan{}), "MemChan"},
 	{reflect.TypeOf(WatchRecord{}), "WatchRecord"},
 	{reflect.TypeOf(BlockBarrier{}), "BlockBarrier"},
+	{reflect.TypeOf(TraceHeader{}), "TraceHeader"},
+	{reflect.TypeOf(TraceRecord{}), "TraceRecord"},
 }
 
 // GeneratedFile is one file go generate writes, its path relative to the

@@ -26,7 +26,7 @@ static_assert(ABI_OFFSETOF(DRef, ptr) == 0, "DRef.ptr: offset differs from kerne
 static_assert(ABI_OFFSETOF(DRef, size) == 8, "DRef.size: offset differs from kernels.Ref.Size");
 static_assert(ABI_OFFSETOF(DRef, flags) == 12, "DRef.flags: offset differs from kernels.Ref.Flags");
 static_assert(ABI_OFFSETOF(DRef, peer) == 14, "DRef.peer: offset differs from kernels.Ref.Peer");
-static_assert(sizeof(Args) == 136, "sizeof(Args) differs from kernels.Args");
+static_assert(sizeof(Args) == 152, "sizeof(Args) differs from kernels.Args");
 static_assert(ABI_OFFSETOF(Args, tables) == 0, "Args.tables: offset differs from kernels.Args.Tables");
 static_assert(ABI_OFFSETOF(Args, tableOff) == 8, "Args.tableOff: offset differs from kernels.Args.TableOff");
 static_assert(ABI_OFFSETOF(Args, mem) == 16, "Args.mem: offset differs from kernels.Args.Mem");
@@ -45,6 +45,8 @@ static_assert(ABI_OFFSETOF(Args, scratchHalf) == 112, "Args.scratchHalf: offset 
 static_assert(ABI_OFFSETOF(Args, timeoutNs) == 120, "Args.timeoutNs: offset differs from kernels.Args.TimeoutNs");
 static_assert(ABI_OFFSETOF(Args, rank) == 128, "Args.rank: offset differs from kernels.Args.Rank");
 static_assert(ABI_OFFSETOF(Args, nblocks) == 132, "Args.nblocks: offset differs from kernels.Args.NBlocks");
+static_assert(ABI_OFFSETOF(Args, trace) == 136, "Args.trace: offset differs from kernels.Args.Trace");
+static_assert(ABI_OFFSETOF(Args, traceCap) == 144, "Args.traceCap: offset differs from kernels.Args.TraceCap");
 static_assert(sizeof(MemChan) == 32, "sizeof(MemChan) differs from kernels.Chan");
 static_assert(ABI_OFFSETOF(MemChan, inbound) == 0, "MemChan.inbound: offset differs from kernels.Chan.Inbound");
 static_assert(ABI_OFFSETOF(MemChan, remoteInbound) == 8, "MemChan.remoteInbound: offset differs from kernels.Chan.RemoteInbound");
@@ -64,3 +66,11 @@ static_assert(ABI_OFFSETOF(WatchRecord, seen) == 40, "WatchRecord.seen: offset d
 static_assert(sizeof(BlockBarrier) == 8, "sizeof(BlockBarrier) differs from kernels.BlockBarrier");
 static_assert(ABI_OFFSETOF(BlockBarrier, count) == 0, "BlockBarrier.count: offset differs from kernels.BlockBarrier.Count");
 static_assert(ABI_OFFSETOF(BlockBarrier, gen) == 4, "BlockBarrier.gen: offset differs from kernels.BlockBarrier.Gen");
+static_assert(sizeof(TraceHeader) == 16, "sizeof(TraceHeader) differs from kernels.TraceHeader");
+static_assert(ABI_OFFSETOF(TraceHeader, count) == 0, "TraceHeader.count: offset differs from kernels.TraceHeader.Count");
+static_assert(ABI_OFFSETOF(TraceHeader, launch) == 8, "TraceHeader.launch: offset differs from kernels.TraceHeader.Launch");
+static_assert(sizeof(TraceRecord) == 24, "sizeof(TraceRecord) differs from kernels.TraceRecord");
+static_assert(ABI_OFFSETOF(TraceRecord, start) == 0, "TraceRecord.start: offset differs from kernels.TraceRecord.Start");
+static_assert(ABI_OFFSETOF(TraceRecord, end) == 8, "TraceRecord.end: offset differs from kernels.TraceRecord.End");
+static_assert(ABI_OFFSETOF(TraceRecord, op) == 16, "TraceRecord.op: offset differs from kernels.TraceRecord.Op");
+static_assert(ABI_OFFSETOF(TraceRecord, iter) == 20, "TraceRecord.iter: offset differs from kernels.TraceRecord.Iter");

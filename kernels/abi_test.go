@@ -94,12 +94,24 @@ func TestEncodeIsMemoryImage(t *testing.T) {
 	for i, p := 0, (*[ArgsBytes]byte)(unsafe.Pointer(&a)); i < ArgsBytes; i++ {
 		p[i] = byte(i + 1)
 	}
-	if got := a.Encode(); !bytes.Equal(got, image(unsafe.Pointer(&a), unsafe.Sizeof(a))) {
-		t.Errorf("args:\n got % x\nwant % x", got, image(unsafe.Pointer(&a), unsafe.Sizeof(a)))
+	wantArgs := append([]byte(nil), image(unsafe.Pointer(&a), unsafe.Sizeof(a))...)
+	clear(wantArgs[ArgsBytes-4:]) // the blank padding word encodes as zero
+	if got := a.Encode(); !bytes.Equal(got, wantArgs) {
+		t.Errorf("args:\n got % x\nwant % x", got, wantArgs)
 	}
 	c := []Chan{{Inbound: 1, RemoteInbound: 2, Expected: 3, Peer: -4, Index: 5}}
 	if got := EncodeChans(c); !bytes.Equal(got, image(unsafe.Pointer(&c[0]), unsafe.Sizeof(c[0]))) {
 		t.Errorf("chan: % x", got)
+	}
+	th := []byte{}
+	hdr := TraceHeader{Count: 3, Launch: 9}
+	th = append(th, image(unsafe.Pointer(&hdr), unsafe.Sizeof(hdr))...)
+	recs := []TraceRecord{{Start: 1, End: 2, Op: 3, Iter: 4}, {Start: 5, End: 6, Op: 7, Iter: 8}}
+	for i := range recs {
+		th = append(th, image(unsafe.Pointer(&recs[i]), unsafe.Sizeof(recs[i]))...)
+	}
+	if launch, got, dropped := DecodeTrace(th, 2); launch != 9 || dropped != 1 || len(got) != 2 || got[0] != recs[0] || got[1] != recs[1] {
+		t.Errorf("trace decoded as %d %+v %d", launch, got, dropped)
 	}
 	w := WatchRecord{Kind: WatchFifoFull, Rank: 1, Block: 2, Op: 3, ChanType: 4, Channel: 5, Peer: -6, Expected: 7, Seen: 8}
 	if got, ok := DecodeWatch(image(unsafe.Pointer(&w), unsafe.Sizeof(w))); !ok || got != w {

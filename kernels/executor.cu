@@ -43,7 +43,46 @@ struct Args {
   u64 scratchHalf;        // bytes between the scratch halves (0: single scratch)
   u64 timeoutNs;
   u32 rank, nblocks;
+  u8* trace;              // MSCCL_TRACE instances: per block a TraceHeader and traceCap records
+  u32 traceCap, pad;
 };
+
+// The GPU timeline (kernels.TraceHeader, kernels.TraceRecord): the
+// instance compiled with MSCCL_TRACE records every op it runs, from
+// %globaltimer, into a buffer the host preallocated; the others do not
+// contain the code at all.
+struct TraceHeader {
+  u32 count;   // records this launch wanted (more than traceCap: the rest were dropped)
+  u32 pad;
+  u64 launch;  // the rank's epoch of the launch recorded
+};
+struct TraceRecord {
+  u64 start, end;  // globaltimer ns; end after the block's closing barrier
+  u32 op;          // index in the block's op table
+  u32 iter;        // pipeline window (0 outside a pipeline)
+};
+
+#ifdef MSCCL_TRACE
+DEV TraceHeader* trace_header(const Args* a, u32 b) {
+  return (TraceHeader*)(a->trace + (u64)b * (sizeof(TraceHeader) + (u64)a->traceCap * sizeof(TraceRecord)));
+}
+// trace_op closes op i's record: a block barrier, so that end is when
+// the whole block is done with it, then thread 0 writes.
+DEV void trace_op(const Args* a, TraceHeader* th, u64 t0, u32 op, u32 iter) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    u32 k = th->count++;
+    if (k < a->traceCap) {
+      TraceRecord* r = (TraceRecord*)(th + 1) + k;
+      r->start = t0;
+      r->end = globaltimer();
+      r->op = op;
+      r->iter = iter;
+    }
+  }
+}
+#define TRACE_T0 (threadIdx.x == 0 ? globaltimer() : 0)
+#endif
 
 struct Env {
   const DRef* refs;
@@ -433,6 +472,13 @@ DEV void run_block(const Args* a) {
   e.w.rank = a->rank;
   e.w.block = b;
   e.w.aborted = &aborted;
+#ifdef MSCCL_TRACE
+  TraceHeader* th = trace_header(a, b);
+  if (threadIdx.x == 0) {
+    th->count = 0;
+    th->launch = epoch;
+  }
+#endif
   for (u32 i = 0; i < h->nops; i++) {
     const DOp& op = ops[i];
     e.w.op = i;
@@ -440,12 +486,24 @@ DEV void run_block(const Args* a) {
       for (u32 it = 0; it < op.niter; it++) {
         for (u32 j = 1; j <= op.npipe && i + j < h->nops; j++) {
           e.w.op = i + j;
+#ifdef MSCCL_TRACE
+          u64 t0 = TRACE_T0;
+#endif
           exec_op<DT, PK>(e, ops[i + j], it * op.unit, op.unit);
+#ifdef MSCCL_TRACE
+          trace_op(a, th, t0, i + j, it);
+#endif
         }
       }
       i += op.npipe;
     } else {
+#ifdef MSCCL_TRACE
+      u64 t0 = TRACE_T0;
+#endif
       exec_op<DT, PK>(e, op, 0, 0xffffffffu);
+#ifdef MSCCL_TRACE
+      trace_op(a, th, t0, i, 0);
+#endif
     }
   }
   __syncthreads();

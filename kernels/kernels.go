@@ -37,6 +37,18 @@ func SourceFor(dt ir.DType, llWidth int) (string, error) {
 	return fmt.Sprintf("%s\nMSCCL_KERNEL(%s, DT_%s, %d)\n", Source(), name, strings.ToUpper(dt.String()), llWidth), nil
 }
 
+// TraceSourceFor is SourceFor's traced instance (entry point
+// KernelName(dt, llWidth) + "_trace"): compiled with MSCCL_TRACE, it
+// records every op's start and end into Args.trace. The untraced instance
+// does not contain that code, so tracing costs nothing when off.
+func TraceSourceFor(dt ir.DType, llWidth int) (string, error) {
+	name, err := KernelName(dt, llWidth)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("#define MSCCL_TRACE 1\n%s\nMSCCL_KERNEL(%s_trace, DT_%s, %d)\n", Source(), name, strings.ToUpper(dt.String()), llWidth), nil
+}
+
 // Source returns the common part of every translation unit: the embedded
 // files in sourceOrder.
 func Source() string {

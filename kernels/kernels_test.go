@@ -120,3 +120,33 @@ func TestWatchRoundTrip(t *testing.T) {
 		t.Errorf("decoded %+v", w)
 	}
 }
+
+// TestCompileTracePTX compiles the traced instance; the untraced source
+// must not contain the tracing code at all (no cost when off).
+func TestCompileTracePTX(t *testing.T) {
+	plain, err := SourceFor(ir.F16, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := TraceSourceFor(ir.F16, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(plain, "#define MSCCL_TRACE") || !strings.HasPrefix(src, "#define MSCCL_TRACE 1\n") {
+		t.Fatal("MSCCL_TRACE defined in the wrong instance")
+	}
+	if _, _, err := nvrtc.Version(); err != nil {
+		if errors.Is(err, nvrtc.ErrNoNVRTC) {
+			t.Skipf("NVRTC not installed: %v", err)
+		}
+		t.Fatal(err)
+	}
+	name, _ := KernelName(ir.F16, 16)
+	ptx, log, err := nvrtc.Compile(src, name+"_trace.cu", CompileOptions("compute_90"))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log)
+	}
+	if !strings.Contains(string(ptx), ".entry "+name+"_trace") {
+		t.Errorf("PTX has no entry %s_trace", name)
+	}
+}

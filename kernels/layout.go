@@ -176,6 +176,9 @@ type Args struct {
 	TimeoutNs   uint64 `c:"timeoutNs"`
 	Rank        uint32 `c:"rank"`
 	NBlocks     uint32 `c:"nblocks"`
+	Trace       uint64 `c:"trace"`    // traced instances: the rank's TraceHeader+records per block
+	TraceCap    uint32 `c:"traceCap"` // records per block
+	_           uint32
 }
 
 // Encode lays the arguments out as struct Args in executor.cu.
@@ -198,6 +201,8 @@ func (a *Args) Encode() []byte {
 	}
 	le.PutUint32(b[unsafe.Offsetof(a.Rank):], a.Rank)
 	le.PutUint32(b[unsafe.Offsetof(a.NBlocks):], a.NBlocks)
+	le.PutUint64(b[unsafe.Offsetof(a.Trace):], a.Trace)
+	le.PutUint32(b[unsafe.Offsetof(a.TraceCap):], a.TraceCap)
 	return b
 }
 
@@ -242,4 +247,51 @@ func DecodeWatch(b []byte) (WatchRecord, bool) {
 type BlockBarrier struct {
 	Count uint32 `c:"count"`
 	Gen   uint32 `c:"gen"`
+}
+
+// TraceHeader starts each block's part of a traced rank's timeline buffer
+// (struct TraceHeader); TraceCap records follow it.
+type TraceHeader struct {
+	Count  uint32 `c:"count"` // records the launch wanted; above TraceCap the rest were dropped
+	_      uint32
+	Launch uint64 `c:"launch"` // the rank's epoch of the recorded launch
+}
+
+// TraceRecord is one op a traced kernel ran (struct TraceRecord).
+type TraceRecord struct {
+	Start uint64 `c:"start"` // %globaltimer ns
+	End   uint64 `c:"end"`   // after the block's closing barrier
+	Op    uint32 `c:"op"`    // index in the block's op table
+	Iter  uint32 `c:"iter"`  // pipeline window
+}
+
+// Timeline sizes: TraceBlockBytes(n) is one block's part of a traced
+// rank's buffer for n records.
+const (
+	TraceHeaderBytes = int(unsafe.Sizeof(TraceHeader{}))
+	TraceRecordBytes = int(unsafe.Sizeof(TraceRecord{}))
+)
+
+// TraceBlockBytes is one block's part of the timeline buffer.
+func TraceBlockBytes(records int) int { return TraceHeaderBytes + records*TraceRecordBytes }
+
+// DecodeTrace reads one block's part of a timeline buffer: the launch it
+// recorded, its records, and how many were dropped for want of room.
+func DecodeTrace(b []byte, records int) (launch uint64, recs []TraceRecord, dropped int) {
+	var h TraceHeader
+	if len(b) < TraceBlockBytes(records) {
+		return 0, nil, 0
+	}
+	h.Count = le.Uint32(b[unsafe.Offsetof(h.Count):])
+	h.Launch = le.Uint64(b[unsafe.Offsetof(h.Launch):])
+	n := min(int(h.Count), records)
+	recs = make([]TraceRecord, n)
+	for i := range recs {
+		p, r := b[TraceHeaderBytes+i*TraceRecordBytes:], &recs[i]
+		r.Start = le.Uint64(p[unsafe.Offsetof(r.Start):])
+		r.End = le.Uint64(p[unsafe.Offsetof(r.End):])
+		r.Op = le.Uint32(p[unsafe.Offsetof(r.Op):])
+		r.Iter = le.Uint32(p[unsafe.Offsetof(r.Iter):])
+	}
+	return h.Launch, recs, int(h.Count) - n
 }

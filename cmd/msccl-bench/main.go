@@ -6,6 +6,7 @@
 //	msccl-bench --algo allreduce_twoshot --ranks 8 -b 1K -e 256M -f 2 -d f16 -o sum -c
 //	msccl-bench --plan plan.json -b 1K -e 1G -G --json
 //	msccl-bench --algo allreduce_twoshot --ranks 8 -b 64M -e 256M -d f16 -c -G --reference allreduce_twoshot
+//	msccl-bench --algo allreduce_ring --ranks 8 -b 1K -e 1K -G --trace ring.json
 //
 // All ranks run in this process on device 0 (see executor/cuda). With
 // --device cpu every rank is a process of its own, its buffers in shared
@@ -80,7 +81,7 @@ type config struct {
 	graph, check, asJSON bool
 	ll                   int
 	timeout              time.Duration
-	perf                 perfConfig // --reference (perf.go)
+	perf                 perfConfig // --reference, --trace (perf.go)
 }
 
 // Row is one size's result (the --json record).
@@ -484,12 +485,12 @@ func bench(c *config, p *ir.Plan, name string, sizes []int64, w io.Writer) ([]Ro
 			}
 		}()
 	}
-	ex, err := cudaexec.Open(p, cudaexec.Options{Timeout: c.timeout})
+	ex, err := cudaexec.Open(p, cudaexec.Options{Timeout: c.timeout, Trace: c.perf.traceRecords()})
 	if err != nil {
 		return nil, err
 	}
 	defer ex.Close()
-	ref, err := c.perf.open(ex)
+	ref, err := c.perf.open(ex, len(sizes))
 	if err != nil {
 		return nil, err
 	}
@@ -515,6 +516,7 @@ func bench(c *config, p *ir.Plan, name string, sizes []int64, w io.Writer) ([]Ro
 		fmt.Fprintf(w, "# msccl-bench: plan %s (%s, %s), %d ranks on one %s, %s %s, LL%d, graph %v, %d warm-up + %d timed iterations\n",
 			name, p.Collective, p.Protocol, n, devName, c.dtype, c.redop, c.ll, c.graph, c.warmup, c.iters)
 		tableHeader(w)
+		c.perf.header(w)
 	}
 	var rows []Row
 	for i, msg := range sizes {
@@ -597,6 +599,9 @@ func one(c *config, ex *cudaexec.Executor, ref *cudaexec.Reference, p *ir.Plan, 
 	row.TimeUs = sec * 1e6
 	row.AlgBW = float64(row.Bytes) / sec / 1e9
 	row.BusBW = row.AlgBW * busFactor(p.Collective, len(p.GPUs))
+	if err := c.perf.writeTrace(ex, p, call, row); err != nil {
+		return err
+	}
 	if ref != nil {
 		row.Ref = oneReference(c, ref, p, call, ev0, ev1, row, job)
 	}

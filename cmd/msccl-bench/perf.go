@@ -4,21 +4,34 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
+	"strings"
 
+	"github.com/msccl-go/msccl-go/executor/cpu"
 	cudaexec "github.com/msccl-go/msccl-go/executor/cuda"
+	"github.com/msccl-go/msccl-go/internal/size"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/kernels/reference"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
 )
 
 // perfConfig holds the flags for measuring the executor kernel itself
-// (issue 17): a hand-written reference beside the plan.
+// (issue 17): a hand-written reference beside the plan, and a GPU
+// timeline.
 type perfConfig struct {
 	reference string
+	trace     string
+	multi     bool // the sweep has several sizes: one trace pair per size
 }
 
+// traceRecords is the timeline's room per block and launch: far more ops
+// than a library plan runs per block (pipelines count once per window);
+// a trace that needed more says how many records it dropped.
+const traceRecords = 1 << 14
+
 func perfFlags(fs *flag.FlagSet, p *perfConfig) {
+	fs.StringVar(&p.trace, "trace", "", "time the traced kernel instance, which records every op's start and end on the GPU (%globaltimer), and write the last launch's Chrome/Perfetto trace to FILE.json and the CPU executor's simulated trace of the plan to FILE.cpu.json (FILE-SIZE.json and FILE-SIZE.cpu.json per size when the sweep has several)")
 	fs.StringVar(&p.reference, "reference", "", "also time the hand-written kernel NAME (allreduce_oneshot_ll, allreduce_twoshot, allgather_direct: kernels/reference) on the plan's streams, grid and buffers, check it with -c, and print plan/reference time")
 }
 
@@ -29,12 +42,69 @@ func (p *perfConfig) check() error {
 			return usagef("--reference: %v", err)
 		}
 	}
+	if p.trace != "" && !strings.HasSuffix(p.trace, ".json") {
+		return usagef("--trace %s: the file name must end in .json (the CPU trace goes beside it as .cpu.json)", p.trace)
+	}
 	return nil
+}
+
+// traceRecords is Options.Trace: 0 (the untraced instance) without --trace.
+func (p *perfConfig) traceRecords() int {
+	if p.trace == "" {
+		return 0
+	}
+	return traceRecords
+}
+
+// header states, under the table's header, what --trace costs.
+func (p *perfConfig) header(w io.Writer) {
+	if p.trace != "" {
+		fmt.Fprintf(w, "# --trace: these times are of the traced kernel instance (a block barrier and one %%globaltimer record per op); run without --trace for the plain kernel\n")
+	}
+}
+
+// tracePaths names the GPU and CPU trace files of one size.
+func (p *perfConfig) tracePaths(msg int64) (gpu, cpu string) {
+	base := strings.TrimSuffix(p.trace, ".json")
+	if p.multi {
+		base += "-" + size.Format(msg)
+	}
+	return base + ".json", base + ".cpu.json"
+}
+
+// writeTrace writes the timeline of the last launch and, beside it, the
+// CPU executor's simulated timeline of the same plan, size, type and
+// reduction (same process, thread and op names: internal/chrometrace).
+func (p *perfConfig) writeTrace(ex *cudaexec.Executor, plan *ir.Plan, call cudaexec.Call, row *Row) error {
+	if p.trace == "" {
+		return nil
+	}
+	tl, err := ex.Timeline()
+	if err != nil {
+		return err
+	}
+	gpuJSON, err := tl.ChromeJSON()
+	if err != nil {
+		return err
+	}
+	if tl.Dropped > 0 {
+		fmt.Fprintf(os.Stderr, "msccl-bench: --trace at %s: %d op records dropped (more than %d per block)\n", size.Format(row.Bytes), tl.Dropped, traceRecords)
+	}
+	rep, err := cpu.Run(plan, cpu.Options{Size: row.Bytes, DType: call.DType, Reduce: call.Reduce, Launches: 1, LLWidth: call.LLWidth, Trace: true, MaxMemory: refBudget().Bytes})
+	if err != nil {
+		return fmt.Errorf("--trace: CPU executor: %w", err)
+	}
+	gpuPath, cpuPath := p.tracePaths(row.Bytes)
+	if err := os.WriteFile(gpuPath, gpuJSON, 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(cpuPath, rep.Trace, 0o644)
 }
 
 // open prepares the reference kernel on the plan's executor (nil without
 // --reference).
-func (p *perfConfig) open(ex *cudaexec.Executor) (*cudaexec.Reference, error) {
+func (p *perfConfig) open(ex *cudaexec.Executor, sizes int) (*cudaexec.Reference, error) {
+	p.multi = sizes > 1
 	if p.reference == "" {
 		return nil, nil
 	}

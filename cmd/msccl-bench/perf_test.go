@@ -33,3 +33,21 @@ func TestPrintRef(t *testing.T) {
 		t.Errorf("printed %q", got)
 	}
 }
+
+func TestTraceFlag(t *testing.T) {
+	err := run([]string{"--plan", "p.json", "--trace", "out.txt"}, &bytes.Buffer{})
+	if err == nil || exitCode(err) != 2 || !strings.Contains(err.Error(), "--trace out.txt: the file name must end in .json") {
+		t.Errorf("got %v (exit %d)", err, exitCode(err))
+	}
+	p := perfConfig{trace: "/tmp/x/ring.json"}
+	if g, c := p.tracePaths(1024); g != "/tmp/x/ring.json" || c != "/tmp/x/ring.cpu.json" {
+		t.Errorf("one size: %s %s", g, c)
+	}
+	p.multi = true
+	if g, c := p.tracePaths(1 << 20); g != "/tmp/x/ring-1MiB.json" || c != "/tmp/x/ring-1MiB.cpu.json" {
+		t.Errorf("sweep: %s %s", g, c)
+	}
+	if (&perfConfig{}).traceRecords() != 0 || p.traceRecords() == 0 {
+		t.Error("traceRecords: the untraced instance must run without --trace")
+	}
+}

@@ -1,8 +1,7 @@
 package cpu
 
 import (
-	"encoding/json"
-	"fmt"
+	"github.com/msccl-go/msccl-go/internal/chrometrace"
 )
 
 // tracer collects the first launch as Chrome trace events: one process
@@ -33,25 +32,16 @@ func (t *tracer) recv(tk token) {
 	}
 }
 
-type traceEvent struct {
-	Name string         `json:"name"`
-	Ph   string         `json:"ph"`
-	Ts   float64        `json:"ts"`
-	Dur  float64        `json:"dur,omitempty"`
-	Pid  int            `json:"pid"`
-	Tid  int            `json:"tid"`
-	Args map[string]any `json:"args,omitempty"`
-	Cat  string         `json:"cat,omitempty"`
-	ID   int            `json:"id,omitempty"`
-	BP   string         `json:"bp,omitempty"`
-}
+// traceEvent is chrometrace's event: the GPU executor's timeline uses the
+// same writer and names, so the two traces of a plan line up.
+type traceEvent = chrometrace.Event
 
 func newTracer(s *sim) *tracer {
 	t := &tracer{s: s}
 	for r, rs := range s.ranks {
-		t.events = append(t.events, traceEvent{Name: "process_name", Ph: "M", Pid: r, Args: map[string]any{"name": fmt.Sprintf("rank %d", r)}})
+		t.events = append(t.events, chrometrace.Rank(r))
 		for _, b := range rs.blocks {
-			t.events = append(t.events, traceEvent{Name: "thread_name", Ph: "M", Pid: r, Tid: b.tb, Args: map[string]any{"name": fmt.Sprintf("block %d", b.tb)}})
+			t.events = append(t.events, chrometrace.Block(r, b.tb))
 		}
 	}
 	return t
@@ -84,10 +74,7 @@ func (t *tracer) slice(b *block, op *rop, t0 float64, w int64) {
 }
 
 func (t *tracer) json() []byte {
-	out, err := json.Marshal(struct {
-		TraceEvents     []traceEvent `json:"traceEvents"`
-		DisplayTimeUnit string       `json:"displayTimeUnit"`
-	}{t.events, "ns"})
+	out, err := chrometrace.Marshal(t.events)
 	if err != nil {
 		return nil
 	}

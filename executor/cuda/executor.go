@@ -42,6 +42,10 @@ type Options struct {
 	// FifoEntries is the port-channel request queue length per rank (a
 	// power of two); 0 means 1024.
 	FifoEntries int
+	// Trace, when positive, runs the traced kernel instance, which records
+	// up to Trace ops per block per launch (start and end from
+	// %globaltimer) for Timeline; 0 runs the instance without that code.
+	Trace int
 }
 
 // Executor runs one plan; it owns the per-rank streams, channels,
@@ -61,6 +65,7 @@ type Executor struct {
 	fork   *cuda.Event
 	proxy  *proxy
 	broken error
+	tl     *timeline // Options.Trace: the ranks' timeline buffers (trace.go)
 }
 
 type fnKey struct {
@@ -143,6 +148,10 @@ func Open(p *ir.Plan, opt Options) (*Executor, error) {
 		return nil, err
 	}
 	if err := e.setupRanks(); err != nil {
+		e.Close()
+		return nil, err
+	}
+	if err := e.setupTrace(); err != nil {
 		e.Close()
 		return nil, err
 	}
@@ -320,10 +329,14 @@ func (e *Executor) function(dt ir.DType, ll int) (*fnEntry, error) {
 		return f, nil
 	}
 	src, err := kernels.SourceFor(dt, ll)
+	name, _ := kernels.KernelName(dt, ll)
+	if e.opt.Trace > 0 {
+		src, err = kernels.TraceSourceFor(dt, ll)
+		name += "_trace"
+	}
 	if err != nil {
 		return nil, err
 	}
-	name, _ := kernels.KernelName(dt, ll)
 	f, err := e.compile(name, src)
 	if err != nil {
 		return nil, err
@@ -410,6 +423,8 @@ func (e *Executor) Close() error {
 			keep(cuda.Free(rs.static))
 		}
 	}
+	keep(e.tl.free())
+	e.tl = nil
 	e.ranks = nil
 	if e.fork != nil {
 		keep(e.fork.Destroy())

@@ -295,6 +295,9 @@ func (e *Executor) bind(c *Call) (*binding, error) {
 		if e.p.DoubleScratch {
 			a.ScratchHalf = uint64(scratchN / 2)
 		}
+		if e.tl != nil {
+			a.Trace, a.TraceCap = uint64(e.tl.bufs[r]), uint32(e.opt.Trace)
+		}
 		if rs.fifo != nil {
 			fe := int64(kernels.FifoEntryBytes * e.opt.FifoEntries)
 			a.FifoEntries = uint64(rs.fifo.Dev)

@@ -31,5 +31,14 @@ for g in "" "-G"; do
 done
 # The same with 4 instances (4x the blocks, so 4x the reference's grid too).
 step twoshot_large_i4 "$bench" --algo allreduce_twoshot --ranks "$ranks" -D instances=4 $large -d f16 -G -n 10 --reference allreduce_twoshot
+# Timelines: the traced kernel instance; each run writes NAME.json (GPU)
+# and NAME.cpu.json (the CPU executor's simulation of the same plan). The
+# rows of the traced runs against the untraced ones state the overhead.
+step trace_ll "$bench" --algo allreduce_allpairs_packet --ranks "$ranks" -b 1K -e 64K -f 64 -d f16 -G --trace "$OUT/ll.json"
+step notrace_ll "$bench" --algo allreduce_allpairs_packet --ranks "$ranks" -b 1K -e 64K -f 64 -d f16 -G
+step trace_twoshot "$bench" --algo allreduce_twoshot --ranks "$ranks" -b 64M -e 64M -d f16 -G -n 10 --trace "$OUT/twoshot_64M.json"
+step notrace_twoshot "$bench" --algo allreduce_twoshot --ranks "$ranks" -b 64M -e 64M -d f16 -G -n 10
+step trace_ring "$bench" --algo allreduce_ring --ranks "$ranks" -b 1K -e 1K -d f16 -G --trace "$OUT/ring_1K.json"
+step notrace_ring "$bench" --algo allreduce_ring --ranks "$ranks" -b 1K -e 1K -d f16 -G
 ls -la "$OUT"
 exit $rc
