@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/alecthomas/participle/v2"
 	"github.com/alecthomas/participle/v2/lexer"
@@ -13,7 +14,16 @@ import (
 
 // The lexer keeps comments as tokens (elided from the grammar) so that
 // Format can put them back; Int accepts size suffixes (64K, 1MiB).
-var lex = lexer.MustSimple([]lexer.SimpleRule{
+//
+// The lexer and the parser are built on first use, not at package init:
+// building the parser (reflection over the grammar, regexps) took most of
+// a process's start-up, and every command that imports dsl paid it even
+// when it never parsed (msccl-compile --version, dump, check).
+var lexDef = sync.OnceValue(func() *lexer.StatefulDefinition {
+	return lexer.MustSimple(lexRules)
+})
+
+var lexRules = []lexer.SimpleRule{
 	{Name: "Comment", Pattern: `//[^\n]*`},
 	{Name: "String", Pattern: `"(\\.|[^"\\\n])*"`},
 	{Name: "Int", Pattern: `0[xX][0-9a-fA-F]+|[0-9]+(KiB|MiB|GiB|K|M|G)?`},
@@ -22,13 +32,15 @@ var lex = lexer.MustSimple([]lexer.SimpleRule{
 	// first that matches, and "**" must not lex as two "*".
 	{Name: "Op", Pattern: `\.\.|->|==|!=|<=|>=|<<|>>|\*\*|&&|\|\||[-+*/%<>!=^(){}\[\],.:;@]`},
 	{Name: "Whitespace", Pattern: `[ \t\r\n]+`},
-})
+}
 
-var parser = participle.MustBuild[File](
-	participle.Lexer(lex),
-	participle.Elide("Whitespace", "Comment"),
-	participle.UseLookahead(4),
-)
+var parser = sync.OnceValue(func() *participle.Parser[File] {
+	return participle.MustBuild[File](
+		participle.Lexer(lexDef()),
+		participle.Elide("Whitespace", "Comment"),
+		participle.UseLookahead(4),
+	)
+})
 
 // maxSource bounds what Parse accepts so that a hostile input cannot make
 // the parser's backtracking take unbounded time.
@@ -53,7 +65,7 @@ func Parse(filename string, src []byte) (f *File, ds Diagnostics) {
 	if len(lexDiags) > 0 {
 		return nil, lexDiags
 	}
-	f, err := parser.ParseBytes(filename, src)
+	f, err := parser().ParseBytes(filename, src)
 	if err != nil {
 		return nil, Diagnostics{syntaxDiag(filename, src, err)}
 	}
@@ -110,8 +122,9 @@ func scan(filename string, src []byte) ([]Comment, Diagnostics) {
 	var ds Diagnostics
 	rest := src
 	pos := lexer.Position{Filename: filename, Line: 1, Column: 1}
+	comment := lexDef().Symbols()["Comment"]
 	for len(rest) > 0 {
-		l, err := lex.LexString(filename, string(rest))
+		l, err := lexDef().LexString(filename, string(rest))
 		if err != nil {
 			return nil, Diagnostics{syntaxDiag(filename, src, err)}
 		}
@@ -140,7 +153,7 @@ func scan(filename string, src []byte) ([]Comment, Diagnostics) {
 				rest = nil
 				break
 			}
-			if tok.Type == lex.Symbols()["Comment"] {
+			if tok.Type == comment {
 				p := shift(pos, tok.Pos)
 				comments = append(comments, Comment{Pos: PosOf(p), Text: tok.Value})
 			}
