@@ -86,6 +86,9 @@
 #define ABI_OFFSETOF(T, m) __builtin_offsetof(T, m)
 #endif
 #endif
+#if !defined(ABI_OFFSETOF) && defined(__CUDACC_RTC__)
+#define ABI_OFFSETOF(T, m) ((unsigned long long)__INTADDR__(&(((T*)0)->m)))
+#endif
 #ifndef ABI_OFFSETOF
 #define ABI_OFFSETOF(T, m) ((unsigned long long)&(((T*)0)->m))
 #endif

@@ -189,11 +189,13 @@ func abiHeader() []byte {
 	for i, k := range watchKinds {
 		fmt.Fprintf(&b, "#define %s %d\n", k.c, i)
 	}
-	// NVRTC 11.x has no __builtin_offsetof (and no stddef.h without the
-	// toolkit); its front end folds the classic null-pointer form to a
-	// constant, which static_assert accepts.
+	// NVRTC before 13.4 has no __builtin_offsetof (and no stddef.h
+	// without the toolkit); there EDG's __INTADDR__ makes the null-pointer
+	// form an integral constant (what libcu++ does for NVRTC), and the
+	// plain form is the last resort of other front ends.
 	b.WriteString("\n// offsetof for the layout assertions (abi_check.cuh).\n")
 	b.WriteString("#if defined(__has_builtin)\n#if __has_builtin(__builtin_offsetof)\n#define ABI_OFFSETOF(T, m) __builtin_offsetof(T, m)\n#endif\n#endif\n")
+	b.WriteString("#if !defined(ABI_OFFSETOF) && defined(__CUDACC_RTC__)\n#define ABI_OFFSETOF(T, m) ((unsigned long long)__INTADDR__(&(((T*)0)->m)))\n#endif\n")
 	b.WriteString("#ifndef ABI_OFFSETOF\n#define ABI_OFFSETOF(T, m) ((unsigned long long)&(((T*)0)->m))\n#endif\n")
 	b.WriteString("\n// Limits.\n")
 	fmt.Fprintf(&b, "#define MAXR %d  // sources, and destinations, of one op: ir.MaxRefsPerOp\n", MaxRefs)
