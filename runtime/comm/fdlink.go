@@ -167,40 +167,70 @@ func dialLink(peer, self int, name string, tok [16]byte, deadline time.Time) (*l
 }
 
 // acceptLinks accepts one connection from each rank in want, checking
-// the token; strangers are dropped and waited past.
+// the token; strangers (a wrong token, an unexpected rank, garbage, or
+// silence) are dropped without holding up the ranks that do belong.
 func acceptLinks(ln *net.UnixListener, want map[int]bool, tok [16]byte, deadline time.Time) (map[int]*link, error) {
-	got := map[int]*link{}
+	type hello struct {
+		rank int
+		l    *link
+	}
+	hellos := make(chan hello)
+	done := make(chan struct{})
+	defer close(done)
 	ln.SetDeadline(deadline)
-	for len(got) < len(want) {
-		c, err := ln.AcceptUnix()
-		if err != nil {
-			for _, l := range got {
-				l.close()
+	acceptErr := make(chan error, 1)
+	go func() {
+		for {
+			c, err := ln.AcceptUnix()
+			if err != nil {
+				acceptErr <- err
+				return
 			}
-			var missing []int
-			for r := range want {
-				if got[r] == nil {
-					missing = append(missing, r)
+			// Each connection introduces itself on its own goroutine, so
+			// a silent one cannot block the others.
+			go func() {
+				l := &link{peer: -1, c: c}
+				data, fd, err := l.recv(deadline)
+				if fd >= 0 {
+					syscall.Close(fd)
 				}
+				if err != nil || len(data) != 20 || [16]byte(data[4:]) != tok {
+					c.Close()
+					return
+				}
+				l.peer = int(binary.LittleEndian.Uint32(data))
+				select {
+				case hellos <- hello{l.peer, l}:
+				case <-done:
+					c.Close()
+				}
+			}()
+		}
+	}()
+	got := map[int]*link{}
+	fail := func(err error) (map[int]*link, error) {
+		for _, l := range got {
+			l.close()
+		}
+		var missing []int
+		for r := range want {
+			if got[r] == nil {
+				missing = append(missing, r)
 			}
-			return nil, fmt.Errorf("waiting for ranks %v to connect to this rank's Unix socket: %w", sorted(missing), err)
 		}
-		l := &link{peer: -1, c: c}
-		data, fd, err := l.recv(deadline)
-		if fd >= 0 {
-			syscall.Close(fd)
+		return nil, fmt.Errorf("waiting for ranks %v to connect to this rank's Unix socket: %w", sorted(missing), err)
+	}
+	for len(got) < len(want) {
+		select {
+		case h := <-hellos:
+			if !want[h.rank] || got[h.rank] != nil {
+				h.l.close()
+				continue
+			}
+			got[h.rank] = h.l
+		case err := <-acceptErr:
+			return fail(err)
 		}
-		if err != nil || len(data) != 20 || [16]byte(data[4:]) != tok {
-			c.Close()
-			continue
-		}
-		r := int(binary.LittleEndian.Uint32(data))
-		if !want[r] || got[r] != nil {
-			c.Close()
-			continue
-		}
-		l.peer = r
-		got[r] = l
 	}
 	return got, nil
 }

@@ -40,6 +40,12 @@ func TestAcceptRefusesStrangers(t *testing.T) {
 		}
 		strangers = append(strangers, l)
 	}
+	// A silent stranger must not hold up the rank behind it.
+	silent, err := net.Dial("unix", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
 	// Raw garbage, too.
 	raw, err := net.Dial("unix", name)
 	if err != nil {
