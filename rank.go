@@ -32,13 +32,24 @@ type CommOptions struct {
 // Open MPI or Slurm variables; none: a job of one process) and connects
 // this rank with the others on its node. Every rank calls it.
 func OpenComm(ctx context.Context, opt CommOptions) (*RankComm, error) {
-	if opt.Device != "cpu" {
-		return nil, fmt.Errorf("msccl: device %q: OpenComm supports \"cpu\" (a multi-process CUDA device is not built yet; Open runs every rank of a plan on one GPU)", opt.Device)
+	if err := opt.check(); err != nil {
+		return nil, err
 	}
 	cfg, err := bootstrap.FromEnv()
 	if err != nil {
 		return nil, err
 	}
+	return openComm(ctx, cfg, opt)
+}
+
+func (opt CommOptions) check() error {
+	if opt.Device != "cpu" {
+		return fmt.Errorf("msccl: device %q: OpenComm supports \"cpu\" (a multi-process CUDA device is not built yet; Open runs every rank of a plan on one GPU)", opt.Device)
+	}
+	return nil
+}
+
+func openComm(ctx context.Context, cfg bootstrap.Config, opt CommOptions) (*RankComm, error) {
 	if opt.Timeout > 0 {
 		cfg.Timeout = opt.Timeout
 	}

@@ -201,7 +201,87 @@ func msccl_select(collective *C.char, ranks C.int64_t, size C.int64_t, table_ *C
 	return finish(errmsg, st, msg)
 }
 
-// msccl_release releases a handle. Releasing one twice is MSCCL_ERR_INVALID.
+// msccl_unique_id stores in *out a new rendezvous id (text) whose rank 0
+// runs on this host: hand it to every rank, which calls msccl_comm_init.
+//
+//export msccl_unique_id
+func msccl_unique_id(out **C.char, errmsg **C.char) C.int {
+	st, msg := guard(func() error {
+		if out == nil {
+			return invalid("msccl_unique_id: out is NULL")
+		}
+		id, err := newUniqueID()
+		if err != nil {
+			return err
+		}
+		setStr(out, id)
+		return nil
+	})
+	return finish(errmsg, st, msg)
+}
+
+// msccl_comm_init joins a job as one of its ranks on device ("cpu"; NULL
+// or "" for cpu) and stores the communicator's handle in *comm. With id
+// NULL or "" the job is the one the environment describes (MSCCL_*,
+// torchrun, Open MPI or Slurm variables) and rank and world are ignored;
+// else id is from msccl_unique_id and this is rank of world. Every rank
+// calls it; it returns when all have joined (or a timeout names who did
+// not). msccl_release destroys the communicator.
+//
+//export msccl_comm_init
+func msccl_comm_init(device *C.char, id *C.char, rank C.int64_t, world C.int64_t, comm *C.int64_t, errmsg **C.char) C.int {
+	st, msg := guard(func() error {
+		if comm == nil {
+			return invalid("msccl_comm_init: comm is NULL")
+		}
+		*comm = 0
+		h, err := openComm(goString(device), goString(id), int64(rank), int64(world))
+		*comm = C.int64_t(h)
+		return err
+	})
+	return finish(errmsg, st, msg)
+}
+
+// msccl_comm_info stores {"rank", "size", "device"} of a communicator in
+// *out.
+//
+//export msccl_comm_info
+func msccl_comm_info(comm C.int64_t, out **C.char, errmsg **C.char) C.int {
+	st, msg := guard(func() error {
+		if out == nil {
+			return invalid("msccl_comm_info: out is NULL")
+		}
+		data, err := commInfo(int64(comm))
+		if err != nil {
+			return err
+		}
+		setStr(out, string(data))
+		return nil
+	})
+	return finish(errmsg, st, msg)
+}
+
+// msccl_comm_run runs plan's collective on this rank: inbytes at in are
+// the rank's input, outbytes at out receive its output (they may be the
+// same memory), elements of dtype ("f32", "bf16", ...) reduced with op
+// ("sum", "min", "max", "prod"; NULL for sum). The message size is
+// outbytes for allgather and inbytes otherwise, and must be one the
+// plan's rule admits, with the buffer lengths the plan gives it. Every
+// rank runs the same sequence of collectives. On the cpu device in and
+// out are host memory and stream must be 0; the call returns when this
+// rank's part is done.
+//
+//export msccl_comm_run
+func msccl_comm_run(comm C.int64_t, plan C.int64_t, in unsafe.Pointer, inbytes C.size_t, out unsafe.Pointer, outbytes C.size_t, dtype *C.char, op *C.char, stream C.uint64_t, errmsg **C.char) C.int {
+	st, msg := guard(func() error {
+		return commRun(int64(comm), int64(plan), in, int64(inbytes), out, int64(outbytes), goString(dtype), goString(op), uint64(stream))
+	})
+	return finish(errmsg, st, msg)
+}
+
+// msccl_release releases a handle: a plan, or a communicator (which
+// frees its buffers and leaves its job; every rank destroys its own).
+// Releasing one twice is MSCCL_ERR_INVALID.
 //
 //export msccl_release
 func msccl_release(h C.int64_t, errmsg **C.char) C.int {

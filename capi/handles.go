@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"sync"
 
 	"github.com/msccl-go/msccl-go/compiler"
@@ -13,6 +14,10 @@ import (
 type planEntry struct {
 	plan *ir.Plan
 	src  *compiler.SourceMap // nil for plans not compiled from source
+
+	keyOnce sync.Once // key(): the hash of the plan's JSON, made once
+	keyVal  [32]byte
+	keyErr  error
 }
 
 // handles maps the integers C holds to Go values. Handles count up from 1
@@ -45,13 +50,19 @@ func (t *handles) plan(h int64) (*planEntry, error) {
 	return e, nil
 }
 
+// release removes h and closes what it stands for (a communicator leaves
+// its job); the handle is gone even when closing fails.
 func (t *handles) release(h int64) error {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if _, ok := t.m[h]; !ok {
+	v, ok := t.m[h]
+	delete(t.m, h)
+	t.mu.Unlock()
+	if !ok {
 		return invalid("no object with handle %d (released already, or never made)", h)
 	}
-	delete(t.m, h)
+	if c, ok := v.(io.Closer); ok {
+		return c.Close()
+	}
 	return nil
 }
 

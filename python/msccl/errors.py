@@ -95,8 +95,9 @@ class PlanError(Error):
     names its JSON path."""
 
 
-class SelectError(Error):
-    """No plan of the selection table fits the request."""
+class SelectError(Error, ValueError):
+    """No plan of the selection table fits the request (a collective, rank
+    count or size the library has no plan for)."""
 
 
 class NotCorrect(Error):

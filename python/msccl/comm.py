@@ -1,0 +1,223 @@
+"""Communicator: run plans on this process's rank of a multi-process job.
+
+Each process of a job (torchrun, mpirun, srun, or processes started by
+hand) makes one Communicator and calls the same collectives in the same
+order. Tensors are torch tensors or any contiguous buffer (array.array,
+numpy arrays, bytearray); every argument is checked here, in Python,
+before anything reaches the library, and a wrong one raises TypeError or
+ValueError naming it.
+
+Devices: "cpu" (shared memory between the node's processes; plans run on
+CPU threads of each rank, which makes the whole path testable without a
+GPU). The multi-process CUDA device is not in libmsccl yet; asking for it
+raises msccl.Error from the library.
+"""
+
+import ctypes
+import json
+
+from . import _lib
+from . import plan as _plan
+from .errors import InvalidArgument
+
+# torch dtypes (by name, so torch is never imported here) and buffer
+# formats (struct codes with their item sizes) to libmsccl's type names.
+_TORCH_DTYPES = {
+    "torch.float32": "f32", "torch.float16": "f16", "torch.bfloat16": "bf16", "torch.int32": "i32",
+    "torch.uint8": "u8", "torch.float8_e4m3fn": "f8e4m3", "torch.float8_e5m2": "f8e5m2",
+}
+_FORMATS = {("f", 4): "f32", ("e", 2): "f16", ("i", 4): "i32", ("l", 4): "i32", ("I", 4): "u32", ("L", 4): "u32", ("B", 1): "u8"}
+
+
+class _Buf:
+    """Address, length and element type of one tensor argument."""
+
+    def __init__(self, t, what, writable):
+        self.keep = t
+        if hasattr(t, "data_ptr") and hasattr(t, "is_contiguous") and type(t).__module__.startswith("torch"):
+            if not t.is_contiguous():
+                raise ValueError("%s must be contiguous (call .contiguous())" % what)
+            self.dtype = _TORCH_DTYPES.get(str(t.dtype))
+            if self.dtype is None:
+                raise TypeError("%s: dtype %s is not supported (want one of %s)" % (what, t.dtype, ", ".join(sorted(_TORCH_DTYPES))))
+            self.device = t.device.type
+            self.nbytes = t.numel() * t.element_size()
+            self.addr = t.data_ptr()
+            self.numel = t.numel()
+            return
+        try:
+            m = memoryview(t)
+        except TypeError:
+            raise TypeError("%s must be a torch tensor or a contiguous buffer (array.array, numpy array), got %s" % (what, type(t).__name__))
+        if not m.c_contiguous:
+            raise ValueError("%s must be contiguous" % what)
+        fmt = m.format.lstrip("@=<")
+        self.dtype = _FORMATS.get((fmt, m.itemsize))
+        if self.dtype is None:
+            raise TypeError("%s: buffer format %r (%d-byte items) is not supported (want f32 'f', f16 'e', i32 'i', u32 'I' or u8 'B')" % (what, m.format, m.itemsize))
+        if writable and m.readonly:
+            raise ValueError("%s must be writable" % what)
+        self.device = "cpu"
+        self.nbytes = m.nbytes
+        self.numel = m.nbytes // m.itemsize
+        if self.nbytes == 0:
+            self.addr = None
+        elif m.readonly:
+            self.keep = ctypes.create_string_buffer(m.tobytes(), m.nbytes)
+            self.addr = ctypes.addressof(self.keep)
+        else:
+            self.keep = (ctypes.c_char * m.nbytes).from_buffer(m)
+            self.addr = ctypes.addressof(self.keep)
+
+
+def unique_id():
+    """A new rendezvous id whose rank 0 runs on this host; give it to every
+    rank and call Communicator.from_unique_id (what from_torch does)."""
+    out = ctypes.c_void_p()
+    _lib.call("msccl_unique_id", ctypes.byref(out))
+    return _lib.take(out).decode()
+
+
+class Communicator:
+    """This process's rank of a job; make it with from_env, from_unique_id
+    or from_torch, and close it (or use it as a context manager)."""
+
+    def __init__(self, handle, _token=None):
+        if _token is not _TOKEN:
+            raise InvalidArgument("Communicator is made by from_env, from_unique_id or from_torch")
+        self._handle = handle
+        out = ctypes.c_void_p()
+        _lib.call("msccl_comm_info", handle, ctypes.byref(out))
+        info = _lib.decode_json(_lib.take(out))
+        self.rank, self.size, self.device = info["rank"], info["size"], info["device"]
+        self._plans = {}
+
+    @classmethod
+    def _init(cls, device, uid, rank, world):
+        if not isinstance(device, str):
+            raise TypeError("device must be a str, got %r" % (device,))
+        handle = ctypes.c_int64()
+        _lib.call("msccl_comm_init", device.encode(), uid.encode() if uid else None, rank, world, ctypes.byref(handle))
+        return cls(handle.value, _TOKEN)
+
+    @classmethod
+    def from_env(cls, device="cpu"):
+        """Join the job the environment describes (torchrun's RANK,
+        WORLD_SIZE, MASTER_ADDR, MASTER_PORT; Open MPI; Slurm; MSCCL_*)."""
+        return cls._init(device, None, 0, 0)
+
+    @classmethod
+    def from_unique_id(cls, uid, rank, world, device="cpu"):
+        """Join the rendezvous uid (from msccl.unique_id() on rank 0's host)
+        as rank of world."""
+        if not isinstance(uid, str) or not uid:
+            raise TypeError("uid must be the str msccl.unique_id() returned, got %r" % (uid,))
+        _plan._int_arg(world, "world", 1)
+        _plan._int_arg(rank, "rank", 0)
+        if rank >= world:
+            raise ValueError("rank %d of world %d: want 0 <= rank < world" % (rank, world))
+        return cls._init(device, uid, rank, world)
+
+    @classmethod
+    def from_torch(cls, group=None, device=None):
+        """Join with the ranks of a torch.distributed process group (gloo or
+        NCCL): rank 0 makes the unique id and the group broadcasts it.
+        device defaults to "cpu"."""
+        import torch.distributed as dist
+        rank, world = dist.get_rank(group), dist.get_world_size(group)
+        obj = [unique_id() if rank == 0 else None]
+        src = dist.get_global_rank(group, 0) if group is not None else 0
+        dist.broadcast_object_list(obj, src=src, group=group)
+        return cls.from_unique_id(obj[0], rank, world, device or "cpu")
+
+    def close(self):
+        """Free the plans' buffers and leave the job (every rank closes)."""
+        if self._handle:
+            h, self._handle = self._handle, 0
+            _lib.call("msccl_release", h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return "<msccl.Communicator rank %d of %d, %s>" % (self.rank, self.size, self.device)
+
+    # The collectives.
+
+    def all_reduce(self, tensor, op="sum", plan=None):
+        """tensor (on every rank) becomes the reduction over ranks, in place."""
+        t = _Buf(tensor, "tensor", True)
+        self._run("allreduce", plan, t, t, t.nbytes, op)
+
+    def all_gather(self, output, input, plan=None):
+        """output (size x input) receives every rank's input, rank by rank."""
+        i, o = self._pair(output, input)
+        if o.numel != i.numel * self.size:
+            raise ValueError("all_gather: output has %d elements, want %d (input's %d x %d ranks)" % (o.numel, i.numel * self.size, i.numel, self.size))
+        self._run("allgather", plan, i, o, o.nbytes, None)
+
+    def reduce_scatter(self, output, input, op="sum", plan=None):
+        """output receives this rank's piece (input / size elements) of the
+        reduction over ranks of input."""
+        i, o = self._pair(output, input)
+        if i.numel != o.numel * self.size:
+            raise ValueError("reduce_scatter: input has %d elements, want %d (output's %d x %d ranks)" % (i.numel, o.numel * self.size, o.numel, self.size))
+        self._run("reducescatter", plan, i, o, i.nbytes, op)
+
+    def all_to_all(self, output, input, plan=None):
+        """Piece q of this rank's input goes to rank q, which stores it as
+        its piece r of output (input and output the same size)."""
+        i, o = self._pair(output, input)
+        if i.numel != o.numel:
+            raise ValueError("all_to_all: input has %d elements and output %d; want the same" % (i.numel, o.numel))
+        if i.numel % self.size:
+            raise ValueError("all_to_all: %d elements do not split into %d equal pieces" % (i.numel, self.size))
+        self._run("alltoall", plan, i, o, i.nbytes, None)
+
+    def _pair(self, output, input):
+        i = _Buf(input, "input", False)
+        o = _Buf(output, "output", True)
+        if i.dtype != o.dtype:
+            raise TypeError("input is %s and output %s; want the same type" % (i.dtype, o.dtype))
+        if i.device != o.device:
+            raise ValueError("input is on %s and output on %s; want the same device" % (i.device, o.device))
+        return i, o
+
+    def plan_for(self, collective, size):
+        """The plan used for collective at size bytes when none is given:
+        the library's selection table for this communicator's size
+        (proven once, then cached)."""
+        key = (collective, size)
+        p = self._plans.get(key)
+        if p is None:
+            p = self._plans[key] = _plan.select(collective, self.size, size)
+        return p
+
+    def _run(self, collective, plan, i, o, size, op):
+        if not self._handle:
+            raise InvalidArgument("the communicator was closed")
+        if i.device != self.device:
+            raise ValueError("the tensors are on %s; this communicator's device is %s" % (i.device, self.device))
+        if op is not None:
+            _plan._choice(op, _plan.REDUCTIONS, "op")
+            if op == "prod" and i.dtype not in ("i32", "u32", "u8"):
+                raise ValueError("op prod is for integer types, not %s" % i.dtype)
+        if size == 0:
+            return
+        if plan is None:
+            plan = self.plan_for(collective, size)
+        elif not isinstance(plan, _plan.Plan):
+            raise TypeError("plan must be an msccl.Plan, got %s" % type(plan).__name__)
+        if plan.collective != collective:
+            raise ValueError("plan %r is a %s; this call is a %s" % (plan.name, plan.collective, collective))
+        if plan.ranks != self.size:
+            raise ValueError("plan %r is for %d ranks; this communicator has %d" % (plan.name, plan.ranks, self.size))
+        plan.check_size(size)
+        _lib.call("msccl_comm_run", self._handle, plan._live(), i.addr, i.nbytes, o.addr, o.nbytes,
+                  i.dtype.encode(), (op or "sum").encode(), 0)
+
+
+_TOKEN = object()
