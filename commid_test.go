@@ -1,0 +1,37 @@
+package msccl
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+// JoinComm's own checks; joining for real is python/tests' test_comm (four
+// processes through libmsccl) and runtime/comm's tests.
+func TestJoinCommArguments(t *testing.T) {
+	id, err := NewUniqueID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(id, "msccl1:") {
+		t.Errorf("unique id %q", id)
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		id          string
+		rank, world int
+		device      string
+		want        string
+	}{
+		{id, 2, 2, "cpu", "want 0 <= rank < world"},
+		{id, -1, 2, "cpu", "want 0 <= rank < world"},
+		{id, 0, 0, "cpu", "want 0 <= rank < world"},
+		{"nonsense", 0, 2, "cpu", "nonsense"},
+		{id, 0, 2, "cuda", `device "cuda"`},
+	} {
+		_, err := JoinComm(ctx, tc.id, tc.rank, tc.world, CommOptions{Device: tc.device})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("JoinComm(%q, %d, %d, %s) = %v, want an error containing %q", tc.id, tc.rank, tc.world, tc.device, err, tc.want)
+		}
+	}
+}
