@@ -15,7 +15,10 @@
 // Every blocking step has a timeout, and failures are decided at the root
 // and sent to every rank, so all ranks fail with the same error naming the
 // same ranks: *TimeoutError (who did not arrive), *PeerError (who died or
-// closed), *ProtocolError (who sent something malformed).
+// closed), *ProtocolError (who sent something malformed). Such a failure
+// is final: Failed() is closed, Err() says why, and every later call
+// returns it. Only a Recv that got nothing in time leaves the bootstrap
+// usable.
 //
 // It owns its sockets and child processes only: it must not touch CUDA,
 // devices, shared memory or plans (that is the communicator's job, above

@@ -72,21 +72,21 @@ const (
 // msg is one decoded frame; which fields are meaningful depends on kind.
 type msg struct {
 	kind   byte
-	rank   int    // hello: sender's rank
-	world  int    // hello
-	peer   int    // send: destination; deliver, left: source
-	tag    int64  // send, deliver
-	seq    uint64 // gather, gathered
-	op     byte   // gather: opAllGather|opBarrier; abort: code
-	ms     uint64 // hello, gather: milliseconds left; abort: timeout
-	nonce  []byte // challenge, hello
-	mac    []byte // hello, accept
-	node   string // hello
-	text   string // reject, abort: detail; abort: op name in node
-	data   []byte // gather, send, deliver
-	list   [][]byte
-	ranks  []int // abort
-	opName string
+	rank   int      // hello: sender's rank
+	world  int      // hello
+	peer   int      // send: destination; deliver, left: source
+	tag    int64    // send, deliver
+	seq    uint64   // gather, gathered
+	op     byte     // gather: opAllGather|opBarrier; abort: code
+	ms     uint64   // hello, gather: milliseconds left; abort: timeout
+	nonce  []byte   // challenge, hello
+	mac    []byte   // hello, accept
+	node   string   // hello
+	text   string   // reject: reason; abort: detail
+	opName string   // abort: what failed ("all-gather #3", "connect")
+	data   []byte   // gather, send, deliver
+	list   [][]byte // welcome: nodes; gathered: blobs
+	ranks  []int    // abort: the ranks at fault
 }
 
 func kindName(k byte) string {
