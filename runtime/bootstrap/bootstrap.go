@@ -25,6 +25,7 @@ type Bootstrap struct {
 	mu      sync.Mutex
 	kick    chan struct{} // closed and replaced on every state change
 	err     error         // sticky: the job failed
+	failed  chan struct{} // closed when err is set
 	closing bool
 	seq     uint64
 	results map[uint64][][]byte
@@ -124,7 +125,7 @@ func Connect(ctx context.Context, cfg Config) (*Bootstrap, error) {
 				h.mu.Lock()
 				h.fail(err)
 				h.mu.Unlock()
-				h.shutdown(0)
+				h.shutdown(grace(cfg.Timeout))
 				return nil, err
 			}
 		}
@@ -135,9 +136,13 @@ func Connect(ctx context.Context, cfg Config) (*Bootstrap, error) {
 			h.mu.Lock()
 			h.fail(err)
 			h.mu.Unlock()
-			// Until the connect deadline, ranks that arrive late hear the
-			// verdict (naming who failed) rather than find no root; the
-			// process exiting ends this sooner, which is fine.
+			// The process may exit as soon as Connect returns, and its
+			// sockets with it: first let the connected ranks read the
+			// verdict (they close their ends when they have).
+			h.linger(grace(cfg.Timeout))
+			// Until the connect deadline, ranks that arrive late hear it
+			// too rather than find no root; the process exiting ends this
+			// sooner, which is fine.
 			go func() {
 				time.Sleep(time.Until(deadline))
 				h.shutdown(0)
@@ -218,7 +223,7 @@ func welcome(ctx context.Context, cfg *Config, c net.Conn, deadline time.Time) (
 		c.Close()
 		return nil, err
 	}
-	b := &Bootstrap{cfg: *cfg, conn: c, rdone: make(chan struct{}), kick: make(chan struct{}),
+	b := &Bootstrap{cfg: *cfg, conn: c, rdone: make(chan struct{}), kick: make(chan struct{}), failed: make(chan struct{}),
 		results: map[uint64][][]byte{}, mail: map[mailKey][][]byte{}, left: map[int]bool{}}
 	for _, n := range m.list {
 		b.nodes = append(b.nodes, string(n))
@@ -286,7 +291,22 @@ func (b *Bootstrap) notify() {
 func (b *Bootstrap) setErr(err error) {
 	if b.err == nil {
 		b.err = err
+		close(b.failed)
 	}
+}
+
+// Failed is closed when the job has failed (or this rank closed): Err then
+// says why. A watcher selects on it instead of polling with Recv.
+func (b *Bootstrap) Failed() <-chan struct{} { return b.failed }
+
+// Err is the failure that ended the job for this rank (a *TimeoutError,
+// *PeerError or *ProtocolError decided at the root, or ErrClosed after
+// Close), or nil while it is usable. A Recv that merely timed out returns
+// a *TimeoutError but leaves Err nil: the bootstrap is still usable.
+func (b *Bootstrap) Err() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
 }
 
 func (b *Bootstrap) fail(err error) {
@@ -482,8 +502,16 @@ func (b *Bootstrap) Close() error {
 	b.out.finish()
 	b.conn.Close()
 	<-b.rdone
+	b.fail(ErrClosed)
 	if b.hub != nil {
-		b.hub.shutdown(b.cfg.Timeout)
+		// The others' messages may still pass through the root: wait for
+		// them to leave, up to the timeout (after a failure, for them to
+		// read the verdict: a hung rank never will).
+		linger := b.cfg.Timeout
+		if failed != nil {
+			linger = grace(b.cfg.Timeout)
+		}
+		b.hub.shutdown(linger)
 		if b.cfg.IDFile != "" {
 			// Leave no stale id behind for the next job (only ours).
 			if id, err := readIDFile(b.cfg.IDFile, time.Now(), 0); err == nil && id == b.cfg.ID {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -151,6 +152,14 @@ func TestCollectiveTimeoutNamesMissing(t *testing.T) {
 			return nil
 		}
 		_, err := b.AllGather(context.Background(), []byte("x"))
+		select {
+		case <-b.Failed():
+			if b.Err() != err {
+				return fmt.Errorf("Err() = %v, the collective returned %v", b.Err(), err)
+			}
+		default:
+			return fmt.Errorf("Failed() not closed after %v", err)
+		}
 		return err
 	})
 	if el := time.Since(start); el > 4*timeout+time.Second {
@@ -178,6 +187,9 @@ func TestRecvTimeoutNamesPeer(t *testing.T) {
 		var te *TimeoutError
 		if !errors.As(err, &te) || !slices.Equal(te.Ranks, []int{1}) {
 			return fmt.Errorf("recv: %v, want a timeout naming rank 1", err)
+		}
+		if b.Err() != nil {
+			return fmt.Errorf("a recv timeout broke the bootstrap: %v", b.Err())
 		}
 		return nil
 	})
@@ -367,6 +379,93 @@ func TestClosedPeer(t *testing.T) {
 		}
 		if err := b.Barrier(ctx); !errors.As(err, &pe) || !pe.Closed {
 			return fmt.Errorf("barrier after close: %v, want a closed rank named", err)
+		}
+		return nil
+	})
+	noErrors(t, errs)
+}
+
+// The root refuses, with a reason, ranks that disagree about the job or
+// claim a rank already taken; bad configurations fail before dialling.
+func TestAdmission(t *testing.T) {
+	t.Parallel() // rank 0 keeps its failed root until the connect deadline
+	id, err := NewUniqueID("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3
+	root := make(chan error, 1)
+	go func() {
+		_, err := Connect(context.Background(), Config{Rank: 0, World: n, ID: id, Timeout: 5 * time.Second})
+		root <- err
+	}()
+	waitListening(t, id.Addr)
+	hello := func(cfg Config) (net.Conn, error) {
+		c, err := net.Dial("tcp", id.Addr)
+		if err != nil {
+			return nil, err
+		}
+		cfg.ID, cfg.Node = id, "x"
+		if err := clientHello(c, &cfg, 5000, time.Now().Add(5*time.Second)); err != nil {
+			c.Close()
+			return nil, err
+		}
+		return c, nil
+	}
+	one, err := hello(Config{Rank: 1, World: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Rank: 1, World: n}, "rank 1 already joined"},
+		{Config{Rank: 2, World: 4}, "world size is 4, rank 0 says 3"},
+	} {
+		if c, err := hello(tc.cfg); err == nil || !errors.Is(err, errRefused) || !strings.Contains(err.Error(), tc.want) {
+			if c != nil {
+				c.Close()
+			}
+			t.Errorf("%+v: %v, want refused: %q", tc.cfg, err, tc.want)
+		}
+	}
+	one.Close() // rank 1 dies before the job formed
+	var pe *PeerError
+	if err := <-root; !errors.As(err, &pe) || pe.Rank != 1 {
+		t.Errorf("rank 0: %v, want rank 1 named as gone", err)
+	}
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Rank: 2, World: 3, ID: id, Node: strings.Repeat("n", maxNode+1)}, "node identity of"},
+		{Config{Rank: 3, World: 3, ID: id}, "want 0 <= rank < world"},
+		{Config{Rank: 0, World: 0, ID: id}, "want 0 <= rank < world"},
+		{Config{Rank: 1, World: 2}, "no root address"},
+	} {
+		if _, err := Connect(context.Background(), tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want an error mentioning %q", tc.cfg, err, tc.want)
+		}
+	}
+}
+
+// Cancelling a collective returns at once; the bootstrap is then unusable
+// for further collectives (its numbering is out of step), and says so.
+func TestCancelledCollective(t *testing.T) {
+	errs := group(t, 2, 5*time.Second, func(b *Bootstrap) error {
+		if b.Rank() == 1 {
+			time.Sleep(300 * time.Millisecond)
+			return nil
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(50*time.Millisecond, cancel)
+		start := time.Now()
+		if _, err := b.AllGather(ctx, nil); !errors.Is(err, context.Canceled) || time.Since(start) > time.Second {
+			return fmt.Errorf("cancelled all-gather: %v after %v", err, time.Since(start))
+		}
+		if err := b.Barrier(context.Background()); err == nil || !strings.Contains(err.Error(), "cancelled") {
+			return fmt.Errorf("barrier after a cancelled all-gather: %v", err)
 		}
 		return nil
 	})

@@ -386,40 +386,19 @@ func (h *hub) fail(err error) {
 	}
 }
 
-// settled reports that nothing is left to do: every rank has left, or
-// the job failed and the verdict has been written to every rank (a hung
-// rank may never close its end, and need not be waited for).
-func (h *hub) settled() bool {
+// linger waits up to d for every rank to leave: after a failure, each
+// rank closes its end once it has read the verdict.
+func (h *hub) linger(d time.Duration) {
 	select {
 	case <-h.done:
-		return true
-	default:
+	case <-time.After(d):
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.err == nil {
-		return false
-	}
-	for _, p := range h.peers {
-		if p == nil || p.gone {
-			continue
-		}
-		select {
-		case <-p.out.done:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // shutdown waits up to linger for every rank to leave, then closes what
 // is left.
 func (h *hub) shutdown(linger time.Duration) {
-	end := time.Now().Add(linger)
-	for time.Now().Before(end) && !h.settled() {
-		time.Sleep(5 * time.Millisecond)
-	}
+	h.linger(linger)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.ln.Close()
