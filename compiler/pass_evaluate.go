@@ -190,19 +190,13 @@ func (ev *evaluator) header() {
 		case a.Inplace:
 			h.inplace = true
 		case a.Root != nil:
-			if rootAttr != nil {
-				st.errorf(dsl.RangeOf(a.Pos, a.EndPos), "", "root given twice (first at %s)", dsl.RangeOf(rootAttr.Pos, rootAttr.EndPos).Start)
-				continue
+			if st.once(&rootAttr, a, "root") {
+				ev.root(a)
 			}
-			rootAttr = a
-			ev.root(a)
 		case a.Peers != nil:
-			if peersAttr != nil {
-				st.errorf(dsl.RangeOf(a.Pos, a.EndPos), "", "peers given twice (first at %s)", dsl.RangeOf(peersAttr.Pos, peersAttr.EndPos).Start)
-				continue
+			if st.once(&peersAttr, a, "peers") {
+				ev.peers(a)
 			}
-			peersAttr = a
-			ev.peers(a)
 		default:
 			if v, ok := ev.eval(a.Chunks); ok {
 				if v < 1 || v > maxChunks {
@@ -665,4 +659,15 @@ func (ev *evaluator) ifStmt(s *dsl.IfStmt, onRank, onTB int) []*evOp {
 	default:
 		return ev.stmts(s.Else, onRank, onTB, false)
 	}
+}
+
+// once records a as the collective's only attribute of its kind in *first,
+// or reports it as given twice and returns false.
+func (st *state) once(first **dsl.CollectiveAttr, a *dsl.CollectiveAttr, what string) bool {
+	if *first != nil {
+		st.errorf(dsl.RangeOf(a.Pos, a.EndPos), "", "%s given twice (first at %s)", what, dsl.RangeOf((*first).Pos, (*first).EndPos).Start)
+		return false
+	}
+	*first = a
+	return true
 }

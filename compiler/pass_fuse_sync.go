@@ -3,6 +3,7 @@ package compiler
 import (
 	"slices"
 
+	"github.com/msccl-go/msccl-go/internal/intset"
 	"github.com/msccl-go/msccl-go/internal/par"
 	"github.com/msccl-go/msccl-go/ir"
 )
@@ -50,11 +51,11 @@ func fuseInto(prev, op *ir.Op) bool {
 	case ir.OpNop:
 		return prev.Code == ir.OpNop
 	case ir.OpSignal, ir.OpWait, ir.OpRlxSignal, ir.OpRlxWait, ir.OpFlush:
-		if prev.Code == ir.OpPut && op.Code == ir.OpSignal && prev.ChannelType == ir.ChanPort && sameSet(prev.ChannelIDs, op.ChannelIDs) {
+		if prev.Code == ir.OpPut && op.Code == ir.OpSignal && prev.ChannelType == ir.ChanPort && intset.Same(prev.ChannelIDs, op.ChannelIDs) {
 			prev.Code = ir.OpPws
 			return true
 		}
-		if prev.Code == ir.OpPws && op.Code == ir.OpFlush && sameSet(prev.ChannelIDs, op.ChannelIDs) {
+		if prev.Code == ir.OpPws && op.Code == ir.OpFlush && intset.Same(prev.ChannelIDs, op.ChannelIDs) {
 			prev.Code = ir.OpPwsf
 			return true
 		}
@@ -92,16 +93,4 @@ func fuseInto(prev, op *ir.Op) bool {
 		return true
 	}
 	return false
-}
-
-func sameSet(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for _, x := range a {
-		if !slices.Contains(b, x) {
-			return false
-		}
-	}
-	return true
 }

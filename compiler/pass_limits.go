@@ -70,7 +70,7 @@ func (st *state) limitHit(d ir.Diagnostic) limitHit {
 		name = o.Info().Name
 	}
 	switch d.Code {
-	case ir.CodeOpsPerBlock:
+	case diag.CodeOpsPerBlock:
 		op, inner = nthOp(tb, d.Max)
 		bodies := ""
 		if tb != nil && slices.ContainsFunc(tb.Ops, func(o ir.Op) bool { return o.Code == ir.OpPipeline }) {
@@ -78,27 +78,27 @@ func (st *state) limitHit(d ir.Diagnostic) limitHit {
 		}
 		h.what = fmt.Sprintf(" has {n} ops%s; the upstream executor holds at most %d per block", bodies, d.Max)
 		h.detail = fmt.Sprintf("op %d, the first past the limit, comes from here; %s", d.Max+1, split)
-	case ir.CodeChannelsPerBlock:
+	case diag.CodeChannelsPerBlock:
 		t := tableType(tb, pp.rest, ".channels")
 		op, inner = firstOp(tb, func(o *ir.Op) bool { return usesChannel(o, t, d.Max) })
 		h.what = fmt.Sprintf(" uses {n} %s channels; the upstream executor holds at most %d per type per block", t, d.Max)
 		h.detail = fmt.Sprintf("%s channel %d of the block; %s", usedHere(op), d.Max+1, split)
-	case ir.CodeRemoteBuffersPerBlock:
+	case diag.CodeRemoteBuffersPerBlock:
 		t := tableType(tb, pp.rest, ".remote_buffer_refs")
 		op, inner = firstOp(tb, func(o *ir.Op) bool { return usesRemote(o, t, d.Max) })
 		h.what = fmt.Sprintf(" uses {n} remote buffers over %s channels; the upstream executor holds at most %d per type per block", t, d.Max)
 		h.detail = fmt.Sprintf("%s remote buffer %d of the block; %s", usedHere(op), d.Max+1, split)
-	case ir.CodeChannelsPerOp:
+	case diag.CodeChannelsPerOp:
 		h.what = fmt.Sprintf(": %s names {n} channels; the upstream executor holds at most %d per op", name, d.Max)
 		h.detail = fmt.Sprintf("give it at most %d peers and the rest to another op", d.Max)
-	case ir.CodeRefsPerOp:
+	case diag.CodeRefsPerOp:
 		key := "src_buff"
 		if strings.HasPrefix(pp.rest, ".dst_buff") {
 			key = "dst_buff"
 		}
 		h.what = fmt.Sprintf(": %s has {n} %s refs; the upstream executor holds at most %d per op", name, key, d.Max)
 		h.detail = fmt.Sprintf("split it into ops of at most %d %s refs (a reduce in two steps: part of the sources into the destination, then the rest)", d.Max, key)
-	case ir.CodeSemaphoresPerOp:
+	case diag.CodeSemaphoresPerOp:
 		h.what = fmt.Sprintf(": %s names {n} semaphores; the upstream executor holds at most %d per op", name, d.Max)
 		h.detail = fmt.Sprintf("split it into %s ops of at most %d semaphores each", name, d.Max)
 	}

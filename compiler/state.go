@@ -294,24 +294,8 @@ type block struct {
 func (a *action) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "r%d tb%d %s", a.rank, a.tb, a.code)
-	if len(a.src) > 0 {
-		b.WriteString(" src=")
-		for i, r := range a.src {
-			if i > 0 {
-				b.WriteString(",")
-			}
-			b.WriteString(r.String())
-		}
-	}
-	if len(a.dst) > 0 {
-		b.WriteString(" dst=")
-		for i, r := range a.dst {
-			if i > 0 {
-				b.WriteString(",")
-			}
-			b.WriteString(r.String())
-		}
-	}
+	writeRefs(&b, " src=", a.src)
+	writeRefs(&b, " dst=", a.dst)
 	if a.chType != ir.ChanNone {
 		b.WriteString(" via " + a.chType.String())
 	}
@@ -320,6 +304,21 @@ func (a *action) String() string {
 	}
 	fmt.Fprintf(&b, "  // %d:%d", a.pos.Start.Line, a.pos.Start.Col)
 	return b.String()
+}
+
+// writeRefs writes label and refs, comma-separated; nothing when there
+// are none.
+func writeRefs(b *strings.Builder, label string, refs []aref) {
+	if len(refs) == 0 {
+		return
+	}
+	b.WriteString(label)
+	for i, r := range refs {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(r.String())
+	}
 }
 
 func (st *state) dumpActions() string {

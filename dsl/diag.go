@@ -12,20 +12,13 @@ type (
 	Pos = diag.Pos
 	// Range is the half-open span [Start, End) of a construct.
 	Range = diag.Range
-	// Severity of a diagnostic: Error or Warning.
-	Severity = diag.Severity
-	// Diagnostic is one problem, shaped after HCL's: a stable Code, a
-	// one-line Summary, an optional Detail (often a suggestion) and the
-	// Subject range it is about.
+	// Diagnostic is one problem, shaped after HCL's: severity (IsError),
+	// a stable Code, a one-line Summary, an optional Detail (often a
+	// suggestion) and the Subject range it is about.
 	Diagnostic = diag.Diagnostic
 	// Diagnostics is a list of problems; every phase collects rather than
 	// stops at the first.
 	Diagnostics = diag.Diagnostics
-)
-
-const (
-	Error   = diag.Error
-	Warning = diag.Warning
 )
 
 // CodeSyntax is the code of every parse error.

@@ -53,12 +53,12 @@ func Parse(filename string, src []byte) (f *File, ds Diagnostics) {
 	defer func() {
 		if r := recover(); r != nil {
 			f = nil
-			ds = append(ds, Diagnostic{Severity: Error, Code: diag.CodeInternal, Summary: fmt.Sprintf("internal parser error: %v", r),
+			ds = append(ds, Diagnostic{Severity: diag.Error, Code: diag.CodeInternal, Summary: fmt.Sprintf("internal parser error: %v", r),
 				Subject: Range{Start: Pos{Filename: filename, Line: 1, Col: 1}}})
 		}
 	}()
 	if len(src) > maxSource {
-		return nil, Diagnostics{{Severity: Error, Code: CodeSyntax, Summary: fmt.Sprintf("source is %d bytes; the limit is %d", len(src), maxSource),
+		return nil, Diagnostics{{Severity: diag.Error, Code: CodeSyntax, Summary: fmt.Sprintf("source is %d bytes; the limit is %d", len(src), maxSource),
 			Subject: Range{Start: Pos{Filename: filename, Line: 1, Col: 1}}}}
 	}
 	comments, lexDiags := scan(filename, src)
@@ -95,7 +95,7 @@ func keywordOps(ss []*Stmt, ds Diagnostics) Diagnostics {
 		case s.Op != nil:
 			if want, ok := statementKeywords[s.Op.Name]; ok {
 				p := PosOf(s.Op.Pos)
-				ds = append(ds, Diagnostic{Severity: Error, Code: CodeSyntax,
+				ds = append(ds, Diagnostic{Severity: diag.Error, Code: CodeSyntax,
 					Summary: fmt.Sprintf("%s needs %s", s.Op.Name, want),
 					Subject: Range{Start: p, End: p}})
 			}
@@ -137,7 +137,7 @@ func scan(filename string, src []byte) ([]Comment, Diagnostics) {
 				if errors.As(err, &pe) {
 					p = shift(pos, pe.Position())
 				}
-				ds = append(ds, Diagnostic{Severity: Error, Code: CodeSyntax, Summary: fmt.Sprintf("invalid character %q", firstRune(src[p.Offset:])),
+				ds = append(ds, Diagnostic{Severity: diag.Error, Code: CodeSyntax, Summary: fmt.Sprintf("invalid character %q", firstRune(src[p.Offset:])),
 					Detail:  "the language uses ASCII names, integers, \"strings\", // comments and the operators listed in docs/dsl.md",
 					Subject: Range{Start: PosOf(p), End: PosOf(p)}})
 				// Skip the offending character and lex the rest.
@@ -188,7 +188,7 @@ func firstRune(b []byte) rune {
 func syntaxDiag(filename string, src []byte, err error) Diagnostic {
 	var pe participle.Error
 	if !errors.As(err, &pe) {
-		return Diagnostic{Severity: Error, Code: CodeSyntax, Summary: "syntax error: " + err.Error(), Subject: Range{Start: Pos{Filename: filename, Line: 1, Col: 1}}}
+		return Diagnostic{Severity: diag.Error, Code: CodeSyntax, Summary: "syntax error: " + err.Error(), Subject: Range{Start: Pos{Filename: filename, Line: 1, Col: 1}}}
 	}
 	p := PosOf(pe.Position())
 	if p.Filename == "" {
@@ -218,5 +218,5 @@ func syntaxDiag(filename string, src []byte, err error) Diagnostic {
 		}
 	}
 	msg = strings.TrimPrefix(msg, "unexpected token ")
-	return Diagnostic{Severity: Error, Code: CodeSyntax, Summary: "syntax error: " + msg, Detail: detail, Subject: Range{Start: p, End: p}}
+	return Diagnostic{Severity: diag.Error, Code: CodeSyntax, Summary: "syntax error: " + msg, Detail: detail, Subject: Range{Start: p, End: p}}
 }

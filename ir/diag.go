@@ -18,23 +18,17 @@ type Diagnostic = diag.Diagnostic
 // rather than stop at the first.
 type Diagnostics = diag.Diagnostics
 
-// The codes plan diagnostics carry.
+// The codes plan diagnostics carry. A plan too big for one of the
+// upstream executor's fixed tables carries a limit code (IsLimit:
+// limit.ops-per-block, limit.channels-per-block,
+// limit.remote-buffers-per-block, limit.channels-per-op,
+// limit.refs-per-op, limit.semaphores-per-op), with Count and Max saying
+// what the plan uses and the most the table holds.
 const (
 	CodeSyntax     = diag.CodePlanSyntax     // malformed JSON
 	CodeSchema     = diag.CodePlanSchema     // JSON that is not a plan: unknown op, wrong type, missing key
 	CodeInvalid    = diag.CodePlanInvalid    // a structural rule broken
 	CodeSuspicious = diag.CodePlanSuspicious // warnings: legal, probably not meant
-
-	// Codes of the upstream executor's fixed table sizes (limits.go);
-	// Diagnostic.IsLimit says whether a code is one of them, Count and
-	// Max what the plan uses and the most the table holds.
-	CodeOpsPerBlock           = diag.CodeOpsPerBlock
-	CodeChannelsPerBlock      = diag.CodeChannelsPerBlock
-	CodeRemoteBuffersPerBlock = diag.CodeRemoteBuffersPerBlock
-	CodeChannelsPerOp         = diag.CodeChannelsPerOp
-	CodeRefsPerOp             = diag.CodeRefsPerOp
-	CodeSemaphoresPerOp       = diag.CodeSemaphoresPerOp
-
 	// CodeUnsignaledWait: a wait whose partner channel no op signals (a
 	// deadlock visible without running the plan). The compiler reports
 	// the same defect at its source when it checks the pairs (pass

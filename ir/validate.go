@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/msccl-go/msccl-go/internal/intset"
 	"github.com/msccl-go/msccl-go/internal/par"
 )
 
@@ -239,23 +240,11 @@ func (v *validator) switchChannel(r, e int, cp string) {
 // set of ranks and buffer type.
 func (v *validator) hasSwitchGroup(m int, ranks []int, bt BufferType) bool {
 	for _, fc := range v.flat[m][ChanSwitch] {
-		if fc.BufferType == bt && sameSet(fc.Group.Ranks, ranks) {
+		if fc.BufferType == bt && intset.Same(fc.Group.Ranks, ranks) {
 			return true
 		}
 	}
 	return false
-}
-
-func sameSet(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for _, x := range a {
-		if !slices.Contains(b, x) {
-			return false
-		}
-	}
-	return true
 }
 
 // pairing warns when rank r lists more channels of a type to a peer than

@@ -1,6 +1,10 @@
 package ir
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/msccl-go/msccl-go/internal/diag"
+)
 
 // signals reports whether op signals or waits on its channels, which then
 // need a partner on the peer.
@@ -36,7 +40,7 @@ func (v *validator) opChannels(c *blockCtx, op *Op, path *jpath) {
 		v.errorp(path, "", "%s over %s channels needs channel_ids", in.Name, t)
 	}
 	if len(op.ChannelIDs) > MaxChannelsPerOp {
-		v.limitp(path, ".channel_ids", CodeChannelsPerOp, len(op.ChannelIDs), MaxChannelsPerOp, "%s names %d channels; the upstream executor holds at most %d per op", in.Name, len(op.ChannelIDs), MaxChannelsPerOp)
+		v.limitp(path, ".channel_ids", diag.CodeChannelsPerOp, len(op.ChannelIDs), MaxChannelsPerOp, "%s names %d channels; the upstream executor holds at most %d per op", in.Name, len(op.ChannelIDs), MaxChannelsPerOp)
 	}
 	tbl := c.chans[t]
 	for j, id := range op.ChannelIDs {
@@ -108,7 +112,7 @@ func (v *validator) refs(c *blockCtx, op *Op, path *jpath, key string, refs []Bu
 	lp := path.at(dotKey, -1)
 	switch n := len(refs); {
 	case n > MaxRefsPerOp:
-		v.limitp(&lp, "", CodeRefsPerOp, n, MaxRefsPerOp, "%s has %d %s refs; the upstream executor holds at most %d per op", in.Name, n, key, MaxRefsPerOp)
+		v.limitp(&lp, "", diag.CodeRefsPerOp, n, MaxRefsPerOp, "%s has %d %s refs; the upstream executor holds at most %d per op", in.Name, n, key, MaxRefsPerOp)
 	case n > spec.Max && spec.Max == 0:
 		v.errorp(&lp, "", "%s takes no %s", in.Name, key)
 	case n > spec.Max:

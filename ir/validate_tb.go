@@ -1,6 +1,10 @@
 package ir
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/msccl-go/msccl-go/internal/diag"
+)
 
 // blockCtx is what the op checks need to know about the block they are in.
 type blockCtx struct {
@@ -36,7 +40,7 @@ func (v *validator) threadBlock(r, t int) {
 		}
 	}
 	if n > MaxOpsPerBlock {
-		v.limitp(c.path, ".ops", CodeOpsPerBlock, n, MaxOpsPerBlock, "block has %d ops counting pipeline bodies; the upstream executor holds at most %d per block", n, MaxOpsPerBlock)
+		v.limitp(c.path, ".ops", diag.CodeOpsPerBlock, n, MaxOpsPerBlock, "block has %d ops counting pipeline bodies; the upstream executor holds at most %d per block", n, MaxOpsPerBlock)
 	}
 	for i := range tb.Ops {
 		op := c.path.at(".ops", i)
@@ -69,7 +73,7 @@ func (v *validator) channelTable(c *blockCtx) {
 						n += len(x.ChannelIDs)
 					}
 				}
-				v.limitp(&jp, "", CodeChannelsPerBlock, n, MaxChannelsPerBlock, "block uses more than %d %s channels; the upstream executor holds at most %d per type", MaxChannelsPerBlock, tc.Type, MaxChannelsPerBlock)
+				v.limitp(&jp, "", diag.CodeChannelsPerBlock, n, MaxChannelsPerBlock, "block uses more than %d %s channels; the upstream executor holds at most %d per type", MaxChannelsPerBlock, tc.Type, MaxChannelsPerBlock)
 			}
 			c.chans[tc.Type] = append(c.chans[tc.Type], id)
 		}
@@ -104,7 +108,7 @@ func (v *validator) remoteTable(c *blockCtx) {
 						n += len(x.RemoteBufferIDs)
 					}
 				}
-				v.limitp(&jp, "", CodeRemoteBuffersPerBlock, n, MaxRemoteBuffersPerBlock, "block uses more than %d remote buffers over %s channels; the upstream executor holds at most %d per type", MaxRemoteBuffersPerBlock, t, MaxRemoteBuffersPerBlock)
+				v.limitp(&jp, "", diag.CodeRemoteBuffersPerBlock, n, MaxRemoteBuffersPerBlock, "block uses more than %d remote buffers over %s channels; the upstream executor holds at most %d per type", MaxRemoteBuffersPerBlock, t, MaxRemoteBuffersPerBlock)
 			}
 			c.remote[t] = append(c.remote[t], id)
 		}
@@ -192,7 +196,7 @@ func (v *validator) semaphores(c *blockCtx, op *Op, path *jpath) {
 		v.errorp(path, "", "%s needs semaphore_ids", in.Name)
 	}
 	if len(op.SemaphoreIDs()) > MaxSemaphoresPerOp {
-		v.limitp(path, ".semaphore_ids", CodeSemaphoresPerOp, len(op.SemaphoreIDs()), MaxSemaphoresPerOp, "%s names %d semaphores; the upstream executor holds at most %d per op", in.Name, len(op.SemaphoreIDs()), MaxSemaphoresPerOp)
+		v.limitp(path, ".semaphore_ids", diag.CodeSemaphoresPerOp, len(op.SemaphoreIDs()), MaxSemaphoresPerOp, "%s names %d semaphores; the upstream executor holds at most %d per op", in.Name, len(op.SemaphoreIDs()), MaxSemaphoresPerOp)
 	}
 	for j, id := range op.SemaphoreIDs() {
 		if id < 0 || id >= len(c.g.Semaphores) {
