@@ -12,6 +12,7 @@ import (
 
 	"github.com/msccl-go/msccl-go/dsl"
 	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/internal/golden"
 	"github.com/msccl-go/msccl-go/ir"
 	"golang.org/x/tools/txtar"
 )
@@ -64,7 +65,7 @@ func TestAlgorithmGoldens(t *testing.T) {
 					{Name: "verdict", Data: []byte(verdict.String())},
 				},
 			}
-			golden(t, filepath.Join("..", "testdata", "algorithms", name+".txtar"), txtar.Format(ar))
+			golden.Check(t, filepath.Join("..", "testdata", "algorithms", name+".txtar"), txtar.Format(ar), *update)
 		})
 	}
 }
@@ -80,43 +81,6 @@ func formatDefines(d map[string]int64) string {
 		parts = append(parts, fmt.Sprintf("-D %s=%d", k, d[k]))
 	}
 	return strings.Join(parts, " ")
-}
-
-func golden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./compiler -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the compiler's output (run go test ./compiler -update and review the diff):\n%s", path, firstDiff(string(want), string(got)))
-	}
-}
-
-func firstDiff(want, got string) string {
-	wl, gl := strings.Split(want, "\n"), strings.Split(got, "\n")
-	for i := 0; i < len(wl) || i < len(gl); i++ {
-		var w, g string
-		if i < len(wl) {
-			w = wl[i]
-		}
-		if i < len(gl) {
-			g = gl[i]
-		}
-		if w != g {
-			return fmt.Sprintf("line %d:\n  want: %s\n  got:  %s", i+1, w, g)
-		}
-	}
-	return ""
 }
 
 // TestDiagnosticGoldens runs the conformance cases of testdata/dsl: each
@@ -184,7 +148,7 @@ func TestDiagnosticGoldens(t *testing.T) {
 				}
 			}
 			ar.Files = append(keep, out...)
-			golden(t, f, txtar.Format(ar))
+			golden.Check(t, f, txtar.Format(ar), *update)
 		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/internal/golden"
 	"github.com/msccl-go/msccl-go/ir"
 	"golang.org/x/tools/txtar"
 )
@@ -105,7 +106,7 @@ func TestWrongCorpus(t *testing.T) {
 				t.Errorf("name the case wrong_<class>_<n> or ok_<what>")
 			}
 			ar.Files = out
-			golden(t, f, txtar.Format(ar))
+			golden.Check(t, f, txtar.Format(ar), *update)
 		})
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/msccl-go/msccl-go/internal/golden"
 )
 
 // TestBrokenPlans loads every plan under testdata/broken/ir and compares
@@ -26,7 +28,7 @@ func TestBrokenPlans(t *testing.T) {
 			if err == nil || p != nil {
 				t.Errorf("Load accepted a broken plan:\n%s", ds)
 			}
-			golden(t, strings.TrimSuffix(f, ".json")+".want", ds.String())
+			golden.Check(t, strings.TrimSuffix(f, ".json")+".want", []byte(ds.String()), *update)
 		})
 	}
 }

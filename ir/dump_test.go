@@ -8,30 +8,11 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/msccl-go/msccl-go/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files (testdata/broken/ir/*.want, ir/testdata/dump/*.want)")
-
-// golden compares got with the file at path, or rewrites it under -update.
-func golden(t *testing.T, path, got string) {
-	t.Helper()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./ir -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs (go test ./ir -update rewrites it)\ngot:\n%s\nwant:\n%s", path, got, want)
-	}
-}
 
 func loadFixture(t testing.TB, f string) *Plan {
 	t.Helper()
@@ -55,7 +36,7 @@ func TestDumpGolden(t *testing.T) {
 			if Dump(p) != got {
 				t.Fatal("Dump is not deterministic")
 			}
-			golden(t, filepath.Join("testdata", "dump", name+".want"), got)
+			golden.Check(t, filepath.Join("testdata", "dump", name+".want"), []byte(got), *update)
 		})
 	}
 }

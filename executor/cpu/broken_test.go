@@ -1,10 +1,11 @@
 package cpu
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/msccl-go/msccl-go/internal/golden"
 )
 
 const brokenDir = "../../testdata/broken/sim"
@@ -40,20 +41,7 @@ func TestBroken(t *testing.T) {
 				t.Errorf("verdict %s, want %s (%s)\n%s", rep.Verdict, c.want, c.why, rep)
 			}
 			got := "# " + c.why + "\n" + rep.String()
-			golden := filepath.Join(brokenDir, strings.TrimSuffix(c.file, ".json")+".want")
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("report differs from %s:\n--- got\n%s--- want\n%s", golden, got, want)
-			}
+			golden.Check(t, filepath.Join(brokenDir, strings.TrimSuffix(c.file, ".json")+".want"), []byte(got), *update)
 		})
 	}
 }

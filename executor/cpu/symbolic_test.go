@@ -2,11 +2,11 @@ package cpu
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/msccl-go/msccl-go/internal/golden"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -595,20 +595,7 @@ func TestBrokenSymbolic(t *testing.T) {
 				return
 			}
 			got := "# " + c.why + " (symbolic)\n" + rep.String()
-			golden := filepath.Join(brokenDir, name+".symbolic.want")
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("report differs from %s:\n--- got\n%s--- want\n%s", golden, got, want)
-			}
+			golden.Check(t, filepath.Join(brokenDir, name+".symbolic.want"), []byte(got), *update)
 		})
 	}
 }

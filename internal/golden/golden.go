@@ -6,8 +6,10 @@
 package golden
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -29,6 +31,28 @@ func Check(t testing.TB, path string, got []byte, update bool) {
 		t.Fatalf("%v (go test -run '%s' -update creates it)", err, t.Name())
 	}
 	if string(got) != string(want) {
-		t.Errorf("%s differs (go test -update rewrites it after review):\n--- got\n%s--- want\n%s", path, got, want)
+		t.Errorf("%s differs (go test -update rewrites it after review):\n%s", path, diff(string(want), string(got)))
 	}
+}
+
+// diff shows short files whole and long ones (a compiled plan's archive)
+// by their first differing line.
+func diff(want, got string) string {
+	wl, gl := strings.Split(want, "\n"), strings.Split(got, "\n")
+	if len(wl) <= 40 && len(gl) <= 40 {
+		return fmt.Sprintf("--- got\n%s--- want\n%s", got, want)
+	}
+	for i := 0; i < len(wl) || i < len(gl); i++ {
+		var w, g string
+		if i < len(wl) {
+			w = wl[i]
+		}
+		if i < len(gl) {
+			g = gl[i]
+		}
+		if w != g {
+			return fmt.Sprintf("line %d:\n  want: %s\n  got:  %s", i+1, w, g)
+		}
+	}
+	return ""
 }
