@@ -82,13 +82,6 @@ type rankState struct {
 	hostEpoch       uint32
 }
 
-func chanSlot(t ir.ChannelType) int {
-	if t == ir.ChanPort {
-		return 1
-	}
-	return 0
-}
-
 // setup builds the simulated machine. Every problem the plan has that
 // would stop an executor from loading it comes back as an error naming
 // the place.
@@ -178,7 +171,7 @@ func (s *sim) setup() error {
 				continue
 			}
 			for _, peer := range c.ConnectedTo {
-				rs.chans[chanSlot(c.Type)] = append(rs.chans[chanSlot(c.Type)], chanEnd{peer: peer, partner: -1})
+				rs.chans[ir.ChanSlot(c.Type)] = append(rs.chans[ir.ChanSlot(c.Type)], chanEnd{peer: peer, partner: -1})
 			}
 		}
 		for _, sm := range g.Semaphores {
@@ -249,15 +242,9 @@ type tbTable struct {
 
 func newTBTable(tb *ir.ThreadBlock) *tbTable {
 	t := &tbTable{}
-	for _, c := range tb.Channels {
-		if int(c.Type) < len(t.chans) {
-			t.chans[c.Type] = append(t.chans[c.Type], c.ChannelIDs...)
-		}
-	}
-	for _, rb := range tb.RemoteBufferRefs {
-		if int(rb.AccessChannelType) < len(t.bufs) {
-			t.bufs[rb.AccessChannelType] = append(t.bufs[rb.AccessChannelType], rb.RemoteBufferIDs...)
-		}
+	for c := range t.chans {
+		t.chans[c] = tb.ChannelTable(ir.ChannelType(c))
+		t.bufs[c] = tb.RemoteTable(ir.ChannelType(c))
 	}
 	return t
 }
@@ -321,22 +308,20 @@ func (s *sim) resolveOp(r int, tab *tbTable, tb *ir.ThreadBlock, op *ir.Op, pl P
 		return ro, fmt.Errorf("unknown reduce_op %q", ro.reduce)
 	}
 	info := op.Info()
-	tbgID, tbgSize := 0, 1
-	if op.TBG() != nil {
-		tbgID, tbgSize = op.TBG().TBID, op.TBG().TBGSize
-		if tbgSize < 1 || tbgID < 0 || tbgID >= tbgSize {
-			return ro, fmt.Errorf("tbg_info tb_id %d out of range for tbg_size %d", tbgID, tbgSize)
-		}
+	// RefRange slices by the group; a group it cannot slice is refused
+	// here first.
+	if g := op.TBG(); g != nil && (g.TBGSize < 1 || g.TBID < 0 || g.TBID >= g.TBGSize) {
+		return ro, fmt.Errorf("tbg_info tb_id %d out of range for tbg_size %d", g.TBID, g.TBGSize)
 	}
 	for k := range op.Src {
-		ref, err := s.resolveRef(r, tab, op, &op.Src[k], info.IsPacketSrc(k), tbgID, tbgSize)
+		ref, err := s.resolveRef(r, tab, op, &op.Src[k], info.IsPacketSrc(k))
 		if err != nil {
 			return ro, fmt.Errorf("src_buff[%d]: %w", k, err)
 		}
 		ro.src = append(ro.src, ref)
 	}
 	for k := range op.Dst {
-		ref, err := s.resolveRef(r, tab, op, &op.Dst[k], info.IsPacketDst(k), tbgID, tbgSize)
+		ref, err := s.resolveRef(r, tab, op, &op.Dst[k], info.IsPacketDst(k))
 		if err != nil {
 			return ro, fmt.Errorf("dst_buff[%d]: %w", k, err)
 		}
@@ -356,7 +341,7 @@ func (s *sim) resolveOp(r int, tab *tbTable, tb *ir.ThreadBlock, op *ir.Op, pl P
 				return ro, fmt.Errorf("channel_ids[%d]: block has no %s channel %d", j, t, id)
 			}
 			flat := tab.chans[t][id]
-			if flat < 0 || flat >= len(rs.chans[chanSlot(t)]) {
+			if flat < 0 || flat >= len(rs.chans[ir.ChanSlot(t)]) {
 				return ro, fmt.Errorf("channel_ids[%d]: gpu has no %s channel %d", j, t, flat)
 			}
 			ro.chans = append(ro.chans, rchan{typ: t, flat: flat})
@@ -380,7 +365,7 @@ func (s *sim) resolveOp(r int, tab *tbTable, tb *ir.ThreadBlock, op *ir.Op, pl P
 	return ro, nil
 }
 
-func (s *sim) resolveRef(r int, tab *tbTable, op *ir.Op, br *ir.BufRef, packet bool, tbgID, tbgSize int) (rref, error) {
+func (s *sim) resolveRef(r int, tab *tbTable, op *ir.Op, br *ir.BufRef, packet bool) (rref, error) {
 	rs := s.ranks[r]
 	ref := rref{rank: r, packet: packet}
 	switch br.Kind {
@@ -388,17 +373,13 @@ func (s *sim) resolveRef(r int, tab *tbTable, op *ir.Op, br *ir.BufRef, packet b
 		ref.typ = br.Type
 	case ir.RefRemote:
 		t := op.ChannelType
-		if int(t) >= len(tab.bufs) || br.BufferID < 0 || br.BufferID >= len(tab.bufs[t]) {
-			return ref, fmt.Errorf("block has no remote buffer %d for %s channels", br.BufferID, t)
+		var table []int
+		if int(t) < len(tab.bufs) {
+			table = tab.bufs[t]
 		}
-		id := tab.bufs[t][br.BufferID]
-		rbs := s.p.GPUs[r].RemoteBuffers
-		if id < 0 || id >= len(rbs) {
-			return ref, fmt.Errorf("gpu has no remote buffer %d", id)
-		}
-		ref.rank, ref.typ = rbs[id].Rank, rbs[id].Type
-		if ref.rank < 0 || ref.rank >= len(s.ranks) {
-			return ref, fmt.Errorf("remote buffer %d names rank %d of %d", id, ref.rank, len(s.ranks))
+		var err error
+		if ref.rank, ref.typ, err = s.p.RemoteOwner(r, table, t, br.BufferID); err != nil {
+			return ref, err
 		}
 	case ir.RefSwitch:
 		ids := tab.chans[ir.ChanSwitch]
@@ -422,8 +403,7 @@ func (s *sim) resolveRef(r int, tab *tbTable, op *ir.Op, br *ir.BufRef, packet b
 	if br.Index > 1<<24 || br.Size > 1<<24 {
 		return ref, fmt.Errorf("chunk index %d or size %d is absurdly large", br.Index, br.Size)
 	}
-	off, n := rs.lay.Ref(ref.typ, br.Index, br.Size)
-	ref.off, ref.n = rs.lay.TBGSlice(off, n, tbgID, tbgSize)
+	ref.off, ref.n = rs.lay.RefRange(ref.typ, br, op)
 	if ref.off < 0 || ref.n < 0 {
 		return ref, fmt.Errorf("chunks [%d, %d) do not map to a byte range", br.Index, br.Index+br.Size)
 	}

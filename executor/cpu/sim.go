@@ -368,13 +368,13 @@ func (s *sim) proxyStep(rs *rankState, b *block) {
 }
 
 func (s *sim) chanName(rs *rankState, c rchan) string {
-	e := &rs.chans[chanSlot(c.typ)][c.flat]
+	e := &rs.chans[ir.ChanSlot(c.typ)][c.flat]
 	return fmt.Sprintf("%s channel %d of rank %d (peer rank %d)", c.typ, c.flat, rs.r, e.peer)
 }
 
 func (s *sim) signal(b *block, op *rop, c rchan, relaxed bool) {
 	rs := s.ranks[b.rank]
-	e := &rs.chans[chanSlot(c.typ)][c.flat]
+	e := &rs.chans[ir.ChanSlot(c.typ)][c.flat]
 	var tk token
 	if c.typ == ir.ChanPort {
 		s.proxyStep(rs, b)
@@ -389,7 +389,7 @@ func (s *sim) signal(b *block, op *rop, c rchan, relaxed bool) {
 		s.lost = append(s.lost, UnbalancedSignal{Place: s.places[op.place], Channel: s.chanName(rs, c) + ", which has no paired channel", Count: 1})
 		return
 	}
-	s.ranks[e.peer].chans[chanSlot(c.typ)][e.partner].in.push(tk)
+	s.ranks[e.peer].chans[ir.ChanSlot(c.typ)][e.partner].in.push(tk)
 }
 
 // unsignalled returns the first channel of a wait that lacks a signal
@@ -402,7 +402,7 @@ func (s *sim) unsignalled(rs *rankState, op *rop) (c rchan, need int) {
 				need++
 			}
 		}
-		if rs.chans[chanSlot(c.typ)][c.flat].in.len() < need {
+		if rs.chans[ir.ChanSlot(c.typ)][c.flat].in.len() < need {
 			return c, need
 		}
 	}
@@ -415,7 +415,7 @@ func (s *sim) unsignalled(rs *rankState, op *rop) (c rchan, need int) {
 func (s *sim) waitMsg(b *block, op *rop) string {
 	rs := s.ranks[b.rank]
 	c, need := s.unsignalled(rs, op)
-	e := &rs.chans[chanSlot(c.typ)][c.flat]
+	e := &rs.chans[ir.ChanSlot(c.typ)][c.flat]
 	return fmt.Sprintf("signal #%d on %s; the peer has sent %d", e.got+need, s.chanName(rs, c), e.got+e.in.len())
 }
 
@@ -425,7 +425,7 @@ func (s *sim) wait(b *block, op *rop, relaxed bool) (bool, string) {
 		return false, "" // waitMsg says why, should it come to a deadlock
 	}
 	for _, c := range op.chans {
-		e := &rs.chans[chanSlot(c.typ)][c.flat]
+		e := &rs.chans[ir.ChanSlot(c.typ)][c.flat]
 		e.got++
 		tk := e.in.pop()
 		s.tr.recv(tk)
