@@ -132,7 +132,7 @@ func TestLibraryProven(t *testing.T) {
 // rows claim only proven ranges, and the world sizes of a row are all
 // proven one by one, so a row may not span more than the test can prove.
 func TestSelectionClaimsProven(t *testing.T) {
-	rows, err := LoadSelection("../algorithms/selection.yaml")
+	rows, err := loadSelection("../algorithms/selection.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

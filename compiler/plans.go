@@ -39,9 +39,9 @@ type NamedPlan struct {
 	Source    *SourceMap
 }
 
-// LoadSelection reads and checks a selection table.
-func LoadSelection(path string) ([]SelectionRow, error) {
-	return LoadSelectionFS(osFS{}, path)
+// loadSelection reads and checks a selection table.
+func loadSelection(path string) ([]SelectionRow, error) {
+	return loadSelectionFS(osFS{}, path)
 }
 
 // osFS reads the host's files by their own paths (relative to the working
@@ -50,9 +50,9 @@ type osFS struct{}
 
 func (osFS) Open(name string) (fs.File, error) { return os.Open(name) }
 
-// LoadSelectionFS reads and checks the selection table at path in fsys
+// loadSelectionFS reads and checks the selection table at path in fsys
 // (the algorithms package embeds the library's).
-func LoadSelectionFS(fsys fs.FS, path string) ([]SelectionRow, error) {
+func loadSelectionFS(fsys fs.FS, path string) ([]SelectionRow, error) {
 	data, err := fs.ReadFile(fsys, path)
 	if err != nil {
 		return nil, err
@@ -125,7 +125,7 @@ func Plans(selPath string, defines map[string]int64) ([]NamedPlan, error) {
 // PlansFS is Plans over a file system (the selection table and the
 // algorithms next to it, read from fsys).
 func PlansFS(fsys fs.FS, selPath string, defines map[string]int64) ([]NamedPlan, error) {
-	rows, err := LoadSelectionFS(fsys, selPath)
+	rows, err := loadSelectionFS(fsys, selPath)
 	if err != nil {
 		return nil, err
 	}

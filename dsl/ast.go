@@ -217,12 +217,12 @@ type Call struct {
 	Args []*Expr `parser:"( @@ ( \",\" @@ )* )? \")\""`
 }
 
-// PosOf converts a lexer position.
-func PosOf(p lexer.Position) Pos {
+// posOf converts a lexer position.
+func posOf(p lexer.Position) Pos {
 	return Pos{Filename: p.Filename, Offset: p.Offset, Line: p.Line, Col: p.Column}
 }
 
 // RangeOf makes a Range from a node's Pos and EndPos.
 func RangeOf(start, end lexer.Position) Range {
-	return Range{Start: PosOf(start), End: PosOf(end)}
+	return Range{Start: posOf(start), End: posOf(end)}
 }

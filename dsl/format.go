@@ -98,7 +98,7 @@ func (p *printer) stmt(s *Stmt, depth int) {
 			case a.Root != nil:
 				p.b.WriteString(" root " + ExprString(a.Root))
 			case a.Peers != nil:
-				p.b.WriteString(" peers " + PeerMapString(a.Peers))
+				p.b.WriteString(" peers " + peerMapString(a.Peers))
 			default:
 				p.b.WriteString(" chunks " + ExprString(a.Chunks))
 			}
@@ -130,7 +130,7 @@ func (p *printer) stmt(s *Stmt, depth int) {
 			p.b.WriteString(", " + *s.Require.Msg)
 		}
 	case s.Op != nil:
-		p.b.WriteString(OpString(s.Op))
+		p.b.WriteString(opString(s.Op))
 	}
 	line := endLine(s)
 	p.trailing(line)
@@ -176,8 +176,8 @@ func endLine(s *Stmt) int {
 	return s.EndPos.Line
 }
 
-// OpString prints one op statement in canonical form.
-func OpString(o *OpStmt) string {
+// opString prints one op statement in canonical form.
+func opString(o *OpStmt) string {
 	var b strings.Builder
 	b.WriteString(o.Name)
 	for i, r := range o.Src {
@@ -186,7 +186,7 @@ func OpString(o *OpStmt) string {
 		} else {
 			b.WriteString(", ")
 		}
-		b.WriteString(RefString(r))
+		b.WriteString(refString(r))
 	}
 	if o.Arrow {
 		b.WriteString(" ->")
@@ -194,7 +194,7 @@ func OpString(o *OpStmt) string {
 			if i > 0 {
 				b.WriteString(",")
 			}
-			b.WriteString(" " + RefString(r))
+			b.WriteString(" " + refString(r))
 		}
 	}
 	for _, c := range o.Clauses {
@@ -212,8 +212,8 @@ func OpString(o *OpStmt) string {
 	return b.String()
 }
 
-// RefString prints a chunk slice.
-func RefString(r *Ref) string {
+// refString prints a chunk slice.
+func refString(r *Ref) string {
 	s := fmt.Sprintf("rank(%s).%s[%s", ExprString(r.Rank), r.Buffer, ExprString(r.Lo))
 	if r.Hi != nil {
 		s += ":" + ExprString(r.Hi)
@@ -257,8 +257,8 @@ func unaryString(u *Unary) string {
 	return u.Op + s
 }
 
-// PeerMapString prints a peer map canonically: `r -> EXPR` or `[a, b]`.
-func PeerMapString(m *PeerMap) string {
+// peerMapString prints a peer map canonically: `r -> EXPR` or `[a, b]`.
+func peerMapString(m *PeerMap) string {
 	if m.Expr != nil {
 		return m.Var + " -> " + ExprString(m.Expr)
 	}

@@ -94,7 +94,7 @@ func keywordOps(ss []*Stmt, ds Diagnostics) Diagnostics {
 		switch {
 		case s.Op != nil:
 			if want, ok := statementKeywords[s.Op.Name]; ok {
-				p := PosOf(s.Op.Pos)
+				p := posOf(s.Op.Pos)
 				ds = append(ds, Diagnostic{Severity: diag.Error, Code: CodeSyntax,
 					Summary: fmt.Sprintf("%s needs %s", s.Op.Name, want),
 					Subject: Range{Start: p, End: p}})
@@ -139,7 +139,7 @@ func scan(filename string, src []byte) ([]Comment, Diagnostics) {
 				}
 				ds = append(ds, Diagnostic{Severity: diag.Error, Code: CodeSyntax, Summary: fmt.Sprintf("invalid character %q", firstRune(src[p.Offset:])),
 					Detail:  "the language uses ASCII names, integers, \"strings\", // comments and the operators listed in docs/dsl.md",
-					Subject: Range{Start: PosOf(p), End: PosOf(p)}})
+					Subject: Range{Start: posOf(p), End: posOf(p)}})
 				// Skip the offending character and lex the rest.
 				skip := p.Offset + len(string(firstRune(src[p.Offset:]))) - pos.Offset
 				adv := pos
@@ -155,7 +155,7 @@ func scan(filename string, src []byte) ([]Comment, Diagnostics) {
 			}
 			if tok.Type == comment {
 				p := shift(pos, tok.Pos)
-				comments = append(comments, Comment{Pos: PosOf(p), Text: tok.Value})
+				comments = append(comments, Comment{Pos: posOf(p), Text: tok.Value})
 			}
 		}
 		if len(ds) > 20 {
@@ -190,7 +190,7 @@ func syntaxDiag(filename string, src []byte, err error) Diagnostic {
 	if !errors.As(err, &pe) {
 		return Diagnostic{Severity: diag.Error, Code: CodeSyntax, Summary: "syntax error: " + err.Error(), Subject: Range{Start: Pos{Filename: filename, Line: 1, Col: 1}}}
 	}
-	p := PosOf(pe.Position())
+	p := posOf(pe.Position())
 	if p.Filename == "" {
 		p.Filename = filename
 	}

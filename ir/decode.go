@@ -354,7 +354,7 @@ func (d *decoder) bufType(o *obj, key string, required bool) BufferType {
 	if !ok {
 		return BufNone
 	}
-	t, ok := ParseBufferType(s)
+	t, ok := parseBufferType(s)
 	if !ok {
 		d.errorf(o.sub(key), "unknown buffer type %q (want \"i\", \"o\" or \"s\")", s)
 	}

@@ -23,7 +23,7 @@ type Op struct {
 
 // opExtra holds the Op fields that few op kinds use.
 type opExtra struct {
-	// reduce is a reduce_op outside ReduceOps, kept as decoded so that the
+	// reduce is a reduce_op outside reduceOps, kept as decoded so that the
 	// validator can name it.
 	reduce       ReduceOp
 	tbg          *TBGInfo
@@ -82,7 +82,7 @@ func (o *Op) ReduceOp() ReduceOp {
 	return o.x.reduce
 }
 
-// SetReduceOp sets the op's reduction. Names outside ReduceOps are kept
+// SetReduceOp sets the op's reduction. Names outside reduceOps are kept
 // (for the validator to report) at the cost of the extra fields.
 func (o *Op) SetReduceOp(r ReduceOp) {
 	for i, n := range reduceNames {

@@ -170,8 +170,8 @@ func (b BufferType) Long() string {
 	return "invalid"
 }
 
-// ParseBufferType maps "i", "o", "s" to a BufferType.
-func ParseBufferType(s string) (BufferType, bool) {
+// parseBufferType maps "i", "o", "s" to a BufferType.
+func parseBufferType(s string) (BufferType, bool) {
 	switch s {
 	case "i":
 		return BufInput, true
@@ -279,5 +279,5 @@ const (
 	ReduceProd ReduceOp = "prod"
 )
 
-// ReduceOps lists the reductions a plan may name.
-var ReduceOps = []ReduceOp{ReduceSum, ReduceMin, ReduceMax, ReduceProd}
+// reduceOps lists the reductions a plan may name.
+var reduceOps = []ReduceOp{ReduceSum, ReduceMin, ReduceMax, ReduceProd}

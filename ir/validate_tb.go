@@ -152,7 +152,7 @@ func (v *validator) op(c *blockCtx, op *Op, path *jpath, inPipeline bool) {
 	v.portPeers(c, op, path)
 	switch {
 	case in.Reduces:
-		if op.ReduceOp() != ReduceNone && !slices.Contains(ReduceOps, op.ReduceOp()) {
+		if op.ReduceOp() != ReduceNone && !slices.Contains(reduceOps, op.ReduceOp()) {
 			v.errorp(path, ".reduce_op", "unknown reduce_op %q (want sum, min, max or prod)", op.ReduceOp())
 		}
 	case op.ReduceOp() != ReduceNone:
