@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/msccl-go/msccl-go/ir"
 )
 
 func TestLoadPlan(t *testing.T) {
@@ -117,5 +119,58 @@ func TestSelectPlanEmbedded(t *testing.T) {
 	}
 	if _, err := CompileAlgorithm("", "allgather_ring", map[string]int64{"ranks": 4}); err != nil {
 		t.Fatalf("CompileAlgorithm from /: %v", err)
+	}
+}
+
+// The table is keyed on (world size, ranks per node): one node gets the
+// single-node rows, exactly as SelectPlan; several nodes get only the
+// rows for several nodes (the hierarchical algorithms), compiled for that
+// split.
+func TestSelectPlanNodes(t *testing.T) {
+	one, err := SelectPlanNodes("", "allreduce", 8, 8, 1<<20)
+	if err != nil || !strings.HasPrefix(one.Name, "allreduce_twoshot") {
+		t.Fatalf("one node of 8: %v, %v", one, err)
+	}
+	for _, c := range []struct {
+		col        string
+		ranks, per int
+		size       int64
+		want       string // plan name prefix, or the error
+		fails      bool
+	}{
+		{"allreduce", 8, 4, 1 << 20, "allreduce_hierarchical", false},
+		{"allreduce", 16, 8, 64 << 10, "allreduce_hierarchical", false},
+		{"allgather", 8, 2, 1 << 20, "allgather_hierarchical", false},
+		{"reducescatter", 8, 4, 1 << 20, "no reducescatter plan for 8 ranks (2 nodes of 4) covers 1048576 bytes", true},
+		{"allreduce", 64, 8, 1 << 20, "no row matches 64 ranks with 8 per node", true},
+		{"allreduce", 8, 3, 1 << 20, "8 ranks at 3 per node: want 1 <= ranks per node <= ranks, dividing ranks", true},
+		{"allreduce", 8, 16, 1 << 20, "8 ranks at 16 per node", true},
+		{"allreduce", 8, 0, 1 << 20, "8 ranks at 0 per node", true},
+	} {
+		p, err := SelectPlanNodes("", c.col, c.ranks, c.per, c.size)
+		if c.fails {
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s %d/%d: %v, want an error containing %q", c.col, c.ranks, c.per, err, c.want)
+			}
+			continue
+		}
+		if err != nil || !strings.HasPrefix(p.Name, c.want) {
+			t.Errorf("%s %d/%d: %v, %v; want %s", c.col, c.ranks, c.per, p, err, c.want)
+			continue
+		}
+		if len(p.GPUs) != c.ranks {
+			t.Errorf("%s %d/%d: plan has %d ranks", c.col, c.ranks, c.per, len(p.GPUs))
+		}
+		// Compiled for this split: the channels between ranks of different
+		// nodes are port channels only.
+		for r, g := range p.GPUs {
+			for _, ch := range g.Channels {
+				for _, peer := range ch.ConnectedTo {
+					if peer/c.per != r/c.per && ch.Type != ir.ChanPort {
+						t.Fatalf("%s %d/%d: rank %d has a %s channel to rank %d on another node", c.col, c.ranks, c.per, r, ch.Type, peer)
+					}
+				}
+			}
+		}
 	}
 }

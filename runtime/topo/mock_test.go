@@ -3,6 +3,7 @@ package topo_test
 import (
 	"errors"
 	"flag"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -179,31 +180,54 @@ func TestTransportAcrossNodes(t *testing.T) {
 	}
 }
 
-// Older drivers: no NUMA node id (memory affinity says it) and no far-end
-// type (a bus id that is no GPU is a switch).
+// Older drivers: NVML without nvmlDeviceGetNumaNodeId (memory affinity
+// says the node) and without nvmlDeviceGetNvLinkRemoteDeviceType (a bus
+// id that is no GPU is a switch). go-nvml binds lazily, so a missing
+// function must not even be called: the process would end.
 func TestOldDriver(t *testing.T) {
-	s := topotest.DGXH100()
-	for _, d := range s.Devices {
-		d := d.(*server.Device)
-		d.GetNumaNodeIdFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_FUNCTION_NOT_FOUND }
-		d.GetNvLinkRemoteDeviceTypeFunc = func(int) (nvml.IntNvLinkDeviceType, nvml.Return) {
-			return 0, nvml.ERROR_NOT_SUPPORTED
+	old := func(s *server.Server) *server.Server {
+		s.LookupSymbolFunc = func(name string) error {
+			if name == "nvmlDeviceGetNumaNodeId" || name == "nvmlDeviceGetNvLinkRemoteDeviceType" {
+				return errors.New("undefined symbol: " + name)
+			}
+			return nil
 		}
+		for _, d := range s.Devices {
+			d := d.(*server.Device)
+			d.GetNumaNodeIdFunc = func() (int, nvml.Return) {
+				t.Error("called the missing nvmlDeviceGetNumaNodeId")
+				return 0, nvml.ERROR_FUNCTION_NOT_FOUND
+			}
+			d.GetNvLinkRemoteDeviceTypeFunc = func(int) (nvml.IntNvLinkDeviceType, nvml.Return) {
+				t.Error("called the missing nvmlDeviceGetNvLinkRemoteDeviceType")
+				return 0, nvml.ERROR_FUNCTION_NOT_FOUND
+			}
+		}
+		return s
 	}
-	top := discover(t, s)
+	top := discover(t, old(topotest.DGXH100()))
 	for i, g := range top.GPUs {
 		if g.NUMANode != i/4 || g.SwitchLinks != 18 {
 			t.Errorf("GPU%d: %+v", i, g)
 		}
 	}
-	pairs := topotest.BridgedPairs()
-	for _, d := range pairs.Devices {
-		d.(*server.Device).GetNvLinkRemoteDeviceTypeFunc = func(int) (nvml.IntNvLinkDeviceType, nvml.Return) {
-			return 0, nvml.ERROR_NOT_SUPPORTED
-		}
+	if got, _ := os.ReadFile("testdata/dgxh100.topo"); top.String() != string(got) {
+		t.Errorf("an old driver's view of the DGX H100 differs from the golden:\n%s", top)
 	}
-	if l := discover(t, pairs).Links[2][3]; l.Label() != "NV12" || l.NVSwitch {
+	if l := discover(t, old(topotest.BridgedPairs())).Links[2][3]; l.Label() != "NV12" || l.NVSwitch {
 		t.Errorf("bridge without far-end types: %s %+v", l.Label(), l)
+	}
+	// A driver that has the call but cannot answer it.
+	s := topotest.PCIeBox()
+	for _, d := range s.Devices {
+		d := d.(*server.Device)
+		d.GetNumaNodeIdFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
+		d.GetMemoryAffinityFunc = func(int, nvml.AffinityScope) ([]uint, nvml.Return) { return nil, nvml.ERROR_NOT_SUPPORTED }
+	}
+	for i, g := range discover(t, s).GPUs {
+		if g.NUMANode != -1 {
+			t.Errorf("GPU%d: NUMA node %d where NVML knows none", i, g.NUMANode)
+		}
 	}
 }
 

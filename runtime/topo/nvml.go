@@ -49,6 +49,7 @@ func DiscoverWith(lib nvml.Interface, host Host) (*Topology, error) {
 	defer lib.Shutdown()
 
 	t := &Topology{Host: host}
+	has := symbols(lib)
 	if v, r := lib.SystemGetDriverVersion(); r == nvml.SUCCESS {
 		t.Driver = v
 	}
@@ -64,7 +65,7 @@ func DiscoverWith(lib nvml.Interface, host Host) (*Topology, error) {
 			return nil, nvmlErr(fmt.Sprintf("nvmlDeviceGetHandleByIndex(%d)", i), r)
 		}
 		devs[i] = d
-		g, e := readGPU(d, i)
+		g, e := readGPU(d, i, has)
 		t.GPUs = append(t.GPUs, g)
 		ends[i] = e
 	}
@@ -118,8 +119,17 @@ type linkEnd struct {
 	kind endKind
 }
 
-// readGPU reads one GPU and the far ends of its active NVLinks.
-func readGPU(d nvml.Device, i int) (GPU, []linkEnd) {
+// symbols reports whether the loaded NVML has a function. go-nvml binds
+// symbols lazily, so calling one an older driver lacks would end the
+// process; the calls newer than the R470 drivers are asked about first.
+func symbols(lib nvml.Interface) func(string) bool {
+	ext := lib.Extensions()
+	return func(name string) bool { return ext == nil || ext.LookupSymbol(name) == nil }
+}
+
+// readGPU reads one GPU and the far ends of its active NVLinks; has says
+// which newer NVML functions exist.
+func readGPU(d nvml.Device, i int, has func(string) bool) (GPU, []linkEnd) {
 	g := GPU{Index: i, NUMANode: -1}
 	g.Name, _ = d.GetName()
 	g.UUID, _ = d.GetUUID()
@@ -129,14 +139,7 @@ func readGPU(d nvml.Device, i int) (GPU, []linkEnd) {
 	if pci, r := d.GetPciInfo(); r == nvml.SUCCESS {
 		g.BusID = pciBus(pci)
 	}
-	if node, r := d.GetNumaNodeId(); r == nvml.SUCCESS && node >= 0 {
-		g.NUMANode = node
-	} else if mask, r := d.GetMemoryAffinity(maxCPUs, nvml.AFFINITY_SCOPE_NODE); r == nvml.SUCCESS {
-		// Older drivers: the NUMA node is the one memory affinity names.
-		if nodes := maskBits(mask); len(nodes) == 1 {
-			g.NUMANode = nodes[0]
-		}
-	}
+	g.NUMANode = numaNode(d, has)
 	if mask, r := d.GetCpuAffinity(maxCPUs); r == nvml.SUCCESS {
 		g.CPUs = maskBits(mask)
 	}
@@ -153,19 +156,48 @@ func readGPU(d nvml.Device, i int) (GPU, []linkEnd) {
 		if rp, r := d.GetNvLinkRemotePciInfo(l); r == nvml.SUCCESS {
 			e.bus = pciBus(rp)
 		}
-		if ty, r := d.GetNvLinkRemoteDeviceType(l); r == nvml.SUCCESS {
-			switch ty {
-			case nvml.NVLINK_DEVICE_TYPE_GPU:
-				e.kind = endGPU
-			case nvml.NVLINK_DEVICE_TYPE_SWITCH:
-				e.kind = endSwitch
-			case nvml.NVLINK_DEVICE_TYPE_IBMNPU:
-				e.kind = endOther
-			}
-		}
+		e.kind = remoteKind(d, l, has)
 		ends = append(ends, e)
 	}
 	return g, ends
+}
+
+// numaNode is the GPU's NUMA node, -1 when unknown. Drivers without
+// nvmlDeviceGetNumaNodeId name it through memory affinity.
+func numaNode(d nvml.Device, has func(string) bool) int {
+	if has("nvmlDeviceGetNumaNodeId") {
+		if node, r := d.GetNumaNodeId(); r == nvml.SUCCESS && node >= 0 {
+			return node
+		}
+	}
+	if has("nvmlDeviceGetMemoryAffinity") {
+		if mask, r := d.GetMemoryAffinity(maxCPUs, nvml.AFFINITY_SCOPE_NODE); r == nvml.SUCCESS {
+			if nodes := maskBits(mask); len(nodes) == 1 {
+				return nodes[0]
+			}
+		}
+	}
+	return -1
+}
+
+// remoteKind is what NVLink l of d ends at, endUnknown where the driver
+// cannot say (DiscoverWith then guesses from the bus id).
+func remoteKind(d nvml.Device, l int, has func(string) bool) endKind {
+	if !has("nvmlDeviceGetNvLinkRemoteDeviceType") {
+		return endUnknown
+	}
+	ty, r := d.GetNvLinkRemoteDeviceType(l)
+	switch {
+	case r != nvml.SUCCESS:
+		return endUnknown
+	case ty == nvml.NVLINK_DEVICE_TYPE_GPU:
+		return endGPU
+	case ty == nvml.NVLINK_DEVICE_TYPE_SWITCH:
+		return endSwitch
+	case ty == nvml.NVLINK_DEVICE_TYPE_IBMNPU:
+		return endOther
+	}
+	return endUnknown
 }
 
 // pair reads the path from GPU a to GPU b.

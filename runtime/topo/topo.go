@@ -268,7 +268,7 @@ func (t *Topology) cell(i, j int) Link {
 	if i == j {
 		return Link{Distance: DistSelf}
 	}
-	if i < len(t.Links) && j < len(t.Links[i]) {
+	if i >= 0 && j >= 0 && i < len(t.Links) && j < len(t.Links[i]) {
 		return t.Links[i][j]
 	}
 	return Link{}
