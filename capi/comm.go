@@ -56,17 +56,6 @@ func openComm(device, id string, rank, world int64) (int64, error) {
 	return table.add(&commEntry{c: c, device: device, execs: map[execKey]*execEntry{}}), nil
 }
 
-func (t *handles) comm(h int64) (*commEntry, error) {
-	t.mu.Lock()
-	v, ok := t.m[h]
-	t.mu.Unlock()
-	c, isComm := v.(*commEntry)
-	if !ok || !isComm {
-		return nil, invalid("no communicator with handle %d (destroyed already, or never made)", h)
-	}
-	return c, nil
-}
-
 func commInfo(h int64) ([]byte, error) {
 	c, err := table.comm(h)
 	if err != nil {

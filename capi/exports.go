@@ -8,6 +8,8 @@ import "C"
 
 import (
 	"unsafe"
+
+	"github.com/msccl-go/msccl-go/internal/size"
 )
 
 // The exports convert C arguments to Go, call the functions of api.go and
@@ -197,6 +199,25 @@ func msccl_select(collective *C.char, ranks C.int64_t, size C.int64_t, table_ *C
 		h, err := selectPlan(goString(table_), goString(collective), int64(ranks), int64(size))
 		*plan = C.int64_t(h)
 		return err
+	})
+	return finish(errmsg, st, msg)
+}
+
+// msccl_parse_size reads a byte count the way the commands do ("4096",
+// "64K", "1MiB": binary suffixes) into *out.
+//
+//export msccl_parse_size
+func msccl_parse_size(s *C.char, out *C.int64_t, errmsg **C.char) C.int {
+	st, msg := guard(func() error {
+		if out == nil {
+			return invalid("msccl_parse_size: out is NULL")
+		}
+		n, err := size.Parse(goString(s))
+		if err != nil {
+			return invalid("%v", err)
+		}
+		*out = C.int64_t(n)
+		return nil
 	})
 	return finish(errmsg, st, msg)
 }

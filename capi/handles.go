@@ -39,16 +39,22 @@ func (t *handles) add(v any) int64 {
 	return t.next
 }
 
-func (t *handles) plan(h int64) (*planEntry, error) {
+// get returns what h stands for when it is a T; what names T in the
+// error ("plan", "communicator").
+func get[T any](t *handles, h int64, what string) (T, error) {
 	t.mu.Lock()
 	v, ok := t.m[h]
 	t.mu.Unlock()
-	e, isPlan := v.(*planEntry)
-	if !ok || !isPlan {
-		return nil, invalid("no plan with handle %d (released already, or never made)", h)
+	x, isT := v.(T)
+	if !ok || !isT {
+		return x, invalid("no %s with handle %d (released already, or never made)", what, h)
 	}
-	return e, nil
+	return x, nil
 }
+
+func (t *handles) plan(h int64) (*planEntry, error) { return get[*planEntry](t, h, "plan") }
+
+func (t *handles) comm(h int64) (*commEntry, error) { return get[*commEntry](t, h, "communicator") }
 
 // release removes h and closes what it stands for (a communicator leaves
 // its job); the handle is gone even when closing fails.

@@ -14,14 +14,14 @@ from ._lib import ABI_VERSION
 from .errors import (CompileError, Diagnostic, Error, Finding, InternalError, InvalidArgument, NotCorrect, PlanError,
                      SelectError)
 from .comm import Communicator, unique_id
-from .plan import COLLECTIVES, DTYPES, REDUCTIONS, Plan, SizeRule, VerifyResult, compile, load, loads, select
+from .plan import COLLECTIVES, DTYPES, REDUCTIONS, Plan, SizeRule, VerifyResult, compile, load, loads, parse_size, select
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ABI_VERSION", "COLLECTIVES", "Communicator", "unique_id", "DTYPES", "REDUCTIONS", "CompileError", "Diagnostic", "Error", "Finding",
     "InternalError", "InvalidArgument", "NotCorrect", "Plan", "PlanError", "SelectError", "SizeRule",
-    "VerifyResult", "compile", "library_version", "load", "loads", "select",
+    "VerifyResult", "compile", "library_version", "load", "loads", "parse_size", "select",
 ]
 
 

@@ -3,11 +3,13 @@
     python -m msccl compile FILE.msccl [-D name=value ...] [-o plan.json] [--no-verify] [--verify-dtypes f32,bf16]
     python -m msccl verify PLAN.json|FILE.msccl [-D name=value ...] [--size 1MiB --dtype f16 --op sum --launches 4] [--json]
     python -m msccl select COLLECTIVE --ranks N --size BYTES [-o plan.json] [--table selection.yaml]
+    python -m msccl bench [--procs N] [--plan P | --collective C] [-b 1K -e 1M -f 2 -d f32 -o sum -n 20 -w 5 -c]
     python -m msccl version
 
 compile is msccl-compile compile (the plan it writes is byte for byte the
 same); verify is msccl-compile sim with --size, and the compile command's
-proof without. Exit status: 0 when the command worked and the plan is
+proof without; bench is msccl-bench --device cpu (--procs N starts the
+ranks). Exit status: 0 when the command worked and the plan is
 correct, 1 when the input has problems or the verdict fails, 2 on usage
 errors.
 """
@@ -33,19 +35,13 @@ def _define(s):
         raise argparse.ArgumentTypeError("value of %s must be an integer, got %r" % (name, val))
 
 
-_UNITS = {"": 1, "K": 1000, "KB": 1000, "KIB": 1024, "M": 1000 ** 2, "MB": 1000 ** 2, "MIB": 1024 ** 2,
-          "G": 1000 ** 3, "GB": 1000 ** 3, "GIB": 1024 ** 3}
-
-
 def _size(s):
-    """Bytes from "1048576" or "1MiB" (the suffixes msccl-compile takes;
-    anything else goes to the library, whose parser is the reference)."""
-    t = s.strip()
-    num = t.rstrip("KkMmGgIiBb")
-    unit = t[len(num):].upper()
-    if num.isdigit() and unit in _UNITS:
-        return int(num) * _UNITS[unit]
-    return s
+    """Bytes from "1048576" or "1MiB", read by the library as msccl-compile
+    reads them; a bad one is a usage error."""
+    try:
+        return _plan.parse_size(s)
+    except (InvalidArgument, TypeError) as e:
+        raise argparse.ArgumentTypeError(str(e))
 
 
 def _print_diags(ds, stream):
@@ -97,7 +93,7 @@ def cmd_verify(a):
             raise InvalidArgument("--op, --launches, --ll and --symbolic choose one run: give --size too")
         res = p.verify(dtype=a.dtype.split(",") if a.dtype else None)
     else:
-        res = p.verify(_size(a.size), dtype=a.dtype, op=a.op, launches=a.launches, ll=a.ll, symbolic=a.symbolic)
+        res = p.verify(a.size, dtype=a.dtype, op=a.op, launches=a.launches, ll=a.ll, symbolic=a.symbolic)
     if a.json:
         json.dump(res.raw, sys.stdout, indent=2)
         print()
@@ -124,6 +120,11 @@ def cmd_select(a):
     return EXIT_OK
 
 
+def cmd_bench(a):
+    from . import bench
+    return bench.main(a)
+
+
 def cmd_version(a):
     from . import __version__, library_version
     print("msccl %s (%s)" % (__version__, library_version()))
@@ -146,7 +147,7 @@ def parser():
     v = sub.add_parser("verify", help="prove a plan (or a program) on the CPU executor, or run it once with --size")
     v.add_argument("plan", metavar="PLAN.json|FILE.msccl")
     v.add_argument("-D", dest="define", type=_define, action="append", default=[], metavar="name=value", help="parameters of a program (repeatable)")
-    v.add_argument("--size", help="one run at this message size (bytes; 1MiB); without it, the proof over every size of the plan's rule")
+    v.add_argument("--size", type=_size, help="one run at this message size (bytes; 1MiB); without it, the proof over every size of the plan's rule")
     v.add_argument("--dtype", help="data type of the run (f32, f16, bf16, i32, u32, u8, f8e4m3, f8e5m2), or the proof's byte-level types (f32,bf16)")
     v.add_argument("--op", choices=_plan.REDUCTIONS, help="reduction of the run (default sum)")
     v.add_argument("--launches", type=int, help="back-to-back launches of the run (default 4)")
@@ -162,6 +163,24 @@ def parser():
     s.add_argument("--table", help="selection table (default: the library's, built in)")
     s.add_argument("-o", metavar="plan.json", help="write the plan here instead of stdout")
     s.set_defaults(run=cmd_select)
+
+    b = sub.add_parser("bench", help="msccl-bench's sweep on this host's cpu device, one rank per process")
+    b.add_argument("--procs", type=int, help="start N processes of this command, one rank each (else: one rank of a job torchrun, mpirun or srun started)")
+    b.add_argument("--device", default="cpu", help="where the ranks run (cpu)")
+    b.add_argument("--plan", help="plan JSON, or a program (.msccl, compiled for the job's ranks); default: the selection table's plan per size")
+    b.add_argument("--collective", default="allreduce", choices=("allreduce", "allgather", "reducescatter", "alltoall"), help="without --plan")
+    b.add_argument("-b", type=_size, default=1024, help="smallest message size (1K)")
+    b.add_argument("-e", type=_size, default=1 << 20, help="largest message size (1M)")
+    b.add_argument("-f", type=int, default=2, help="size multiplication factor")
+    b.add_argument("-d", dest="dtype", default="f32", choices=("f32", "f16", "i32", "u32", "u8"), help="data type")
+    b.add_argument("-o", dest="op", default="sum", choices=_plan.REDUCTIONS, help="reduction")
+    b.add_argument("-n", dest="iters", type=int, default=20, help="timed iterations")
+    b.add_argument("-w", dest="warmup", type=int, default=5, help="warm-up iterations")
+    b.add_argument("-c", dest="check", action="store_true", help="check results against the collective's definition (#wrong)")
+    b.add_argument("--uid", help=argparse.SUPPRESS)
+    b.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
+    b.add_argument("--world", type=int, default=0, help=argparse.SUPPRESS)
+    b.set_defaults(run=cmd_bench)
 
     ver = sub.add_parser("version", help="print the package's and the library's versions")
     ver.set_defaults(run=cmd_version)

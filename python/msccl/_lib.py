@@ -40,6 +40,7 @@ _SIGNATURES = {
     "msccl_release": (ctypes.c_int, [_i64, _c_char_pp]),
     "msccl_live_handles": (_i64, []),
     "msccl_selftest_panic": (ctypes.c_int, [_c_char_pp]),
+    "msccl_parse_size": (ctypes.c_int, [ctypes.c_char_p, _i64p, _c_char_pp]),
     "msccl_unique_id": (ctypes.c_int, [_c_char_pp, _c_char_pp]),
     "msccl_comm_init": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, _i64, _i64, _i64p, _c_char_pp]),
     "msccl_comm_info": (ctypes.c_int, [_i64, _c_char_pp, _c_char_pp]),

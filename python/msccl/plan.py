@@ -232,6 +232,18 @@ class Plan:
         return VerifyResult(_lib.decode_json(_lib.take(out)))
 
 
+def parse_size(s) -> int:
+    """Bytes from an int or a string such as "4096", "64K", "1MiB" (binary
+    suffixes, as msccl-compile and msccl-bench read them)."""
+    if isinstance(s, int) and not isinstance(s, bool):
+        return _size_arg(s, "size")
+    if not isinstance(s, str):
+        raise TypeError("size must be an int or a string such as '64K', got %r" % (s,))
+    n = ctypes.c_int64()
+    _lib.call("msccl_parse_size", s.encode(), ctypes.byref(n))
+    return n.value
+
+
 def _choice(v, allowed, what):
     if not isinstance(v, str):
         raise TypeError("%s must be a string, got %r" % (what, v))

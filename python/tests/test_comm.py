@@ -33,6 +33,16 @@ class Communicator(unittest.TestCase):
             self.assertEqual(p.returncode, 0, "rank %d:\n%s" % (r, out))
             self.assertIn("rank %d ok" % r, out)
 
+    def test_bench(self):
+        # msccl-bench's sweep from Python: two ranks, checked.
+        r = subprocess.run([sys.executable, "-m", "msccl", "bench", "--procs", "2", "--collective", "allgather", "-b", "1K", "-e", "4K",
+                            "-f", "4", "-n", "2", "-w", "1", "-c", "-d", "i32"], capture_output=True, text=True, timeout=150)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        rows = [l.split() for l in r.stdout.splitlines() if l.strip() and not l.startswith("#")]
+        self.assertEqual([(row[0], row[2], row[-1]) for row in rows], [("1024", "i32", "0"), ("4096", "i32", "0")], r.stdout)
+        r = subprocess.run([sys.executable, "-m", "msccl", "bench", "--procs", "2", "-d", "f64"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 2, r.stderr)
+
     def test_bad_arguments(self):
         with self.assertRaises(TypeError):
             msccl.Communicator.from_unique_id(None, 0, 2)

@@ -234,6 +234,18 @@ class Verify(unittest.TestCase):
         self.assertEqual(p.check_size(1024), 1024)
 
 
+class Sizes(unittest.TestCase):
+    def test_parse_size(self):
+        # The library's reader, as msccl-compile and msccl-bench read sizes.
+        self.assertEqual([msccl.parse_size(s) for s in ("4096", "64K", "64KiB", "1M", "1MiB", "2g")], [4096, 65536, 65536, 1 << 20, 1 << 20, 2 << 30])
+        self.assertEqual(msccl.parse_size(100), 100)
+        for bad in ("", "-1", "1.5K", "0x10", "lots"):
+            with self.assertRaises(ValueError):
+                msccl.parse_size(bad)
+        with self.assertRaises(TypeError):
+            msccl.parse_size(1.5)
+
+
 class RoundTrip(unittest.TestCase):
     def go_compile(self, path, defines, out):
         if not COMPILE:
