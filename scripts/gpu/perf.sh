@@ -2,43 +2,66 @@
 # perf.sh: the reference-kernel and GPU-timeline evidence of issue 17.
 # Run on a GPU machine from the repo root after
 #   bash scripts/gpu-pack ./executor/cuda ./kernels ./kernels/reference .
-# It runs the GPU tests of the reference kernels and the trace, then
-# msccl-bench with --reference (plan and hand-written kernel timed in one
-# run, -c checks both) and with --trace. Logs and traces go to $OUT.
-# Environment: SIZES_SMALL (default "-b 1K -e 64K"), SIZES_LARGE
-# (default "-b 64M -e 256M"), RANKS (default 8).
+# Parts (each well under the device tool's 10 minutes; default: all three,
+# so give them one call each when time is short):
+#   tests  the GPU tests of the reference kernels and the timeline, and the
+#          PTX builds of every kernel instance
+#   ref    msccl-bench --reference: plan and hand-written kernel timed in
+#          one run on the same streams, grid and buffers, -c checking both;
+#          each plan row is followed by "reference NAME ... plan/reference R"
+#   trace  msccl-bench --trace: NAME.json (GPU) beside NAME.cpu.json (the
+#          CPU executor's simulation), each traced run next to the same run
+#          untraced, so the rows state the tracing overhead
+# $OUT gets few files (the device tool returns at most 8): perf-PART.log
+# per part (every step's full output), gpu-tests.log from .gpu/run, and
+# traces.tar.gz with the trace files. Environment: RANKS (default 8).
 OUT=${OUT:-/tmp}
 root=$(pwd)
 bench="$root/.gpu/bin/msccl-bench"
 ranks=${RANKS:-8}
-small=${SIZES_SMALL:-"-b 1K -e 64K"}
-large=${SIZES_LARGE:-"-b 64M -e 256M"}
+parts=${*:-tests ref trace}
 rc=0
-step() { # name, command...
+tmp=$(mktemp -d)
+traces="$tmp/traces"
+mkdir -p "$traces"
+step() { # name, command...: full output to perf-$part.log, its tail here
   local name=$1; shift
-  echo "== $name: $*"
-  timeout 580 "$@" >"$OUT/$name.log" 2>&1 || { echo "   exit $?"; rc=1; }
-  grep -vE '^\s*$' "$OUT/$name.log" | tail -30 | cut -c1-200
+  echo "== $name: $*" | tee -a "$OUT/perf-$part.log"
+  timeout 280 "$@" >"$tmp/step.log" 2>&1 || { echo "   exit $?" | tee -a "$OUT/perf-$part.log"; rc=1; }
+  cat "$tmp/step.log" >> "$OUT/perf-$part.log"
+  grep -vE '^\s*$' "$tmp/step.log" | tail -24 | cut -c1-200
 }
-step tests bash "$root/.gpu/run" -test.run 'Reference|Trace|CompilePTX'
-# One run per plan: the plan's row, then the reference's line with plan/reference.
-for g in "" "-G"; do
-  tag=${g:+graph}; tag=${tag:-launch}
-  step "ll_oneshot_$tag" "$bench" --algo allreduce_allpairs_packet --ranks "$ranks" $small -d f16 -c $g --reference allreduce_oneshot_ll
-  step "twoshot_small_$tag" "$bench" --algo allreduce_twoshot --ranks "$ranks" $small -d f16 -c $g --reference allreduce_twoshot
-  step "twoshot_large_$tag" "$bench" --algo allreduce_twoshot --ranks "$ranks" $large -d f16 -c $g -n 10 --reference allreduce_twoshot
-  step "allgather_large_$tag" "$bench" --algo allgather_direct --ranks "$ranks" $large -d f16 -c $g -n 10 --reference allgather_direct
+for part in $parts; do
+  case $part in
+  tests)
+    step tests bash "$root/.gpu/run" -test.run 'Reference|Trace|CompilePTX'
+    ;;
+  ref)
+    small="-b 1K -e 64K -f 4"
+    large="-b 64M -e 256M -f 4"
+    step ll_oneshot "$bench" --algo allreduce_allpairs_packet --ranks "$ranks" $small -d f16 -c -G --reference allreduce_oneshot_ll
+    step ll_oneshot_eager "$bench" --algo allreduce_allpairs_packet --ranks "$ranks" $small -d f16 --reference allreduce_oneshot_ll
+    step twoshot_small "$bench" --algo allreduce_twoshot --ranks "$ranks" $small -d f16 -c -G --reference allreduce_twoshot
+    step twoshot_large "$bench" --algo allreduce_twoshot --ranks "$ranks" $large -d f16 -c -G -n 10 --reference allreduce_twoshot
+    step twoshot_large_i4 "$bench" --algo allreduce_twoshot --ranks "$ranks" -D instances=4 $large -d f16 -G -n 10 --reference allreduce_twoshot
+    step allgather_large "$bench" --algo allgather_direct --ranks "$ranks" $large -d f16 -c -G -n 10 --reference allgather_direct
+    ;;
+  trace)
+    step trace_ll "$bench" --algo allreduce_allpairs_packet --ranks "$ranks" -b 1K -e 64K -f 64 -d f16 -G --trace "$traces/ll.json"
+    step notrace_ll "$bench" --algo allreduce_allpairs_packet --ranks "$ranks" -b 1K -e 64K -f 64 -d f16 -G
+    step trace_twoshot "$bench" --algo allreduce_twoshot --ranks "$ranks" -b 64M -e 64M -d f16 -G -n 10 --trace "$traces/twoshot_64M.json"
+    step notrace_twoshot "$bench" --algo allreduce_twoshot --ranks "$ranks" -b 64M -e 64M -d f16 -G -n 10
+    step trace_ring "$bench" --algo allreduce_ring --ranks "$ranks" -b 1K -e 1K -d f16 -G --trace "$traces/ring_1K.json"
+    step notrace_ring "$bench" --algo allreduce_ring --ranks "$ranks" -b 1K -e 1K -d f16 -G
+    ;;
+  *)
+    echo "perf.sh: unknown part $part (want tests, ref, trace)"; exit 2
+    ;;
+  esac
 done
-# The same with 4 instances (4x the blocks, so 4x the reference's grid too).
-step twoshot_large_i4 "$bench" --algo allreduce_twoshot --ranks "$ranks" -D instances=4 $large -d f16 -G -n 10 --reference allreduce_twoshot
-# Timelines: the traced kernel instance; each run writes NAME.json (GPU)
-# and NAME.cpu.json (the CPU executor's simulation of the same plan). The
-# rows of the traced runs against the untraced ones state the overhead.
-step trace_ll "$bench" --algo allreduce_allpairs_packet --ranks "$ranks" -b 1K -e 64K -f 64 -d f16 -G --trace "$OUT/ll.json"
-step notrace_ll "$bench" --algo allreduce_allpairs_packet --ranks "$ranks" -b 1K -e 64K -f 64 -d f16 -G
-step trace_twoshot "$bench" --algo allreduce_twoshot --ranks "$ranks" -b 64M -e 64M -d f16 -G -n 10 --trace "$OUT/twoshot_64M.json"
-step notrace_twoshot "$bench" --algo allreduce_twoshot --ranks "$ranks" -b 64M -e 64M -d f16 -G -n 10
-step trace_ring "$bench" --algo allreduce_ring --ranks "$ranks" -b 1K -e 1K -d f16 -G --trace "$OUT/ring_1K.json"
-step notrace_ring "$bench" --algo allreduce_ring --ranks "$ranks" -b 1K -e 1K -d f16 -G
+if [ -n "$(ls "$traces")" ]; then
+  tar -C "$tmp" -czf "$OUT/traces.tar.gz" traces
+fi
+rm -rf "$tmp"
 ls -la "$OUT"
 exit $rc
