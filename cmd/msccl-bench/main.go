@@ -191,7 +191,7 @@ func run(args []string, w io.Writer) error {
 		return err
 	}
 	if pf.procs > 0 {
-		return pf.launch(args, w)
+		return pf.launch(p, name, args, w)
 	}
 	run := bench
 	if pf.cpuDevice() {

@@ -59,7 +59,10 @@ func (pf *procFlags) cpuDevice() bool { return pf.device == "cpu" }
 // prefixed with its rank. A rank that fails does not stop the others:
 // they report the failure themselves (naming the rank) within their
 // timeouts and exit, which the summary lists.
-func (pf *procFlags) launch(args []string, w io.Writer) error {
+func (pf *procFlags) launch(p *ir.Plan, name string, args []string, w io.Writer) error {
+	if pf.procs != len(p.GPUs) {
+		return fmt.Errorf("--procs %d: %s has %d ranks, one process each; give --procs %d", pf.procs, name, len(p.GPUs), len(p.GPUs))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	errw := &rankWriters{w: os.Stderr}

@@ -120,6 +120,10 @@ func TestProcsArgs(t *testing.T) {
 			t.Errorf("run(%q): got %v (exit %d), want exit 2 and %q", c.args, err, exitCode(err), c.want)
 		}
 	}
+	var out bytes.Buffer
+	if err := run([]string{"--procs", "2", "--device", "cpu", "--algo", "allgather_ring", "--ranks", "4"}, &out); err == nil || err.Error() != "--procs 2: allgather_ring has 4 ranks, one process each; give --procs 4" || exitCode(err) != 1 {
+		t.Errorf("--procs 2 with a 4-rank plan: %v", err)
+	}
 	// A plan of 4 ranks in a job of one process (no launcher variables).
 	_, errOut, code := benchCmd(t, "--device", "cpu", "--algo", "allgather_ring", "--ranks", "4", "-b", "1K", "-e", "1K")
 	if code != 1 || !strings.Contains(errOut, "allgather_ring has 4 ranks, but this job has 1 (run it with --procs 4") {
