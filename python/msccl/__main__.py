@@ -44,9 +44,13 @@ def _size(s):
         raise argparse.ArgumentTypeError(str(e))
 
 
+# --json: diagnostics as JSON lines (msccl-compile's --json).
+_json_diags = False
+
+
 def _print_diags(ds, stream):
     for d in ds:
-        print(d.message, file=stream)
+        print(d.to_json() if _json_diags else d.message, file=stream)
 
 
 def _open_plan(path, defines):
@@ -142,6 +146,7 @@ def parser():
     c.add_argument("-o", metavar="plan.json", help="write the plan here instead of stdout")
     c.add_argument("--no-verify", action="store_true", help="skip the CPU executor's proof of the compiled plan")
     c.add_argument("--verify-dtypes", default="f32,bf16", help="data types of the proof's byte-level runs")
+    c.add_argument("--json", action="store_true", help="report diagnostics as JSON lines on stderr (severity, code, summary, detail, file, line, col, path)")
     c.set_defaults(run=cmd_compile)
 
     v = sub.add_parser("verify", help="prove a plan (or a program) on the CPU executor, or run it once with --size")
@@ -153,7 +158,7 @@ def parser():
     v.add_argument("--launches", type=int, help="back-to-back launches of the run (default 4)")
     v.add_argument("--ll", type=int, choices=(8, 16), help="LL packet width of the run")
     v.add_argument("--symbolic", action="store_true", help="run symbolically (every reduction and type at once)")
-    v.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    v.add_argument("--json", action="store_true", help="print the verdict as JSON (and diagnostics as JSON lines on stderr)")
     v.set_defaults(run=cmd_verify)
 
     s = sub.add_parser("select", help="the library plan for a collective, rank count and message size")
@@ -188,7 +193,9 @@ def parser():
 
 
 def main(argv=None):
+    global _json_diags
     a = parser().parse_args(argv)
+    _json_diags = getattr(a, "json", False)
     name = "python -m msccl " + a.command
     try:
         return a.run(a)

@@ -46,6 +46,16 @@ class Diagnostic:
             kind=d.get("kind", ""),
         )
 
+    # The keys of the module's JSON form (internal/diag: JSONDiagnostic),
+    # in its order; empty values are left out, as there.
+    _JSON_KEYS = ("severity", "code", "summary", "detail", "file", "line", "col", "end_line", "end_col", "path")
+
+    def to_json(self):
+        """The diagnostic as msccl-compile --json prints it (one line)."""
+        import json
+        d = {k: getattr(self, k) for k in self._JSON_KEYS if getattr(self, k) or k in ("severity", "code", "summary")}
+        return json.dumps(d, separators=(",", ":"), ensure_ascii=False)
+
     @property
     def is_error(self):
         return self.severity == "error"

@@ -287,6 +287,20 @@ class RoundTrip(unittest.TestCase):
             self.assertEqual(r.stdout, want)
 
 
+    def test_cli_json_diagnostics_match(self):
+        if not COMPILE:
+            self.skipTest("MSCCL_COMPILE (an msccl-compile binary) not set")
+        with tempfile.TemporaryDirectory() as d:
+            src = os.path.join(d, "bad.msccl")
+            with open(src, "w") as f:
+                f.write("collective allreduce\nparam ranks = 2\nbogus\ncpy rank(0).input[0] -> rank(1).output[0]\n")
+            go = subprocess.run([COMPILE, "compile", src, "--json"], capture_output=True, text=True)
+            py = subprocess.run([sys.executable, "-m", "msccl", "compile", src, "--json"], capture_output=True, text=True)
+            self.assertEqual((go.returncode, py.returncode), (1, 1))
+            self.assertIn('"code":', go.stderr)
+            self.assertEqual(py.stderr, go.stderr)
+
+
 class Select(unittest.TestCase):
     def test_select(self):
         p = msccl.select("allreduce", 8, 1 << 20)
