@@ -14,16 +14,16 @@ import (
 // the plan. Channels between two ranks are ordered the same way on both
 // sides (by the blocks at either end), which is what makes the k-th
 // channel from A to B pair with the k-th from B to A.
-func buildPlan(st *state) {
+func buildPlan(st *state, syn *synced) {
 	h := &st.hdr
-	b := &planBuilder{st: st}
+	b := &planBuilder{st: st, syn: syn}
 	if st.explicit {
 		// Chunk-level actions name no channels themselves.
 		b.collectExplicitPairs()
 	}
 	b.layoutChannels()
 	// The workers below look pairs up concurrently.
-	st.pairs.index()
+	syn.pairs.index()
 	p := &ir.Plan{Name: h.name, Collective: h.collective, Protocol: h.protocol, InPlace: h.inplace, ReuseResources: h.reuse,
 		DoubleScratch: h.doubleScratch, BufferAlignment: 16, MinMessageSize: h.minMsg, MaxMessageSize: h.maxMsg,
 		NumThreadsPerBlock: h.threads, GPUs: make([]ir.GPU, h.ranks), Root: h.root, Peers: h.peers,
@@ -57,7 +57,7 @@ func buildPlan(st *state) {
 	// tables (hundreds of megabytes for a large program) spares the
 	// collector from marking them again; a channel-level program keeps
 	// its actions for the balance check.
-	st.sync, st.items, st.blocks = nil, nil, nil
+	st.blocks = nil
 	if !st.explicit {
 		st.actions, st.actSlab = nil, nil
 	}
@@ -155,12 +155,12 @@ func (k *opSink) putAll(its []item) {
 
 // layout puts block tb of rank r into k.
 func (w *rankWorker) layout(r, tb int, k *opSink) {
-	st := w.b.st
-	if st.sync != nil {
-		st.sync.layoutBlock(r, tb, k)
+	syn := w.b.syn
+	if syn.sync != nil {
+		syn.sync.layoutBlock(r, tb, k)
 		return
 	}
-	k.putAll(st.items[r][tb])
+	k.putAll(syn.items[r][tb])
 }
 
 // buildRank writes rank r's GPU entry and its row of the source map.
@@ -200,6 +200,7 @@ func (w *rankWorker) buildRank(p *ir.Plan, sm *SourceMap, r int) {
 
 type planBuilder struct {
 	st    *state
+	syn   *synced    // what sync handed over
 	peers [][3][]int // [rank][type] connected_to
 	// flatOf[id]: the flat index of pair id on its (rankA, rankB) sides.
 	flatOf [][2]int
@@ -284,7 +285,7 @@ func (b *planBuilder) collectExplicitPairs() {
 				tb = -1
 			}
 			k := pairKey(a.rank, a.tb, p.rank, tb, a.chType)
-			st.pairs.add(k)
+			b.syn.pairs.add(k)
 			l.chans = append(l.chans, k)
 		}
 		if info.Class == ir.ClassSync {
@@ -298,14 +299,14 @@ func (b *planBuilder) collectExplicitPairs() {
 					continue
 				}
 				found := false
-				for _, k := range st.pairs.list {
+				for _, k := range b.syn.pairs.list {
 					if k.typ == a.chType && ((int(k.rankA) == a.rank && int(k.rankB) == r.rank) || (int(k.rankB) == a.rank && int(k.rankA) == r.rank)) {
 						found = true
 						break
 					}
 				}
 				if !found {
-					st.pairs.add(pairKey(a.rank, a.tb, r.rank, -1, a.chType))
+					b.syn.pairs.add(pairKey(a.rank, a.tb, r.rank, -1, a.chType))
 				}
 			}
 		}
@@ -317,7 +318,7 @@ func (b *planBuilder) collectExplicitPairs() {
 
 func (b *planBuilder) layoutChannels() {
 	st := b.st
-	list := st.pairs.list
+	list := b.syn.pairs.list
 	order := make([]int32, len(list))
 	for i := range order {
 		order[i] = int32(i)
@@ -393,7 +394,7 @@ func (b *planBuilder) addChanID(r int, tbb *tbBuild, k chanPair) int {
 }
 
 func (b *planBuilder) newChanID(r int, tbb *tbBuild, k chanPair) int {
-	id, ok := b.st.pairs.id(k)
+	id, ok := b.syn.pairs.id(k)
 	if !ok {
 		// Not a pair of the plan; the validator reports its use.
 		id = -1

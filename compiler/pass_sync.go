@@ -26,17 +26,37 @@ import (
 // (buffers reused back to back): a pair of ranks left unordered gets a
 // start-of-launch handshake. Per block, knowledge of other blocks'
 // progress (vector-clock style, one level) drops edges already implied.
-func insertSync(st *state) {
+//
+// Its result is not a form of its own but what channel building reads
+// (synced): the pass is one with buildPlan (passes.go), which it hands
+// that result to and nothing else.
+func insertSync(st *state) *synced {
 	s := newSyncer(st)
 	if st.explicit {
-		s.explicitItems()
-		return
+		return s.explicitItems()
 	}
 	s.run()
 	s.crossLaunch()
 	s.materialize()
 	s.release()
+	return &synced{sync: s, pairs: s.pairs}
 }
+
+// synced is what the sync phase hands to channel building: for a
+// channel-level program each block's final op list (items, ids
+// unresolved); for a chunk-level one the live syncer, which lays each
+// block out when channel building asks (a plan of millions of ops never
+// holds them all as items); and the channel pairs sync asked for, beyond
+// those data ops need.
+type synced struct {
+	items [][][]item
+	sync  *syncer
+	pairs *pairSet
+}
+
+// syncAndBuild is the sync pass: dependencies to sync ops, then channels,
+// remote buffers and semaphores allocated and the plan written.
+func syncAndBuild(st *state) { buildPlan(st, insertSync(st)) }
 
 // node is an access-making entity in program order: a host start, an
 // action, or a host end.
@@ -133,6 +153,7 @@ type edgeNeed struct {
 
 type syncer struct {
 	st        *state
+	sems      []semPair // the semaphore pairs sync items name by index
 	gid       [][]int32 // [rank][tb]
 	blkRank   []int
 	blkTB     []int

@@ -9,7 +9,10 @@ import (
 	"github.com/msccl-go/msccl-go/ir"
 )
 
-// state is what the passes share.
+// state is what the passes share: the program, the options, the
+// diagnostics, and the form the passes rewrite in turn (evaluated ops,
+// then actions, then blocks, then the plan). The sync pass's result is no
+// part of it: insertSync hands it to buildPlan directly (synced).
 type state struct {
 	file    *dsl.File
 	defines map[string]int64
@@ -25,16 +28,6 @@ type state struct {
 	// explicit says the program is channel-level: no sync is inserted.
 	explicit bool
 	blocks   [][]*block // [rank][tb]; tb ids are dense after assign-tbs
-
-	// items is sync's output for a channel-level program: each block's
-	// final op list, ids unresolved. For a chunk-level one, sync keeps its
-	// syncer and lays blocks out on demand (buildRank).
-	items [][][]item
-	sync  *syncer
-	// sems lists the semaphore pairs sync items name by index.
-	sems []semPair
-	// pairs are the channels sync asked for, beyond those data ops need.
-	pairs *pairSet
 
 	// Slabs for the millions of ops and actions a large program makes:
 	// one allocation per thousand rather than one each.

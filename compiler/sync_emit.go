@@ -291,8 +291,6 @@ func (s *syncer) mayNeedPairs(a *action) bool {
 // block: a plan of millions of ops never holds them all as items too.
 func (s *syncer) materialize() {
 	st := s.st
-	st.pairs = s.pairs
-	st.sync = s
 	// Most data ops need nothing here: memory ops whose ranks the walk
 	// already connected (pairs are only ever added). Workers pick out, per
 	// rank and in block order, the ops that may need something; only
@@ -421,21 +419,21 @@ func containsPair(ps []chanPair, p chanPair) bool {
 
 // explicitItems passes a channel-level program through: its ops are the
 // plan's ops, in order.
-func (s *syncer) explicitItems() {
+func (s *syncer) explicitItems() *synced {
 	st := s.st
-	st.items = make([][][]item, st.hdr.ranks)
-	st.pairs = newPairSet()
+	items := make([][][]item, st.hdr.ranks)
 	for r, row := range st.blocks {
-		st.items[r] = make([][]item, len(row))
+		items[r] = make([][]item, len(row))
 		for tb, blk := range row {
 			for _, a := range blk.acts {
-				st.items[r][tb] = append(st.items[r][tb], item{kind: itemAct, act: a, pos: a.pos})
+				items[r][tb] = append(items[r][tb], item{kind: itemAct, act: a, pos: a.pos})
 			}
 		}
-		if len(row) == 1 && len(st.items[r][0]) == 0 {
-			st.items[r], st.blocks[r] = nil, nil
+		if len(row) == 1 && len(items[r][0]) == 0 {
+			items[r], st.blocks[r] = nil, nil
 		}
 	}
+	return &synced{items: items, pairs: newPairSet()}
 }
 
 // rankPairKey names the unordered pair of ranks a, b and a channel type.
@@ -505,8 +503,8 @@ func (s *syncer) semID(sp semPair) int32 {
 	if id, ok := s.semIDs[sp]; ok {
 		return id
 	}
-	id := int32(len(s.st.sems))
+	id := int32(len(s.sems))
 	s.semIDs[sp] = id
-	s.st.sems = append(s.st.sems, sp)
+	s.sems = append(s.sems, sp)
 	return id
 }
