@@ -12,10 +12,6 @@ import (
 	"github.com/msccl-go/msccl-go/runtime/bootstrap"
 )
 
-// tagWatch is the bootstrap tag the peer monitor listens on; nobody
-// sends on it (far from the small tags applications use).
-const tagWatch = 0x6d730001
-
 // Options configure New.
 type Options struct {
 	// Timeout bounds every blocking step of setup and exchange; 0 means
@@ -142,28 +138,27 @@ func (c *Comm) connectLinks(ctx context.Context) error {
 }
 
 // watch turns a failure of the job into Err and Dead. The bootstrap
-// decides failures at its root and fails every call on every rank with
-// an error naming the rank that died or hung, so a receive nobody answers
-// is enough to hear of it; its timeouts only mean that nothing happened.
+// decides failures at its root and tells every rank, naming the rank that
+// died or hung; Failed is closed then. (Polling with Recv cannot tell a
+// job-ending *TimeoutError, which every later call returns at once, from
+// a receive that merely got nothing: it would spin and never report it.)
 func (c *Comm) watch(ctx context.Context) {
 	defer c.watched.Done()
-	for {
-		_, err := c.bs.Recv(ctx, c.rank, tagWatch)
-		var te *bootstrap.TimeoutError
-		switch {
-		case errors.As(err, &te):
-			continue
-		case err == nil || ctx.Err() != nil || errors.Is(err, bootstrap.ErrClosed):
-			return
-		}
-		c.mu.Lock()
-		if c.err == nil && !c.closed {
-			c.err = err
-			close(c.dead)
-		}
-		c.mu.Unlock()
+	select {
+	case <-ctx.Done():
+		return
+	case <-c.bs.Failed():
+	}
+	err := c.bs.Err()
+	if errors.Is(err, bootstrap.ErrClosed) {
 		return
 	}
+	c.mu.Lock()
+	if c.err == nil && !c.closed {
+		c.err = err
+		close(c.dead)
+	}
+	c.mu.Unlock()
 }
 
 // Rank is this process's rank; Size the job's.

@@ -2,6 +2,7 @@ package comm_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -135,6 +136,43 @@ func TestConnectDifferentPlans(t *testing.T) {
 		want := fmt.Sprintf("rank %d: ranks [%d] connect a different plan than this rank's", r, 1-r)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("rank %d: %v, want %q", r, err, want)
+		}
+	}
+}
+
+// A job the bootstrap's root declares failed (here: rank 2 never reaches
+// a barrier, so the others' barrier times out naming it) reaches Err and
+// Dead on the ranks that waited, with the same error.
+func TestBootstrapVerdictReachesComm(t *testing.T) {
+	errs := join(t, []string{"a", "a", "a"}, func(ctx context.Context, c *comm.Comm) error {
+		if c.Rank() == 2 {
+			select { // the verdict reaches the rank at fault too
+			case <-c.Dead():
+				return nil
+			case <-time.After(5 * time.Second):
+				return fmt.Errorf("Dead not closed on the rank at fault")
+			}
+		}
+		bctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer cancel()
+		berr := c.Bootstrap().Barrier(bctx)
+		var te *bootstrap.TimeoutError
+		if !errors.As(berr, &te) || len(te.Ranks) != 1 || te.Ranks[0] != 2 {
+			return fmt.Errorf("barrier: %v, want a timeout naming rank 2", berr)
+		}
+		select {
+		case <-c.Dead():
+		case <-time.After(5 * time.Second):
+			return fmt.Errorf("Dead not closed after the bootstrap failed: %v", berr)
+		}
+		if err := c.Err(); err != berr {
+			return fmt.Errorf("Err() = %v, want the bootstrap's verdict %v", err, berr)
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
 		}
 	}
 }
