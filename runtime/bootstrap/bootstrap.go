@@ -444,6 +444,8 @@ func (b *Bootstrap) Send(ctx context.Context, peer, tag int, data []byte) error 
 
 // Recv returns the next message peer sent under tag, waiting up to the
 // timeout for it. A timeout names peer; it does not break the bootstrap.
+// Once the job has failed, Recv returns the failure (Err) at once, which
+// may itself be a *TimeoutError: watch Failed to tell the two apart.
 func (b *Bootstrap) Recv(ctx context.Context, peer, tag int) ([]byte, error) {
 	if peer < 0 || peer >= b.cfg.World {
 		return nil, fmt.Errorf("bootstrap: receive from rank %d: out of range for world size %d", peer, b.cfg.World)
