@@ -140,8 +140,11 @@ DEV void ref_allgather_direct(const RefArgs* a) {
 // every rank's buffer ----
 
 // RB is how many sources are loaded before any is reduced: enough 16-byte
-// loads in flight to cover NVLink latency, few enough to stay in registers.
+// loads in flight to cover NVLink latency, few enough to stay in the 64
+// registers __launch_bounds__(1024, 1) leaves (FP8 widens 16 lanes per
+// word: 8 in flight spilled there, by ptxas -v for sm_80).
 #define RB 8
+#define RB_F8 4
 
 template <int DT>
 DEV void ref_allreduce_twoshot(const RefArgs* a) {
@@ -159,19 +162,20 @@ DEV void ref_allreduce_twoshot(const RefArgs* a) {
   ref_arrive(a, 0);
   ref_await(a, &c, 0);
   const char* scr = (const char*)a->scratch[r];
+  const int NB = IS_F8(DT) ? RB_F8 : RB;
   for (u64 i = c.gt; i < words; i += c.gs) {
     Acc<DT, 4> acc;
     int4 v = in[(u64)r * words + i];
     acc_init<DT, 4>(acc, (const u32*)&v);
-    for (u32 s0 = 0; s0 + 1 < n; s0 += RB) {
-      int4 buf[RB];
+    for (u32 s0 = 0; s0 + 1 < n; s0 += NB) {
+      int4 buf[NB];
 #pragma unroll
-      for (int j = 0; j < RB; j++) {
+      for (int j = 0; j < NB; j++) {
         u32 s = s0 + j, p = s < r ? s : s + 1;  // peers in rank order, skipping r
         if (s + 1 < n) buf[j] = ((const int4*)(scr + (u64)p * chunk))[i];
       }
 #pragma unroll
-      for (int j = 0; j < RB; j++) {
+      for (int j = 0; j < NB; j++) {
         if (s0 + j + 1 < n) acc_add<DT, 4>(acc, (const u32*)&buf[j], a->red);
       }
     }
