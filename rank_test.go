@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -52,8 +53,13 @@ func rankChild(role string) int {
 		return fail("compile", fmt.Errorf("%s", ds.String()))
 	}
 	// A watchdog far longer than the test allows: the peers must hear of
-	// the death from the bootstrap, not by timing out.
-	ex, err := rc.Open(ctx, p, Options{Timeout: time.Minute})
+	// a death from the bootstrap, not by timing out. A hang is the
+	// watchdog's to find.
+	watchdog := time.Minute
+	if role == "hang" || os.Getenv(rankRole+"_PEER") == "hang" {
+		watchdog = time.Second
+	}
+	ex, err := rc.Open(ctx, p, Options{Timeout: watchdog})
 	if err != nil {
 		return fail("plan", err)
 	}
@@ -66,6 +72,9 @@ func rankChild(role string) int {
 	for i := range 4 {
 		if role == "die" && i == 2 {
 			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+		if role == "hang" && i == 2 {
+			syscall.Kill(os.Getpid(), syscall.SIGSTOP)
 		}
 		if err := ex.Run(ctx, b, F32, Sum); err != nil {
 			return fail("run", err)
@@ -163,4 +172,63 @@ func (l lockedWriter) Write(b []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(b)
+}
+
+// frozenRe matches the watchdog's naming of rank 2 among the frozen
+// (a loaded machine may starve another rank long enough to join it).
+var frozenRe = regexp.MustCompile(`ranks? (\d+, )*2(, \d+)* shows? no sign of life`)
+
+// A rank whose process stops mid-collective (SIGSTOP: alive to the
+// bootstrap, silent on shared memory) is named by every other rank when
+// its watchdog fires, whether or not that rank waited on it directly.
+func TestRankHangs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	const victim = 2
+	var mu sync.Mutex
+	stderr := make([]bytes.Buffer, 4)
+	job, err := bootstrap.Spawn(context.Background(), bootstrap.SpawnConfig{
+		N: 4, Argv: []string{""}, KeepGoing: true, Timeout: 20 * time.Second,
+		RankEnv: func(r int) []string {
+			if r == victim {
+				return []string{rankRole + "=hang"}
+			}
+			return []string{rankRole + "=run", rankRole + "_PEER=hang"}
+		},
+		Stdout: func(int) io.Writer { return io.Discard },
+		Stderr: func(r int) io.Writer { return lockedWriter{&mu, &stderr[r]} },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The stopped rank never exits by itself: once the others have
+	// reported, kill it.
+	reported := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for r := range stderr {
+			if r != victim && !strings.Contains(stderr[r].String(), "\n") {
+				return false
+			}
+		}
+		return true
+	}
+	for deadline := time.Now().Add(20 * time.Second); !reported() && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	job.Signal(victim, syscall.SIGKILL)
+	st, _ := job.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	for r, s := range st {
+		if r == victim {
+			continue
+		}
+		msg := stderr[r].String()
+		if s.ExitCode != 3 || !frozenRe.MatchString(msg) {
+			t.Errorf("rank %d: %v, stderr %q: want exit 3 and rank 2 named as frozen", r, s, msg)
+		}
+		t.Logf("rank %d: %s", r, strings.TrimSpace(msg))
+	}
 }

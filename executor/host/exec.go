@@ -40,6 +40,11 @@ type Executor struct {
 	// has passed: barrier k of a block completes at arrival k*numTBs.
 	passes []map[int]int64
 	prox   *proxy
+	// pulses are the node's ranks' liveness words (nil off node); this
+	// rank's advances every pulsePeriod until Close.
+	pulses    []*atomic.Uint64
+	stopPulse chan struct{}
+	pulsing   sync.WaitGroup
 
 	mu       sync.Mutex // one Run at a time
 	launches uint64     // launches started on this rank: flags and scratch halves
@@ -148,8 +153,66 @@ func Open(ctx context.Context, c *comm.Comm, p *ir.Plan, opt Options) (*Executor
 			}
 		}
 	}
+	e.pulses = make([]*atomic.Uint64, len(conns.Pulse))
+	for q, loc := range conns.Pulse {
+		if loc.Mem == nil {
+			continue
+		}
+		if e.pulses[q], err = word(loc); err != nil {
+			conns.Close()
+			return nil, fmt.Errorf("host: %w", err)
+		}
+	}
 	e.prox = startProxy()
+	e.stopPulse = make(chan struct{})
+	e.pulsing.Add(1)
+	go e.pulse()
 	return e, nil
+}
+
+// pulsePeriod is how often a rank shows it is alive; frozenAfter how long
+// a peer's pulse must stand still to call the peer frozen (generous: a
+// loaded machine may not run a goroutine for a while).
+const (
+	pulsePeriod = 10 * time.Millisecond
+	frozenAfter = 500 * time.Millisecond
+	// closedPulse marks a rank whose executor closed: gone on purpose.
+	closedPulse = ^uint64(0)
+)
+
+// pulse advances this rank's liveness word until Close.
+func (e *Executor) pulse() {
+	defer e.pulsing.Done()
+	t := time.NewTicker(pulsePeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			e.pulses[e.rank].Add(1)
+		case <-e.stopPulse:
+			return
+		}
+	}
+}
+
+// frozen returns the node's other ranks whose pulse stood still for
+// frozenAfter: processes that are stopped, or hung where no watchdog of
+// theirs can report it.
+func (e *Executor) frozen() []int {
+	before := make([]uint64, len(e.pulses))
+	for q, w := range e.pulses {
+		if w != nil {
+			before[q] = w.Load()
+		}
+	}
+	time.Sleep(frozenAfter)
+	var out []int
+	for q, w := range e.pulses {
+		if w != nil && q != e.rank && w.Load() == before[q] && before[q] != closedPulse {
+			out = append(out, q)
+		}
+	}
+	return out
 }
 
 // Rank is this process's rank in the plan.
@@ -164,6 +227,9 @@ func (e *Executor) Close() error {
 		return nil
 	}
 	e.closed = true
+	close(e.stopPulse)
+	e.pulsing.Wait()
+	e.pulses[e.rank].Store(closedPulse)
 	e.prox.stop()
 	return e.conns.Close()
 }

@@ -53,7 +53,7 @@ func TestWatchdog(t *testing.T) {
 		if !errors.As(err, &h) {
 			t.Fatalf("rank %d: %v, want a HangError", r, err)
 		}
-		if h.Rank != r || h.Cause != nil || len(h.Stuck) != 1 {
+		if h.Rank != r || h.Cause != nil || len(h.Stuck) != 1 || h.Frozen != nil {
 			t.Fatalf("rank %d: %+v", r, h)
 		}
 		s := h.Stuck[0]

@@ -47,6 +47,10 @@ type HangError struct {
 	Timeout time.Duration
 	Cause   error
 	Stuck   []Stuck
+	// Frozen are the ranks of this node whose process showed no sign of
+	// life (stopped, or hung outside the plan's waits) when the watchdog
+	// fired.
+	Frozen []int
 }
 
 func (h *HangError) Error() string {
@@ -55,6 +59,14 @@ func (h *HangError) Error() string {
 		fmt.Fprintf(&b, "rank %d stopped: %v; ", h.Rank, h.Cause)
 	} else {
 		fmt.Fprintf(&b, "rank %d: watchdog: a wait ran past %v; ", h.Rank, h.Timeout)
+	}
+	if len(h.Frozen) > 0 {
+		who := strings.Trim(strings.Join(strings.Fields(fmt.Sprint(h.Frozen)), ", "), "[]")
+		if len(h.Frozen) == 1 {
+			fmt.Fprintf(&b, "rank %s shows no sign of life (its process is stopped or hung); ", who)
+		} else {
+			fmt.Fprintf(&b, "ranks %s show no sign of life (their processes are stopped or hung); ", who)
+		}
 	}
 	for i, s := range h.Stuck {
 		if i > 0 {
@@ -114,7 +126,13 @@ func (e *Executor) Run(ctx context.Context, b *Buffers, dt cpu.DType, red ir.Red
 	}
 	wg.Wait()
 	if len(rn.stuck) > 0 {
-		return &HangError{Rank: e.rank, Timeout: e.opt.Timeout, Cause: rn.cause, Stuck: rn.stuck}
+		h := &HangError{Rank: e.rank, Timeout: e.opt.Timeout, Cause: rn.cause, Stuck: rn.stuck}
+		if h.Cause == nil {
+			// A peer that waits forever is a plan's deadlock; one whose
+			// process stopped is a fault to name.
+			h.Frozen = e.frozen()
+		}
+		return h
 	}
 	for _, err := range errs {
 		if err != nil {

@@ -39,6 +39,11 @@ type Channel struct {
 type Connections struct {
 	Memory, Port []Channel
 	Sync         []Memory // by rank: mapped sync regions (nil off node); [rank] is this rank's
+	// Pulse is every node-local rank's liveness word (the last of its
+	// sync region; zero Loc off node): an executor that advances its own
+	// while its process runs lets the others tell a frozen process (one
+	// stopped, or hung outside any wait) from one that merely waits.
+	Pulse []Loc
 }
 
 // Chans returns the channels of type t (memory or port).
@@ -103,7 +108,7 @@ func (c *Comm) Connect(ctx context.Context, p *ir.Plan) (*Connections, error) {
 			return nil, fmt.Errorf("comm: gpus[%d].remote_buffers[%d]: rank %d is on node %q (this rank: %q); the %s device shares memory within one node only", c.rank, i, rb.Rank, c.nodes[min(max(rb.Rank, 0), c.size-1)], c.nodes[c.rank], c.dev.Name())
 		}
 	}
-	n := max(len(mem)+len(port), 1)
+	n := len(mem) + len(port) + 1 // the last word is the pulse
 	own, err := c.dev.Alloc(int64(n) * WordBytes)
 	if err != nil {
 		return nil, fmt.Errorf("comm: allocating %d semaphore words on the %s device: %w", n, c.dev.Name(), err)
@@ -113,7 +118,13 @@ func (c *Comm) Connect(ctx context.Context, p *ir.Plan) (*Connections, error) {
 		own.Close()
 		return nil, err
 	}
-	cs := &Connections{Sync: all}
+	cs := &Connections{Sync: all, Pulse: make([]Loc, c.size)}
+	for r, m := range all {
+		if m != nil {
+			g := &p.GPUs[r]
+			cs.Pulse[r] = Loc{m, int64(len(g.FlatChannels(ir.ChanMemory))+len(g.FlatChannels(ir.ChanPort))) * WordBytes}
+		}
+	}
 	for _, t := range []ir.ChannelType{ir.ChanMemory, ir.ChanPort} {
 		flat := mem
 		if t == ir.ChanPort {
