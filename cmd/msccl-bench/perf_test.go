@@ -51,3 +51,15 @@ func TestTraceFlag(t *testing.T) {
 		t.Error("traceRecords: the untraced instance must run without --trace")
 	}
 }
+
+func TestPerfFlagsNeedGPU(t *testing.T) {
+	for _, args := range [][]string{
+		{"--plan", "p.json", "--device", "cpu", "--reference", "allreduce_twoshot"},
+		{"--plan", "p.json", "--device", "cpu", "--trace", "t.json"},
+	} {
+		err := run(args, &bytes.Buffer{})
+		if err == nil || exitCode(err) != 2 || !strings.Contains(err.Error(), "need --device cuda") {
+			t.Errorf("%q: got %v (exit %d)", args, err, exitCode(err))
+		}
+	}
+}

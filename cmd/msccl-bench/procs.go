@@ -45,6 +45,8 @@ func (pf *procFlags) check(c *config) error {
 		return usagef("--procs %d needs --device cpu: a process per rank on the GPU needs the CUDA device of the communicator, which is not built yet", pf.procs)
 	case pf.device == "cpu" && c.graph:
 		return usagef("-G (CUDA graphs) needs --device cuda")
+	case pf.device == "cpu" && (c.perf.reference != "" || c.perf.trace != ""):
+		return usagef("--reference and --trace measure GPU kernels: they need --device cuda")
 	}
 	return nil
 }
