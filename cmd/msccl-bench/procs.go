@@ -189,17 +189,21 @@ func benchRank(c *config, p *ir.Plan, name string, sizes []int64, w io.Writer) (
 	}
 	defer ex.Close()
 	lead := rc.Rank() == 0
-	// Rank 0's CPU references, one size ahead of the runs.
-	var refs []chan checkJob
+	// Rank 0's CPU references, in size order and at most one size ahead
+	// of the runs, so that memory holds two references whatever the sweep.
+	var refs chan checkJob
 	if c.check && lead {
-		refs = make([]chan checkJob, len(sizes))
-		for i := range refs {
-			refs[i] = make(chan checkJob, 1)
-		}
+		refs = make(chan checkJob)
+		done := make(chan struct{})
+		defer close(done)
 		go func() {
-			for i, s := range sizes {
+			for _, s := range sizes {
 				rep, err := cpu.Run(p, cpu.Options{Size: s, DType: dt, Reduce: red, Launches: 1, LLWidth: c.ll, MaxMemory: refBudget().Bytes})
-				refs[i] <- checkJob{rep, err}
+				select {
+				case refs <- checkJob{rep, err}:
+				case <-done:
+					return
+				}
 			}
 		}()
 	}
@@ -211,11 +215,11 @@ func benchRank(c *config, p *ir.Plan, name string, sizes []int64, w io.Writer) (
 		tableHeader(w)
 	}
 	var rows []Row
-	for i, msg := range sizes {
+	for _, msg := range sizes {
 		row := Row{Plan: name, Ranks: n, Bytes: msg, Count: msg / int64(dt.Size()), Type: c.dtype, Redop: c.redop, Wrong: -1}
 		var job checkJob
 		if refs != nil {
-			job = <-refs[i]
+			job = <-refs
 		}
 		if err := oneRank(ctx, c, rc, ex, p, dt, red, &row, job); err != nil {
 			// A failed collective leaves the ranks out of step: end the
