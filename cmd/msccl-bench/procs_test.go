@@ -82,6 +82,32 @@ func TestProcsCPU(t *testing.T) {
 	}
 }
 
+// Sixteen processes, one rank each, on however few cores: an LL plan
+// whose every rank reads every other's packets.
+func TestProcsCPU16(t *testing.T) {
+	if testing.Short() {
+		t.Skip("16 processes")
+	}
+	start := time.Now()
+	out, errOut, code := benchCmd(t, "--procs", "16", "--device", "cpu", "--algo", "allreduce_allpairs_packet", "--ranks", "16", "-b", "16K", "-e", "64K", "-f", "4", "-c", "-n", "2", "-w", "1")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	rows := 0
+	for _, line := range strings.Split(out, "\n") {
+		if m := rowRe.FindStringSubmatch(line); m != nil {
+			rows++
+			if m[3] != "0" {
+				t.Errorf("row with #wrong %s: %q", m[3], line)
+			}
+		}
+	}
+	if rows != 2 {
+		t.Errorf("%d rows, want 2:\n%s", rows, out)
+	}
+	t.Logf("16 processes: %v", time.Since(start).Round(time.Millisecond))
+}
+
 // A plan that deadlocks (both ranks wait before they signal) ends with
 // the watchdog's error naming every stuck block and op, not a hang.
 func TestProcsCPUDeadlock(t *testing.T) {
