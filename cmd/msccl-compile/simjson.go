@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/ir"
 )
 
 // The JSON verdict uses snake_case keys and names every place by its JSON
@@ -41,6 +42,10 @@ type jsonVerdict struct {
 	Symbolic   bool             `json:"symbolic"`
 	Findings   []jsonFinding    `json:"findings"`
 	Clobbered  []jsonClobber    `json:"clobbered"`
+	// Diagnostics are the findings above in the toolchain's one
+	// diagnostic shape (the one --json of compile and check prints), with
+	// the codes tools branch on.
+	Diagnostics ir.Diagnostics `json:"diagnostics"`
 }
 
 type jsonFinding struct {
@@ -91,7 +96,7 @@ func toJSONVerdict(name string, opt cpu.Options, rep *cpu.Report, where func(cpu
 	access := func(a cpu.Access) jsonAccess {
 		return jsonAccess{place(a.Place), a.Buffer.Long(), a.BufferRank, a.Off, a.End, a.Write}
 	}
-	v := jsonVerdict{Plan: name, Verdict: rep.Verdict.String(), Size: opt.Size, DType: opt.DType.String(),
+	v := jsonVerdict{Plan: name, Diagnostics: append(ir.Diagnostics{}, rep.Diagnostics()...), Verdict: rep.Verdict.String(), Size: opt.Size, DType: opt.DType.String(),
 		Op: string(opt.Reduce), Launches: opt.Launches, Steps: rep.Steps, WrongTotal: rep.WrongTotal,
 		Deadlocks: []jsonStuck{}, Races: [][2]jsonAccess{}, Unbalanced: []jsonUnbalanced{}, Wrong: []jsonMismatch{}}
 	for _, s := range rep.Deadlocks {

@@ -102,3 +102,17 @@ func TestSuggest(t *testing.T) {
 		}
 	}
 }
+
+func TestMarshalJSONMatchesRender(t *testing.T) {
+	d := Diagnostic{Code: CodeDeadlock, Summary: "s <x>", Path: "gpus[0]"}
+	b, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r bytes.Buffer
+	Render(&r, Diagnostics{d}, JSON)
+	var x, y JSONDiagnostic
+	if json.Unmarshal(b, &x) != nil || json.Unmarshal(r.Bytes(), &y) != nil || x != y {
+		t.Errorf("MarshalJSON %s, Render %s", b, r.String())
+	}
+}

@@ -58,3 +58,8 @@ func (d Diagnostic) ToJSON() JSONDiagnostic {
 		File: s.Filename, Line: s.Line, Col: s.Col, EndLine: e.Line, EndCol: e.Col,
 		Path: d.Path, Count: d.Count, Max: d.Max}
 }
+
+// MarshalJSON writes d in the shape Render's JSON lines have, so a
+// diagnostic embedded in another document (msccl-compile sim --json)
+// reads the same as one on its own.
+func (d Diagnostic) MarshalJSON() ([]byte, error) { return json.Marshal(d.ToJSON()) }
