@@ -116,12 +116,7 @@ func collectivePlans() map[string]*ir.Plan {
 		ops := handshake(peers)
 		if r == 0 {
 			ops = append(ops, ir.Op{Code: ir.OpCopy, Src: []ir.BufRef{loc(ir.BufInput, 0)}, Dst: []ir.BufRef{loc(ir.BufOutput, 0)}})
-			put := ir.Op{Code: ir.OpPut, ChannelType: ir.ChanMemory}
-			for i := range peers {
-				put.Src = append(put.Src, loc(ir.BufInput, 0))
-				put.Dst = append(put.Dst, rem(i, 0))
-			}
-			ops = append(ops, put)
+			ops = append(ops, putToAll(peers))
 		}
 		return append(ops, finale(ir.ChanMemory, peers)...)
 	})
@@ -152,4 +147,15 @@ func collectivePlans() map[string]*ir.Plan {
 		return ops
 	})
 	return m
+}
+
+// putToAll is one memory put of input chunk 0 to chunk 0 of every peer
+// (remote buffer i: peer i), the direct algorithms' fan-out from a root.
+func putToAll(peers []int) ir.Op {
+	put := ir.Op{Code: ir.OpPut, ChannelType: ir.ChanMemory}
+	for i := range peers {
+		put.Src = append(put.Src, loc(ir.BufInput, 0))
+		put.Dst = append(put.Dst, rem(i, 0))
+	}
+	return put
 }

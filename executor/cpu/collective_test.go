@@ -3,7 +3,8 @@ package cpu
 import (
 	"bytes"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"testing"
 
 	"github.com/msccl-go/msccl-go/ir"
@@ -13,12 +14,7 @@ import (
 // the expected results (and the port-channel model) must agree with them.
 func TestCollectiveDefinitions(t *testing.T) {
 	plans := collectivePlans()
-	var names []string
-	for n := range plans {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(plans)) {
 		p := plans[name]
 		for _, size := range []int64{256, 4096 * 4, 16 * 4 * 1003} {
 			for _, dt := range []DType{F32, F16, BF16, I32, U32, U8} {
@@ -164,17 +160,7 @@ func TestOptionsVariants(t *testing.T) {
 // TestPlanReduceOpHonoured: an op's explicit reduce_op wins over the run's
 // reduction ("sum", the upstream default, defers to it).
 func TestPlanReduceOpHonoured(t *testing.T) {
-	p := clonePlan(fixtures(t)["reduce.json"])
-	for r := range p.GPUs {
-		for b := range p.GPUs[r].ThreadBlocks {
-			ops := p.GPUs[r].ThreadBlocks[b].Ops
-			for i := range ops {
-				if ops[i].Info().Reduces {
-					ops[i].SetReduceOp(ir.ReduceMax)
-				}
-			}
-		}
-	}
+	p := reduceFixtureWith(t, ir.ReduceMax)
 	for _, tc := range []struct {
 		red  ir.ReduceOp
 		want Verdict

@@ -109,3 +109,33 @@ var needsEvenChunks = map[string]string{
 	// last packets are never written (a deadlock, rightly).
 	"allreduce_packet.json": "chunk 2-3 → 0-1",
 }
+
+// eachOp calls visit for every op of p, pipeline bodies included: inner
+// is the op's index in its pipeline's body, -1 for a top-level op.
+func eachOp(p *ir.Plan, visit func(r, b, op, inner int, o *ir.Op)) {
+	for r, g := range p.GPUs {
+		for b, tb := range g.ThreadBlocks {
+			for i := range tb.Ops {
+				o := &tb.Ops[i]
+				visit(r, b, i, -1, o)
+				body := o.Ops()
+				for j := range body {
+					visit(r, b, i, j, &body[j])
+				}
+			}
+		}
+	}
+}
+
+// reduceFixtureWith is a copy of the upstream reduce.json whose reducing
+// ops all name red as their reduce_op.
+func reduceFixtureWith(t *testing.T, red ir.ReduceOp) *ir.Plan {
+	t.Helper()
+	p := clonePlan(fixtures(t)["reduce.json"])
+	eachOp(p, func(_, _, _, _ int, o *ir.Op) {
+		if o.Info().Reduces {
+			o.SetReduceOp(red)
+		}
+	})
+	return p
+}

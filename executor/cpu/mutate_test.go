@@ -90,18 +90,7 @@ func mutations(p *ir.Plan) []mutation {
 			}
 		}
 	}
-	for r, g := range p.GPUs {
-		for b, tb := range g.ThreadBlocks {
-			for i := range tb.Ops {
-				o := &tb.Ops[i]
-				visit(r, b, i, -1, o)
-				body := o.Ops()
-				for j := range body {
-					visit(r, b, i, j, &body[j])
-				}
-			}
-		}
-	}
+	eachOp(p, visit)
 	return ms
 }
 

@@ -36,12 +36,7 @@ func rootedPlans(root int, peersMap []int) map[string]*ir.Plan {
 				if !inplace {
 					ops = append(ops, copyOp(loc(ir.BufInput, 0), loc(ir.BufOutput, 0)))
 				}
-				put := ir.Op{Code: ir.OpPut, ChannelType: ir.ChanMemory}
-				for i := range peers {
-					put.Src = append(put.Src, loc(ir.BufInput, 0))
-					put.Dst = append(put.Dst, rem(i, 0))
-				}
-				ops = append(ops, put)
+				ops = append(ops, putToAll(peers))
 			}
 			return append(ops, finale(ir.ChanMemory, peers)...)
 		})

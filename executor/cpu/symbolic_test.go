@@ -133,18 +133,7 @@ func dataMutations(p *ir.Plan, limit int) []mutation {
 			}})
 		}
 	}
-	for r, g := range p.GPUs {
-		for b, tb := range g.ThreadBlocks {
-			for i := range tb.Ops {
-				o := &tb.Ops[i]
-				visit(r, b, i, -1, o)
-				body := o.Ops()
-				for j := range body {
-					visit(r, b, i, j, &body[j])
-				}
-			}
-		}
-	}
+	eachOp(p, visit)
 	if len(ms) <= limit {
 		return ms
 	}
@@ -553,17 +542,7 @@ func TestSymbolicManyRanks(t *testing.T) {
 // flow alone (an explicit max in a plan is right only for max runs; the
 // byte-level run is what checks that).
 func TestSymbolicIgnoresReduceOp(t *testing.T) {
-	p := clonePlan(fixtures(t)["reduce.json"])
-	for r := range p.GPUs {
-		for b := range p.GPUs[r].ThreadBlocks {
-			ops := p.GPUs[r].ThreadBlocks[b].Ops
-			for i := range ops {
-				if ops[i].Info().Reduces {
-					ops[i].SetReduceOp(ir.ReduceMax)
-				}
-			}
-		}
-	}
+	p := reduceFixtureWith(t, ir.ReduceMax)
 	for _, red := range []ir.ReduceOp{ir.ReduceSum, ir.ReduceMin, ir.ReduceProd} {
 		rep, err := Run(p, Options{Size: 4096, Symbolic: true, DType: F16, Reduce: red})
 		if err != nil {
