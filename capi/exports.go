@@ -14,7 +14,8 @@ import (
 
 // The exports convert C arguments to Go, call the functions of api.go and
 // verify.go under guard, and copy results into C memory. Each one's
-// comment is what libmsccl.h shows its users.
+// comment is its documentation for C callers (cgo does not copy comments
+// into libmsccl.h).
 
 // main is required by -buildmode=c-shared and never runs.
 func main() {}
@@ -34,12 +35,14 @@ func finish(errmsg **C.char, status int, msg string) C.int {
 	return C.int(status)
 }
 
-// goBytes copies n bytes at p (NULL with n 0 is an empty input).
+// goBytes copies n bytes at p (NULL with n 0 is an empty input). Not
+// C.GoBytes, whose length is a C int: plan JSON can pass 2 GiB.
 func goBytes(p *C.char, n C.size_t) []byte {
-	if p == nil || n == 0 {
-		return []byte{}
+	b := make([]byte, int(n))
+	if p != nil && n > 0 {
+		copy(b, unsafe.Slice((*byte)(unsafe.Pointer(p)), int(n)))
 	}
-	return C.GoBytes(unsafe.Pointer(p), C.int(n))
+	return b
 }
 
 func goString(p *C.char) string {
@@ -89,6 +92,9 @@ func msccl_compile(filename *C.char, src *C.char, srclen C.size_t, params *C.cha
 			return invalid("msccl_compile: plan is NULL")
 		}
 		*plan = 0
+		if src == nil && srclen > 0 {
+			return invalid("msccl_compile: src is NULL but srclen is %d", uint64(srclen))
+		}
 		h, ds, err := compileSource(goString(filename), goBytes(src, srclen), goString(params))
 		if ds != nil {
 			setStr(diags, string(encodeJSON(ds)))
@@ -110,6 +116,9 @@ func msccl_plan_load(filename *C.char, data *C.char, n C.size_t, plan *C.int64_t
 			return invalid("msccl_plan_load: plan is NULL")
 		}
 		*plan = 0
+		if data == nil && n > 0 {
+			return invalid("msccl_plan_load: data is NULL but n is %d", uint64(n))
+		}
 		h, ds, err := loadPlan(goString(filename), goBytes(data, n))
 		if ds != nil {
 			setStr(diags, string(encodeJSON(ds)))

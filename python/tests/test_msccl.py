@@ -343,6 +343,10 @@ class ABI(unittest.TestCase):
         self.assertIn("no plan with handle", str(cm.exception))
         with self.assertRaises(msccl.InvalidArgument):
             _lib.call("msccl_plan_info", 1, None)  # NULL output pointer
+        h = ctypes.c_int64()
+        with self.assertRaises(msccl.InvalidArgument) as cm:
+            _lib.call("msccl_compile", b"x", None, 10, None, ctypes.byref(h), None)  # NULL source, 10 bytes
+        self.assertIn("src is NULL", str(cm.exception))
 
     def test_handles_are_released(self):
         gc.collect()
