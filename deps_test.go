@@ -33,9 +33,9 @@ var allowed = map[string][]string{
 	"runtime/bootstrap":     {},
 	"executor/cuda":         {"ir", "kernels", "kernels/reference", "runtime/cuda", "runtime/nvrtc"},
 	"algorithms":            {"compiler"},
-	"runtime/comm":          {"ir", "runtime/bootstrap"},
+	"runtime/comm":          {"ir", "runtime/bootstrap", "runtime/socket"},
 	"runtime/cpudev":        {"runtime/comm"},
-	"executor/host":         {"ir", "executor/cpu", "runtime/comm"},
+	"executor/host":         {"ir", "executor/cpu", "runtime/comm", "runtime/socket"},
 	// The leaves under internal/ that ir and dsl import stay leaves
 	// (imports of internal/... only): were one to import ir, dsl would
 	// reach the plan through it.

@@ -72,6 +72,20 @@ func (c *RankComm) Size() int { return c.c.Size() }
 // Barrier waits for every rank of the job.
 func (c *RankComm) Barrier(ctx context.Context) error { return c.c.Bootstrap().Barrier(ctx) }
 
+// SameNode reports whether rank r shares this rank's node (its buffers
+// are then mapped here: RankBuffers.OutputOf reads them).
+func (c *RankComm) SameNode(r int) bool { return c.c.SameNode(r) }
+
+// Send and Recv carry the application's own messages between ranks
+// through the bootstrap, ordered per (peer, tag); tags below 0x6d730000
+// are the application's.
+func (c *RankComm) Send(ctx context.Context, peer, tag int, data []byte) error {
+	return c.c.Bootstrap().Send(ctx, peer, tag, data)
+}
+func (c *RankComm) Recv(ctx context.Context, peer, tag int) ([]byte, error) {
+	return c.c.Bootstrap().Recv(ctx, peer, tag)
+}
+
 // Close leaves the job. Close RankExecs and free RankBuffers first.
 func (c *RankComm) Close() error { return c.c.Close() }
 

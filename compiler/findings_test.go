@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/internal/diag"
 	"golang.org/x/tools/txtar"
 )
 

@@ -21,12 +21,14 @@ import (
 // procFlags are --procs and --device: one process per rank.
 type procFlags struct {
 	procs  int
+	nodes  int
 	device string
 }
 
 func addProcFlags(fs *flag.FlagSet) *procFlags {
 	pf := &procFlags{}
 	fs.IntVar(&pf.procs, "procs", 0, "start N local processes of this program, one rank each (needs --device cpu); the same binary also runs as one rank under torchrun, mpirun or srun")
+	fs.IntVar(&pf.nodes, "nodes", 1, "with --procs: declare the processes on K nodes of equal size (MSCCL_NODE node0, node1, ... by rank / (N/K)), so that port channels between them go through the socket transport as between machines")
 	fs.StringVar(&pf.device, "device", "", "where the ranks run: cuda (every rank in this process on GPU 0; the default) or cpu (one rank per process, buffers in shared memory, plans run on CPU threads)")
 	return pf
 }
@@ -41,6 +43,12 @@ func (pf *procFlags) check(c *config) error {
 	switch {
 	case pf.procs < 0:
 		return usagef("--procs must be at least 1, got %d", pf.procs)
+	case pf.nodes < 1:
+		return usagef("--nodes must be at least 1, got %d", pf.nodes)
+	case pf.nodes > 1 && pf.procs == 0:
+		return usagef("--nodes %d needs --procs (under a launcher, set MSCCL_NODE per process)", pf.nodes)
+	case pf.nodes > 1 && pf.procs%pf.nodes != 0:
+		return usagef("--nodes %d does not divide --procs %d into equal nodes", pf.nodes, pf.procs)
 	case pf.procs > 0 && pf.device != "cpu":
 		return usagef("--procs %d needs --device cpu: a process per rank on the GPU needs the CUDA device of the communicator, which is not built yet", pf.procs)
 	case pf.device == "cpu" && c.graph:
@@ -68,10 +76,17 @@ func (pf *procFlags) launch(p *ir.Plan, name string, args []string, w io.Writer)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	errw := &rankWriters{w: os.Stderr}
+	per := pf.procs / pf.nodes
 	job, err := bootstrap.Spawn(ctx, bootstrap.SpawnConfig{
 		N:         pf.procs,
-		Argv:      append([]string{""}, withoutFlag(args, "procs")...),
+		Argv:      append([]string{""}, withoutFlag(withoutFlag(args, "procs"), "nodes")...),
 		KeepGoing: true,
+		RankEnv: func(r int) []string {
+			if pf.nodes == 1 {
+				return nil
+			}
+			return []string{fmt.Sprintf("MSCCL_NODE=node%d", r/per)}
+		},
 		Stdout: func(r int) io.Writer {
 			if r == 0 {
 				return w
@@ -257,13 +272,24 @@ func oneRank(ctx context.Context, c *config, rc *msccl.RankComm, ex *msccl.RankE
 			return err
 		}
 		// Every rank's kernel is done: rank 0 reads all outputs through
-		// the shared buffers, then lets the others overwrite them.
+		// the shared buffers (ranks on other nodes send theirs), then
+		// lets the others overwrite them.
 		if err := rc.Barrier(ctx); err != nil {
 			return err
 		}
+		if !lead && !rc.SameNode(0) {
+			if err := rc.Send(ctx, 0, tagOutput, b.Output()); err != nil {
+				return err
+			}
+		}
 		var cerr error
 		if lead {
-			row.Wrong, cerr = countWrong(p, b, job, int64(dt.Size()))
+			row.Wrong, cerr = countWrong(p, b, job, int64(dt.Size()), func(r int) ([]byte, error) {
+				if rc.SameNode(r) {
+					return b.OutputOf(r)
+				}
+				return rc.Recv(ctx, r, tagOutput)
+			})
 		}
 		if err := rc.Barrier(ctx); err != nil {
 			return err
@@ -297,9 +323,13 @@ func oneRank(ctx context.Context, c *config, rc *msccl.RankComm, ex *msccl.RankE
 	return nil
 }
 
+// tagOutput carries a rank's output to rank 0 for -c when they are on
+// different nodes.
+const tagOutput = 1
+
 // countWrong compares every rank's output, read through the shared
-// buffers, with the CPU executor's.
-func countWrong(p *ir.Plan, b *msccl.RankBuffers, job checkJob, es int64) (int64, error) {
+// buffers or received, with the CPU executor's.
+func countWrong(p *ir.Plan, b *msccl.RankBuffers, job checkJob, es int64, output func(r int) ([]byte, error)) (int64, error) {
 	if job.err != nil {
 		return 0, fmt.Errorf("CPU executor: %w", job.err)
 	}
@@ -309,7 +339,7 @@ func countWrong(p *ir.Plan, b *msccl.RankBuffers, job checkJob, es int64) (int64
 	in := int64(len(job.rep.Inputs[0][0]))
 	var wrong int64
 	for r := range p.GPUs {
-		got, err := b.OutputOf(r)
+		got, err := output(r)
 		if err != nil {
 			return 0, err
 		}

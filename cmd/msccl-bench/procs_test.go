@@ -82,6 +82,44 @@ func TestProcsCPU(t *testing.T) {
 	}
 }
 
+// Two nodes declared on one machine (--nodes 2 sets MSCCL_NODE per
+// rank): the hierarchical plans' port channels between them go through
+// the socket transport (TCP between the processes' proxies), their memory
+// channels stay inside each node, and rank 0 receives the other node's
+// outputs to check them; the upstream 2×4 LL reduce-scatter sends port
+// packets across.
+func TestProcsAcrossNodes(t *testing.T) {
+	for _, c := range [][]string{
+		{"--procs", "4", "--nodes", "2", "--algo", "allreduce_hierarchical", "-D", "nodes=2", "-D", "gpus_per_node=2", "--ranks", "4", "-b", "1K", "-e", "1M", "-f", "32"},
+		{"--procs", "8", "--nodes", "2", "--plan", "../../testdata/peer-plans/reducescatter_pkt_2x4.json", "-b", "4K", "-e", "64K", "-f", "16", "-d", "f16"},
+	} {
+		t.Run(c[5], func(t *testing.T) {
+			out, errOut, code := benchCmd(t, append(c, "--device", "cpu", "-c", "-n", "2", "-w", "1")...)
+			if code != 0 {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+			}
+			rows := 0
+			for _, line := range strings.Split(out, "\n") {
+				if m := rowRe.FindStringSubmatch(line); m != nil {
+					rows++
+					if m[3] != "0" {
+						t.Errorf("row with #wrong %s: %q", m[3], line)
+					}
+				}
+			}
+			if rows < 2 {
+				t.Errorf("%d rows:\n%s", rows, out)
+			}
+		})
+	}
+	// A plan whose memory channels would cross the boundary is refused
+	// by every rank, naming the channel.
+	out, errOut, code := benchCmd(t, "--procs", "4", "--nodes", "2", "--device", "cpu", "--algo", "allreduce_twoshot", "--ranks", "4", "-b", "1K", "-e", "1K", "-n", "1", "-w", "0")
+	if code == 0 || !strings.Contains(errOut, "memory channels connect ranks of one node only") {
+		t.Errorf("twoshot across nodes: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+}
+
 // Sixteen processes, one rank each, on however few cores: an LL plan
 // whose every rank reads every other's packets.
 func TestProcsCPU16(t *testing.T) {
@@ -137,6 +175,8 @@ func TestProcsArgs(t *testing.T) {
 	}{
 		{[]string{"--procs", "2", "--plan", "p.json"}, "--procs 2 needs --device cpu"},
 		{[]string{"--procs", "-1", "--device", "cpu", "--plan", "p.json"}, "--procs must be at least 1, got -1"},
+		{[]string{"--procs", "4", "--nodes", "3", "--device", "cpu", "--plan", "p.json"}, "--nodes 3 does not divide --procs 4"},
+		{[]string{"--nodes", "2", "--device", "cpu", "--plan", "p.json"}, "--nodes 2 needs --procs"},
 		{[]string{"--device", "tpu", "--plan", "p.json"}, `--device: unknown device "tpu" (want cuda or cpu)`},
 		{[]string{"--device", "cpu", "-G", "--plan", "p.json"}, "-G (CUDA graphs) needs --device cuda"},
 	} {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/comm"
+	"github.com/msccl-go/msccl-go/runtime/socket"
 )
 
 // Options configure Open.
@@ -40,6 +41,13 @@ type Executor struct {
 	// has passed: barrier k of a block completes at arrival k*numTBs.
 	passes []map[int]int64
 	prox   *proxy
+	// The socket transport (net.go): this executor's registration space
+	// in the communicator, and its buffer sets by id for what peers on
+	// other nodes put.
+	space   uint32
+	setsMu  sync.Mutex
+	sets    map[uint16]*Buffers
+	nextSet uint16
 	// pulses are the node's ranks' liveness words (nil off node); this
 	// rank's advances every pulsePeriod until Close.
 	pulses    []*atomic.Uint64
@@ -56,7 +64,9 @@ type chanEnd struct {
 	peer     int
 	index    int
 	inbound  *atomic.Uint64
-	remote   *atomic.Uint64 // nil when unpaired
+	remote   *atomic.Uint64 // nil when unpaired or on another node
+	net      *socket.Conn   // the peer's connection when it is on another node
+	partner  int            // the paired channel's index at the peer
 	expected atomic.Uint64  // signals the waits so far consumed
 }
 
@@ -130,6 +140,7 @@ func Open(ctx context.Context, c *comm.Comm, p *ir.Plan, opt Options) (*Executor
 	for i, s := range g.Semaphores {
 		e.sems[i].Store(int64(s.InitValue))
 	}
+	e.space = c.NewSpace()
 	conns, err := c.Connect(ctx, p)
 	if err != nil {
 		return nil, err
@@ -140,7 +151,7 @@ func Open(ctx context.Context, c *comm.Comm, p *ir.Plan, opt Options) (*Executor
 		e.ends[slot] = make([]chanEnd, len(cs))
 		for i, ch := range cs {
 			end := &e.ends[slot][i]
-			end.peer, end.index = ch.Peer, i
+			end.peer, end.index, end.net, end.partner = ch.Peer, i, ch.Net, ch.Partner
 			if end.inbound, err = word(ch.Inbound); err != nil {
 				conns.Close()
 				return nil, fmt.Errorf("host: %w", err)
@@ -164,6 +175,7 @@ func Open(ctx context.Context, c *comm.Comm, p *ir.Plan, opt Options) (*Executor
 		}
 	}
 	e.prox = startProxy()
+	c.Register(e.space, e)
 	e.stopPulse = make(chan struct{})
 	e.pulsing.Add(1)
 	go e.pulse()
@@ -231,6 +243,7 @@ func (e *Executor) Close() error {
 	e.pulsing.Wait()
 	e.pulses[e.rank].Store(closedPulse)
 	e.prox.stop()
+	e.c.Register(e.space, nil)
 	return e.conns.Close()
 }
 
@@ -285,7 +298,9 @@ type Buffers struct {
 	size     int64
 	in, out  int64
 	mems     []comm.Memory
-	views    []view // by rank; zero for ranks off this node
+	views    []view  // by rank; zero for ranks off this node
+	lims     []limit // by rank: buffer sizes, also of ranks off this node
+	id       uint16  // the buffer set's number in puts from other nodes
 	progs    [][]xop
 	freeOnce sync.Once
 }
@@ -335,7 +350,13 @@ func (e *Executor) Alloc(ctx context.Context, size int64) (*Buffers, error) {
 		mem.Close()
 		return nil, err
 	}
-	b := &Buffers{e: e, size: size, in: in, out: out, mems: mems, views: make([]view, len(p.GPUs))}
+	b := &Buffers{e: e, size: size, in: in, out: out, mems: mems, views: make([]view, len(p.GPUs)), lims: make([]limit, len(p.GPUs))}
+	for r := range p.GPUs {
+		b.lims[r] = limit{in: regs[r].inN, out: regs[r].outN, half: lays[r].ScratchAlloc}
+		if p.DoubleScratch {
+			b.lims[r].half /= 2
+		}
+	}
 	fail := func(err error) (*Buffers, error) {
 		b.Free()
 		return nil, err
@@ -359,7 +380,7 @@ func (e *Executor) Alloc(ctx context.Context, size int64) (*Buffers, error) {
 		}
 		b.views[r] = v
 	}
-	rs := resolver{p: p, rank: e.rank, lay: lays[e.rank], views: b.views, ends: e.ends}
+	rs := resolver{p: p, rank: e.rank, lay: lays[e.rank], views: b.views, lims: b.lims, ends: e.ends}
 	for _, tb := range e.tbs {
 		prog, err := rs.block(tb)
 		if err != nil {
@@ -367,6 +388,7 @@ func (e *Executor) Alloc(ctx context.Context, size int64) (*Buffers, error) {
 		}
 		b.progs = append(b.progs, prog)
 	}
+	e.register(b)
 	return b, nil
 }
 
@@ -388,6 +410,7 @@ func (b *Buffers) Free() error {
 		// kernel does not wait for the proxy); they must land before
 		// their memory is unmapped.
 		b.e.prox.drain()
+		b.e.unregister(b)
 		for _, m := range b.mems {
 			if m != nil {
 				errs = append(errs, m.Close())

@@ -38,6 +38,13 @@ func compile(t testing.TB, name string, n int) *ir.Plan {
 // returns their errors by rank.
 func ranks(t testing.TB, n int, timeout time.Duration, f func(ctx context.Context, c *comm.Comm) error) []error {
 	t.Helper()
+	return ranksOn(t, n, timeout, func(int) string { return "node0" }, f)
+}
+
+// ranksOn is ranks with rank r declared on node nodeOf(r): ranks of
+// different nodes share no memory and meet through the socket transport.
+func ranksOn(t testing.TB, n int, timeout time.Duration, nodeOf func(int) string, f func(ctx context.Context, c *comm.Comm) error) []error {
+	t.Helper()
 	id, err := bootstrap.NewUniqueID("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +57,7 @@ func ranks(t testing.TB, n int, timeout time.Duration, f func(ctx context.Contex
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 4*timeout)
 			defer cancel()
-			bs, err := bootstrap.Connect(ctx, bootstrap.Config{Rank: r, World: n, LocalRank: r, LocalWorld: n, Node: "node0", ID: id, Timeout: timeout})
+			bs, err := bootstrap.Connect(ctx, bootstrap.Config{Rank: r, World: n, LocalRank: r, LocalWorld: n, Node: nodeOf(r), ID: id, Timeout: timeout})
 			if err != nil {
 				errs[r] = err
 				return
@@ -75,6 +82,11 @@ func ranks(t testing.TB, n int, timeout time.Duration, f func(ctx context.Contex
 // compares every launch's outputs with the CPU executor's.
 func runChecked(t *testing.T, p *ir.Plan, size int64, dt cpu.DType, red ir.ReduceOp, launches int) {
 	t.Helper()
+	runCheckedOn(t, p, size, dt, red, launches, func(int) string { return "node0" })
+}
+
+func runCheckedOn(t *testing.T, p *ir.Plan, size int64, dt cpu.DType, red ir.ReduceOp, launches int, nodeOf func(int) string) {
+	t.Helper()
 	n := len(p.GPUs)
 	rep, err := cpu.Run(p, cpu.Options{Size: size, DType: dt, Reduce: red, Launches: launches})
 	if err != nil {
@@ -83,7 +95,7 @@ func runChecked(t *testing.T, p *ir.Plan, size int64, dt cpu.DType, red ir.Reduc
 	if !rep.OK() {
 		t.Fatalf("CPU executor: %s", rep.Verdict)
 	}
-	errs := ranks(t, n, 10*time.Second, func(ctx context.Context, c *comm.Comm) error {
+	errs := ranksOn(t, n, 10*time.Second, nodeOf, func(ctx context.Context, c *comm.Comm) error {
 		ex, err := Open(ctx, c, p, Options{Timeout: 5 * time.Second})
 		if err != nil {
 			return err

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/msccl-go/msccl-go/ir"
@@ -109,6 +110,19 @@ func (rn *run) put(bl *blk, x *xop, w, unit int64) error {
 		so, sn := clip(src, w, unit)
 		do, dn := clip(dst, w, unit)
 		n := min(sn, dn)
+		if port && k < len(x.chans) && rn.end(1, x.chans[k]).net != nil {
+			// The peer is on another node: the socket transport.
+			e := rn.end(1, x.chans[k])
+			r := preq{net: e.net, space: rn.e.space, ch: uint32(e.partner), netSignal: x.code != ir.OpPut}
+			if n > 0 {
+				r.src, r.hasBuf = rn.mem(src.rank, src.typ, so, n), true
+				r.buf, r.off = netBuf(rn.b.id, dst.typ, rn.half, false), uint64(do)
+			}
+			if r.hasBuf || r.netSignal {
+				rn.e.prox.push(r)
+			}
+			continue
+		}
 		var s, d []byte
 		if n > 0 {
 			s, d = rn.mem(src.rank, src.typ, so, n), rn.mem(dst.rank, dst.typ, do, n)
@@ -146,8 +160,16 @@ func (rn *run) packetOp(bl *blk, x *xop, w, unit int64) error {
 		}
 		return rn.mem(r.rank, r.typ, o, n), nil
 	}
-	write := func(r *ref, data []byte, port bool) {
+	write := func(r *ref, data []byte, port bool, k int) {
 		o, _ := clip(r, w, unit)
+		if port && k < len(x.chans) && rn.end(1, x.chans[k]).net != nil {
+			// To another node: the flag, then the payload; the peer
+			// writes the packets.
+			msg := binary.LittleEndian.AppendUint32(make([]byte, 0, 4+len(data)), rn.flag)
+			rn.e.prox.push(preq{net: rn.end(1, x.chans[k]).net, space: rn.e.space, hasBuf: true,
+				buf: netBuf(rn.b.id, ir.BufScratch, rn.half, true), off: uint64(o), src: append(msg, data...)})
+			return
+		}
 		if port {
 			// The proxy writes later: it gets its own copy of the data.
 			rn.e.prox.push(preq{pkts: rn.pkts(r.rank, o, n), src: append([]byte(nil), data...), flag: rn.flag})
@@ -163,14 +185,14 @@ func (rn *run) packetOp(bl *blk, x *xop, w, unit int64) error {
 			if err != nil {
 				return err
 			}
-			write(&x.dst[k], data, port)
+			write(&x.dst[k], data, port, k)
 		}
 	case ir.OpCpkt:
 		data, err := read(&x.src[0])
 		if err != nil {
 			return err
 		}
-		write(&x.dst[0], data, false)
+		write(&x.dst[0], data, false, 0)
 	case ir.OpUpkt:
 		data, err := read(&x.src[0])
 		if err != nil {
@@ -194,7 +216,7 @@ func (rn *run) packetOp(bl *blk, x *xop, w, unit int64) error {
 		o, _ := clip(&x.dst[0], w, unit)
 		copy(rn.mem(x.dst[0].rank, x.dst[0].typ, o, n), out)
 		for k := 1; k < len(x.dst); k++ {
-			write(&x.dst[k], out, false)
+			write(&x.dst[k], out, false, k)
 		}
 	}
 	return nil

@@ -37,6 +37,7 @@ type resolver struct {
 	rank  int
 	lay   *ir.Layout
 	views []view
+	lims  []limit
 	ends  [2][]chanEnd
 }
 
@@ -129,7 +130,7 @@ func (rs *resolver) op(tb *ir.ThreadBlock, op *ir.Op, at string) (xop, error) {
 			if flat < 0 || flat >= len(rs.ends[slotOf(t)]) {
 				return x, fmt.Errorf("%s.channel_ids[%d]: gpu has no %s channel %d", at, j, t, flat)
 			}
-			if signals(op.Code) && rs.ends[slotOf(t)][flat].remote == nil {
+			if end := &rs.ends[slotOf(t)][flat]; signals(op.Code) && end.remote == nil && end.net == nil {
 				return x, fmt.Errorf("%s.channel_ids[%d]: %s channel %d to rank %d has no partner there to signal", at, j, t, flat, rs.ends[slotOf(t)][flat].peer)
 			}
 			x.chans = append(x.chans, flat)
@@ -196,18 +197,18 @@ func (rs *resolver) ref(tb *ir.ThreadBlock, op *ir.Op, br *ir.BufRef, packet boo
 		if m < 0 || m >= len(rs.views) {
 			return r, fmt.Errorf("rank %d out of range", m)
 		}
-		v := &rs.views[m]
+		v, lim := &rs.views[m], rs.lims[m]
 		var limit int64
 		switch r.typ {
 		case ir.BufInput:
-			limit = int64(len(v.in))
+			limit = lim.in
 		case ir.BufOutput:
-			limit = int64(len(v.out))
+			limit = lim.out
 		default:
-			limit = v.half
+			limit = lim.half
 		}
-		if v.in == nil && v.scratch == nil {
-			return r, fmt.Errorf("rank %d's buffers are not mapped here (another node)", m)
+		if v.in == nil && v.scratch == nil && !(op.ChannelType == ir.ChanPort && netOp(op.Code)) {
+			return r, fmt.Errorf("rank %d's buffers are not mapped here (another node; only port-channel puts reach it)", m)
 		}
 		end := r.off + r.n
 		if packet {

@@ -321,6 +321,10 @@ func (rn *run) end(slot, i int) *chanEnd { return &rn.e.ends[slot][i] }
 
 func (rn *run) signal(x *xop, i int) {
 	e := rn.end(slotOf(x.ctype), i)
+	if x.ctype == ir.ChanPort && e.net != nil {
+		rn.e.prox.push(preq{net: e.net, space: rn.e.space, netSignal: true, ch: uint32(e.partner)})
+		return
+	}
 	if x.ctype == ir.ChanPort {
 		rn.e.prox.push(preq{signal: e.remote})
 		return
@@ -331,7 +335,22 @@ func (rn *run) signal(x *xop, i int) {
 func (rn *run) flush(bl *blk, x *xop) error {
 	p := rn.e.prox
 	t := p.issued.Load()
-	return rn.await(bl, x, func() bool { return p.done.Load() >= t }, func() string {
-		return fmt.Sprintf("the port proxy of rank %d to finish request %d (done %d)", rn.e.rank, t, p.done.Load())
+	var netErr error
+	err := rn.await(bl, x, func() bool {
+		if p.done.Load() < t {
+			return false
+		}
+		// Sent to other nodes is not done: wait for the peers' acks
+		// (possibly of a few later requests too: a flush may wait longer,
+		// never shorter).
+		pending, err := p.netPending()
+		netErr = err
+		return !pending
+	}, func() string {
+		return fmt.Sprintf("the port proxy of rank %d to finish request %d (done %d, or a peer on another node to acknowledge)", rn.e.rank, t, p.done.Load())
 	})
+	if err == nil && netErr != nil {
+		return fmt.Errorf("host: %s: %w", x.at, netErr)
+	}
+	return err
 }

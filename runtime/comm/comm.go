@@ -29,6 +29,8 @@ type Comm struct {
 	links   map[int]*link // ranks on this node, by rank
 	timeout time.Duration
 
+	net netState // the socket transport to ranks on other nodes (net.go)
+
 	stop    context.CancelFunc // ends the peer monitors
 	watched sync.WaitGroup
 
@@ -273,6 +275,7 @@ func (c *Comm) Close() error {
 	c.mu.Unlock()
 	c.stop()
 	c.watched.Wait()
+	c.closeNet()
 	err := c.bs.Close()
 	for _, l := range c.links {
 		l.close()

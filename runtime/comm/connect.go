@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/msccl-go/msccl-go/ir"
+	"github.com/msccl-go/msccl-go/runtime/socket"
 )
 
 // WordBytes is the size of one semaphore word in a sync region.
@@ -31,7 +32,10 @@ type Channel struct {
 	// validator rejects plans that signal one).
 	Partner int
 	Inbound Loc
-	Remote  Loc // zero when unpaired
+	Remote  Loc // zero when unpaired or when Peer is on another node
+	// Net is the socket connection to Peer when it is on another node
+	// (port channels only): a signal is a socket.Conn.Signal on Partner.
+	Net *socket.Conn
 }
 
 // Connections are a plan's channels on this rank, the semaphore words
@@ -93,20 +97,37 @@ func (c *Comm) Connect(ctx context.Context, p *ir.Plan) (*Connections, error) {
 	}
 	me := &p.GPUs[c.rank]
 	mem, port := me.FlatChannels(ir.ChanMemory), me.FlatChannels(ir.ChanPort)
-	// Refuse before allocating what cannot be connected: this device
-	// shares memory within a node only.
-	for _, fc := range append(append([]ir.FlatChannel(nil), mem...), port...) {
+	// Refuse before allocating what cannot be connected: memory is
+	// shared within a node only; port channels cross nodes through the
+	// socket transport (net.go).
+	for _, fc := range mem {
 		if fc.Peer < 0 || fc.Peer >= c.size {
 			return nil, fmt.Errorf("comm: gpus[%d]: channel to rank %d, outside the job's %d ranks", c.rank, fc.Peer, c.size)
 		}
 		if !c.SameNode(fc.Peer) {
-			return nil, fmt.Errorf("comm: gpus[%d]: a channel to rank %d, which is on node %q (this rank: %q); the %s device connects ranks of one node only", c.rank, fc.Peer, c.nodes[fc.Peer], c.nodes[c.rank], c.dev.Name())
+			return nil, fmt.Errorf("comm: gpus[%d]: a memory channel to rank %d, which is on node %q (this rank: %q); memory channels connect ranks of one node only (use a port channel across nodes)", c.rank, fc.Peer, c.nodes[fc.Peer], c.nodes[c.rank])
+		}
+	}
+	for _, fc := range port {
+		if fc.Peer < 0 || fc.Peer >= c.size {
+			return nil, fmt.Errorf("comm: gpus[%d]: channel to rank %d, outside the job's %d ranks", c.rank, fc.Peer, c.size)
 		}
 	}
 	for i, rb := range me.RemoteBuffers {
-		if !c.SameNode(rb.Rank) {
-			return nil, fmt.Errorf("comm: gpus[%d].remote_buffers[%d]: rank %d is on node %q (this rank: %q); the %s device shares memory within one node only", c.rank, i, rb.Rank, c.nodes[min(max(rb.Rank, 0), c.size-1)], c.nodes[c.rank], c.dev.Name())
+		if rb.Rank < 0 || rb.Rank >= c.size {
+			return nil, fmt.Errorf("comm: gpus[%d].remote_buffers[%d]: rank %d, outside the job's %d ranks", c.rank, i, rb.Rank, c.size)
 		}
+		if c.SameNode(rb.Rank) {
+			continue
+		}
+		for _, t := range rb.AccessChannelTypes {
+			if t != ir.ChanPort {
+				return nil, fmt.Errorf("comm: gpus[%d].remote_buffers[%d]: rank %d is on node %q (this rank: %q) and the buffer is reached over %s channels; only port channels cross nodes", c.rank, i, rb.Rank, c.nodes[rb.Rank], c.nodes[c.rank], t)
+			}
+		}
+	}
+	if err := c.connectNet(ctx, p); err != nil {
+		return nil, err
 	}
 	n := len(mem) + len(port) + 1 // the last word is the pulse
 	own, err := c.dev.Alloc(int64(n) * WordBytes)
@@ -135,8 +156,13 @@ func (c *Comm) Connect(ctx context.Context, p *ir.Plan) (*Connections, error) {
 			e := Channel{Type: t, Index: i, Peer: fc.Peer, Partner: -1, Inbound: Loc{own, syncOffset(t, i, len(mem))}}
 			if _, j, ok := p.Partner(c.rank, t, i); ok {
 				e.Partner = j
-				peerMem := len(p.GPUs[fc.Peer].FlatChannels(ir.ChanMemory))
-				e.Remote = Loc{all[fc.Peer], syncOffset(t, j, peerMem)}
+				if c.SameNode(fc.Peer) {
+					peerMem := len(p.GPUs[fc.Peer].FlatChannels(ir.ChanMemory))
+					e.Remote = Loc{all[fc.Peer], syncOffset(t, j, peerMem)}
+				} else if e.Net = c.NetConn(fc.Peer); e.Net == nil {
+					cs.Close()
+					return nil, fmt.Errorf("comm: gpus[%d]: no socket connection to rank %d on node %q", c.rank, fc.Peer, c.nodes[fc.Peer])
+				}
 			}
 			ends[i] = e
 		}

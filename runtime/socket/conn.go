@@ -17,8 +17,8 @@ import (
 // refuse, with an error, a buffer or range the rank did not register:
 // the error ends the connection and names the peer.
 type Handler interface {
-	Put(buf uint16, off uint64, data []byte) error
-	Signal(ch uint32) error
+	Put(space uint32, buf uint16, off uint64, data []byte) error
+	Signal(space uint32, ch uint32) error
 }
 
 // PeerError is a connection's failure, naming the peer rank.
@@ -124,13 +124,14 @@ func (c *Conn) send(f frame, payload []byte, ends bool) (uint64, error) {
 	return ticket, nil
 }
 
-// Put sends data to be written at offset off of the peer's buffer buf,
+// Put sends data to be written at offset off of the peer's buffer buf of
+// registration space (what both mean is the two handlers' agreement),
 // in chunks of at most ChunkBytes. It returns the request's ticket: the
 // bytes have landed once Acked reaches it.
-func (c *Conn) Put(buf uint16, off uint64, data []byte) (uint64, error) {
+func (c *Conn) Put(space uint32, buf uint16, off uint64, data []byte) (uint64, error) {
 	for {
 		n := min(len(data), ChunkBytes)
-		f := frame{kind: kPut, buf: buf, off: off, n: uint32(n)}
+		f := frame{kind: kPut, space: space, buf: buf, off: off, n: uint32(n)}
 		last := n == len(data)
 		if last {
 			f.flags = flagLast
@@ -143,10 +144,11 @@ func (c *Conn) Put(buf uint16, off uint64, data []byte) (uint64, error) {
 	}
 }
 
-// Signal adds one token to the peer's port channel ch once everything
-// sent before it has been applied there. It returns the request's ticket.
-func (c *Conn) Signal(ch uint32) (uint64, error) {
-	return c.send(frame{kind: kSignal, ch: ch}, nil, true)
+// Signal adds one token to the peer's port channel ch (of registration
+// space) once everything sent before it has been applied there. It
+// returns the request's ticket.
+func (c *Conn) Signal(space, ch uint32) (uint64, error) {
+	return c.send(frame{kind: kSignal, space: space, ch: ch}, nil, true)
 }
 
 // Issued is the number of requests sent so far (the ticket of the last).
@@ -202,6 +204,11 @@ func (c *Conn) Serve(h Handler) error {
 			return c.Err()
 		}
 		switch f.kind {
+		case kBye:
+			// The peer closed on purpose (its rank finished). Requests of
+			// ours it has not applied will never be: waiters hear so.
+			c.fail(errPeerClosed)
+			return nil
 		case kAck:
 			if f.off > c.issued.Load() || f.off < c.acked.Load() {
 				c.fail(fmt.Errorf("%w: ack of %d requests, %d sent and %d acked before", errFrame, f.off, c.issued.Load(), c.acked.Load()))
@@ -211,12 +218,12 @@ func (c *Conn) Serve(h Handler) error {
 			c.wake()
 			continue
 		case kPut:
-			err = h.Put(f.buf, f.off, p)
+			err = h.Put(f.space, f.buf, f.off, p)
 			if err == nil && f.flags&flagLast == 0 {
 				continue // the request ends with its last chunk
 			}
 		case kSignal:
-			err = h.Signal(f.ch)
+			err = h.Signal(f.space, f.ch)
 		}
 		if err != nil {
 			c.fail(fmt.Errorf("applying its %s: %w", kindName(f.kind), err))
@@ -249,7 +256,10 @@ func (c *Conn) ackLoop() {
 	}
 }
 
-var errClosed = errors.New("closed")
+var (
+	errClosed     = errors.New("closed")
+	errPeerClosed = errors.New("it closed its end")
+)
 
 func (c *Conn) closing() bool {
 	c.mu.Lock()
@@ -257,10 +267,14 @@ func (c *Conn) closing() bool {
 	return errors.Is(c.err, errClosed)
 }
 
-// Close ends the connection; waiters and Serve return. After Close, Err
-// reports the connection as closed.
+// Close ends the connection, telling the peer it is no failure (its Serve
+// returns nil); waiters and Serve return. After Close, Err reports the
+// connection as closed.
 func (c *Conn) Close() error {
 	c.once.Do(func() {
+		// Tell the peer this is no crash, if the wire still takes it.
+		c.c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+		c.send(frame{kind: kBye}, nil, false)
 		c.fail(errClosed)
 	})
 	if c.serving.Load() {

@@ -27,7 +27,10 @@ type mem struct {
 	atToken []int64
 }
 
-func (m *mem) Put(buf uint16, off uint64, data []byte) error {
+func (m *mem) Put(space uint32, buf uint16, off uint64, data []byte) error {
+	if space != 5 {
+		return fmt.Errorf("put into unknown space %d", space)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if int(buf) >= len(m.bufs) || off > uint64(len(m.bufs[buf])) || uint64(len(data)) > uint64(len(m.bufs[buf]))-off {
@@ -38,7 +41,10 @@ func (m *mem) Put(buf uint16, off uint64, data []byte) error {
 	return nil
 }
 
-func (m *mem) Signal(ch uint32) error {
+func (m *mem) Signal(space, ch uint32) error {
+	if space != 5 {
+		return fmt.Errorf("signal into unknown space %d", space)
+	}
 	if int(ch) >= len(m.tokens) {
 		return fmt.Errorf("signal on unknown channel %d", ch)
 	}
@@ -119,11 +125,11 @@ func TestPutSignalFlush(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				// Rank r writes buffer r of its peer.
-				if _, err := c.Put(uint16(r), 32, data[r]); err != nil {
+				if _, err := c.Put(5, uint16(r), 32, data[r]); err != nil {
 					t.Error(err)
 					return
 				}
-				tk, err := c.Signal(uint32(r))
+				tk, err := c.Signal(5, uint32(r))
 				if err != nil {
 					t.Error(err)
 					return
@@ -168,10 +174,10 @@ func TestManySmallRequests(t *testing.T) {
 	c := conns[0][1]
 	var last uint64
 	for i := range 5000 {
-		if _, err := c.Put(0, uint64(i%4096)*8, []byte{byte(i), byte(i >> 8), 0, 0, 0, 0, 0, 1}); err != nil {
+		if _, err := c.Put(5, 0, uint64(i%4096)*8, []byte{byte(i), byte(i >> 8), 0, 0, 0, 0, 0, 1}); err != nil {
 			t.Fatal(err)
 		}
-		tk, err := c.Signal(0)
+		tk, err := c.Signal(5, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -263,7 +269,7 @@ func TestMissingPeer(t *testing.T) {
 func TestPeerDies(t *testing.T) {
 	conns, _ := job(t, 2, 1<<10)
 	c := conns[0][1]
-	tk, err := c.Signal(9) // channel 9 does not exist: rank 1 drops the connection
+	tk, err := c.Signal(5, 9) // channel 9 does not exist: rank 1 drops the connection
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,15 +281,49 @@ func TestPeerDies(t *testing.T) {
 		t.Fatalf("got %v, want a PeerError naming rank 1", err)
 	}
 	conns[1][0].Close()
-	if _, err := c.Put(0, 0, []byte{1}); err == nil {
+	if _, err := c.Put(5, 0, 0, []byte{1}); err == nil {
 		t.Error("put on a dead connection succeeded")
 	}
+}
+
+// TestCloseIsNoFailure: a rank that finishes and closes says so; its
+// peer's Serve ends without an error (a crash, an EOF without the
+// goodbye, is one: TestPeerDies).
+func TestCloseIsNoFailure(t *testing.T) {
+	l0, _ := Listen("127.0.0.1")
+	l1, _ := Listen("127.0.0.1")
+	defer l0.Close()
+	defer l1.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var c0, c1 map[int]*Conn
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); c0, _ = Connect(ctx, l0, 0, map[int]string{1: l1.Addr("")}, testSecret) }()
+	go func() { defer wg.Done(); c1, _ = Connect(ctx, l1, 1, map[int]string{0: l0.Addr("")}, testSecret) }()
+	wg.Wait()
+	if c0 == nil || c1 == nil {
+		t.Fatal("connect failed")
+	}
+	served := make(chan error, 1)
+	go func() { served <- c0[1].Serve(&mem{}) }()
+	go c1[0].Serve(&mem{})
+	c1[0].Close()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("peer closed on purpose, Serve returned %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return after the peer closed")
+	}
+	c0[1].Close()
 }
 
 // TestDecodeHeader: the decoder refuses what a well-behaved rank never
 // sends.
 func TestDecodeHeader(t *testing.T) {
-	good := frame{kind: kPut, flags: flagLast, buf: 1, off: 8, n: 16}
+	good := frame{kind: kPut, flags: flagLast, buf: 1, off: 8, n: 16, space: 3}
 	var b [headerBytes]byte
 	good.put(b[:])
 	if f, err := decodeHeader(b[:]); err != nil || f != good {
@@ -296,6 +336,7 @@ func TestDecodeHeader(t *testing.T) {
 		{kind: kSignal, n: 3},
 		{kind: kAck, buf: 1},
 		{kind: kSignal, off: 1},
+		{kind: kAck, space: 2},
 	} {
 		bad.put(b[:])
 		if _, err := decodeHeader(b[:]); !errors.Is(err, errFrame) {
@@ -309,10 +350,10 @@ func TestDecodeHeader(t *testing.T) {
 // registered memory.
 func FuzzServe(f *testing.F) {
 	var b [headerBytes]byte
-	fr := frame{kind: kPut, flags: flagLast, off: 4, n: 4}
+	fr := frame{kind: kPut, flags: flagLast, off: 4, n: 4, space: 5}
 	fr.put(b[:])
 	f.Add(append(append([]byte{}, b[:]...), 1, 2, 3, 4))
-	fr = frame{kind: kSignal, ch: 1}
+	fr = frame{kind: kSignal, ch: 1, space: 5}
 	fr.put(b[:])
 	f.Add(append([]byte{}, b[:]...))
 	fr = frame{kind: kAck, off: 0}

@@ -18,11 +18,13 @@ const (
 	kPut    = 1 // payload → buffer buf at offset off; flagLast ends the request
 	kSignal = 2 // one more token on the peer's port channel ch
 	kAck    = 3 // the sender has applied off requests in all
+	kBye    = 4 // the sender closes its end on purpose: the EOF after it is no failure
 )
 
 const flagLast = 1
 
-// headerBytes: kind u8, flags u8, buf u16, ch u32, off u64, len u32, pad u32.
+// headerBytes: kind u8, flags u8, buf u16, ch u32, off u64, len u32,
+// space u32.
 const headerBytes = 24
 
 // frame is one decoded header.
@@ -32,6 +34,7 @@ type frame struct {
 	ch          uint32
 	off         uint64
 	n           uint32
+	space       uint32 // puts and signals: which registration they address (the handlers' agreement)
 }
 
 // errFrame marks a frame that breaks the protocol (the peer is not a
@@ -44,7 +47,7 @@ func (f *frame) put(b []byte) {
 	binary.LittleEndian.PutUint32(b[4:], f.ch)
 	binary.LittleEndian.PutUint64(b[8:], f.off)
 	binary.LittleEndian.PutUint32(b[16:], f.n)
-	binary.LittleEndian.PutUint32(b[20:], 0)
+	binary.LittleEndian.PutUint32(b[20:], f.space)
 }
 
 // decodeHeader checks a header without trusting the peer: known kind,
@@ -55,10 +58,7 @@ func decodeHeader(b []byte) (frame, error) {
 		return frame{}, fmt.Errorf("%w: %d header bytes, want %d", errFrame, len(b), headerBytes)
 	}
 	f := frame{kind: b[0], flags: b[1], buf: binary.LittleEndian.Uint16(b[2:]), ch: binary.LittleEndian.Uint32(b[4:]),
-		off: binary.LittleEndian.Uint64(b[8:]), n: binary.LittleEndian.Uint32(b[16:])}
-	if pad := binary.LittleEndian.Uint32(b[20:]); pad != 0 {
-		return frame{}, fmt.Errorf("%w: non-zero padding %#x", errFrame, pad)
-	}
+		off: binary.LittleEndian.Uint64(b[8:]), n: binary.LittleEndian.Uint32(b[16:]), space: binary.LittleEndian.Uint32(b[20:])}
 	switch f.kind {
 	case kPut:
 		if f.flags&^flagLast != 0 {
@@ -70,11 +70,11 @@ func decodeHeader(b []byte) (frame, error) {
 		if f.off > 1<<62 {
 			return frame{}, fmt.Errorf("%w: put at offset %d", errFrame, f.off)
 		}
-	case kSignal, kAck:
-		if f.flags != 0 || f.n != 0 || f.buf != 0 {
-			return frame{}, fmt.Errorf("%w: %s with flags %#x, buffer %d, %d payload bytes", errFrame, kindName(f.kind), f.flags, f.buf, f.n)
+	case kSignal, kAck, kBye:
+		if f.flags != 0 || f.n != 0 || f.buf != 0 || (f.kind != kSignal && f.space != 0) {
+			return frame{}, fmt.Errorf("%w: %s with flags %#x, space %d, buffer %d, %d payload bytes", errFrame, kindName(f.kind), f.flags, f.space, f.buf, f.n)
 		}
-		if f.kind == kSignal && f.off != 0 {
+		if f.kind != kAck && f.off != 0 {
 			return frame{}, fmt.Errorf("%w: signal with offset %d", errFrame, f.off)
 		}
 	default:
@@ -91,6 +91,8 @@ func kindName(k uint8) string {
 		return "signal"
 	case kAck:
 		return "ack"
+	case kBye:
+		return "bye"
 	}
 	return fmt.Sprintf("kind %d", k)
 }
