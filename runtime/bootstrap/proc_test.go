@@ -337,7 +337,7 @@ func TestProcessStranger(t *testing.T) {
 	waitListening(t, id.Addr)
 	wrong := id
 	wrong.Secret[5] ^= 0x80
-	if _, err := Connect(context.Background(), Config{Rank: n - 1, World: n, ID: wrong, Timeout: 2 * time.Second}); !errors.Is(err, errRefused) {
+	if _, err := Connect(context.Background(), Config{Rank: n - 1, World: n, ID: wrong, Timeout: 10 * time.Second}); !errors.Is(err, errRefused) {
 		t.Errorf("stranger with a wrong secret: %v, want refused", err)
 	}
 	if c, err := net.Dial("tcp", id.Addr); err == nil {
@@ -371,19 +371,19 @@ func TestProcessFuzzedPeer(t *testing.T) {
 	}
 	for i, f := range frames {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			p := spawn(t, SpawnConfig{N: n - 1, Timeout: 5 * time.Second, KeepGoing: true, Env: []string{"MSCCL_WORLD_SIZE=" + strconv.Itoa(n)}}, "exercise")
+			p := spawn(t, SpawnConfig{N: n - 1, Timeout: 10 * time.Second, KeepGoing: true, Env: []string{"MSCCL_WORLD_SIZE=" + strconv.Itoa(n)}}, "exercise")
 			id := p.job.ID()
-			cfg := &Config{Rank: n - 1, World: n, ID: id, Node: "fuzz", Timeout: 5 * time.Second}
+			cfg := &Config{Rank: n - 1, World: n, ID: id, Node: "fuzz", Timeout: 10 * time.Second}
 			var c net.Conn
 			for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
 				var err error
 				if c, err = net.Dial("tcp", id.Addr); err == nil {
-					if err = clientHello(c, cfg, 5000, time.Now().Add(5*time.Second)); err == nil {
+					if err = clientHello(c, cfg, 10000, time.Now().Add(10*time.Second)); err == nil {
 						break
 					}
 					c.Close()
 				}
-				if time.Since(start) > 5*time.Second {
+				if time.Since(start) > 10*time.Second {
 					t.Fatalf("fuzzed peer could not join: %v", err)
 				}
 			}
@@ -393,7 +393,7 @@ func TestProcessFuzzedPeer(t *testing.T) {
 			}
 			c.Write(f)
 			c.(*net.TCPConn).CloseWrite()
-			p.wait(t, 10*time.Second)
+			p.wait(t, 15*time.Second)
 			for r := 0; r < n-1; r++ {
 				p.expect(t, r, fmt.Sprintf("failed protocol rank=%d ", n-1))
 			}
