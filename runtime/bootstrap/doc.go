@@ -22,5 +22,6 @@
 //
 // It owns its sockets and child processes only: it must not touch CUDA,
 // devices, shared memory or plans (that is the communicator's job, above
-// it), and it imports nothing from this module.
+// it), and it imports nothing from this module but internal/hostid (the
+// node identity runtime/topo reports too).
 package bootstrap

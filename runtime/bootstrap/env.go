@@ -2,6 +2,7 @@ package bootstrap
 
 import (
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"net"
@@ -9,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/msccl-go/msccl-go/internal/hostid"
 )
 
 // DefaultTimeout bounds every blocking step unless Config.Timeout or
@@ -42,8 +45,16 @@ type Config struct {
 	Source string
 }
 
-// hostname is a variable so tests can pin it.
-var hostname = os.Hostname
+// hostname is this machine's node identity when nothing names one: the
+// hostname and boot id (internal/hostid, which runtime/topo reports too,
+// so the two agree). A variable so tests can pin it.
+var hostname = func() (string, error) {
+	id := hostid.Local()
+	if id.Node == "" {
+		return "", errors.New("no host name")
+	}
+	return id.Node, nil
+}
 
 // FromEnv reads the MSCCL_* variables over those of torchrun, Open MPI and
 // Slurm (docs/architecture.md lists them). Without any, it configures a

@@ -1,7 +1,6 @@
 package bootstrap
 
 import (
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -146,6 +145,6 @@ func TestSlurmHelpers(t *testing.T) {
 	}
 }
 
-var osHostname = os.Hostname
+var osHostname = hostname
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -3,7 +3,8 @@ package topo
 import (
 	"fmt"
 	"os"
-	"strings"
+
+	"github.com/msccl-go/msccl-go/internal/hostid"
 )
 
 // NodeEnv names the environment variable that overrides a process's node
@@ -11,11 +12,11 @@ import (
 // one machine (how CI and a one-GPU machine test the socket transport),
 // and processes on different machines with one value would be taken for
 // one node (do not).
-const NodeEnv = "MSCCL_NODE"
+const NodeEnv = hostid.NodeEnv
 
 // Host is the identity of the machine (or declared node) a process runs
 // on. Two ranks are on the same node exactly when their Node strings are
-// equal.
+// equal. The bootstrap derives the same identity (internal/hostid).
 type Host struct {
 	Node      string // the identity ranks compare
 	Hostname  string
@@ -49,28 +50,5 @@ func LocalHost() Host {
 }
 
 func hostFrom(getenv func(string) string, hostname func() (string, error), readFile func(string) ([]byte, error)) Host {
-	var h Host
-	if name, err := hostname(); err == nil {
-		h.Hostname = name
-	}
-	read := func(path string) string {
-		b, err := readFile(path)
-		if err != nil {
-			return ""
-		}
-		return strings.TrimSpace(string(b))
-	}
-	h.BootID = read("/proc/sys/kernel/random/boot_id")
-	h.MachineID = read("/etc/machine-id")
-	switch {
-	case strings.TrimSpace(getenv(NodeEnv)) != "":
-		h.Node, h.Source = strings.TrimSpace(getenv(NodeEnv)), NodeEnv
-	case h.BootID != "":
-		h.Node, h.Source = h.Hostname+"/"+h.BootID, "hostname+boot_id"
-	case h.MachineID != "":
-		h.Node, h.Source = h.Hostname+"/"+h.MachineID, "hostname+machine-id"
-	default:
-		h.Node, h.Source = h.Hostname, "hostname"
-	}
-	return h
+	return Host(hostid.From(getenv, hostname, readFile))
 }
