@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"os"
 	"os/exec"
@@ -51,7 +52,8 @@ func findPython() (py string, why []string) {
 // temporary target and runs python/tests against that copy: compile,
 // positioned diagnostics, proofs of correct and wrong schedules (against
 // the Go corpus goldens), plan JSON byte for byte against msccl-compile,
-// bad input, threads, the CLI and examples/python.
+// bad input, threads, the CLI, a four-process job on the cpu device and
+// examples/python; and a C program against the installed header.
 func TestPython(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: building libmsccl.so and the package takes a minute")
@@ -93,6 +95,19 @@ func TestPython(t *testing.T) {
 	run("pip install (Go build of libmsccl.so)", tmp, env, py, "-m", "pip", "install", "--no-build-isolation", "--no-index", "--no-deps", "--target", site, pkg)
 	if _, err := os.Stat(filepath.Join(site, "msccl", "libmsccl.so")); err != nil {
 		t.Fatalf("the installed package has no library: %v", err)
+	}
+	// The package carries the header the Go build wrote: a C caller
+	// builds against it and the same library (testdata/smoke.c).
+	pkgDir := filepath.Join(site, "msccl")
+	if cc, err := exec.LookPath(cmp.Or(os.Getenv("CC"), "gcc")); err != nil {
+		t.Logf("no C compiler (%v): the C smoke test did not run", err)
+	} else {
+		smoke := filepath.Join(tmp, "smoke")
+		run("cc smoke.c", root, env, cc, "-Wall", "-Werror", "-o", smoke, filepath.Join("capi", "testdata", "smoke.c"),
+			"-I", pkgDir, "-L", pkgDir, "-lmsccl", "-Wl,-rpath,"+pkgDir)
+		if out := run("smoke", tmp, env, smoke); !strings.Contains(out, "libmsccl from C: ok") {
+			t.Errorf("smoke: %s", out)
+		}
 	}
 	compile := filepath.Join(tmp, "msccl-compile")
 	run("go build msccl-compile", root, env, goTool, "build", "-o", compile, "./cmd/msccl-compile")

@@ -33,6 +33,24 @@ class Communicator(unittest.TestCase):
             self.assertEqual(p.returncode, 0, "rank %d:\n%s" % (r, out))
             self.assertIn("rank %d ok" % r, out)
 
+    def test_a_rank_dies(self):
+        # Rank 1 exits without a word; rank 0's collective raises
+        # msccl.Error naming it instead of hanging (comm_dies.py).
+        uid = msccl.unique_id()
+        script = os.path.join(os.path.dirname(WORKER), "comm_dies.py")
+        procs = [subprocess.Popen([sys.executable, script, uid, str(r)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for r in range(2)]
+        try:
+            outs = [p.communicate(timeout=120)[0] for p in procs]
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        self.assertEqual(procs[1].returncode, 3, outs[1])
+        self.assertEqual(procs[0].returncode, 0, outs[0])
+        self.assertIn("rank 1", outs[0])
+
     def test_bench(self):
         # msccl-bench's sweep from Python: two ranks, checked.
         r = subprocess.run([sys.executable, "-m", "msccl", "bench", "--procs", "2", "--collective", "allgather", "-b", "1K", "-e", "4K",
