@@ -106,29 +106,23 @@ func merge(a, b *action) bool {
 		}
 		return true
 	case b.code == ir.OpPut && b.chType == ir.ChanMemory && sameResult && len(a.dst)+1 <= maxRefs:
-		switch a.code {
-		case ir.OpRe, ir.OpRes:
-			a.code = ir.OpRes
-		case ir.OpRre, ir.OpRres:
-			a.code = ir.OpRres
-		default:
+		c, ok := sendForm(a.code, false)
+		if !ok {
 			return mergeSends(a, b)
 		}
+		a.code = c
 		a.dst = append(a.dst, b.dst[0])
 		a.chType = ir.ChanMemory
 		return true
 	case b.code == ir.OpPpkt && sameResult && len(a.dst)+1 <= maxRefs && (a.chType == ir.ChanNone || a.chType == b.chType):
-		switch a.code {
-		case ir.OpRepkt, ir.OpRespkt:
-			a.code = ir.OpRespkt
-		case ir.OpRecpkt, ir.OpRecspkt:
-			a.code = ir.OpRecspkt
-		default:
+		c, ok := sendForm(a.code, true)
+		if !ok {
 			return mergeSends(a, b)
 		}
 		if remotePeers(a)+1 > 8 {
 			return false
 		}
+		a.code = c
 		a.dst = append(a.dst, b.dst[0])
 		a.chType = b.chType
 		return true
@@ -200,4 +194,22 @@ func (t chunkTab) raise(rank int, buf ir.BufferType, idx, seq int) {
 		*s = append(*s, make([]int32, idx+1-len(*s))...)
 	}
 	(*s)[idx] = max((*s)[idx], int32(seq+1))
+}
+
+// sendForm is the reduce-and-send op that reduction c (or its send form
+// already) becomes when the put of its result joins it: a memory put
+// (packet false) or a packet put (packet true). ok is false where no such
+// op exists; the put then stays apart or merges with another send.
+func sendForm(c ir.OpCode, packet bool) (ir.OpCode, bool) {
+	switch {
+	case !packet && (c == ir.OpRe || c == ir.OpRes):
+		return ir.OpRes, true
+	case !packet && (c == ir.OpRre || c == ir.OpRres):
+		return ir.OpRres, true
+	case packet && (c == ir.OpRepkt || c == ir.OpRespkt):
+		return ir.OpRespkt, true
+	case packet && (c == ir.OpRecpkt || c == ir.OpRecspkt):
+		return ir.OpRecspkt, true
+	}
+	return c, false
 }

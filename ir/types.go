@@ -124,12 +124,7 @@ const (
 
 var channelTypeNames = [...]string{"none", "memory", "port", "switch"}
 
-func (c ChannelType) String() string {
-	if int(c) < len(channelTypeNames) {
-		return channelTypeNames[c]
-	}
-	return "invalid"
-}
+func (c ChannelType) String() string { return enumName(channelTypeNames[:], c, "invalid") }
 
 // ParseChannelType maps a JSON channel_type string to its value.
 func ParseChannelType(s string) (ChannelType, bool) {
@@ -155,19 +150,18 @@ var bufferTypeNames = [...]string{"", "i", "o", "s"}
 var bufferTypeLong = [...]string{"none", "input", "output", "scratch"}
 
 // String is the JSON spelling ("i", "o", "s").
-func (b BufferType) String() string {
-	if int(b) < len(bufferTypeNames) {
-		return bufferTypeNames[b]
-	}
-	return "?"
-}
+func (b BufferType) String() string { return enumName(bufferTypeNames[:], b, "?") }
 
 // Long is the spelling used in messages ("input", "output", "scratch").
-func (b BufferType) Long() string {
-	if int(b) < len(bufferTypeLong) {
-		return bufferTypeLong[b]
+func (b BufferType) Long() string { return enumName(bufferTypeLong[:], b, "invalid") }
+
+// enumName spells v by names (names[i] spells value i), or as bad when
+// names has no entry for it.
+func enumName[T ~uint8](names []string, v T, bad string) string {
+	if int(v) < len(names) {
+		return names[v]
 	}
-	return "invalid"
+	return bad
 }
 
 // parseBufferType maps "i", "o", "s" to a BufferType.
