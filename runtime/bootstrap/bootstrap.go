@@ -123,7 +123,7 @@ func Connect(ctx context.Context, cfg Config) (*Bootstrap, error) {
 			cfg.ID.Addr = h.ln.Addr().String()
 			if err := writeIDFile(cfg.IDFile, cfg.ID); err != nil {
 				h.mu.Lock()
-				h.fail(err)
+				h.fail(rootGaveUp(err))
 				h.mu.Unlock()
 				h.shutdown(grace(cfg.Timeout))
 				return nil, err
@@ -134,7 +134,7 @@ func Connect(ctx context.Context, cfg Config) (*Bootstrap, error) {
 	if err != nil {
 		if h != nil {
 			h.mu.Lock()
-			h.fail(err)
+			h.fail(rootGaveUp(err)) // a no-op when the root decided the failure itself
 			h.mu.Unlock()
 			// The process may exit as soon as Connect returns, and its
 			// sockets with it: first let the connected ranks read the
@@ -152,6 +152,19 @@ func Connect(ctx context.Context, cfg Config) (*Bootstrap, error) {
 	}
 	b.hub = h
 	return b, nil
+}
+
+// rootGaveUp is the verdict the other ranks get when rank 0 itself fails
+// to join (its context ended, it could not publish the id): they are told
+// that rank 0 left, rather than an error that names nobody.
+func rootGaveUp(err error) error {
+	var te *TimeoutError
+	var pe *PeerError
+	var pr *ProtocolError
+	if errors.As(err, &te) || errors.As(err, &pe) || errors.As(err, &pr) {
+		return err
+	}
+	return &PeerError{Op: "connect", Rank: 0, Closed: true, Detail: "rank 0 gave up: " + err.Error()}
 }
 
 // join dials the root (retrying until it listens), authenticates and

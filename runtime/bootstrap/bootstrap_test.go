@@ -471,3 +471,33 @@ func TestCancelledCollective(t *testing.T) {
 	})
 	noErrors(t, errs)
 }
+
+// Rank 0 giving up (its context cancelled) is reported to the ranks that
+// joined as rank 0 having left, not as an error that names nobody.
+func TestRootGivesUp(t *testing.T) {
+	t.Parallel()
+	id, err := NewUniqueID("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	root := make(chan error, 1)
+	go func() {
+		_, err := Connect(ctx, Config{Rank: 0, World: 3, ID: id, Timeout: 10 * time.Second})
+		root <- err
+	}()
+	one := make(chan error, 1)
+	go func() {
+		_, err := Connect(context.Background(), Config{Rank: 1, World: 3, ID: id, Timeout: 10 * time.Second})
+		one <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // both have joined; rank 2 never comes
+	cancel()
+	if err := <-root; !errors.Is(err, context.Canceled) {
+		t.Errorf("rank 0: %v, want its own cancellation", err)
+	}
+	var pe *PeerError
+	if err := <-one; !errors.As(err, &pe) || pe.Rank != 0 || !pe.Closed {
+		t.Errorf("rank 1: %v, want rank 0 named as gone", err)
+	}
+}
