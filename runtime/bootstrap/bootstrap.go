@@ -422,6 +422,10 @@ func (b *Bootstrap) collective(ctx context.Context, op byte, blob []byte) ([][]b
 		return false, b.err
 	})
 	switch {
+	case err == nil && op == opAllGather && len(res) != b.cfg.World:
+		err = &ProtocolError{Rank: 0, Detail: fmt.Sprintf("%s returned %d blobs for %d ranks", opName(op, seq), len(res), b.cfg.World)}
+		res = nil
+		b.fail(err)
 	case err == errTimedOut:
 		err = &TimeoutError{Op: opName(op, seq), Ranks: []int{0}, After: b.cfg.Timeout, Detail: "rank 0 (the root) gave no verdict"}
 		b.fail(err)
