@@ -79,7 +79,7 @@ func TestPython(t *testing.T) {
 		t.Fatal(err)
 	}
 	site := filepath.Join(tmp, "site")
-	env := append(os.Environ(), "GO="+goTool, "MSCCL_GO_SOURCE="+root, "PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_NO_INPUT=1", "PYTHONDONTWRITEBYTECODE=1")
+	env := append(os.Environ(), "GO="+goTool, "MSCCL_GO_SOURCE="+root, "PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_NO_INPUT=1", "PIP_NO_CACHE_DIR=1", "PYTHONDONTWRITEBYTECODE=1")
 	run := func(name string, dir string, env []string, args ...string) string {
 		t.Helper()
 		start := time.Now()

@@ -212,7 +212,7 @@ class Communicator:
         elif not isinstance(plan, _plan.Plan):
             raise TypeError("plan must be an msccl.Plan, got %s" % type(plan).__name__)
         if plan.collective != collective:
-            raise ValueError("plan %r is a %s; this call is a %s" % (plan.name, plan.collective, collective))
+            raise ValueError("plan %r is for %s; this call is %s" % (plan.name, plan.collective, collective))
         if plan.ranks != self.size:
             raise ValueError("plan %r is for %d ranks; this communicator has %d" % (plan.name, plan.ranks, self.size))
         plan.check_size(size)

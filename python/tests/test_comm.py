@@ -1,8 +1,10 @@
 """The communicator: a 4-process job on the cpu device, from Python."""
 
+import ctypes
 import os
 import subprocess
 import sys
+import types
 import unittest
 
 import msccl
@@ -10,6 +12,71 @@ import msccl
 SOURCE = os.environ.get("MSCCL_SOURCE") or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RING = os.path.join(SOURCE, "algorithms", "allreduce_ring.msccl")
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "comm_worker.py")
+
+
+class FakeTensor:
+    """Enough of torch.Tensor for the argument checks (torch is not
+    installed in CI): contiguity, dtype, device, element count, pointer."""
+
+    __module__ = "torch"
+
+    def __init__(self, n, dtype="torch.float32", device="cpu", contiguous=True, itemsize=4):
+        self._buf = (ctypes.c_char * (n * itemsize))()
+        self.dtype, self._n, self._itemsize, self._contiguous = dtype, n, itemsize, contiguous
+        self.device = types.SimpleNamespace(type=device)
+
+    def is_contiguous(self):
+        return self._contiguous
+
+    def numel(self):
+        return self._n
+
+    def element_size(self):
+        return self._itemsize
+
+    def data_ptr(self):
+        return ctypes.addressof(self._buf)
+
+
+class TorchArguments(unittest.TestCase):
+    """Tensor checks raise before anything runs, in a job of one process."""
+
+    @classmethod
+    def setUpClass(cls):
+        for k in [k for k in os.environ if k.startswith(("MSCCL_RANK", "MSCCL_WORLD", "MSCCL_UNIQUE", "RANK", "WORLD_SIZE", "OMPI_", "SLURM_"))]:
+            del os.environ[k]
+        cls.comm = msccl.Communicator.from_env()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.comm.close()
+
+    def test_checks(self):
+        c = self.comm
+        self.assertEqual((c.rank, c.size), (0, 1))
+        with self.assertRaisesRegex(ValueError, "this communicator's device is cpu"):
+            c.all_reduce(FakeTensor(256, device="cuda"))
+        with self.assertRaisesRegex(ValueError, "contiguous"):
+            c.all_reduce(FakeTensor(256, contiguous=False))
+        with self.assertRaisesRegex(TypeError, "torch.float64 is not supported"):
+            c.all_reduce(FakeTensor(256, dtype="torch.float64", itemsize=8))
+        with self.assertRaisesRegex(TypeError, "want the same type"):
+            c.all_gather(FakeTensor(256, dtype="torch.bfloat16", itemsize=2), FakeTensor(256))
+        with self.assertRaisesRegex(ValueError, "same device"):
+            c.all_to_all(FakeTensor(256, device="cuda"), FakeTensor(256))
+        with self.assertRaisesRegex(ValueError, "op prod is for integer types"):
+            c.all_reduce(FakeTensor(256, dtype="torch.bfloat16", itemsize=2), op="prod")
+        with self.assertRaisesRegex(ValueError, "is for 2 ranks; this communicator has 1"):
+            c.all_reduce(FakeTensor(256, dtype="torch.int32"), plan=msccl.compile(RING, ranks=2))
+        with self.assertRaisesRegex(ValueError, "is for allgather; this call is allreduce"):
+            c.all_reduce(FakeTensor(256), plan=msccl.select("allgather", 2, 1024))
+        with self.assertRaises(TypeError):
+            c.all_reduce(FakeTensor(256), plan="ring.json")
+        c.all_reduce(FakeTensor(0))  # nothing to do
+        with self.assertRaises(msccl.InvalidArgument):
+            comm = msccl.Communicator.from_env()
+            comm.close()
+            comm.all_reduce(FakeTensor(4))
 
 
 class Communicator(unittest.TestCase):
