@@ -16,7 +16,8 @@ import (
 // verifyOptions are msccl_verify's options. Without size it is the proof
 // (compiler.Verify: every size class of the plan's rule, symbolic and
 // byte level, compiler.ProofLaunches launches), the same as msccl-compile
-// compile runs; dtypes picks the byte-level oracle's types. With size it
+// compile runs; dtype picks the byte-level oracle's types and sizes the
+// sizes instead of the rule's. With size it
 // is one run of the CPU executor, as msccl-compile sim runs it.
 type verifyOptions struct {
 	Size     json.RawMessage `json:"size"`     // bytes: an integer, or a string such as "1MiB"
@@ -25,6 +26,10 @@ type verifyOptions struct {
 	Launches int             `json:"launches"` // run only; 0: compiler.ProofLaunches
 	LLWidth  int             `json:"ll"`       // run only: 8 or 16; 0: 16
 	Symbolic bool            `json:"symbolic"` // run only
+	// Sizes, proof only: prove at these message sizes (bytes) instead of
+	// the sizes that cover the plan's whole rule (msccl-compile compile
+	// --verify-sizes).
+	Sizes []int64 `json:"sizes"`
 }
 
 // verdictJSON is msccl_verify's result.
@@ -63,6 +68,9 @@ func verify(h int64, options string) ([]byte, error) {
 	if len(o.Size) == 0 || string(o.Size) == "null" {
 		return prove(e, o)
 	}
+	if o.Sizes != nil {
+		return nil, invalid("verify: sizes picks the proof's sizes; size makes one run: give one of them")
+	}
 	return runOnce(e, o)
 }
 
@@ -88,13 +96,21 @@ func prove(e *planEntry, o verifyOptions) ([]byte, error) {
 		}
 		dts = append(dts, dt)
 	}
+	for _, n := range o.Sizes {
+		if n <= 0 {
+			return nil, invalid("verify: sizes must be positive, got %d", n)
+		}
+	}
+	if o.Sizes != nil && len(o.Sizes) == 0 {
+		return nil, invalid("verify: sizes is empty (leave it out to cover the plan's whole size rule)")
+	}
 	v := verdictJSON{Mode: "proof", Runs: []string{}, Findings: []diagJSON{}}
-	if runs, err := compiler.ProofRuns(e.plan, nil, dts); err == nil {
+	if runs, err := compiler.ProofRuns(e.plan, o.Sizes, dts); err == nil {
 		for _, r := range runs {
 			v.Runs = append(v.Runs, r.String())
 		}
 	}
-	ds := compiler.Verify(e.plan, e.src, nil, dts)
+	ds := compiler.Verify(e.plan, e.src, o.Sizes, dts)
 	for _, d := range ds {
 		j := toJSON(d)
 		j.Kind = compiler.FindingKind(d)

@@ -155,6 +155,11 @@ class Plan:
     def __exit__(self, *exc):
         self.close()
 
+    def __reduce__(self):
+        # Pickled as its JSON (for multiprocessing and torch.distributed's
+        # object collectives); the source positions stay behind.
+        return (loads, (self.to_bytes(), self._origin or "<pickle>"))
+
     def __repr__(self):
         return "<msccl.Plan %r %s, %d ranks, %s%s>" % (
             self.name, self.collective, self.ranks, self.protocol, ", from " + self._origin if self._origin else "")
@@ -183,13 +188,15 @@ class Plan:
             raise ValueError("plan %r does not serve %d bytes: its sizes are %s" % (self.name, size, self.size_rule))
         return size
 
-    def verify(self, size=None, *, dtype=None, op=None, launches=None, ll=None, symbolic=False) -> VerifyResult:
+    def verify(self, size=None, *, dtype=None, op=None, launches=None, ll=None, symbolic=False, sizes=None) -> VerifyResult:
         """Prove the plan on the CPU executor, or run it once.
 
         Without size: the proof msccl-compile compile runs (every size class
         of the plan's rule, symbolic and byte level, 4 launches, every
         reduction and type); dtype may name the byte-level types (a name
-        or a list; default f32 and bf16). With size (bytes, or a string
+        or a list; default f32 and bf16) and sizes may list the message
+        sizes to prove at instead (the proof then holds at those sizes
+        only, as with msccl-compile --verify-sizes). With size (bytes, or a string
         such as "1MiB"): one run, as msccl-compile sim, in dtype (default
         f32) with op (sum, min, max, prod), launches back to back (default
         4), LL packet width ll (8 or 16), symbolic or byte level.
@@ -210,7 +217,13 @@ class Plan:
                 for n in names:
                     _choice(n, DTYPES, "dtype")
                 opts["dtype"] = names
+            if sizes is not None:
+                if isinstance(sizes, (str, int)) or not sizes:
+                    raise TypeError("verify: sizes must be a non-empty list of sizes, got %r" % (sizes,))
+                opts["sizes"] = [parse_size(n) for n in sizes]
         else:
+            if sizes is not None:
+                raise ValueError("verify: sizes picks the proof's sizes; size makes one run: give one of them")
             opts["size"] = size if isinstance(size, str) else _size_arg(size, "size")
             if dtype is not None:
                 if not isinstance(dtype, str):
@@ -311,7 +324,7 @@ def compile(path_or_source, *, filename=None, **params) -> Plan:
     return plan
 
 
-def loads(data, *, filename="<string>") -> Plan:
+def loads(data, filename="<string>") -> Plan:
     """A Plan from plan JSON (str or bytes); PlanError names JSON paths."""
     if isinstance(data, str):
         data = data.encode("utf-8")

@@ -153,6 +153,24 @@ class Verify(unittest.TestCase):
         self.assertEqual((r.ok, r.size, r.dtype), (True, 1 << 20, "symbolic"))
         self.assertIs(r.check(), r)
 
+    def test_proof_at_chosen_sizes(self):
+        p = msccl.compile(RING, ranks=4)
+        r = p.verify(sizes=["1K", 4096], dtype="i32")
+        self.assertTrue(r.ok)
+        self.assertEqual(r.runs, ["1024 bytes, symbolic", "1024 bytes, i32", "4096 bytes, symbolic", "4096 bytes, i32"])
+        with self.assertRaises(ValueError):
+            p.verify(1024, sizes=[1024])
+        with self.assertRaises(TypeError):
+            p.verify(sizes=1024)
+        with self.assertRaises(ValueError):
+            p.verify(sizes=[0])
+
+    def test_pickle(self):
+        import pickle
+        p = msccl.compile(RING, ranks=3)
+        q = pickle.loads(pickle.dumps(p))
+        self.assertEqual((q.to_bytes(), q.name, q.from_source), (p.to_bytes(), p.name, False))
+
     def corpus(self, name):
         ar = txtar(os.path.join(WRONG, name + ".txtar"))
         p = msccl.compile(ar["input.msccl"], filename="input.msccl")
