@@ -346,8 +346,3 @@ func count(n int, noun string) string {
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
 }
-
-// Check is Validate for compiler passes: nil when the plan has no errors,
-// else a *DiagError listing them. Warnings are dropped, since a pass
-// cannot act on them.
-func Check(p *Plan) error { return Validate(p).Err() }

@@ -165,15 +165,15 @@ func TestValidateNil(t *testing.T) {
 	}
 }
 
-func TestCheck(t *testing.T) {
+func TestValidateErr(t *testing.T) {
 	p := portPlan()
-	if err := Check(p); err != nil {
-		t.Fatalf("Check on a valid plan: %v", err)
+	if err := Validate(p).Err(); err != nil {
+		t.Fatalf("Validate(...).Err() on a valid plan: %v", err)
 	}
 	p.GPUs[1].ID = 0
-	err := Check(p)
+	err := Validate(p).Err()
 	var de *DiagError
 	if !errors.As(err, &de) || len(de.Diags.Errors()) != 1 {
-		t.Fatalf("Check = %v, want one error", err)
+		t.Fatalf("Validate(...).Err() = %v, want one error", err)
 	}
 }

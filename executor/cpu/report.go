@@ -18,7 +18,7 @@ type Options struct {
 	LLWidth  int         // LL packet width in bytes, 8 or 16; 0 means 16
 	Seed     uint64
 	Trace    bool      // build a Chrome trace-event JSON of the first launch
-	Topology *Topology // cost model for the trace; nil means H200 NVLink
+	Topology *Topology // cost model for the trace; nil means an H200 over NVLink
 	// MaxSteps bounds the op executions of the whole run (fuzzing feeds
 	// plans that would otherwise loop for minutes); 0 means 50 million.
 	MaxSteps int64

@@ -21,12 +21,12 @@ type Topology struct {
 	PortLatencyUs   float64 `yaml:"port_latency_us"`
 }
 
-// H100 and H200 are SXM parts on NVLink 4 (900 GB/s bidirectional, so
+// h100 and h200 are SXM parts on NVLink 4 (900 GB/s bidirectional, so
 // 450 per direction); they differ in HBM bandwidth.
 var (
-	H100 = Topology{Name: "h100-nvlink", NVLinkGBps: 450, HBMGBps: 3350, PortGBps: 400, SwitchGBps: 450,
+	h100 = Topology{Name: "h100-nvlink", NVLinkGBps: 450, HBMGBps: 3350, PortGBps: 400, SwitchGBps: 450,
 		OpLatencyUs: 0.3, SignalLatencyUs: 0.8, PortLatencyUs: 3}
-	H200 = Topology{Name: "h200-nvlink", NVLinkGBps: 450, HBMGBps: 4800, PortGBps: 400, SwitchGBps: 450,
+	h200 = Topology{Name: "h200-nvlink", NVLinkGBps: 450, HBMGBps: 4800, PortGBps: 400, SwitchGBps: 450,
 		OpLatencyUs: 0.3, SignalLatencyUs: 0.8, PortLatencyUs: 3}
 )
 
@@ -34,7 +34,7 @@ func (s *sim) topo() *Topology {
 	if s.opt.Topology != nil {
 		return s.opt.Topology
 	}
-	return &H200
+	return &h200
 }
 
 // topologyFile is the YAML form: "base: h100" or "base: h200" picks the
@@ -44,18 +44,18 @@ type topologyFile struct {
 	Topology `yaml:",inline"`
 }
 
-// ParseTopology reads a topology from YAML; unknown keys are errors so a
+// parseTopology reads a topology from YAML; unknown keys are errors so a
 // misspelt bandwidth does not silently fall back to a default.
-func ParseTopology(data []byte) (*Topology, error) {
+func parseTopology(data []byte) (*Topology, error) {
 	var probe struct {
 		Base string `yaml:"base"`
 	}
 	_ = yaml.Unmarshal(data, &probe)
-	f := topologyFile{Topology: H200}
+	f := topologyFile{Topology: h200}
 	switch probe.Base {
 	case "", "h200":
 	case "h100":
-		f.Topology = H100
+		f.Topology = h100
 	default:
 		return nil, fmt.Errorf("topology base %q: want h100 or h200", probe.Base)
 	}
@@ -84,7 +84,7 @@ func LoadTopology(path string) (*Topology, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, err := ParseTopology(data)
+	t, err := parseTopology(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -117,7 +117,7 @@ func TestTopology(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if top.Name != "lab" || top.NVLinkGBps != 300 || top.HBMGBps != H100.HBMGBps {
+	if top.Name != "lab" || top.NVLinkGBps != 300 || top.HBMGBps != h100.HBMGBps {
 		t.Errorf("got %+v", top)
 	}
 	for _, bad := range []string{"nvlnk_gbps: 3\n", "base: a100\n", "hbm_gbps: 0\n", "port_latency_us: -1\n", "nvlink_gbps: [1]\n"} {
@@ -132,7 +132,7 @@ func TestTopology(t *testing.T) {
 
 func TestTrace(t *testing.T) {
 	p := fixtures(t)["allreduce_pipeline.json"]
-	top := H100
+	top := h100
 	rep, err := Run(p, Options{Size: 1 << 20, DType: F16, Trace: true, Topology: &top})
 	if err != nil {
 		t.Fatal(err)
