@@ -209,10 +209,7 @@ func (b *tableBuilder) ref(tb *ir.ThreadBlock, op *ir.Op, r *ir.BufRef, packet b
 	default:
 		return kernels.Ref{}, fmt.Errorf("%s: switch channel buffers are not supported", at)
 	}
-	off, n := b.lay.Ref(typ, r.Index, r.Size)
-	if op.TBG() != nil {
-		off, n = b.lay.TBGSlice(off, n, op.TBG().TBID, op.TBG().TBGSize)
-	}
+	off, n := b.lay.RefRange(typ, r, op)
 	bs := &b.bufs[owner]
 	var base uint64
 	var limit int64
