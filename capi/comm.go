@@ -74,18 +74,42 @@ func (e *planEntry) key() ([32]byte, error) {
 }
 
 // messageSize is the size a collective call means, as nccl-tests (and
-// cpu.Options.Size) count it: output bytes for allgather, input bytes
-// otherwise.
+// ir.Plan.BufferBytes) count it: output bytes for allgather and gather,
+// input bytes otherwise.
 func messageSize(p *ir.Plan, in, out int64) int64 {
-	if p.Collective == ir.AllGather {
+	if p.Collective.Gathers() {
 		return out
 	}
 	return in
 }
 
+// pieces is how many per-rank blocks a buffer of the collective holds, as
+// executor/cuda's staging counts them: allgather's and gather's output,
+// reducescatter's and scatter's input and both of alltoall's.
+func pieces(p *ir.Plan) (in, out int64) {
+	n := int64(len(p.GPUs))
+	in, out = 1, 1
+	if p.Collective.Scatters() || p.Collective == ir.AllToAll {
+		in = n
+	}
+	if p.Collective.Gathers() || p.Collective == ir.AllToAll {
+		out = n
+	}
+	return in, out
+}
+
+// copyPieces copies n pieces of size bytes from src (pieces srcStride
+// apart) to dst (dstStride apart).
+func copyPieces(dst, src []byte, n, size, dstStride, srcStride int64) {
+	for i := int64(0); i < n; i++ {
+		copy(dst[i*dstStride:i*dstStride+size], src[i*srcStride:i*srcStride+size])
+	}
+}
+
 // commRun runs plan h on communicator ch: copies in (inBytes at in) into
 // the rank's registered input, runs the collective, and copies the output
-// to out. The CPU device runs on the calling thread; stream must be 0.
+// to out; sizes outside the plan's rule are staged (below). The CPU device
+// runs on the calling thread; stream must be 0.
 func commRun(ch, h int64, in unsafe.Pointer, inBytes int64, out unsafe.Pointer, outBytes int64, dtype, op string, stream uint64) error {
 	c, err := table.comm(ch)
 	if err != nil {
@@ -120,13 +144,32 @@ func commRun(ch, h int64, in unsafe.Pointer, inBytes int64, out unsafe.Pointer, 
 	size := messageSize(p, inBytes, outBytes)
 	wantIn, wantOut, err := p.BufferBytes(size)
 	if err != nil {
-		return err
+		return invalid("plan %q: %v", p.Name, err)
 	}
 	if wantIn != inBytes || wantOut != outBytes {
 		return invalid("plan %q (%s) at %d bytes takes %d input and %d output bytes; got %d and %d", p.Name, p.Collective, size, wantIn, wantOut, inBytes, outBytes)
 	}
-	if int64(dt.Size()) > 0 && size%int64(dt.Size()) != 0 {
-		return invalid("%d bytes is not a whole number of %s elements", size, dt)
+	// A size outside the plan's rule (a tensor of 1001 floats) runs at
+	// the next size the rule admits, each rank's pieces padded at their
+	// ends, as executor/cuda stages it: collectives combine an element
+	// only with the same element of other ranks' same piece, so the pads
+	// never reach real elements.
+	pin, pout := pieces(p)
+	es := int64(dt.Size())
+	if (inBytes/pin)%es != 0 || (outBytes/pout)%es != 0 {
+		return invalid("%d bytes is not a whole number of %s elements per rank's piece (input %d bytes in %d pieces, output %d in %d)", size, dt, inBytes, pin, outBytes, pout)
+	}
+	rule, err := p.SizeRule()
+	if err != nil {
+		return err
+	}
+	run := size
+	if !rule.Admits(size) {
+		next, ok := rule.Next(size)
+		if !ok {
+			return invalid("plan %q does not serve %d bytes: its sizes are %s", p.Name, size, rule)
+		}
+		run = next
 	}
 	k, err := pe.key()
 	if err != nil {
@@ -135,14 +178,14 @@ func commRun(ch, h int64, in unsafe.Pointer, inBytes int64, out unsafe.Pointer, 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ctx := context.Background()
-	key := execKey{k, size}
+	key := execKey{k, run}
 	x := c.execs[key]
 	if x == nil {
 		ex, err := c.c.Open(ctx, p, msccl.Options{})
 		if err != nil {
 			return err
 		}
-		bufs, err := ex.Alloc(ctx, size)
+		bufs, err := ex.Alloc(ctx, run)
 		if err != nil {
 			ex.Close()
 			return err
@@ -151,11 +194,12 @@ func commRun(ch, h int64, in unsafe.Pointer, inBytes int64, out unsafe.Pointer, 
 		c.execs[key] = x
 		c.order = append(c.order, key)
 	}
-	copy(x.bufs.Input(), unsafe.Slice((*byte)(in), inBytes))
+	sin, sout := x.bufs.Input(), x.bufs.Output()
+	copyPieces(sin, unsafe.Slice((*byte)(in), inBytes), pin, inBytes/pin, int64(len(sin))/pin, inBytes/pin)
 	if err := x.ex.Run(ctx, x.bufs, dt, red); err != nil {
 		return err
 	}
-	copy(unsafe.Slice((*byte)(out), outBytes), x.bufs.Output())
+	copyPieces(unsafe.Slice((*byte)(out), outBytes), sout, pout, outBytes/pout, outBytes/pout, int64(len(sout))/pout)
 	return nil
 }
 

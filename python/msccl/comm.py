@@ -215,7 +215,12 @@ class Communicator:
             raise ValueError("plan %r is for %s; this call is %s" % (plan.name, plan.collective, collective))
         if plan.ranks != self.size:
             raise ValueError("plan %r is for %d ranks; this communicator has %d" % (plan.name, plan.ranks, self.size))
-        plan.check_size(size)
+        rule = plan.size_rule
+        if rule is None or (rule.max is not None and size > rule.max):
+            plan.check_size(size)  # raises, naming the rule
+        # Other sizes outside the rule run staged at the next size it
+        # admits (libmsccl); the library refuses pieces that are not whole
+        # elements.
         _lib.call("msccl_comm_run", self._handle, plan._live(), i.addr, i.nbytes, o.addr, o.nbytes,
                   i.dtype.encode(), (op or "sum").encode(), 0)
 

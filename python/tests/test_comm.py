@@ -85,7 +85,7 @@ class Communicator(unittest.TestCase):
         # against its definition in each rank (comm_worker.py).
         world = 4
         uid = msccl.unique_id()
-        procs = [subprocess.Popen([sys.executable, WORKER, uid, str(r), str(world), RING],
+        procs = [subprocess.Popen([sys.executable, WORKER, uid, str(r), str(world), os.path.join(SOURCE, "algorithms")],
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(world)]
         outs = []
         try:
