@@ -187,12 +187,11 @@ func (b *tableBuilder) ref(tb *ir.ThreadBlock, op *ir.Op, r *ir.BufRef, packet b
 	switch r.Kind {
 	case ir.RefLocal:
 	case ir.RefRemote:
-		var ids []int
-		for _, rr := range tb.RemoteBufferRefs {
-			if rr.AccessChannelType == op.ChannelType {
-				ids = rr.RemoteBufferIDs
-			}
-		}
+		// Every remote_buffer_refs entry of the op's channel type, in
+		// order, as the validator and the CPU executor read them (taking
+		// only the last entry made a block with two entries of one type
+		// address other buffers on the GPU than in the proof).
+		ids := tb.RemoteTable(op.ChannelType)
 		if r.BufferID < 0 || r.BufferID >= len(ids) {
 			return kernels.Ref{}, fmt.Errorf("%s: buffer_id %d has no %s remote buffer in the thread block's table", at, r.BufferID, op.ChannelType)
 		}

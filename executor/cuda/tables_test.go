@@ -128,3 +128,47 @@ func TestCheckPlanLimits(t *testing.T) {
 		t.Error("alignment 6 accepted")
 	}
 }
+
+// TestRemoteTableEntriesConcatenate: a block whose remote_buffer_refs
+// list one channel type twice addresses the concatenation of the
+// entries, as the validator and the CPU executor read it: the tables are
+// the same as with one entry listing every id.
+func TestRemoteTableEntriesConcatenate(t *testing.T) {
+	one := rppktFanOutPlan(ir.ChanMemory)
+	split := rppktFanOutPlan(ir.ChanMemory)
+	for r := range split.GPUs {
+		tb := &split.GPUs[r].ThreadBlocks[0]
+		ids := tb.RemoteBufferRefs[0].RemoteBufferIDs
+		tb.RemoteBufferRefs = []ir.RemoteBufferRef{
+			{AccessChannelType: ir.ChanMemory, RemoteBufferIDs: ids[:1]},
+			{AccessChannelType: ir.ChanMemory, RemoteBufferIDs: ids[1:]},
+		}
+	}
+	if ds := ir.Validate(split); len(ds) > 0 {
+		t.Fatal(ds)
+	}
+	build := func(p *ir.Plan, r int) []byte {
+		bs, ls, err := fakeBufs(p, 1<<12)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tables, err := (&tableBuilder{p: p, rank: r, lay: ls[r], bufs: bs, reduce: ir.ReduceSum}).build()
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+		var out []byte
+		for _, tab := range tables {
+			b, err := tab.Encode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, b...)
+		}
+		return out
+	}
+	for r := range one.GPUs {
+		if string(build(one, r)) != string(build(split, r)) {
+			t.Errorf("rank %d: two remote_buffer_refs entries of one type build other tables than one entry with every id", r)
+		}
+	}
+}
