@@ -164,13 +164,6 @@ func (e *Executor) Plan() *ir.Plan { return e.p }
 // Ranks is the number of ranks.
 func (e *Executor) Ranks() int { return len(e.p.GPUs) }
 
-func chanSlot(t ir.ChannelType) int {
-	if t == ir.ChanPort {
-		return 1
-	}
-	return 0
-}
-
 func (e *Executor) setupRanks() error {
 	n := len(e.p.GPUs)
 	e.ranks = make([]*rankRes, n)
@@ -181,7 +174,7 @@ func (e *Executor) setupRanks() error {
 		e.ranks[r] = rs
 		for _, c := range g.Channels {
 			if c.Type == ir.ChanMemory || c.Type == ir.ChanPort {
-				s := chanSlot(c.Type)
+				s := ir.ChanSlot(c.Type)
 				rs.peers[s] = append(rs.peers[s], c.ConnectedTo...)
 			}
 		}

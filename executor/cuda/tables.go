@@ -191,17 +191,12 @@ func (b *tableBuilder) ref(tb *ir.ThreadBlock, op *ir.Op, r *ir.BufRef, packet b
 		// order, as the validator and the CPU executor read them (taking
 		// only the last entry made a block with two entries of one type
 		// address other buffers on the GPU than in the proof).
-		ids := tb.RemoteTable(op.ChannelType)
-		if r.BufferID < 0 || r.BufferID >= len(ids) {
-			return kernels.Ref{}, fmt.Errorf("%s: buffer_id %d has no %s remote buffer in the thread block's table", at, r.BufferID, op.ChannelType)
+		var err error
+		owner, typ, err = b.p.RemoteOwner(b.rank, tb.RemoteTable(op.ChannelType), op.ChannelType, r.BufferID)
+		if err != nil {
+			return kernels.Ref{}, fmt.Errorf("%s: buffer_id %d: %w", at, r.BufferID, err)
 		}
-		gid := ids[r.BufferID]
-		rbs := b.p.GPUs[b.rank].RemoteBuffers
-		if gid < 0 || gid >= len(rbs) {
-			return kernels.Ref{}, fmt.Errorf("%s: remote buffer %d out of range", at, gid)
-		}
-		owner, typ = rbs[gid].Rank, rbs[gid].Type
-		if owner < 0 || owner >= len(b.bufs) {
+		if owner >= len(b.bufs) {
 			return kernels.Ref{}, fmt.Errorf("%s: remote buffer on rank %d out of range", at, owner)
 		}
 		peer = int16(owner)
