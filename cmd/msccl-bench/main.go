@@ -568,6 +568,8 @@ func printRow(w io.Writer, c *config, row Row) error {
 
 // one measures one size.
 func one(c *config, ex *cudaexec.Executor, ref *cudaexec.Reference, p *ir.Plan, dt ir.DType, red ir.ReduceOp, s *cuda.Stream, ev0, ev1 *cuda.Event, row *Row, job checkJob) error {
+	step := stepper(row.Bytes)
+	step("alloc")
 	bufs, err := ex.Alloc(row.Bytes)
 	if err != nil {
 		return err
@@ -579,6 +581,7 @@ func one(c *config, ex *cudaexec.Executor, ref *cudaexec.Reference, p *ir.Plan, 
 		bufs.Free()
 	}()
 	call := cudaexec.Call{Buffers: bufs, DType: dt, Reduce: red, LLWidth: c.ll, Stream: s}
+	step("prepare")
 	if err := ex.Prepare(call); err != nil {
 		return err
 	}
@@ -586,16 +589,19 @@ func one(c *config, ex *cudaexec.Executor, ref *cudaexec.Reference, p *ir.Plan, 
 		if job.err != nil {
 			return fmt.Errorf("CPU executor: %w", job.err)
 		}
-		wrong, err := checkOnce(ex, p, call, job.rep)
+		step("check run")
+		wrong, err := checkOnce(ex, p, call, job.rep, step)
 		if err != nil {
 			return err
 		}
 		row.Wrong = wrong
 	}
+	step("timed runs")
 	sec, err := timeRuns(c, ex, call, ev0, ev1)
 	if err != nil {
 		return err
 	}
+	step("done")
 	row.TimeUs = sec * 1e6
 	row.AlgBW = float64(row.Bytes) / sec / 1e9
 	row.BusBW = row.AlgBW * busFactor(p.Collective, len(p.GPUs))
@@ -610,7 +616,7 @@ func one(c *config, ex *cudaexec.Executor, ref *cudaexec.Reference, p *ir.Plan, 
 
 // checkOnce feeds the CPU executor's inputs, runs once and counts the
 // output elements that differ from its outputs.
-func checkOnce(ex runner, p *ir.Plan, call cudaexec.Call, rep *cpu.Report) (int64, error) {
+func checkOnce(ex runner, p *ir.Plan, call cudaexec.Call, rep *cpu.Report, step func(string)) (int64, error) {
 	if !rep.OK() {
 		return 0, fmt.Errorf("the CPU executor rejects the plan at this size: %s", rep.Verdict)
 	}
@@ -621,12 +627,15 @@ func checkOnce(ex runner, p *ir.Plan, call cudaexec.Call, rep *cpu.Report) (int6
 			return 0, err
 		}
 	}
+	step("check: inputs queued; Run")
 	if err := ex.Run(call); err != nil {
 		return 0, err
 	}
+	step("check: Wait")
 	if err := ex.Wait(call.Stream); err != nil {
 		return 0, err
 	}
+	step("check: compare")
 	es := int64(1)
 	switch call.DType {
 	case ir.F32, ir.I32, ir.U32:
@@ -661,4 +670,18 @@ func diffElems(got, want []byte, lo, hi, es int64) int64 {
 		}
 	}
 	return wrong
+}
+
+// stepper returns a function that, when MSCCL_DEBUG is set, writes each
+// step of one size to standard error with the time since the first: a
+// run that stops without a watchdog report (a driver call that never
+// returns) then shows where.
+func stepper(size int64) func(string) {
+	if os.Getenv("MSCCL_DEBUG") == "" {
+		return func(string) {}
+	}
+	t0 := time.Now()
+	return func(what string) {
+		fmt.Fprintf(os.Stderr, "# debug: %d bytes: %s at +%v\n", size, what, time.Since(t0).Round(time.Microsecond))
+	}
 }

@@ -181,7 +181,7 @@ func oneReference(c *config, ref *cudaexec.Reference, p *ir.Plan, call cudaexec.
 		return rr
 	}
 	if c.check && job.err == nil {
-		wrong, err := checkOnce(ref, p, call, job.rep)
+		wrong, err := checkOnce(ref, p, call, job.rep, stepper(row.Bytes))
 		if err != nil {
 			rr.Skipped = err.Error()
 			return rr

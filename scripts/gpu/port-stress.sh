@@ -6,8 +6,11 @@
 # root after `bash scripts/gpu-pack ./runtime/cuda ./executor/cuda`.
 # Environment: DUR (stress time per plan, default 60s), CONNS (default
 # "32 1": the executor's default and Megatron-LM's setting), QUICK=1 also
-# runs the quick oracle matrix of the port-channel plans per setting.
-# Logs go to $OUT.
+# runs the quick oracle matrix of the port-channel plans per setting,
+# BENCH=1 runs msccl-bench -c on the 2x4 hierarchical allreduce per
+# setting with MSCCL_DEBUG=1 (each step on stderr: under 1 connection it
+# printed no row in 40 s once, with no watchdog report; the steps show
+# which call never returned). Logs go to $OUT.
 OUT=${OUT:-/tmp}
 root=$(pwd)
 rc=0
@@ -25,6 +28,11 @@ for conn in ${CONNS:-32 1}; do
       -test.run 'GPUAlgorithms/all(reduce|gather)_hierarchical@(4|8)$|GPUPeerPlans/(reducescatter_pkt_2x4|allgather_pkt_rppkt_4)|GPURppktFanOut' \
       >"$OUT/quick_port_conn$conn.log" 2>&1) || rc=1
     grep -E "bit-identical|^(--- FAIL|ok|FAIL|PASS)|watchdog" "$OUT/quick_port_conn$conn.log" | cut -c1-220
+  fi
+  if [ -n "$BENCH" ]; then
+    CUDA_DEVICE_MAX_CONNECTIONS=$conn MSCCL_DEBUG=1 timeout 60 .gpu/bin/msccl-bench --algo allreduce_hierarchical \
+      -D nodes=2 -D gpus_per_node=4 --ranks 8 -b 1K -e 1M -f 32 -n 20 -w 3 -c >"$OUT/bench_conn$conn.log" 2>&1 || rc=1
+    tail -n 12 "$OUT/bench_conn$conn.log" | cut -c1-200
   fi
 done
 exit $rc
