@@ -84,6 +84,14 @@ func Compile(f *dsl.File, defines map[string]int64, opts Options) (p *ir.Plan, s
 			st.diags.Sort()
 			return nil, nil, st.diags
 		}
+		if opts.Check {
+			if msg := st.formCheck(ps); msg != "" {
+				st.diags = append(st.diags, diag.Diagnostic{Code: diag.CodeInternal,
+					Summary: fmt.Sprintf("internal compiler error after pass %s: %s", ps.name, msg),
+					Subject: diag.Range{Start: diag.Pos{Filename: f.Filename}}})
+				return nil, nil, st.diags
+			}
+		}
 		if ps.plan && opts.Check && st.plan != nil {
 			for _, d := range ir.Validate(st.plan).Errors() {
 				if ps.name != passes[len(passes)-1].name && (d.IsLimit() || d.Code == ir.CodeUnsignaledWait) {
@@ -167,4 +175,27 @@ func CompileSource(filename string, src []byte, defines map[string]int64, opts O
 	}
 	p, sm, ds2 := Compile(f, defines, opts)
 	return p, sm, append(ds, ds2...)
+}
+
+// formCheck says what is wrong with the forms a pass left in st, "" when
+// nothing: the passes hand on one form at a time (evaluated ops, then
+// actions in blocks, then the plan), each consuming the one before, so a
+// form left behind is a pass that did not finish its hand-off. Under
+// Options.Check, beside ir.Validate.
+func (st *state) formCheck(ps pass) string {
+	switch {
+	case ps.name == "evaluate":
+		if st.actions != nil || st.blocks != nil || st.plan != nil {
+			return "evaluate left actions, blocks or a plan"
+		}
+	case !ps.plan:
+		if st.ops != nil || st.plan != nil {
+			return "evaluated ops or a plan beside the actions"
+		}
+	default:
+		if st.ops != nil || st.blocks != nil || st.plan == nil || (!st.explicit && st.actions != nil) {
+			return "a plan pass left evaluated ops, blocks or actions, or no plan"
+		}
+	}
+	return ""
 }
