@@ -79,6 +79,37 @@ class TorchArguments(unittest.TestCase):
             comm.all_reduce(FakeTensor(4))
 
 
+class FromTorch(unittest.TestCase):
+    def test_unique_id_travels_over_the_group(self):
+        # A stand-in torch.distributed of one rank: from_torch asks it for
+        # the rank and size and broadcasts rank 0's unique id over it.
+        calls = []
+        dist = types.ModuleType("torch.distributed")
+        dist.get_rank = lambda group=None: 0
+        dist.get_world_size = lambda group=None: 1
+        dist.get_global_rank = lambda group, r: r
+
+        def broadcast_object_list(objs, src=0, group=None):
+            calls.append((list(objs), src, group))
+        dist.broadcast_object_list = broadcast_object_list
+        torch = types.ModuleType("torch")
+        torch.distributed = dist
+        saved = {k: sys.modules.get(k) for k in ("torch", "torch.distributed")}
+        sys.modules.update({"torch": torch, "torch.distributed": dist})
+        try:
+            with msccl.Communicator.from_torch() as c:
+                self.assertEqual((c.rank, c.size, c.device), (0, 1, "cpu"))
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    sys.modules.pop(k, None)
+                else:
+                    sys.modules[k] = v
+        self.assertEqual(len(calls), 1)
+        self.assertTrue(calls[0][0][0].startswith("msccl1:"), calls)
+        self.assertEqual(calls[0][1:], (0, None))
+
+
 class Communicator(unittest.TestCase):
     def test_four_processes(self):
         # Every collective, on library plans and a compiled one, checked
