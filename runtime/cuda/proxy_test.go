@@ -153,15 +153,7 @@ func testPortProxy(t *testing.T, ctx *Context, own bool) {
 // as well (scripts/gpu/port-stress.sh does).
 func TestProxyBesideSpinningKernel(t *testing.T) {
 	ctx := setup(t)
-	m, err := LoadModule([]byte(spinPTX))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Unload()
-	spin, err := m.Function("spin")
-	if err != nil {
-		t.Fatal(err)
-	}
+	spin := loadSpin(t)
 	const size = 4
 	fifo, tok := testHostMem(t, size*32+16), testHostMem(t, 8)
 	src, dst := testMalloc(t, 1<<20), testMalloc(t, 1<<20)

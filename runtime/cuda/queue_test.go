@@ -90,6 +90,21 @@ LOOP:
 }
 `
 
+// loadSpin loads spinPTX for the test and returns its kernel.
+func loadSpin(t *testing.T) *Function {
+	t.Helper()
+	m, err := LoadModule([]byte(spinPTX))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Unload() })
+	spin, err := m.Function("spin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spin
+}
+
 // TestCopyBehindSpinningKernel is the probe behind the port proxy's
 // completion path: while a kernel spins on one stream (as a rank's kernel
 // waits for a port signal), does a copy on another stream run, and does
@@ -103,15 +118,7 @@ func TestCopyBehindSpinningKernel(t *testing.T) {
 	if os.Getenv("MSCCL_PROBE_QUEUES") == "" {
 		t.Skip("a probe of the driver: set MSCCL_PROBE_QUEUES=1")
 	}
-	m, err := LoadModule([]byte(spinPTX))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Unload()
-	spin, err := m.Function("spin")
-	if err != nil {
-		t.Fatal(err)
-	}
+	spin := loadSpin(t)
 	for _, joined := range []bool{false, true} {
 		flag := testHostMem(t, 8)
 		marker := testHostMem(t, 8)
