@@ -33,7 +33,7 @@ var allowed = map[string][]string{
 	"runtime/bootstrap":     {},
 	"executor/cuda":         {"ir", "kernels", "kernels/reference", "runtime/cuda", "runtime/nvrtc"},
 	"algorithms":            {"compiler"},
-	"runtime/comm":          {"ir", "runtime/bootstrap", "runtime/socket"},
+	"runtime/comm":          {"ir", "runtime/bootstrap", "runtime/socket", "runtime/topo"},
 	"runtime/cpudev":        {"runtime/comm"},
 	"executor/host":         {"ir", "executor/cpu", "runtime/comm", "runtime/socket"},
 	// The leaves under internal/ that ir and dsl import stay leaves

@@ -101,6 +101,11 @@ func (t *Topology) switchGroups(p *ir.Plan, places []RankPlace, self, k int, ch 
 				return err
 			}
 			a, b := places[self], places[r]
+			if a.Node == b.Node && a.GPU == NoGPU && b.GPU == NoGPU {
+				// The CPU device maps every member of a node's group:
+				// its multicast is plain shared memory.
+				continue
+			}
 			if a.Node != b.Node || a.GPU == b.GPU || !t.cell(a.GPU, b.GPU).NVSwitch {
 				return fmt.Errorf("topo: plan %s: rank %d's %s needs NVLink multicast, but rank %d (%s) and rank %d (%s) do not share an NVSwitch",
 					p.Name, self, what, self, a, r, b)
