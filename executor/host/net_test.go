@@ -73,7 +73,7 @@ func TestMemoryChannelAcrossNodes(t *testing.T) {
 		return err
 	})
 	for r, err := range errs {
-		if err == nil || !strings.Contains(err.Error(), "use a plan with port channels between them") {
+		if err == nil || !strings.Contains(err.Error(), "memory channels connect ranks of one node only") {
 			t.Errorf("rank %d: got %v", r, err)
 		}
 	}

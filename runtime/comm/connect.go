@@ -8,7 +8,6 @@ import (
 
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/socket"
-	"github.com/msccl-go/msccl-go/runtime/topo"
 )
 
 // WordBytes is the size of one semaphore word in a sync region.
@@ -37,9 +36,6 @@ type Channel struct {
 	// Net is the socket connection to Peer when it is on another node
 	// (port channels only): a signal is a socket.Conn.Signal on Partner.
 	Net *socket.Conn
-	// Transport is how this rank reaches Peer, with the reason
-	// (runtime/topo).
-	Transport topo.Transport
 }
 
 // Connections are a plan's channels on this rank, the semaphore words
@@ -101,14 +97,34 @@ func (c *Comm) Connect(ctx context.Context, p *ir.Plan) (*Connections, error) {
 	}
 	me := &p.GPUs[c.rank]
 	mem, port := me.FlatChannels(ir.ChanMemory), me.FlatChannels(ir.ChanPort)
-	// Refuse before allocating what cannot be connected: the topology
-	// picks the transport to every peer the plan names and refuses memory
-	// channels where the transport carries none (another node; GPUs
-	// without peer access); port channels cross nodes through the socket
-	// transport (net.go).
-	trs, err := c.transports(p)
-	if err != nil {
-		return nil, fmt.Errorf("comm: rank %d: %w", c.rank, err)
+	// Refuse before allocating what cannot be connected: memory is
+	// shared within a node only; port channels cross nodes through the
+	// socket transport (net.go).
+	for _, fc := range mem {
+		if fc.Peer < 0 || fc.Peer >= c.size {
+			return nil, fmt.Errorf("comm: gpus[%d]: channel to rank %d, outside the job's %d ranks", c.rank, fc.Peer, c.size)
+		}
+		if !c.SameNode(fc.Peer) {
+			return nil, fmt.Errorf("comm: gpus[%d]: a memory channel to rank %d, which is on node %q (this rank: %q); memory channels connect ranks of one node only (use a port channel across nodes)", c.rank, fc.Peer, c.nodes[fc.Peer], c.nodes[c.rank])
+		}
+	}
+	for _, fc := range port {
+		if fc.Peer < 0 || fc.Peer >= c.size {
+			return nil, fmt.Errorf("comm: gpus[%d]: channel to rank %d, outside the job's %d ranks", c.rank, fc.Peer, c.size)
+		}
+	}
+	for i, rb := range me.RemoteBuffers {
+		if rb.Rank < 0 || rb.Rank >= c.size {
+			return nil, fmt.Errorf("comm: gpus[%d].remote_buffers[%d]: rank %d, outside the job's %d ranks", c.rank, i, rb.Rank, c.size)
+		}
+		if c.SameNode(rb.Rank) {
+			continue
+		}
+		for _, t := range rb.AccessChannelTypes {
+			if t != ir.ChanPort {
+				return nil, fmt.Errorf("comm: gpus[%d].remote_buffers[%d]: rank %d is on node %q (this rank: %q) and the buffer is reached over %s channels; only port channels cross nodes", c.rank, i, rb.Rank, c.nodes[rb.Rank], c.nodes[c.rank], t)
+			}
+		}
 	}
 	if err := c.connectNet(ctx, p); err != nil {
 		return nil, err
@@ -137,7 +153,7 @@ func (c *Comm) Connect(ctx context.Context, p *ir.Plan) (*Connections, error) {
 		}
 		ends := make([]Channel, len(flat))
 		for i, fc := range flat {
-			e := Channel{Type: t, Index: i, Peer: fc.Peer, Partner: -1, Inbound: Loc{own, syncOffset(t, i, len(mem))}, Transport: trs[fc.Peer]}
+			e := Channel{Type: t, Index: i, Peer: fc.Peer, Partner: -1, Inbound: Loc{own, syncOffset(t, i, len(mem))}}
 			if _, j, ok := p.Partner(c.rank, t, i); ok {
 				e.Partner = j
 				if c.SameNode(fc.Peer) {
@@ -182,16 +198,4 @@ func (c *Comm) samePlan(ctx context.Context, p *ir.Plan) error {
 		return fmt.Errorf("comm: rank %d: ranks %v connect a different plan than this rank's %q (every rank must open the same plan)", c.rank, other, p.Name)
 	}
 	return nil
-}
-
-// transports places every rank (its node from the bootstrap; no GPU:
-// the CPU device is the communicator's one device so far, and a GPU
-// device will gather each rank's GPU and its node's topology here) and
-// asks the topology for this rank's transport to each peer p names.
-func (c *Comm) transports(p *ir.Plan) (map[int]topo.Transport, error) {
-	places := make([]topo.RankPlace, c.size)
-	for r := range places {
-		places[r] = topo.RankPlace{Node: c.nodes[r], GPU: topo.NoGPU}
-	}
-	return (&topo.Topology{}).PlanTransports(p, places, c.rank)
 }
