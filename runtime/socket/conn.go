@@ -40,8 +40,9 @@ type Conn struct {
 	peer int
 	c    net.Conn
 
-	wmu sync.Mutex // one frame at a time on the wire: requests and acks interleave
-	w   *bufio.Writer
+	wmu     sync.Mutex // one frame at a time on the wire: requests and acks interleave
+	w       *bufio.Writer
+	ackSent uint64 // the last count acknowledged on the wire (under wmu): acks never go back
 
 	issued atomic.Uint64 // requests sent
 	acked  atomic.Uint64 // requests the peer has applied
@@ -105,6 +106,12 @@ func (c *Conn) send(f frame, payload []byte, ends bool) (uint64, error) {
 	defer c.wmu.Unlock()
 	if err := c.Err(); err != nil {
 		return 0, err
+	}
+	if f.kind == kAck {
+		if f.off <= c.ackSent {
+			return 0, nil // a later count already went out
+		}
+		c.ackSent = f.off
 	}
 	var ticket uint64
 	if ends {
@@ -272,8 +279,12 @@ func (c *Conn) closing() bool {
 // connection as closed.
 func (c *Conn) Close() error {
 	c.once.Do(func() {
-		// Tell the peer this is no crash, if the wire still takes it.
+		// Acknowledge what was applied (the ack writer may not have yet:
+		// the peer's flush would otherwise find the goodbye before its
+		// last ack), then tell the peer this is no crash, if the wire
+		// still takes it.
 		c.c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+		c.send(frame{kind: kAck, off: c.applied.Load()}, nil, false)
 		c.send(frame{kind: kBye}, nil, false)
 		c.fail(errClosed)
 	})
