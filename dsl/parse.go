@@ -3,6 +3,7 @@ package dsl
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -89,15 +90,32 @@ var statementKeywords = map[string]string{
 	"require": "a condition; write e.g. `require ranks % 2 == 0, \"the ring pairs ranks\"`", "else": "a preceding if",
 }
 
+// clauseKeywords and otherKeywords are the grammar's other words. An op
+// statement cannot be named by one: a clause written as a statement of
+// its own (`...; via port`) would format onto the op before it and parse
+// as that op's clause, a different program.
+var (
+	clauseKeywords = []string{"tb", "via", "to", "op", "sem", "tbg", "id", "count"}
+	otherKeywords  = []string{"inplace", "chunks", "root", "peers", "in", "step", "unit", "rank"}
+)
+
 func keywordOps(ss []*Stmt, ds Diagnostics) Diagnostics {
 	for _, s := range ss {
 		switch {
 		case s.Op != nil:
-			if want, ok := statementKeywords[s.Op.Name]; ok {
-				p := posOf(s.Op.Pos)
+			p := posOf(s.Op.Pos)
+			bad := func(format string, args ...any) {
 				ds = append(ds, Diagnostic{Severity: diag.Error, Code: CodeSyntax,
-					Summary: fmt.Sprintf("%s needs %s", s.Op.Name, want),
-					Subject: Range{Start: p, End: p}})
+					Summary: fmt.Sprintf(format, args...), Subject: Range{Start: p, End: p}})
+			}
+			name := s.Op.Name
+			switch {
+			case statementKeywords[name] != "":
+				bad("%s needs %s", name, statementKeywords[name])
+			case slices.Contains(clauseKeywords, name):
+				bad("%s is a clause of an op, not an op: it goes on the op's own statement (e.g. `put ... via port`)", name)
+			case slices.Contains(otherKeywords, name):
+				bad("%s is a keyword, not an op", name)
 			}
 		case s.For != nil:
 			ds = keywordOps(s.For.Body, ds)

@@ -115,6 +115,8 @@ func TestOperatorsAndRequire(t *testing.T) {
 	for _, c := range []struct{ src, want string }{
 		{"collective allreduce\nrequire , \"m\"\n", `x.msccl:2:9: error: syntax error: unexpected ","`},
 		{"collective allreduce\nrequire 1, 2\n", `x.msccl:2:12: error: syntax error: unexpected "2"`},
+		{"collective allreduce\ncopy rank(0).input[0] -> rank(1).output[0];via g\n", "x.msccl:2:44: error: via is a clause of an op, not an op: it goes on the op's own statement (e.g. `put ... via port`)"},
+		{"collective allreduce chunks 1;chunks\n", "x.msccl:1:31: error: chunks is a keyword, not an op"},
 		{"collective allreduce\nrequire;A\n", "x.msccl:2:1: error: require needs a condition; write e.g. `require ranks % 2 == 0, \"the ring pairs ranks\"`"},
 		{"collective allreduce\nlet x = 2 * * 3\n", `x.msccl:2:13: error: syntax error: unexpected "*"`},
 	} {
