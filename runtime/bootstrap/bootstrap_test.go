@@ -496,8 +496,10 @@ func TestRootGivesUp(t *testing.T) {
 	if err := <-root; !errors.Is(err, context.Canceled) {
 		t.Errorf("rank 0: %v, want its own cancellation", err)
 	}
+	// Rank 1 hears either rank 0's goodbye or the lost connection first
+	// (a race on a loaded machine: both name rank 0 as gone).
 	var pe *PeerError
-	if err := <-one; !errors.As(err, &pe) || pe.Rank != 0 || !pe.Closed {
+	if err := <-one; !errors.As(err, &pe) || pe.Rank != 0 {
 		t.Errorf("rank 1: %v, want rank 0 named as gone", err)
 	}
 }
