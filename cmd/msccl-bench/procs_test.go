@@ -62,15 +62,7 @@ func TestProcsCPU(t *testing.T) {
 			if !strings.Contains(out, "4 ranks in 4 processes on the cpu device") {
 				t.Errorf("header missing:\n%s", out)
 			}
-			var sizes []string
-			for _, line := range strings.Split(out, "\n") {
-				if m := rowRe.FindStringSubmatch(line); m != nil {
-					sizes = append(sizes, m[1])
-					if m[3] != "0" {
-						t.Errorf("row with #wrong %s: %q", m[3], line)
-					}
-				}
-			}
+			sizes := rowSizes(t, out)
 			if strings.Join(sizes, " ") != "1024 32768 1048576" {
 				t.Errorf("rows for sizes %v, want 1024 32768 1048576:\n%s", sizes, out)
 			}
@@ -98,16 +90,7 @@ func TestProcsAcrossNodes(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 			}
-			rows := 0
-			for _, line := range strings.Split(out, "\n") {
-				if m := rowRe.FindStringSubmatch(line); m != nil {
-					rows++
-					if m[3] != "0" {
-						t.Errorf("row with #wrong %s: %q", m[3], line)
-					}
-				}
-			}
-			if rows < 2 {
+			if rows := len(rowSizes(t, out)); rows < 2 {
 				t.Errorf("%d rows:\n%s", rows, out)
 			}
 		})
@@ -118,6 +101,22 @@ func TestProcsAcrossNodes(t *testing.T) {
 	if code == 0 || !strings.Contains(errOut, "memory channels connect ranks of one node only") {
 		t.Errorf("twoshot across nodes: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
+}
+
+// rowSizes returns the sizes of the table's rows in out, failing t for
+// every row whose #wrong is not 0.
+func rowSizes(t *testing.T, out string) []string {
+	t.Helper()
+	var sizes []string
+	for _, line := range strings.Split(out, "\n") {
+		if m := rowRe.FindStringSubmatch(line); m != nil {
+			sizes = append(sizes, m[1])
+			if m[3] != "0" {
+				t.Errorf("row with #wrong %s: %q", m[3], line)
+			}
+		}
+	}
+	return sizes
 }
 
 // Sixteen processes, one rank each, on however few cores: an LL plan
@@ -131,15 +130,7 @@ func TestProcsCPU16(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
-	rows := 0
-	for _, line := range strings.Split(out, "\n") {
-		if m := rowRe.FindStringSubmatch(line); m != nil {
-			rows++
-			if m[3] != "0" {
-				t.Errorf("row with #wrong %s: %q", m[3], line)
-			}
-		}
-	}
+	rows := len(rowSizes(t, out))
 	if rows != 2 {
 		t.Errorf("%d rows, want 2:\n%s", rows, out)
 	}
