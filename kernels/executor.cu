@@ -136,9 +136,30 @@ DEV void op_put_mem(const Env& e, const DOp& op, u32 off, u32 unit) {
   }
 }
 
+// port_sm: this launch moves port channels' bytes with its own threads
+// (executor/cuda PortCopySM: no FIFO was given). A put is then complete
+// when its op ends, a flush has nothing to wait for, and a signal is a
+// memory channel's signal to the peer's inbound word in device memory.
+// No copy engine and no host thread is involved, so nothing can queue the
+// copy behind a stream waiting for these kernels (CUDA_DEVICE_MAX_CONNECTIONS=1).
+DEV bool port_sm(const Env& e) { return e.a->fifo.entries == nullptr; }
+
+// port_sm_signal: after the block's copies (the __syncthreads orders every
+// thread's stores before the signalling thread's release fence).
+DEV void port_sm_signal(const Env& e, const DOp& op) {
+  __syncthreads();
+  u32 k = threadIdx.x;
+  if (k < op.ndst && k < op.nidx) chan_signal(e.a->port[e.idx[op.idx0 + k]], false);
+}
+
 // Port puts are issued by one thread per destination; the proxy copies in
 // FIFO order, so a signal pushed after them arrives after the data.
 DEV void op_put_port(Env& e, const DOp& op, u32 off, u32 unit, bool withSignal, bool withFlush) {
+  if (port_sm(e)) {
+    op_put_mem(e, op, off, unit);
+    if (withSignal) port_sm_signal(e, op);
+    return;
+  }
   u32 k = threadIdx.x;
   if (k >= op.ndst || k >= op.nidx) return;
   Span s = span(e, e.refs[op.ref0 + k], off, unit);
@@ -216,6 +237,18 @@ DEV void pkt_write(void* p, const u32* v, u32 flag) {
     pkt16_write(p, v[0], v[1], flag);
   } else {
     pkt8_write(p, v[0], flag);
+  }
+}
+// pkt_copy moves one whole packet (data and flags) with one store.
+template <int PK>
+DEV void pkt_copy(char* d, const char* s) {
+  u32 a, b, c, f;
+  if (PK == 16) {
+    asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(a), "=r"(b), "=r"(c), "=r"(f) : "l"(s) : "memory");
+    asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(d), "r"(a), "r"(b), "r"(c), "r"(f) : "memory");
+  } else {
+    asm volatile("ld.volatile.global.v2.u32 {%0,%1}, [%2];" : "=r"(a), "=r"(b) : "l"(s) : "memory");
+    asm volatile("st.volatile.global.v2.u32 [%0], {%1,%2};" ::"l"(d), "r"(a), "r"(b) : "memory");
   }
 }
 template <int PK>
@@ -331,6 +364,18 @@ DEV void op_pkt_port(Env& e, const DOp& op, u32 off, u32 unit, bool waitSrc) {
     }
     __syncthreads();
   }
+  if (port_sm(e)) {
+    if (!waitSrc) __syncthreads();  // packets this block's other threads wrote
+    // Whole packets per store, so a reader polling a packet's flags never
+    // sees a flag before its data.
+    for (int k = 0; k < op.ndst && op.nsrc > 0; k++) {
+      Span s = span(e, e.refs[op.ref0 + (k < op.nsrc ? k : op.nsrc - 1)], off, unit);
+      Span d = span(e, e.refs[op.ref0 + op.nsrc + k], off, unit);
+      u32 n = d.n < s.n ? d.n : s.n;
+      for (u32 i = threadIdx.x; i < n / P; i += blockDim.x) pkt_copy<PK>(d.p + (u64)i * PK, s.p + (u64)i * PK);
+    }
+    return;
+  }
   u32 k = threadIdx.x;
   if (k >= op.ndst || op.nsrc == 0 || k >= op.nidx) return;
   u32 sk = k < op.nsrc ? k : op.nsrc - 1u;
@@ -357,10 +402,14 @@ DEV void exec_op(Env& e, const DOp& op, u32 off, u32 unit) {
       break;
     case OP_SIGNAL:
     case OP_RLXSIGNAL:
+      // SM port copies: every thread's stores of earlier puts come first.
+      if (port && port_sm(e)) __syncthreads();
       if (t < op.nidx) {
         const MemChan& c = port ? a->port[e.idx[op.idx0 + t]] : a->mem[e.idx[op.idx0 + t]];
-        if (port) {
+        if (port && !port_sm(e)) {
           fifo_push(a->fifo, FIFO_SIGNAL, c.index, 0, 0, 0, &e.w);
+        } else if (port) {
+          chan_signal(c, false);  // the block's earlier puts completed in their ops
         } else {
           chan_signal(c, op.code == OP_RLXSIGNAL);
         }
@@ -374,7 +423,11 @@ DEV void exec_op(Env& e, const DOp& op, u32 off, u32 unit) {
       }
       break;
     case OP_FLUSH:
-      if (t < op.nidx) fifo_flush(a->fifo, a->port[e.idx[op.idx0 + t]].index, &e.w);
+      if (port_sm(e)) {
+        __syncthreads();  // the block's own copies are the puts to wait for
+      } else if (t < op.nidx) {
+        fifo_flush(a->fifo, a->port[e.idx[op.idx0 + t]].index, &e.w);
+      }
       break;
     case OP_SEM_ACQUIRE:
       if (t < op.nidx) sem_acquire(&a->sems[e.idx[op.idx0 + t]], e.idx[op.idx0 + t], &e.w);

@@ -513,8 +513,8 @@ func bench(c *config, p *ir.Plan, name string, sizes []int64, w io.Writer) ([]Ro
 	devName, _ := cuda.Device(0).Name()
 	n := len(p.GPUs)
 	if !c.asJSON {
-		fmt.Fprintf(w, "# msccl-bench: plan %s (%s, %s), %d ranks on one %s, %s %s, LL%d, graph %v, %d warm-up + %d timed iterations\n",
-			name, p.Collective, p.Protocol, n, devName, c.dtype, c.redop, c.ll, c.graph, c.warmup, c.iters)
+		fmt.Fprintf(w, "# msccl-bench: plan %s (%s, %s), %d ranks on one %s, %s %s, LL%d, graph %v, %d warm-up + %d timed iterations%s\n",
+			name, p.Collective, p.Protocol, n, devName, c.dtype, c.redop, c.ll, c.graph, c.warmup, c.iters, portCopyNote(ex))
 		tableHeader(w)
 		c.perf.header(w)
 	}

@@ -46,6 +46,8 @@ type Options struct {
 	// up to Trace ops per block per launch (start and end from
 	// %globaltimer) for Timeline; 0 runs the instance without that code.
 	Trace int
+	// PortCopy chooses who moves port channels' bytes (portcopy.go).
+	PortCopy PortCopy
 }
 
 // Executor runs one plan; it owns the per-rank streams, channels,
@@ -122,6 +124,9 @@ func Open(p *ir.Plan, opt Options) (*Executor, error) {
 	}
 	if opt.FifoEntries&(opt.FifoEntries-1) != 0 {
 		return nil, fmt.Errorf("cudaexec: FifoEntries %d is not a power of two", opt.FifoEntries)
+	}
+	if opt.PortCopy, err = resolvePortCopy(opt.PortCopy); err != nil {
+		return nil, err
 	}
 	if err := cuda.Init(); err != nil {
 		return nil, err
@@ -214,7 +219,10 @@ func (e *Executor) setupRanks() error {
 			return q
 		}
 		rs.inbound[0] = take(8 * int64(rs.nchan[0]))
-		if rs.nchan[1] > 0 {
+		sm := e.opt.PortCopy == PortCopySM
+		if sm {
+			rs.inbound[1] = take(8 * int64(rs.nchan[1])) // the peers' kernels signal it
+		} else if rs.nchan[1] > 0 {
 			// The proxy delivers port signals from the host (see
 			// runtime/cuda/proxy.c for why not a stream-ordered write),
 			// so their semaphores live in mapped host memory.
@@ -244,7 +252,7 @@ func (e *Executor) setupRanks() error {
 				return err
 			}
 		}
-		if rs.nchan[1] > 0 {
+		if rs.nchan[1] > 0 && !sm {
 			if rs.fifo, err = cuda.HostAllocMapped(int64(32*e.opt.FifoEntries + 64)); err != nil {
 				return err
 			}
@@ -278,7 +286,7 @@ func (e *Executor) setupRanks() error {
 					return fmt.Errorf("gpus[%d]: %s channel %d to rank %d has no partner channel on rank %d", r, []string{"memory", "port"}[s], i, peer, peer)
 				}
 				remote[r][s][i] = e.ranks[peer].inbound[s] + cuda.DevicePtr(8*j)
-				if s == 1 {
+				if s == 1 && e.ranks[peer].portIn != nil {
 					remotePort[r] = append(remotePort[r], e.ranks[peer].portIn.Word(int64(8*j)))
 				}
 			}
@@ -304,7 +312,7 @@ func (e *Executor) setupRanks() error {
 			}
 		}
 	}
-	if hasPort {
+	if hasPort && e.opt.PortCopy == PortCopyProxy {
 		pr, err := startProxy(e, remotePort)
 		if err != nil {
 			return err

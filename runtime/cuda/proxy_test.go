@@ -152,6 +152,40 @@ func testPortProxy(t *testing.T, ctx *Context, own bool) {
 // own it must always complete. Run it under CUDA_DEVICE_MAX_CONNECTIONS=1
 // as well (scripts/gpu/port-stress.sh does).
 func TestProxyBesideSpinningKernel(t *testing.T) {
+	if !proxyReleasesSpin(t, func(k, c *Stream, ev *Event) error { return c.WaitEvent(ev) }) {
+		t.Fatalf("CUDA_DEVICE_MAX_CONNECTIONS=%q: the kernel still spins after 10 s: the proxy's put or signal is stuck", os.Getenv("CUDA_DEVICE_MAX_CONNECTIONS"))
+	}
+	t.Logf("CUDA_DEVICE_MAX_CONNECTIONS=%q: the proxy in its own context completed beside a spinning, joined kernel", os.Getenv("CUDA_DEVICE_MAX_CONNECTIONS"))
+}
+
+// TestProxyBehindQueuedLaunchProbe records (MSCCL_GPU_PROBE=1) whether the
+// proxy's copy, issued from its own context, completes while the spinning
+// kernel's stream holds a second launch queued behind it: the shape of
+// every timed loop, where launch k+1 is queued while launch k waits for
+// the proxy. Under CUDA_DEVICE_MAX_CONNECTIONS=1 the executor's port
+// plans hung in exactly that shape, which is why executor/cuda copies by
+// SMs there (PortCopySM); the probe's answer goes into docs/evidence.
+func TestProxyBehindQueuedLaunchProbe(t *testing.T) {
+	if os.Getenv("MSCCL_GPU_PROBE") == "" {
+		t.Skip("a probe of driver behaviour, not a check: set MSCCL_GPU_PROBE=1")
+	}
+	spin := loadSpin(t)
+	one := testHostMem(t, 8)
+	atomic.StoreUint64(one.Word(0), 1) // the queued launch ends as soon as it starts
+	arg := uint64(one.Dev)
+	done := proxyReleasesSpin(t, func(k, c *Stream, ev *Event) error {
+		return spin.Launch([3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 0, k, unsafe.Pointer(&arg))
+	})
+	t.Logf("CUDA_DEVICE_MAX_CONNECTIONS=%q: with a launch queued behind the spinning kernel the proxy's put and signal %s",
+		os.Getenv("CUDA_DEVICE_MAX_CONNECTIONS"), map[bool]string{true: "completed", false: "did NOT complete in 10 s"}[done])
+}
+
+// proxyReleasesSpin launches a kernel that spins until the proxy's signal
+// arrives, lets queue add work to its stream k or a second stream c
+// (ev is recorded on k after the kernel), then has the proxy put 1 MiB and
+// signal. It reports whether the kernel finished within 10 s, and checks
+// that the bytes landed before the token.
+func proxyReleasesSpin(t *testing.T, queue func(k, c *Stream, ev *Event) error) bool {
 	ctx := setup(t)
 	spin := loadSpin(t)
 	const size = 4
@@ -169,7 +203,7 @@ func TestProxyBesideSpinningKernel(t *testing.T) {
 	if err := ev.Record(k); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.WaitEvent(ev); err != nil {
+	if err := queue(k, c, ev); err != nil {
 		t.Fatal(err)
 	}
 	word := func(i int) *uint64 { return (*uint64)(unsafe.Pointer(&fifo.Bytes[8*i])) }
@@ -192,9 +226,10 @@ func TestProxyBesideSpinningKernel(t *testing.T) {
 			t.Fatal(err)
 		}
 	case <-time.After(10 * time.Second):
-		// Release the kernel so the process can exit, then fail.
+		// Release the kernel so the process can exit.
 		atomic.StoreUint64(tok.Word(0), 1)
-		t.Fatalf("CUDA_DEVICE_MAX_CONNECTIONS=%q: the kernel still spins after 10 s: the proxy's put or signal is stuck", os.Getenv("CUDA_DEVICE_MAX_CONNECTIONS"))
+		<-finished
+		return false
 	}
 	got := make([]byte, 1<<20)
 	if err := MemcpyDtoH(got, dst); err != nil {
@@ -203,5 +238,5 @@ func TestProxyBesideSpinningKernel(t *testing.T) {
 	if !bytes.Equal(got, bytes.Repeat([]byte{7}, 1<<20)) {
 		t.Error("the token arrived before the put's bytes")
 	}
-	t.Logf("CUDA_DEVICE_MAX_CONNECTIONS=%q: the proxy in its own context completed beside a spinning, joined kernel", os.Getenv("CUDA_DEVICE_MAX_CONNECTIONS"))
+	return true
 }

@@ -10,15 +10,19 @@
 # BENCH=1 runs msccl-bench -c on the 2x4 hierarchical allreduce per
 # setting with MSCCL_DEBUG=1 (each step on stderr: under 1 connection it
 # printed no row in 40 s once, with no watchdog report; the steps show
-# which call never returned). Logs go to $OUT.
+# which call never returned). MSCCL_PORT_COPY=proxy|sm (passed through)
+# forces the executor's port copy mode; unset, it is SMs below 32
+# connections and the proxy at 32 (executor/cuda/portcopy.go). The proxy
+# probe TestProxyBehindQueuedLaunchProbe runs with MSCCL_GPU_PROBE=1.
+# Logs go to $OUT.
 OUT=${OUT:-/tmp}
 root=$(pwd)
 rc=0
 for conn in ${CONNS:-32 1}; do
   echo "== CUDA_DEVICE_MAX_CONNECTIONS=$conn"
-  (cd runtime/cuda && CUDA_DEVICE_MAX_CONNECTIONS=$conn timeout 120 "$root/.gpu/runtime_cuda.test" -test.v \
-    -test.run 'PortProxy|ProxyBesideSpinningKernel' >"$OUT/proxy_conn$conn.log" 2>&1) || rc=1
-  grep -E "^(---|ok|FAIL|PASS)|proxy_test.go" "$OUT/proxy_conn$conn.log" | cut -c1-220
+  (cd runtime/cuda && CUDA_DEVICE_MAX_CONNECTIONS=$conn MSCCL_GPU_PROBE=1 timeout 120 "$root/.gpu/runtime_cuda.test" -test.v \
+    -test.run 'PortProxy|ProxyBesideSpinningKernel|ProxyBehindQueuedLaunchProbe' >"$OUT/proxy_conn$conn.log" 2>&1) || rc=1
+  grep -E "^(---|ok|FAIL|PASS)|proxy_test.go:.*(CONNECTIONS|spins)" "$OUT/proxy_conn$conn.log" | cut -c1-220
   (cd executor/cuda && CUDA_DEVICE_MAX_CONNECTIONS=$conn MSCCL_GPU_STRESS=${DUR:-60s} timeout 400 \
     "$root/.gpu/executor_cuda.test" -test.v -test.run 'GPUPortStress' -test.timeout 390s >"$OUT/stress_conn$conn.log" 2>&1) || rc=1
   grep -E "^(---|ok|FAIL|PASS)|stress_test.go" "$OUT/stress_conn$conn.log" | cut -c1-220
