@@ -152,7 +152,8 @@ func testPortProxy(t *testing.T, ctx *Context, own bool) {
 // own it must always complete. Run it under CUDA_DEVICE_MAX_CONNECTIONS=1
 // as well (scripts/gpu/port-stress.sh does).
 func TestProxyBesideSpinningKernel(t *testing.T) {
-	if !proxyReleasesSpin(t, func(k, c *Stream, ev *Event) error { return c.WaitEvent(ev) }) {
+	ctx := setup(t)
+	if !proxyReleasesSpin(t, ctx, loadSpin(t), func(k, c *Stream, ev *Event) error { return c.WaitEvent(ev) }) {
 		t.Fatalf("CUDA_DEVICE_MAX_CONNECTIONS=%q: the kernel still spins after 10 s: the proxy's put or signal is stuck", os.Getenv("CUDA_DEVICE_MAX_CONNECTIONS"))
 	}
 	t.Logf("CUDA_DEVICE_MAX_CONNECTIONS=%q: the proxy in its own context completed beside a spinning, joined kernel", os.Getenv("CUDA_DEVICE_MAX_CONNECTIONS"))
@@ -169,11 +170,12 @@ func TestProxyBehindQueuedLaunchProbe(t *testing.T) {
 	if os.Getenv("MSCCL_GPU_PROBE") == "" {
 		t.Skip("a probe of driver behaviour, not a check: set MSCCL_GPU_PROBE=1")
 	}
+	ctx := setup(t)
 	spin := loadSpin(t)
 	one := testHostMem(t, 8)
 	atomic.StoreUint64(one.Word(0), 1) // the queued launch ends as soon as it starts
 	arg := uint64(one.Dev)
-	done := proxyReleasesSpin(t, func(k, c *Stream, ev *Event) error {
+	done := proxyReleasesSpin(t, ctx, spin, func(k, c *Stream, ev *Event) error {
 		return spin.Launch([3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 0, k, unsafe.Pointer(&arg))
 	})
 	t.Logf("CUDA_DEVICE_MAX_CONNECTIONS=%q: with a launch queued behind the spinning kernel the proxy's put and signal %s",
@@ -185,9 +187,7 @@ func TestProxyBehindQueuedLaunchProbe(t *testing.T) {
 // (ev is recorded on k after the kernel), then has the proxy put 1 MiB and
 // signal. It reports whether the kernel finished within 10 s, and checks
 // that the bytes landed before the token.
-func proxyReleasesSpin(t *testing.T, queue func(k, c *Stream, ev *Event) error) bool {
-	ctx := setup(t)
-	spin := loadSpin(t)
+func proxyReleasesSpin(t *testing.T, ctx *Context, spin *Function, queue func(k, c *Stream, ev *Event) error) bool {
 	const size = 4
 	fifo, tok := testHostMem(t, size*32+16), testHostMem(t, 8)
 	src, dst := testMalloc(t, 1<<20), testMalloc(t, 1<<20)
