@@ -116,9 +116,20 @@ DEV Span span(const Env& e, const DRef& r, u32 off, u32 unit) {
 DEV void copy_bytes(char* dst, const char* src, u32 n) {
   u32 t = threadIdx.x, nt = blockDim.x;
   if ((((u64)dst | (u64)src | n) & 15) == 0) {
+    // Four 16-byte loads in flight per thread before the stores, as
+    // kernels/reference's ref_copy16: one at a time leaves the latency of
+    // a peer's (or HBM's) memory uncovered and one block cannot fill it.
     int4* d = (int4*)dst;
     const int4* s = (const int4*)src;
-    for (u32 i = t; i < n / 16; i += nt) d[i] = s[i];
+    u32 w = n / 16, i = t;
+    for (; i + 3 * nt < w; i += 4 * nt) {
+      int4 a = s[i], b = s[i + nt], c = s[i + 2 * nt], x = s[i + 3 * nt];
+      d[i] = a;
+      d[i + nt] = b;
+      d[i + 2 * nt] = c;
+      d[i + 3 * nt] = x;
+    }
+    for (; i < w; i += nt) d[i] = s[i];
   } else if ((((u64)dst | (u64)src | n) & 3) == 0) {
     for (u32 i = t; i < n / 4; i += nt) ((u32*)dst)[i] = ((const u32*)src)[i];
   } else {
@@ -173,40 +184,71 @@ DEV void op_put_port(Env& e, const DOp& op, u32 off, u32 unit, bool withSignal, 
 
 // op_reduce covers re, res, rre and rres: dst[0] = reduce(src...) and the
 // result is also written to dst[1..] (remote for res/rres). Sources are
-// combined in plan order.
-template <int DT, int NW>
-DEV void reduce_words(const Env& e, const DOp& op, Span* s, int ns, Span* d, int nd, u32 n) {
-  const int W = 4 * NW;
-  for (u32 i = threadIdx.x; i < n / W; i += blockDim.x) {
-    u32 v[NW];
-    Acc<DT, NW> acc;
-    if (NW == 4) {
-      *(int4*)v = ((const int4*)s[0].p)[i];
-    } else {
-      v[0] = ((const u32*)s[0].p)[i];
+// combined in plan order, accumulated in f32 and rounded once (reduce.cuh),
+// whatever the batching below: the result is bit for bit the CPU
+// executor's.
+
+// RED_BATCH is how many sources' 16-byte words one thread loads before it
+// reduces any of them (as kernels/reference's two-shot): a load-then-add
+// chain per source leaves one load in flight per thread, which one block
+// cannot turn into bandwidth. The register budget decides the width:
+// __launch_bounds__(1024, 1) leaves 64 per thread, and ptxas -v for sm_90
+// (TestReduceNoSpill) shows op_reduce spilling at 6 int4 in flight (f16)
+// and 4 (FP8, whose words widen to 16 f32 lanes) but not at 4 and 2. The
+// sources past the first batch are prefetched into L2 before it is
+// reduced (prefetch needs no register), so their loads hit L2.
+#define RED_BATCH 4
+#define RED_BATCH_F8 2
+
+DEV void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
+template <int DT>
+DEV void reduce_words16(const DOp& op, const Span* s, int ns, const Span* d, int nd, u32 n) {
+  const int NB = IS_F8(DT) ? RED_BATCH_F8 : RED_BATCH;
+  for (u32 i = threadIdx.x; i < n / 16; i += blockDim.x) {
+    Acc<DT, 4> acc;
+    for (int k = NB; k < ns; k++) prefetch_l2((const int4*)s[k].p + i);
+    for (int k0 = 0; k0 < ns; k0 += NB) {
+      int4 buf[NB];
+#pragma unroll
+      for (int j = 0; j < NB; j++) {
+        if (k0 + j < ns) buf[j] = ((const int4*)s[k0 + j].p)[i];
+      }
+#pragma unroll
+      for (int j = 0; j < NB; j++) {
+        if (k0 + j >= ns) break;
+        if (j == 0 && k0 == 0) {
+          acc_init<DT, 4>(acc, (const u32*)&buf[0]);
+        } else {
+          acc_add<DT, 4>(acc, (const u32*)&buf[j], op.reduce);
+        }
+      }
     }
-    acc_init<DT, NW>(acc, v);
+    int4 v;
+    acc_out<DT, 4>(acc, (u32*)&v);
+    for (int k = 0; k < nd; k++) ((int4*)d[k].p)[i] = v;
+  }
+}
+
+// reduce_words4 is the path for ranges that are not 16-byte aligned: one
+// 32-bit word per thread and trip.
+template <int DT>
+DEV void reduce_words4(const DOp& op, const Span* s, int ns, const Span* d, int nd, u32 n) {
+  for (u32 i = threadIdx.x; i < n / 4; i += blockDim.x) {
+    u32 v = ((const u32*)s[0].p)[i];
+    Acc<DT, 1> acc;
+    acc_init<DT, 1>(acc, &v);
     for (int k = 1; k < ns; k++) {
-      if (NW == 4) {
-        *(int4*)v = ((const int4*)s[k].p)[i];
-      } else {
-        v[0] = ((const u32*)s[k].p)[i];
-      }
-      acc_add<DT, NW>(acc, v, op.reduce);
+      v = ((const u32*)s[k].p)[i];
+      acc_add<DT, 1>(acc, &v, op.reduce);
     }
-    acc_out<DT, NW>(acc, v);
-    for (int k = 0; k < nd; k++) {
-      if (NW == 4) {
-        ((int4*)d[k].p)[i] = *(int4*)v;
-      } else {
-        ((u32*)d[k].p)[i] = v[0];
-      }
-    }
+    acc_out<DT, 1>(acc, &v);
+    for (int k = 0; k < nd; k++) ((u32*)d[k].p)[i] = v;
   }
 }
 
 template <int DT>
-DEV void op_reduce(const Env& e, const DOp& op, u32 off, u32 unit) {
+static __device__ __noinline__ void op_reduce(const Env& e, const DOp& op, u32 off, u32 unit) {
   Span s[MAXR], d[MAXR];
   int ns = op.nsrc < MAXR ? op.nsrc : MAXR, nd = op.ndst < MAXR ? op.ndst : MAXR;
   u64 any = 0;
@@ -223,9 +265,9 @@ DEV void op_reduce(const Env& e, const DOp& op, u32 off, u32 unit) {
   }
   if (n == 0 || n == 0xffffffffu) return;
   if (((any | n) & 15) == 0) {
-    reduce_words<DT, 4>(e, op, s, ns, d, nd, n);
+    reduce_words16<DT>(op, s, ns, d, nd, n);
   } else {
-    reduce_words<DT, 1>(e, op, s, ns, d, nd, n);
+    reduce_words4<DT>(op, s, ns, d, nd, n);
   }
 }
 
