@@ -2,7 +2,6 @@ package compiler
 
 import (
 	"fmt"
-	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -84,10 +83,11 @@ func Verify(p *ir.Plan, sm *SourceMap, sizes []int64, dtypes []cpu.DType) Diagno
 		close(next)
 		wg.Wait()
 	}
-	// The same finding at several sizes and types is one finding: the
-	// first run's report stands, and the runs that repeat it are listed.
-	// Wrong results differ in byte offsets from size to size, so only the
-	// first run that has them reports them.
+	// The same finding at several sizes and types is one finding (its
+	// fold key leaves out ranks, byte ranges and launches): the first
+	// run's report stands, and the runs that repeat it are listed. Wrong
+	// results differ in byte offsets from size to size, so only the first
+	// run that has them reports them.
 	also := map[string][]string{}
 	first := map[string]int{}
 	firstRun := map[string]string{}
@@ -98,7 +98,8 @@ func Verify(p *ir.Plan, sm *SourceMap, sizes []int64, dtypes []cpu.DType) Diagno
 			add(diag.Diagnostic{Code: diag.CodeCannotRun, Summary: fmt.Sprintf("cannot simulate (%s): %v", r.name, r.err), Subject: sm.header()})
 			continue
 		}
-		for _, d := range reportDiags(r.rep, sm, run) {
+		for _, f := range findings(r.rep, sm, run) {
+			d := f.d
 			if d.Code == diag.CodeWrongResult {
 				if wrongRun != "" && wrongRun != run {
 					also["wrong"] = appendNew(also["wrong"], run)
@@ -106,18 +107,14 @@ func Verify(p *ir.Plan, sm *SourceMap, sizes []int64, dtypes []cpu.DType) Diagno
 				}
 				wrongRun = run
 			}
-			k := fmt.Sprintf("%s@%v", d.Summary, d.Subject.Start)
-			if i, ok := first[k]; ok && ds[i].Detail != d.Detail {
-				// The same finding again in the run that reported it
-				// (another launch) adds nothing; in another run, its name.
+			k := f.key
+			if _, ok := first[k]; ok {
 				if firstRun[k] != run {
 					also[k] = appendNew(also[k], run)
 				}
 				continue
 			}
-			if _, ok := first[k]; !ok {
-				first[k], firstRun[k] = len(ds), run
-			}
+			first[k], firstRun[k] = len(ds), run
 			add(d)
 		}
 	}
@@ -152,100 +149,6 @@ func foldRuns(runs []string) string {
 		return strings.Join(runs, "; ")
 	}
 	return fmt.Sprintf("%s and %d more runs", strings.Join(runs[:3], "; "), len(runs)-3)
-}
-
-func reportDiags(rep *cpu.Report, sm *SourceMap, run string) Diagnostics {
-	var ds Diagnostics
-	at := func(pl cpu.Place) (dsl.Range, string) {
-		if r, ok := sm.Range(pl.Rank, pl.Block, pl.Op, pl.Inner); ok {
-			return r, fmt.Sprintf("%s at %s", pl, r.Start)
-		}
-		return sm.header(), pl.String()
-	}
-	for _, s := range rep.Deadlocks {
-		r, where := at(s.Place)
-		ds = append(ds, diag.Diagnostic{Code: diag.CodeDeadlock, Summary: fmt.Sprintf("deadlock: rank %d block %d waits forever (%s)", s.Rank, s.Block, s.Waiting),
-			Detail: fmt.Sprintf("stuck op %s; run %s", where, run), Subject: r})
-	}
-	for _, rc := range rep.Races {
-		ra, wa := at(rc.A.Place)
-		_, wb := at(rc.B.Place)
-		ds = append(ds, diag.Diagnostic{Code: diag.CodeRace, Summary: fmt.Sprintf("race on rank %d's %s bytes [%d:%d)", rc.A.BufferRank, rc.A.Buffer.Long(), max(rc.A.Off, rc.B.Off), min(rc.A.End, rc.B.End)),
-			Detail: fmt.Sprintf("%s %s; unordered with %s %s; run %s", rw(rc.A.Write), wa, rw(rc.B.Write), wb, run), Subject: ra})
-	}
-	for _, u := range rep.Unbalanced {
-		r, where := at(u.Place)
-		ds = append(ds, diag.Diagnostic{Code: diag.CodeUnbalanced, Summary: fmt.Sprintf("signal never waited for (%s, %d token(s) left)", u.Channel, u.Count),
-			Detail: fmt.Sprintf("%s; add the matching wait on the peer or drop the signal", where), Subject: r})
-	}
-	// Wrong results are reported at the statement whose op last wrote the
-	// element (the one that wrote the wrong thing, or should have added
-	// what is missing), in words when the symbolic run decoded them.
-	writer := func(w *cpu.Place, launch int) (dsl.Range, string) {
-		if w == nil {
-			return sm.header(), ""
-		}
-		r, where := at(*w)
-		return r, fmt.Sprintf("; last written by %s in launch %d", where, launch)
-	}
-	// Findings that say the same thing at the same statement on several
-	// ranks are one diagnostic: "... (and on 7 more ranks)".
-	type group struct {
-		f     cpu.Finding
-		r     dsl.Range
-		by    string
-		ranks map[int]bool
-	}
-	var groups []*group
-	byKey := map[string]*group{}
-	for _, f := range rep.Findings {
-		r, by := writer(f.Writer, f.WriterLaunch)
-		k := fmt.Sprintf("%s@%v", ownRank.ReplaceAllString(f.Explain, "${1}#"), r.Start)
-		if g := byKey[k]; g != nil {
-			g.ranks[f.Rank] = true
-			continue
-		}
-		g := &group{f: f, r: r, by: by, ranks: map[int]bool{f.Rank: true}}
-		byKey[k] = g
-		groups = append(groups, g)
-	}
-	for i, g := range groups {
-		if i == 3 {
-			break // the first few say enough; the total is in the detail
-		}
-		f := g.f
-		what := f.Explain
-		if what == "" {
-			what = fmt.Sprintf("rank %d output bytes [%d:%d) differ from the collective's definition", f.Rank, f.Off, f.End)
-		}
-		if n := len(g.ranks) - 1; n > 0 {
-			what += fmt.Sprintf(" (and on %d more rank%s)", n, plural(n))
-		}
-		ds = append(ds, diag.Diagnostic{Code: diag.CodeWrongResult, Summary: "wrong result: " + what,
-			Detail: fmt.Sprintf("rank %d output bytes [%d:%d), %d elements, launch %d%s; %d wrong elements in all; run %s", f.Rank, f.Off, f.End, f.Elems, f.Launch, g.by, rep.WrongTotal, run), Subject: g.r})
-	}
-	if len(rep.Findings) == 0 {
-		for i, m := range rep.Wrong {
-			if i == 3 {
-				break
-			}
-			r, by := writer(m.Writer, m.WriterLaunch)
-			ds = append(ds, diag.Diagnostic{Code: diag.CodeWrongResult, Summary: fmt.Sprintf("wrong result: rank %d output byte %d is %s, want %s (launch %d)", m.Rank, m.Off, m.Got, m.Want, m.Launch),
-				Detail: fmt.Sprintf("%d wrong elements in all%s; run %s", rep.WrongTotal, by, run), Subject: r})
-		}
-	}
-	for i, c := range rep.Clobbered {
-		if i == 3 {
-			break
-		}
-		r, by := writer(c.Writer, c.Launch)
-		ds = append(ds, diag.Diagnostic{Code: diag.CodeInputClobbered, Summary: fmt.Sprintf("input clobbered: rank %d's input bytes [%d:%d) changed, but an out-of-place collective must leave its input as it found it", c.Rank, c.Off, c.End),
-			Detail: fmt.Sprintf("%d input bytes changed in all%s; write to scratch or the output instead; run %s", rep.ClobberedBytes, by, run), Subject: r})
-	}
-	if len(ds) == 0 && !rep.OK() {
-		ds = append(ds, diag.Diagnostic{Code: verdictCode(rep.Verdict), Summary: "verdict: " + rep.Verdict.String(), Detail: run, Subject: sm.header()})
-	}
-	return ds
 }
 
 // verdictCode is the code of a run whose report names no finding but
@@ -366,16 +269,4 @@ func planReduce(p *ir.Plan) ir.ReduceOp {
 		return ir.ReduceSum
 	}
 	return red
-}
-
-// ownRank matches the part of an explanation that names the rank whose
-// output it is about (its own poisoned output bytes), which differs
-// between ranks that are otherwise wrong the same way.
-var ownRank = regexp.MustCompile(`(poison from rank )[0-9]+`)
-
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
 }

@@ -197,7 +197,7 @@ class Verify(unittest.TestCase):
 
     def test_deadlock(self):
         r = self.assert_golden("wrong_deadlock_1", "deadlock", "deadlock")
-        self.assertEqual([(f.line, f.col) for f in r.findings], [(8, 5), (8, 5)])
+        self.assertEqual([(f.line, f.col) for f in r.findings], [(8, 5)])
 
     def test_race(self):
         self.assert_golden("wrong_launchrace_1", "race", "race")
