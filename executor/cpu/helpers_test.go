@@ -89,7 +89,7 @@ func sizes(p *ir.Plan) []int64 {
 		ref = max(ref, int64(c))
 	}
 	unit := a * ref
-	if p.Collective == ir.AllGather {
+	if p.Collective.Gathers() { // counted by the output: a piece per rank
 		unit *= n
 	}
 	return []int64{unit, 1 << 20, unit * 1003}
