@@ -82,6 +82,7 @@ type config struct {
 	ll                   int
 	timeout              time.Duration
 	perf                 perfConfig // --reference, --trace (perf.go)
+	tune                 tuneConfig // --tune (tune.go)
 }
 
 // Row is one size's result (the --json record).
@@ -156,6 +157,7 @@ func run(args []string, w io.Writer) error {
 	showVersion := fs.Bool("version", false, "print the build's version and exit")
 	showTopo := topoFlag(fs)
 	perfFlags(fs, &c.perf)
+	tuneFlags(fs, &c.tune)
 	pf := addProcFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -181,6 +183,12 @@ func run(args []string, w io.Writer) error {
 	}
 	if err := pf.check(&c); err != nil {
 		return err
+	}
+	if err := c.tune.check(&c, pf); err != nil {
+		return err
+	}
+	if c.tune.on {
+		return runTune(&c, &c.tune, w)
 	}
 	p, name, err := loadPlan(&c)
 	if err != nil {
