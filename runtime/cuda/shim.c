@@ -23,6 +23,29 @@ typedef void *CUgraphExec;
 typedef unsigned long long CUdeviceptr;
 typedef struct { char reserved[64]; } CUipcMemHandle;
 
+// Virtual memory management (CUDA 10.2+), as cuda.h lays it out.
+typedef unsigned long long CUmemGenericAllocationHandle;
+typedef struct {
+  int type;  // CUmemLocationType: 1 = device
+  int id;
+} CUmemLocation;
+typedef struct {
+  int type;                  // CUmemAllocationType: 1 = pinned
+  int requestedHandleTypes;  // CUmemAllocationHandleType: 1 = POSIX fd
+  CUmemLocation location;
+  void *win32HandleMetaData;
+  struct {
+    unsigned char compressionType;
+    unsigned char gpuDirectRDMACapable;
+    unsigned short usage;
+    unsigned char reserved[4];
+  } allocFlags;
+} CUmemAllocationProp;
+typedef struct {
+  CUmemLocation location;
+  int flags;  // CUmemAccess_flags: 3 = read and write
+} CUmemAccessDesc;
+
 // CUjit_option values from cuda.h.
 enum {
   CU_JIT_INFO_LOG_BUFFER = 3,
@@ -94,6 +117,16 @@ DECL(cuGraphExecDestroy, CUresult, (CUgraphExec))
 DECL(cuIpcGetMemHandle, CUresult, (CUipcMemHandle *, CUdeviceptr))
 DECL(cuIpcOpenMemHandle, CUresult, (CUdeviceptr *, CUipcMemHandle, unsigned))
 DECL(cuIpcCloseMemHandle, CUresult, (CUdeviceptr))
+DECL(cuMemGetAllocationGranularity, CUresult, (size_t *, const CUmemAllocationProp *, int))
+DECL(cuMemCreate, CUresult, (CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long))
+DECL(cuMemRelease, CUresult, (CUmemGenericAllocationHandle))
+DECL(cuMemExportToShareableHandle, CUresult, (void *, CUmemGenericAllocationHandle, int, unsigned long long))
+DECL(cuMemImportFromShareableHandle, CUresult, (CUmemGenericAllocationHandle *, void *, int))
+DECL(cuMemAddressReserve, CUresult, (CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long))
+DECL(cuMemAddressFree, CUresult, (CUdeviceptr, size_t))
+DECL(cuMemMap, CUresult, (CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long))
+DECL(cuMemUnmap, CUresult, (CUdeviceptr, size_t))
+DECL(cuMemSetAccess, CUresult, (CUdeviceptr, size_t, const CUmemAccessDesc *, size_t))
 
 struct sym {
   void **slot;
@@ -162,6 +195,16 @@ static struct sym syms[] = {
     S(cuIpcGetMemHandle, "cuIpcGetMemHandle"),
     S(cuIpcOpenMemHandle, "cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle"),
     S(cuIpcCloseMemHandle, "cuIpcCloseMemHandle"),
+    S(cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity"),
+    S(cuMemCreate, "cuMemCreate"),
+    S(cuMemRelease, "cuMemRelease"),
+    S(cuMemExportToShareableHandle, "cuMemExportToShareableHandle"),
+    S(cuMemImportFromShareableHandle, "cuMemImportFromShareableHandle"),
+    S(cuMemAddressReserve, "cuMemAddressReserve"),
+    S(cuMemAddressFree, "cuMemAddressFree"),
+    S(cuMemMap, "cuMemMap"),
+    S(cuMemUnmap, "cuMemUnmap"),
+    S(cuMemSetAccess, "cuMemSetAccess"),
 };
 
 static void *lib;
@@ -388,3 +431,120 @@ int mc_cuIpcOpenMemHandle(uint64_t *p, const unsigned char *h64, unsigned flags)
   return p_cuIpcOpenMemHandle((CUdeviceptr *)p, h, flags);
 }
 int mc_cuIpcCloseMemHandle(uint64_t p) { CALLCTX(cuIpcCloseMemHandle, p); }
+
+// Virtual-memory allocations shareable as POSIX file descriptors. Each
+// helper makes the whole sequence of driver calls, undoes what it did on
+// failure and names the failing call in *call (a static string), so Go
+// makes one cgo call per operation.
+enum { VMM_PINNED = 1, VMM_POSIX_FD = 1, VMM_LOC_DEVICE = 1, VMM_RW = 3 };
+
+static void vmm_prop(CUmemAllocationProp *prop, int dev) {
+  memset(prop, 0, sizeof *prop);
+  prop->type = VMM_PINNED;
+  prop->requestedHandleTypes = VMM_POSIX_FD;
+  prop->location.type = VMM_LOC_DEVICE;
+  prop->location.id = dev;
+}
+
+int mc_vmm_granularity(int dev, size_t *g, const char **call) {
+  *call = "cuMemGetAllocationGranularity";
+  if (!p_cuMemGetAllocationGranularity) return MC_MISSING;
+  ensure_ctx();
+  CUmemAllocationProp prop;
+  vmm_prop(&prop, dev);
+  return p_cuMemGetAllocationGranularity(g, &prop, 0 /* CU_MEM_ALLOC_GRANULARITY_MINIMUM */);
+}
+
+// vmm_map reserves an address range for handle h (size bytes, a multiple
+// of the granularity), maps it and gives dev read/write access to it.
+static int vmm_map(int dev, uint64_t h, size_t size, size_t align, uint64_t *ptr, const char **call) {
+  *call = "cuMemAddressReserve";
+  if (!p_cuMemAddressReserve || !p_cuMemAddressFree || !p_cuMemMap || !p_cuMemUnmap || !p_cuMemSetAccess) return MC_MISSING;
+  CUdeviceptr p = 0;
+  int r = p_cuMemAddressReserve(&p, size, align, 0, 0);
+  if (r) return r;
+  *call = "cuMemMap";
+  r = p_cuMemMap(p, size, 0, h, 0);
+  if (r) {
+    p_cuMemAddressFree(p, size);
+    return r;
+  }
+  CUmemAccessDesc acc;
+  memset(&acc, 0, sizeof acc);
+  acc.location.type = VMM_LOC_DEVICE;
+  acc.location.id = dev;
+  acc.flags = VMM_RW;
+  *call = "cuMemSetAccess";
+  r = p_cuMemSetAccess(p, size, &acc, 1);
+  if (r) {
+    p_cuMemUnmap(p, size);
+    p_cuMemAddressFree(p, size);
+    return r;
+  }
+  *ptr = p;
+  return 0;
+}
+
+int mc_vmm_create(int dev, size_t size, size_t align, uint64_t *handle, uint64_t *ptr, const char **call) {
+  *call = "cuMemCreate";
+  if (!p_cuMemCreate || !p_cuMemRelease) return MC_MISSING;
+  ensure_ctx();
+  CUmemAllocationProp prop;
+  vmm_prop(&prop, dev);
+  CUmemGenericAllocationHandle h = 0;
+  int r = p_cuMemCreate(&h, size, &prop, 0);
+  if (r) return r;
+  r = vmm_map(dev, h, size, align, ptr, call);
+  if (r) {
+    p_cuMemRelease(h);
+    return r;
+  }
+  *handle = h;
+  return 0;
+}
+
+int mc_vmm_export(uint64_t handle, int *fd, const char **call) {
+  *call = "cuMemExportToShareableHandle";
+  if (!p_cuMemExportToShareableHandle) return MC_MISSING;
+  ensure_ctx();
+  return p_cuMemExportToShareableHandle(fd, handle, VMM_POSIX_FD, 0);
+}
+
+int mc_vmm_import(int dev, int fd, size_t size, size_t align, uint64_t *handle, uint64_t *ptr, const char **call) {
+  *call = "cuMemImportFromShareableHandle";
+  if (!p_cuMemImportFromShareableHandle || !p_cuMemRelease) return MC_MISSING;
+  ensure_ctx();
+  CUmemGenericAllocationHandle h = 0;
+  // The descriptor travels in the pointer argument itself.
+  int r = p_cuMemImportFromShareableHandle(&h, (void *)(uintptr_t)fd, VMM_POSIX_FD);
+  if (r) return r;
+  r = vmm_map(dev, h, size, align, ptr, call);
+  if (r) {
+    p_cuMemRelease(h);
+    return r;
+  }
+  *handle = h;
+  return 0;
+}
+
+// mc_vmm_free unmaps, frees the address range and releases the handle:
+// all three are attempted, the first failure is reported.
+int mc_vmm_free(uint64_t handle, uint64_t ptr, size_t size, const char **call) {
+  *call = "cuMemUnmap";
+  if (!p_cuMemUnmap || !p_cuMemAddressFree || !p_cuMemRelease) return MC_MISSING;
+  ensure_ctx();
+  int first = 0;
+  int r = p_cuMemUnmap(ptr, size);
+  if (r) first = r;
+  r = p_cuMemAddressFree(ptr, size);
+  if (r && !first) {
+    first = r;
+    *call = "cuMemAddressFree";
+  }
+  r = p_cuMemRelease(handle);
+  if (r && !first) {
+    first = r;
+    *call = "cuMemRelease";
+  }
+  return first;
+}

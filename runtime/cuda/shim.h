@@ -91,4 +91,12 @@ int mc_cuIpcGetMemHandle(unsigned char *h64, uint64_t p);
 int mc_cuIpcOpenMemHandle(uint64_t *p, const unsigned char *h64, unsigned flags);
 int mc_cuIpcCloseMemHandle(uint64_t p);
 
+// Virtual-memory allocations exported as POSIX file descriptors; *call
+// names the driver call that failed.
+int mc_vmm_granularity(int dev, size_t *g, const char **call);
+int mc_vmm_create(int dev, size_t size, size_t align, uint64_t *handle, uint64_t *ptr, const char **call);
+int mc_vmm_export(uint64_t handle, int *fd, const char **call);
+int mc_vmm_import(int dev, int fd, size_t size, size_t align, uint64_t *handle, uint64_t *ptr, const char **call);
+int mc_vmm_free(uint64_t handle, uint64_t ptr, size_t size, const char **call);
+
 #endif
