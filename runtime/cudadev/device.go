@@ -1,0 +1,348 @@
+package cudadev
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/msccl-go/msccl-go/runtime/comm"
+	"github.com/msccl-go/msccl-go/runtime/cuda"
+)
+
+// IPC chooses how memory is shared with peers.
+type IPC int
+
+const (
+	// IPCAuto takes VMM where the driver and device support POSIX-fd
+	// handles, else legacy handles.
+	IPCAuto IPC = iota
+	// IPCLegacy: cuMemAlloc memory and cuIpcGetMemHandle's 64 bytes.
+	IPCLegacy
+	// IPCVMM: cuMemCreate memory exported as a POSIX file descriptor;
+	// refused with the reason where the driver or device lacks it.
+	IPCVMM
+)
+
+func (m IPC) String() string {
+	switch m {
+	case IPCLegacy:
+		return "legacy"
+	case IPCVMM:
+		return "vmm"
+	}
+	return "auto"
+}
+
+// ParseIPC reads "", "auto", "legacy" or "vmm" (MSCCL_CUDA_IPC).
+func ParseIPC(s string) (IPC, error) {
+	switch s {
+	case "", "auto":
+		return IPCAuto, nil
+	case "legacy":
+		return IPCLegacy, nil
+	case "vmm":
+		return IPCVMM, nil
+	}
+	return 0, fmt.Errorf("cudadev: IPC mode %q: want auto, legacy or vmm", s)
+}
+
+// Select picks this process's device ordinal among count devices. spec
+// is an ordinal, "round-robin" (local rank mod count: several ranks per
+// device when there are more ranks than devices, how one GPU hosts a
+// whole job), or "" for MSCCL_CUDA_DEVICE, and when that is unset too,
+// the local rank itself, which must then name a device.
+func Select(spec string, localRank, count int) (int, error) {
+	src := "the device choice"
+	if spec == "" {
+		spec, src = os.Getenv("MSCCL_CUDA_DEVICE"), "MSCCL_CUDA_DEVICE"
+	}
+	if count <= 0 {
+		return 0, fmt.Errorf("cudadev: no CUDA device visible")
+	}
+	switch spec {
+	case "":
+		if localRank < 0 {
+			return 0, errors.New("cudadev: the local rank is unknown; set MSCCL_CUDA_DEVICE to an ordinal")
+		}
+		if localRank >= count {
+			return 0, fmt.Errorf("cudadev: local rank %d has no device of its own (%d visible); set MSCCL_CUDA_DEVICE=round-robin to place several ranks on one device", localRank, count)
+		}
+		return localRank, nil
+	case "round-robin":
+		if localRank < 0 {
+			return 0, errors.New("cudadev: round-robin needs the local rank, which is unknown")
+		}
+		return localRank % count, nil
+	}
+	n, err := strconv.Atoi(spec)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("cudadev: %s %q: want a device ordinal or round-robin", src, spec)
+	}
+	if n >= count {
+		return 0, fmt.Errorf("cudadev: %s %d: only %d device(s) visible", src, n, count)
+	}
+	return n, nil
+}
+
+// Options configure Open.
+type Options struct {
+	Ordinal int // the device (Select)
+	IPC     IPC
+}
+
+// Device is one GPU of this process, as the communicator's device.
+type Device struct {
+	dev  cuda.Device
+	ctx  *cuda.Context
+	vmm  bool  // allocations are VMM (else cuMemAlloc + legacy IPC)
+	gran int64 // VMM granularity
+	live atomic.Int64
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// Open retains the device's primary context, makes it current (and the
+// cuda package's fallback context, so every goroutine's driver calls use
+// it) and settles how memory is shared.
+func Open(o Options) (*Device, error) {
+	n, err := cuda.DeviceCount()
+	if err != nil {
+		return nil, err
+	}
+	if o.Ordinal < 0 || o.Ordinal >= n {
+		return nil, fmt.Errorf("cudadev: device %d: %d visible", o.Ordinal, n)
+	}
+	d := &Device{dev: cuda.Device(o.Ordinal)}
+	if d.ctx, err = d.dev.PrimaryContext(); err != nil {
+		return nil, err
+	}
+	if err := d.ctx.SetCurrent(); err != nil {
+		d.ctx.Release()
+		return nil, err
+	}
+	fail := func(err error) (*Device, error) {
+		d.ctx.Release()
+		return nil, err
+	}
+	if o.IPC != IPCLegacy {
+		ok, why, err := cuda.VMMSupported(d.dev)
+		if err != nil {
+			return fail(err)
+		}
+		if !ok && o.IPC == IPCVMM {
+			return fail(fmt.Errorf("cudadev: VMM handles asked for, but %s (use legacy IPC: MSCCL_CUDA_IPC=legacy)", why))
+		}
+		if ok {
+			if d.gran, err = cuda.VMMGranularity(d.dev); err != nil {
+				return fail(err)
+			}
+			d.vmm = true
+		}
+	}
+	return d, nil
+}
+
+// Name is "cuda".
+func (d *Device) Name() string { return "cuda" }
+
+// Ordinal is the device's ordinal.
+func (d *Device) Ordinal() int { return int(d.dev) }
+
+// Context is the device's primary context (current for this process).
+func (d *Device) Context() *cuda.Context { return d.ctx }
+
+// IPC says how this device shares its allocations: "vmm" or "legacy".
+func (d *Device) IPC() IPC {
+	if d.vmm {
+		return IPCVMM
+	}
+	return IPCLegacy
+}
+
+// Live counts allocations and imports not yet closed: 0 after a clean
+// teardown (tests check it: no leaked IPC mapping).
+func (d *Device) Live() int64 { return d.live.Load() }
+
+// Close releases the primary context. Close every Memory first.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	if n := d.live.Load(); n != 0 {
+		d.ctx.Release()
+		return fmt.Errorf("cudadev: device %d closed with %d allocations or imports still open", int(d.dev), n)
+	}
+	return d.ctx.Release()
+}
+
+// Handle kinds, the first byte of Handle.Data.
+const (
+	kindLegacy = 1 // then the 64-byte IPC handle, then the size (8 bytes)
+	kindVMM    = 2 // then the size and the mapped size (8 bytes each); the FD travels beside
+)
+
+// Memory is device memory: this process's (Alloc) or a peer's (Import).
+type Memory struct {
+	d    *Device
+	ptr  cuda.DevicePtr
+	size int64
+	own  bool
+	vmm  *cuda.VMM // VMM memory
+	fd   int       // VMM owner: the exported descriptor peers get copies of; -1 otherwise
+	ipc  cuda.IpcMemHandle
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// Ptr is the memory's address in this process.
+func (m *Memory) Ptr() cuda.DevicePtr { return m.ptr }
+
+// Size is the size asked for (the mapping may be larger).
+func (m *Memory) Size() int64 { return m.size }
+
+// maxAlloc bounds one allocation (a corrupt size must not reach the driver).
+const maxAlloc = 1 << 46
+
+// Alloc allocates size bytes of zeroed device memory that peers can map.
+func (d *Device) Alloc(size int64) (comm.Memory, error) {
+	if size <= 0 || size > maxAlloc {
+		return nil, fmt.Errorf("cuda memory of %d bytes: want 1 to %d", size, int64(maxAlloc))
+	}
+	m := &Memory{d: d, size: size, own: true, fd: -1}
+	if d.vmm {
+		v, err := cuda.VMMCreate(d.dev, size)
+		if err != nil {
+			return nil, err
+		}
+		m.vmm, m.ptr = v, v.Ptr()
+		if m.fd, err = v.ExportFD(); err != nil {
+			v.Free()
+			return nil, err
+		}
+	} else {
+		p, err := cuda.Malloc(size)
+		if err != nil {
+			return nil, err
+		}
+		m.ptr = p
+		if m.ipc, err = cuda.IpcGetMemHandle(p); err != nil {
+			cuda.Free(p)
+			return nil, err
+		}
+	}
+	d.live.Add(1)
+	if err := cuda.Memset8(m.ptr, 0, size); err != nil {
+		m.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// Export describes the memory for a peer's Import.
+func (m *Memory) Export() (comm.Handle, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return comm.Handle{}, errors.New("cuda memory already closed")
+	}
+	if !m.own {
+		return comm.Handle{}, errors.New("cuda memory imported from a peer cannot be exported again")
+	}
+	if m.vmm != nil {
+		b := []byte{kindVMM}
+		b = binary.LittleEndian.AppendUint64(b, uint64(m.size))
+		b = binary.LittleEndian.AppendUint64(b, uint64(m.vmm.Size()))
+		return comm.Handle{Data: b, FD: m.fd}, nil
+	}
+	b := append([]byte{kindLegacy}, m.ipc[:]...)
+	b = binary.LittleEndian.AppendUint64(b, uint64(m.size))
+	return comm.Handle{Data: b, FD: -1}, nil
+}
+
+// Import maps a peer's memory from its handle; it owns h.FD.
+func (d *Device) Import(h comm.Handle) (comm.Memory, error) {
+	closeFD := func() {
+		if h.FD >= 0 {
+			syscall.Close(h.FD)
+		}
+	}
+	if len(h.Data) == 0 {
+		closeFD()
+		return nil, errors.New("empty cuda memory handle")
+	}
+	switch h.Data[0] {
+	case kindVMM:
+		defer closeFD() // the imported handle holds the memory; the descriptor is done with
+		if len(h.Data) != 17 || h.FD < 0 {
+			return nil, fmt.Errorf("cuda VMM handle of %d bytes with descriptor %d, want 17 bytes and a descriptor", len(h.Data), h.FD)
+		}
+		size, mapped := int64(binary.LittleEndian.Uint64(h.Data[1:])), int64(binary.LittleEndian.Uint64(h.Data[9:]))
+		if size <= 0 || size > mapped || mapped > maxAlloc+(1<<30) {
+			return nil, fmt.Errorf("cuda VMM handle of %d bytes mapped as %d", size, mapped)
+		}
+		v, err := cuda.VMMImport(d.dev, h.FD, mapped)
+		if err != nil {
+			return nil, err
+		}
+		d.live.Add(1)
+		return &Memory{d: d, ptr: v.Ptr(), size: size, vmm: v, fd: -1}, nil
+	case kindLegacy:
+		closeFD()
+		if len(h.Data) != 1+64+8 {
+			return nil, fmt.Errorf("cuda IPC handle of %d bytes, want %d", len(h.Data), 1+64+8)
+		}
+		size := int64(binary.LittleEndian.Uint64(h.Data[65:]))
+		if size <= 0 || size > maxAlloc {
+			return nil, fmt.Errorf("cuda IPC handle of %d bytes of memory", size)
+		}
+		p, err := cuda.IpcOpenMemHandle(cuda.IpcMemHandle(h.Data[1:65]))
+		if err != nil {
+			return nil, err
+		}
+		d.live.Add(1)
+		return &Memory{d: d, ptr: p, size: size, fd: -1}, nil
+	}
+	closeFD()
+	return nil, fmt.Errorf("cuda memory handle of unknown kind %d", h.Data[0])
+}
+
+// Close frees (own) or unmaps (imported) the memory; closing twice is
+// harmless. A peer's mappings of own memory stay valid for VMM memory
+// (the peer holds a handle); legacy IPC memory must outlive its users,
+// so free it only after the peers are done (the executors' Free comes
+// after a barrier).
+func (m *Memory) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil
+	}
+	m.closed = true
+	m.d.live.Add(-1)
+	var err error
+	switch {
+	case m.vmm != nil:
+		err = m.vmm.Free()
+		if m.fd >= 0 {
+			if e := syscall.Close(m.fd); err == nil {
+				err = e
+			}
+			m.fd = -1
+		}
+	case m.own:
+		err = cuda.Free(m.ptr)
+	default:
+		err = cuda.IpcCloseMemHandle(m.ptr)
+	}
+	return err
+}
