@@ -27,7 +27,7 @@ func TestJoinCommArguments(t *testing.T) {
 		{id, -1, 2, "cpu", "want 0 <= rank < world"},
 		{id, 0, 0, "cpu", "want 0 <= rank < world"},
 		{"nonsense", 0, 2, "cpu", "nonsense"},
-		{id, 0, 2, "cuda", `device "cuda"`},
+		{id, 0, 2, "tpu", `device "tpu"`},
 	} {
 		_, err := JoinComm(ctx, tc.id, tc.rank, tc.world, CommOptions{Device: tc.device})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -31,14 +31,15 @@ var allowed = map[string][]string{
 	"runtime/topo":          {"ir"},
 	"runtime/socket":        {},
 	"runtime/bootstrap":     {},
-	"executor/cuda":         {"ir", "kernels", "kernels/reference", "runtime/cuda", "runtime/nvrtc"},
+	"executor/cuda":         {"ir", "kernels", "kernels/reference", "runtime/comm", "runtime/cuda", "runtime/cudadev", "runtime/nvrtc"},
 	"algorithms":            {"compiler"},
 	// Not runtime/topo: comm is linked into libmsccl (capi), and go-nvml's
 	// cgo leaves NVML symbols undefined in a c-shared library, so a C
 	// program could no longer link against it (capi/testdata/smoke.c).
-	"runtime/comm":   {"ir", "runtime/bootstrap", "runtime/socket"},
-	"runtime/cpudev": {"runtime/comm"},
-	"executor/host":  {"ir", "executor/cpu", "runtime/comm", "runtime/socket"},
+	"runtime/comm":    {"ir", "runtime/bootstrap", "runtime/socket"},
+	"runtime/cpudev":  {"runtime/comm"},
+	"runtime/cudadev": {"runtime/comm", "runtime/cuda"},
+	"executor/host":   {"ir", "executor/cpu", "runtime/comm", "runtime/socket"},
 	// The leaves under internal/ that ir and dsl import stay leaves
 	// (imports of internal/... only): were one to import ir, dsl would
 	// reach the plan through it.
@@ -47,7 +48,7 @@ var allowed = map[string][]string{
 	"internal/textdist": {},
 	"internal/par":      {},
 	"internal/size":     {},
-	".":                 {"algorithms", "compiler", "dsl", "executor/cpu", "executor/cuda", "executor/host", "ir", "kernels", "runtime/bootstrap", "runtime/comm", "runtime/cpudev", "runtime/cuda"},
+	".":                 {"algorithms", "compiler", "dsl", "executor/cpu", "executor/cuda", "executor/host", "ir", "kernels", "runtime/bootstrap", "runtime/comm", "runtime/cpudev", "runtime/cuda", "runtime/cudadev"},
 }
 
 // layerViolations lists the imports of graph (package -> module packages

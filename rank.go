@@ -3,26 +3,39 @@ package msccl
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
+	cudaexec "github.com/msccl-go/msccl-go/executor/cuda"
 	"github.com/msccl-go/msccl-go/executor/host"
 	"github.com/msccl-go/msccl-go/runtime/bootstrap"
 	"github.com/msccl-go/msccl-go/runtime/comm"
 	"github.com/msccl-go/msccl-go/runtime/cpudev"
+	"github.com/msccl-go/msccl-go/runtime/cuda"
+	"github.com/msccl-go/msccl-go/runtime/cudadev"
 )
 
 // RankComm is this process's rank in a job of one process per rank,
 // started by msccl-bench --procs, torchrun, mpirun or srun.
 type RankComm struct {
-	c *comm.Comm
+	c   *comm.Comm
+	gpu *cudadev.Device // the cuda device; nil on the cpu device
 }
 
 // CommOptions configure OpenComm.
 type CommOptions struct {
 	// Device is where the rank's buffers live: "cpu" (shared memory
-	// between the node's processes; plans run on CPU threads). The
-	// multi-process CUDA device is not built yet.
+	// between the node's processes; plans run on CPU threads) or "cuda"
+	// (this process's GPU; peers' memory mapped through CUDA IPC).
 	Device string
+	// CUDADevice picks the GPU of a cuda rank: an ordinal, "round-robin"
+	// (local rank mod the GPUs: several ranks per GPU), or "" for
+	// MSCCL_CUDA_DEVICE, else the local rank's own GPU.
+	CUDADevice string
+	// CUDAIPC is how a cuda rank shares memory: "vmm" (POSIX file
+	// descriptors of cuMemCreate allocations), "legacy" (cuIpcGetMemHandle)
+	// or "" for MSCCL_CUDA_IPC, else vmm where the driver supports it.
+	CUDAIPC string
 	// Timeout bounds every step of the rendezvous and the exchange of
 	// memory; 0 takes MSCCL_BOOTSTRAP_TIMEOUT, or 30 s.
 	Timeout time.Duration
@@ -43,8 +56,16 @@ func OpenComm(ctx context.Context, opt CommOptions) (*RankComm, error) {
 }
 
 func (opt CommOptions) check() error {
-	if opt.Device != "cpu" {
-		return fmt.Errorf("msccl: device %q: OpenComm supports \"cpu\" (a multi-process CUDA device is not built yet; Open runs every rank of a plan on one GPU)", opt.Device)
+	switch opt.Device {
+	case "cpu":
+	case "cuda":
+		// Before the rendezvous, so that a machine without a driver
+		// fails at once rather than after the other ranks arrive.
+		if err := cuda.Init(); err != nil {
+			return fmt.Errorf("msccl: device \"cuda\": %w", err)
+		}
+	default:
+		return fmt.Errorf("msccl: device %q: OpenComm supports \"cpu\" and \"cuda\"", opt.Device)
 	}
 	return nil
 }
@@ -57,13 +78,64 @@ func openComm(ctx context.Context, cfg bootstrap.Config, opt CommOptions) (*Rank
 	if err != nil {
 		return nil, err
 	}
-	c, err := comm.New(ctx, bs, cpudev.Device{}, comm.Options{Timeout: cfg.Timeout})
+	var dev comm.Device = cpudev.Device{}
+	var gpu *cudadev.Device
+	if opt.Device == "cuda" {
+		if gpu, err = openGPU(bs, opt); err != nil {
+			bs.Close()
+			return nil, err
+		}
+		dev = gpu
+	}
+	c, err := comm.New(ctx, bs, dev, comm.Options{Timeout: cfg.Timeout})
 	if err != nil {
+		if gpu != nil {
+			gpu.Close()
+		}
 		bs.Close()
 		return nil, err
 	}
-	return &RankComm{c: c}, nil
+	return &RankComm{c: c, gpu: gpu}, nil
 }
+
+// openGPU opens this rank's GPU: the local rank comes from the launcher,
+// or, when it did not say, from the ranks' node identities.
+func openGPU(bs *bootstrap.Bootstrap, opt CommOptions) (*cudadev.Device, error) {
+	ipc := opt.CUDAIPC
+	if ipc == "" {
+		ipc = os.Getenv("MSCCL_CUDA_IPC")
+	}
+	mode, err := cudadev.ParseIPC(ipc)
+	if err != nil {
+		return nil, err
+	}
+	local := bs.Config().LocalRank
+	if local < 0 {
+		nodes := bs.Nodes()
+		local = 0
+		for r := 0; r < bs.Rank(); r++ {
+			if nodes[r] == nodes[bs.Rank()] {
+				local++
+			}
+		}
+	}
+	n, err := cuda.DeviceCount()
+	if err != nil {
+		return nil, fmt.Errorf("msccl: rank %d: %w", bs.Rank(), err)
+	}
+	ord, err := cudadev.Select(opt.CUDADevice, local, n)
+	if err != nil {
+		return nil, fmt.Errorf("msccl: rank %d: %w", bs.Rank(), err)
+	}
+	d, err := cudadev.Open(cudadev.Options{Ordinal: ord, IPC: mode})
+	if err != nil {
+		return nil, fmt.Errorf("msccl: rank %d: %w", bs.Rank(), err)
+	}
+	return d, nil
+}
+
+// Device is "cpu" or "cuda".
+func (c *RankComm) Device() string { return c.c.Device().Name() }
 
 // Rank is this process's rank; Size the number of ranks in the job.
 func (c *RankComm) Rank() int { return c.c.Rank() }
@@ -86,21 +158,42 @@ func (c *RankComm) Recv(ctx context.Context, peer, tag int) ([]byte, error) {
 	return c.c.Bootstrap().Recv(ctx, peer, tag)
 }
 
-// Close leaves the job. Close RankExecs and free RankBuffers first.
-func (c *RankComm) Close() error { return c.c.Close() }
+// Close leaves the job and releases the GPU. Close RankExecs and free
+// RankBuffers first.
+func (c *RankComm) Close() error {
+	err := c.c.Close()
+	if c.gpu != nil {
+		if e := c.gpu.Close(); err == nil {
+			err = e
+		}
+	}
+	return err
+}
 
 // RankExec runs one plan on this rank.
 type RankExec struct {
-	ex *host.Executor
+	ex  *host.Executor         // the cpu device
+	gpu *cudaexec.RankExecutor // the cuda device
+	ll  int
 }
 
 // RankBuffers are this rank's buffers for one message size.
-type RankBuffers = host.Buffers
+type RankBuffers struct {
+	h *host.Buffers
+	g *cudaexec.RankBuffers
+}
 
 // Open prepares p on this rank: every rank calls it with the same plan,
 // whose rank count is the job's. opt.Timeout is the watchdog of one wait
-// (0: 10 s).
+// (0: 10 s on the cpu device, 5 s on cuda).
 func (c *RankComm) Open(ctx context.Context, p *Plan, opt Options) (*RankExec, error) {
+	if c.gpu != nil {
+		ex, err := cudaexec.OpenRank(ctx, c.c, p, cudaexec.Options{Timeout: opt.Timeout})
+		if err != nil {
+			return nil, err
+		}
+		return &RankExec{gpu: ex, ll: opt.LLWidth}, nil
+	}
 	ex, err := host.Open(ctx, c.c, p, host.Options{Timeout: opt.Timeout, LLWidth: opt.LLWidth})
 	if err != nil {
 		return nil, err
@@ -112,14 +205,111 @@ func (c *RankComm) Open(ctx context.Context, p *Plan, opt Options) (*RankExec, e
 // nccl-tests counts it; within the plan's size rule). Every rank calls it
 // with the same size.
 func (e *RankExec) Alloc(ctx context.Context, size int64) (*RankBuffers, error) {
-	return e.ex.Alloc(ctx, size)
+	if e.gpu != nil {
+		b, err := e.gpu.Alloc(ctx, size)
+		if err != nil {
+			return nil, err
+		}
+		return &RankBuffers{g: b}, nil
+	}
+	b, err := e.ex.Alloc(ctx, size)
+	if err != nil {
+		return nil, err
+	}
+	return &RankBuffers{h: b}, nil
 }
 
 // Run runs the collective once on this rank and returns when this rank's
 // part is done; every rank runs the same sequence of collectives.
 func (e *RankExec) Run(ctx context.Context, b *RankBuffers, dt DType, red ReduceOp) error {
-	return e.ex.Run(ctx, b, dt, red)
+	if e.gpu != nil {
+		if b.g == nil {
+			return fmt.Errorf("msccl: Run on the cuda device with buffers of the cpu device")
+		}
+		return e.gpu.Run(ctx, b.g, dt, red, e.ll)
+	}
+	if b.h == nil {
+		return fmt.Errorf("msccl: Run on the cpu device with buffers of the cuda device")
+	}
+	return e.ex.Run(ctx, b.h, dt, red)
 }
 
 // Close releases the plan's channels on this rank.
-func (e *RankExec) Close() error { return e.ex.Close() }
+func (e *RankExec) Close() error {
+	if e.gpu != nil {
+		return e.gpu.Close()
+	}
+	return e.ex.Close()
+}
+
+// Input and Output are this rank's buffers on the cpu device, as shared
+// memory the caller reads and writes (the same bytes, or part of them,
+// for in-place plans); nil on the cuda device (SetInput, OutputOf,
+// InputPtr and OutputPtr serve both).
+func (b *RankBuffers) Input() []byte {
+	if b.h == nil {
+		return nil
+	}
+	return b.h.Input()
+}
+func (b *RankBuffers) Output() []byte {
+	if b.h == nil {
+		return nil
+	}
+	return b.h.Output()
+}
+
+// InputPtr and OutputPtr are this rank's buffers on the cuda device
+// (0 on the cpu device).
+func (b *RankBuffers) InputPtr() cuda.DevicePtr {
+	if b.g == nil {
+		return 0
+	}
+	return b.g.Input()
+}
+func (b *RankBuffers) OutputPtr() cuda.DevicePtr {
+	if b.g == nil {
+		return 0
+	}
+	return b.g.Output()
+}
+
+// SetInput copies data, the whole input, into this rank's input buffer.
+func (b *RankBuffers) SetInput(data []byte) error {
+	if b.g != nil {
+		return b.g.SetInput(data)
+	}
+	in := b.h.Input()
+	if len(data) != len(in) {
+		return fmt.Errorf("msccl: input of %d bytes, the buffers hold %d", len(data), len(in))
+	}
+	copy(in, data)
+	return nil
+}
+
+// OutputOf is rank r's output (r on this node), for checks that read
+// every rank's result after a barrier: on the cpu device the shared
+// memory itself, on the cuda device a copy.
+func (b *RankBuffers) OutputOf(r int) ([]byte, error) {
+	if b.g != nil {
+		return b.g.OutputOf(r)
+	}
+	return b.h.OutputOf(r)
+}
+
+// Size is the message size the buffers were allocated for.
+func (b *RankBuffers) Size() int64 {
+	if b.g != nil {
+		return b.g.Size()
+	}
+	return b.h.Size()
+}
+
+// Free releases the buffers; on the cuda device call it after a barrier
+// that follows every rank's last collective on them.
+func (b *RankBuffers) Free() error {
+	if b.g != nil {
+		return b.g.Free()
+	}
+	return b.h.Free()
+}

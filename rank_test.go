@@ -16,6 +16,7 @@ import (
 	"github.com/msccl-go/msccl-go/algorithms"
 	"github.com/msccl-go/msccl-go/compiler"
 	"github.com/msccl-go/msccl-go/runtime/bootstrap"
+	"github.com/msccl-go/msccl-go/runtime/cuda"
 )
 
 // With this variable set the test binary is one rank of a job
@@ -39,7 +40,11 @@ func rankChild(role string) int {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", what, err)
 		return 3
 	}
-	rc, err := OpenComm(ctx, CommOptions{Device: "cpu"})
+	device := os.Getenv(rankRole + "_DEVICE")
+	if device == "" {
+		device = "cpu"
+	}
+	rc, err := OpenComm(ctx, CommOptions{Device: device})
 	if err != nil {
 		return fail("open", err)
 	}
@@ -58,6 +63,11 @@ func rankChild(role string) int {
 	watchdog := time.Minute
 	if role == "hang" || os.Getenv(rankRole+"_PEER") == "hang" {
 		watchdog = time.Second
+	}
+	if device == "cuda" {
+		// A kernel ends only by itself or its watchdog; the error its
+		// rank then returns names the peer the bootstrap saw die.
+		watchdog = 3 * time.Second
 	}
 	ex, err := rc.Open(ctx, p, Options{Timeout: watchdog})
 	if err != nil {
@@ -105,6 +115,26 @@ func TestRankDies(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
+	rankDies(t, "cpu", 15*time.Second)
+}
+
+// The same on the cuda device (four processes on the machine's GPUs,
+// round-robin): the peers' kernels end at their 3 s watchdog and their
+// ranks return an error naming the dead one; no process, descriptor or
+// IPC mapping is left (the dead rank's memory is the driver's to
+// reclaim).
+func TestRankDiesCUDA(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	if err := cuda.Init(); err != nil {
+		t.Skipf("no CUDA: %v", err)
+	}
+	t.Setenv("MSCCL_CUDA_DEVICE", "round-robin")
+	rankDies(t, "cuda", 60*time.Second)
+}
+
+func rankDies(t *testing.T, device string, limit time.Duration) {
 	for _, victim := range []int{2, 0} {
 		t.Run(fmt.Sprintf("rank%d", victim), func(t *testing.T) {
 			fds, shm := openFDs(t), shmEntries()
@@ -112,12 +142,12 @@ func TestRankDies(t *testing.T) {
 			stderr := make([]bytes.Buffer, 4)
 			start := time.Now()
 			job, err := bootstrap.Spawn(context.Background(), bootstrap.SpawnConfig{
-				N: 4, Argv: []string{""}, KeepGoing: true, Timeout: 10 * time.Second,
+				N: 4, Argv: []string{""}, KeepGoing: true, Timeout: limit - 5*time.Second,
 				RankEnv: func(r int) []string {
 					if r == victim {
-						return []string{rankRole + "=die"}
+						return []string{rankRole + "=die", rankRole + "_DEVICE=" + device}
 					}
-					return []string{rankRole + "=run"}
+					return []string{rankRole + "=run", rankRole + "_DEVICE=" + device}
 				},
 				Stdout: func(int) io.Writer { return io.Discard },
 				Stderr: func(r int) io.Writer { return lockedWriter{&mu, &stderr[r]} },
@@ -145,7 +175,7 @@ func TestRankDies(t *testing.T) {
 				}
 				t.Logf("rank %d: %s", r, strings.TrimSpace(msg))
 			}
-			if took > 15*time.Second {
+			if took > limit {
 				t.Errorf("the job took %v to fail", took)
 			}
 			for _, s := range st {

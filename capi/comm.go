@@ -42,6 +42,12 @@ func openComm(device, id string, rank, world int64) (int64, error) {
 	if device == "" {
 		device = "cpu"
 	}
+	if device != "cpu" {
+		// run copies the caller's host memory into the shared buffers;
+		// the cuda device's buffers are device memory (msccl.OpenComm
+		// with Device "cuda" from Go).
+		return 0, fmt.Errorf("device %q: the C ABI's communicator runs on the cpu device only", device)
+	}
 	opt := msccl.CommOptions{Device: device}
 	var c *msccl.RankComm
 	var err error

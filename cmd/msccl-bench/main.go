@@ -202,8 +202,8 @@ func run(args []string, w io.Writer) error {
 		return pf.launch(p, name, args, w)
 	}
 	run := bench
-	if pf.cpuDevice() {
-		run = benchRank
+	if pf.perRank() {
+		run = pf.benchRank
 	}
 	rows, err := run(&c, p, name, sizes, w)
 	if err != nil {

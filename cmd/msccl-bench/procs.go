@@ -27,9 +27,9 @@ type procFlags struct {
 
 func addProcFlags(fs *flag.FlagSet) *procFlags {
 	pf := &procFlags{}
-	fs.IntVar(&pf.procs, "procs", 0, "start N local processes of this program, one rank each (needs --device cpu); the same binary also runs as one rank under torchrun, mpirun or srun")
+	fs.IntVar(&pf.procs, "procs", 0, "start N local processes of this program, one rank each (needs --device cpu or cuda); the same binary also runs as one rank under torchrun, mpirun or srun")
 	fs.IntVar(&pf.nodes, "nodes", 1, "with --procs: declare the processes on K nodes of equal size (MSCCL_NODE node0, node1, ... by rank / (N/K)), so that port channels between them go through the socket transport as between machines")
-	fs.StringVar(&pf.device, "device", "", "where the ranks run: cuda (every rank in this process on GPU 0; the default) or cpu (one rank per process, buffers in shared memory, plans run on CPU threads)")
+	fs.StringVar(&pf.device, "device", "", "where the ranks run: cuda (every rank in this process on GPU 0, the default; one rank per process and GPU under --procs or a launcher: GPUs by local rank, or round-robin with MSCCL_CUDA_DEVICE=round-robin, which --procs sets) or cpu (one rank per process, buffers in shared memory, plans run on CPU threads)")
 	return pf
 }
 
@@ -49,19 +49,44 @@ func (pf *procFlags) check(c *config) error {
 		return usagef("--nodes %d needs --procs (under a launcher, set MSCCL_NODE per process)", pf.nodes)
 	case pf.nodes > 1 && pf.procs%pf.nodes != 0:
 		return usagef("--nodes %d does not divide --procs %d into equal nodes", pf.nodes, pf.procs)
-	case pf.procs > 0 && pf.device != "cpu":
-		return usagef("--procs %d needs --device cpu: a process per rank on the GPU needs the CUDA device of the communicator, which is not built yet", pf.procs)
+	case pf.procs > 0 && pf.device == "":
+		return usagef("--procs %d needs --device cpu or --device cuda", pf.procs)
 	case pf.device == "cpu" && c.graph:
 		return usagef("-G (CUDA graphs) needs --device cuda")
 	case pf.device == "cpu" && (c.perf.reference != "" || c.perf.trace != ""):
 		return usagef("--reference and --trace measure GPU kernels: they need --device cuda")
+	case pf.perRank() && (c.graph || c.perf.reference != "" || c.perf.trace != ""):
+		return usagef("-G, --reference and --trace need every rank in one process (--device cuda without --procs or a launcher)")
 	}
 	return nil
 }
 
-// cpuDevice reports whether this process runs ranks on the CPU device
-// (as the launcher of --procs or as one rank).
-func (pf *procFlags) cpuDevice() bool { return pf.device == "cpu" }
+// perRank reports whether this process runs one rank of a job of one
+// process per rank (or, with --procs, launches one): always on the cpu
+// device; on cuda when --procs is given or the environment describes a
+// job of several processes (torchrun, mpirun, srun, or --procs's
+// children), else every rank runs in this process.
+func (pf *procFlags) perRank() bool {
+	switch pf.device {
+	case "cpu":
+		return true
+	case "", "cuda":
+		if pf.procs > 0 {
+			return true
+		}
+		cfg, err := bootstrap.FromEnv()
+		return err == nil && cfg.World > 1
+	}
+	return false
+}
+
+// deviceName is the communicator's device of a per-rank run.
+func (pf *procFlags) deviceName() string {
+	if pf.device == "cpu" {
+		return "cpu"
+	}
+	return "cuda"
+}
 
 // launch starts --procs processes of this program with the same
 // arguments (less --procs), one rank each, and waits for them. Rank 0's
@@ -82,10 +107,17 @@ func (pf *procFlags) launch(p *ir.Plan, name string, args []string, w io.Writer)
 		Argv:      append([]string{""}, withoutFlag(withoutFlag(args, "procs"), "nodes")...),
 		KeepGoing: true,
 		RankEnv: func(r int) []string {
-			if pf.nodes == 1 {
-				return nil
+			var env []string
+			if pf.nodes > 1 {
+				env = append(env, fmt.Sprintf("MSCCL_NODE=node%d", r/per))
 			}
-			return []string{fmt.Sprintf("MSCCL_NODE=node%d", r/per)}
+			// One machine may have fewer GPUs than ranks (one H200
+			// hosts a whole job); round-robin gives each rank its own
+			// GPU where there are enough.
+			if pf.deviceName() == "cuda" && os.Getenv("MSCCL_CUDA_DEVICE") == "" {
+				env = append(env, "MSCCL_CUDA_DEVICE=round-robin")
+			}
+			return env
 		},
 		Stdout: func(r int) io.Writer {
 			if r == 0 {
@@ -177,12 +209,13 @@ func (p *rankWriters) flush() {
 	}
 }
 
-// benchRank runs this process's rank of the sweep on the CPU device:
-// the job comes from the environment (--procs, torchrun, mpirun, srun).
+// benchRank runs this process's rank of the sweep on the cpu or cuda
+// device: the job comes from the environment (--procs, torchrun, mpirun,
+// srun).
 // Rank 0 times the collective between barriers, checks every rank's
 // result against the CPU executor's through the shared buffers (-c) and
 // prints the table; the other ranks print nothing but errors.
-func benchRank(c *config, p *ir.Plan, name string, sizes []int64, w io.Writer) ([]Row, error) {
+func (pf *procFlags) benchRank(c *config, p *ir.Plan, name string, sizes []int64, w io.Writer) ([]Row, error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	dt, err := ir.ParseDType(c.dtype)
@@ -190,7 +223,7 @@ func benchRank(c *config, p *ir.Plan, name string, sizes []int64, w io.Writer) (
 		return nil, err
 	}
 	red := ir.ReduceOp(c.redop)
-	rc, err := msccl.OpenComm(ctx, msccl.CommOptions{Device: "cpu"})
+	rc, err := msccl.OpenComm(ctx, msccl.CommOptions{Device: pf.deviceName()})
 	if err != nil {
 		return nil, err
 	}
@@ -225,8 +258,14 @@ func benchRank(c *config, p *ir.Plan, name string, sizes []int64, w io.Writer) (
 	n := len(p.GPUs)
 	if lead && !c.asJSON {
 		host, _ := os.Hostname()
-		fmt.Fprintf(w, "# msccl-bench: plan %s (%s, %s), %d ranks in %d processes on the cpu device (%s), %s %s, LL%d, %d warm-up + %d timed iterations\n",
-			name, p.Collective, p.Protocol, n, n, host, c.dtype, c.redop, c.ll, c.warmup, c.iters)
+		dev := rc.Device() + " device"
+		if rc.Device() == "cuda" {
+			// Each iteration waits for this rank's kernel: times include
+			// one synchronisation per launch.
+			dev += ", port copies by sm, a wait per launch"
+		}
+		fmt.Fprintf(w, "# msccl-bench: plan %s (%s, %s), %d ranks in %d processes on the %s (%s), %s %s, LL%d, %d warm-up + %d timed iterations\n",
+			name, p.Collective, p.Protocol, n, n, dev, host, c.dtype, c.redop, c.ll, c.warmup, c.iters)
 		tableHeader(w)
 	}
 	var rows []Row
@@ -267,7 +306,9 @@ func oneRank(ctx context.Context, c *config, rc *msccl.RankComm, ex *msccl.RankE
 		if err != nil {
 			return err
 		}
-		copy(b.Input(), in)
+		if err := b.SetInput(in); err != nil {
+			return err
+		}
 		if err := ex.Run(ctx, b, dt, red); err != nil {
 			return err
 		}
@@ -278,7 +319,11 @@ func oneRank(ctx context.Context, c *config, rc *msccl.RankComm, ex *msccl.RankE
 			return err
 		}
 		if !lead && !rc.SameNode(0) {
-			if err := rc.Send(ctx, 0, tagOutput, b.Output()); err != nil {
+			out, err := b.OutputOf(rc.Rank())
+			if err != nil {
+				return err
+			}
+			if err := rc.Send(ctx, 0, tagOutput, out); err != nil {
 				return err
 			}
 		}

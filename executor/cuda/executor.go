@@ -1,7 +1,6 @@
 package cudaexec
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -139,15 +138,11 @@ func Open(p *ir.Plan, opt Options) (*Executor, error) {
 	if err := ctx.SetCurrent(); err != nil {
 		return nil, err
 	}
-	maj, min, err := dev.ComputeCapability()
+	arch, sms, err := deviceArch(dev)
 	if err != nil {
 		return nil, err
 	}
-	sms, err := dev.Attribute(cuda.AttrMultiprocessorCount)
-	if err != nil {
-		return nil, err
-	}
-	e := &Executor{p: p, rule: rule, sms: sms, opt: opt, ctx: ctx, arch: fmt.Sprintf("sm_%d%d", maj, min),
+	e := &Executor{p: p, rule: rule, sms: sms, opt: opt, ctx: ctx, arch: arch,
 		fns: map[fnKey]*fnEntry{}, binds: map[bindKey]*binding{}}
 	if e.fork, err = cuda.NewEvent(false); err != nil {
 		return nil, err
@@ -201,28 +196,13 @@ func (e *Executor) setupRanks() error {
 			return err
 		}
 		clear(rs.watch.Bytes)
-		// Device-side state: per channel one inbound and one expected
-		// counter (u64), channel ends, semaphores, barriers, counters.
-		nc := rs.nchan[0] + rs.nchan[1]
-		size := int64(16*nc) + int64(kernels.ChanBytes*nc) + int64(4*len(g.Semaphores)) +
-			int64(kernels.BarrierBytes*maxBarriers) + 64 + 4096
-		if rs.static, err = cuda.Malloc(size); err != nil {
-			return err
-		}
-		if err := cuda.Memset8(rs.static, 0, size); err != nil {
-			return err
-		}
-		p := rs.static
-		take := func(n int64) cuda.DevicePtr {
-			q := p
-			p += cuda.DevicePtr((n + 15) &^ 15)
-			return q
-		}
-		rs.inbound[0] = take(8 * int64(rs.nchan[0]))
+		// Port inbound words are device memory when the peers' kernels
+		// signal them (SM copies).
 		sm := e.opt.PortCopy == PortCopySM
-		if sm {
-			rs.inbound[1] = take(8 * int64(rs.nchan[1])) // the peers' kernels signal it
-		} else if rs.nchan[1] > 0 {
+		if err := carveStatic(rs, g, [2]bool{true, sm}); err != nil {
+			return err
+		}
+		if !sm && rs.nchan[1] > 0 {
 			// The proxy delivers port signals from the host (see
 			// runtime/cuda/proxy.c for why not a stream-ordered write),
 			// so their semaphores live in mapped host memory.
@@ -231,26 +211,8 @@ func (e *Executor) setupRanks() error {
 			}
 			rs.inbound[1] = rs.portIn.Dev
 		}
-		expected := [2]cuda.DevicePtr{take(8 * int64(rs.nchan[0])), take(8 * int64(rs.nchan[1]))}
-		rs.memChans = take(int64(kernels.ChanBytes * rs.nchan[0]))
-		rs.portChan = take(int64(kernels.ChanBytes * rs.nchan[1]))
-		rs.sems = take(int64(4 * len(g.Semaphores)))
-		rs.barriers = take(int64(kernels.BarrierBytes * maxBarriers))
-		rs.epoch = take(8)
-		rs.doneCnt = take(8)
-		rs.fifoHead = take(8)
-		rs.expected = expected
-		if len(g.Semaphores) > 0 {
-			b := make([]byte, 4*len(g.Semaphores))
-			for i, s := range g.Semaphores {
-				if s.InitValue < 0 {
-					return fmt.Errorf("gpus[%d].semaphores[%d]: negative init_value", r, i)
-				}
-				binary.LittleEndian.PutUint32(b[4*i:], uint32(s.InitValue))
-			}
-			if err := cuda.MemcpyHtoD(rs.sems, b); err != nil {
-				return err
-			}
+		if err := uploadSems(g, r, rs.sems); err != nil {
+			return err
 		}
 		if rs.nchan[1] > 0 && !sm {
 			if rs.fifo, err = cuda.HostAllocMapped(int64(32*e.opt.FifoEntries + 64)); err != nil {

@@ -191,15 +191,8 @@ func (e *Executor) bind(c *Call) (*binding, error) {
 	if err := e.rule.Check(bf.Size); err != nil {
 		return nil, fmt.Errorf("cudaexec: %w", err)
 	}
-	switch c.Reduce {
-	case ir.ReduceNone, ir.ReduceSum, ir.ReduceMin, ir.ReduceMax:
-	case ir.ReduceProd:
-		switch c.DType {
-		case ir.F32, ir.F16, ir.BF16, ir.F8E4M3, ir.F8E5M2:
-			return nil, fmt.Errorf("cudaexec: prod is supported for integer types only, not %s", c.DType)
-		}
-	default:
-		return nil, fmt.Errorf("cudaexec: unknown reduction %q", c.Reduce)
+	if err := checkReduce(c.Reduce, c.DType); err != nil {
+		return nil, err
 	}
 	fn, err := e.function(c.DType, ll)
 	if err != nil {
@@ -260,25 +253,12 @@ func (e *Executor) bind(c *Call) (*binding, error) {
 			b.free()
 			return nil, err
 		}
-		var blob []byte
-		offs := make([]byte, 4*len(tables))
-		for i := range tables {
-			enc, err := tables[i].Encode()
-			if err != nil {
-				b.free()
-				return nil, fmt.Errorf("gpus[%d].threadblocks[%d]: %w", r, i, err)
-			}
-			putU32(offs[4*i:], uint32(len(blob)))
-			blob = append(blob, enc...)
-			b.smem = max(b.smem, uint32(len(enc)))
+		blob, offsAt, argsAt, smem, err := packTables(tables, r)
+		if err != nil {
+			b.free()
+			return nil, err
 		}
-		offsAt := int64(len(blob))
-		blob = append(blob, offs...)
-		for len(blob)%16 != 0 {
-			blob = append(blob, 0)
-		}
-		argsAt := int64(len(blob))
-		blob = append(blob, make([]byte, kernels.ArgsBytes)...)
+		b.smem = max(b.smem, smem)
 		dev, err := cuda.Malloc(int64(len(blob)))
 		if err != nil {
 			b.free()

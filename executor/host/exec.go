@@ -2,11 +2,9 @@ package host
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -311,7 +309,7 @@ type Buffers struct {
 func (e *Executor) Alloc(ctx context.Context, size int64) (*Buffers, error) {
 	p := e.p
 	// First, so that every rank reaches the all-gather before any refuses.
-	if err := e.sameSize(ctx, size); err != nil {
+	if err := e.c.SameInt64(ctx, "message size", size); err != nil {
 		return nil, err
 	}
 	rule, err := p.SizeRule()
@@ -442,23 +440,4 @@ func poison(b []byte) {
 	for n := 1; n < len(b); n *= 2 {
 		copy(b[n:], b[:n])
 	}
-}
-
-// sameSize checks that every rank allocates for the same message size
-// (their buffers and chunk geometry must agree). Collective.
-func (e *Executor) sameSize(ctx context.Context, size int64) error {
-	all, err := e.c.Bootstrap().AllGather(ctx, binary.LittleEndian.AppendUint64(nil, uint64(size)))
-	if err != nil {
-		return fmt.Errorf("host: rank %d: comparing message sizes: %w", e.rank, err)
-	}
-	var other []string
-	for r, b := range all {
-		if len(b) != 8 || int64(binary.LittleEndian.Uint64(b)) != size {
-			other = append(other, fmt.Sprintf("rank %d has %d", r, int64(binary.LittleEndian.Uint64(append(b, make([]byte, 8)...)))))
-		}
-	}
-	if len(other) > 0 {
-		return fmt.Errorf("host: rank %d allocates for %d bytes but %s: every rank must allocate the same size", e.rank, size, strings.Join(other, ", "))
-	}
-	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,8 +13,8 @@ import (
 	"github.com/msccl-go/msccl-go/compiler"
 	"github.com/msccl-go/msccl-go/executor/cpu"
 	"github.com/msccl-go/msccl-go/ir"
-	"github.com/msccl-go/msccl-go/runtime/bootstrap"
 	"github.com/msccl-go/msccl-go/runtime/comm"
+	"github.com/msccl-go/msccl-go/runtime/comm/commtest"
 	"github.com/msccl-go/msccl-go/runtime/cpudev"
 )
 
@@ -45,37 +44,11 @@ func ranks(t testing.TB, n int, timeout time.Duration, f func(ctx context.Contex
 // different nodes share no memory and meet through the socket transport.
 func ranksOn(t testing.TB, n int, timeout time.Duration, nodeOf func(int) string, f func(ctx context.Context, c *comm.Comm) error) []error {
 	t.Helper()
-	id, err := bootstrap.NewUniqueID("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
+	nodes := make([]string, n)
+	for r := range nodes {
+		nodes[r] = nodeOf(r)
 	}
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 4*timeout)
-			defer cancel()
-			bs, err := bootstrap.Connect(ctx, bootstrap.Config{Rank: r, World: n, LocalRank: r, LocalWorld: n, Node: nodeOf(r), ID: id, Timeout: timeout})
-			if err != nil {
-				errs[r] = err
-				return
-			}
-			c, err := comm.New(ctx, bs, cpudev.Device{}, comm.Options{Timeout: timeout})
-			if err != nil {
-				bs.Close()
-				errs[r] = err
-				return
-			}
-			errs[r] = f(ctx, c)
-			if err := c.Close(); err != nil && errs[r] == nil {
-				errs[r] = err
-			}
-		}()
-	}
-	wg.Wait()
-	return errs
+	return commtest.Join(t, nodes, cpudev.Device{}, timeout, f)
 }
 
 // runChecked runs p on n in-process ranks for the given launches and

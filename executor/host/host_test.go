@@ -149,7 +149,7 @@ func TestAllocDifferentSizes(t *testing.T) {
 		return err
 	})
 	for r, err := range errs {
-		want := fmt.Sprintf("host: rank %d allocates for %d bytes but rank %d has %d", r, 4096*(1+r), 1-r, 4096*(2-r))
+		want := fmt.Sprintf("comm: rank %d has message size %d but rank %d has %d: every rank must use the same", r, 4096*(1+r), 1-r, 4096*(2-r))
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("rank %d: %v, want %q", r, err, want)
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,43 +13,15 @@ import (
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/bootstrap"
 	"github.com/msccl-go/msccl-go/runtime/comm"
+	"github.com/msccl-go/msccl-go/runtime/comm/commtest"
 	"github.com/msccl-go/msccl-go/runtime/cpudev"
 )
 
-// join runs f as n ranks (goroutines over the real bootstrap on
-// loopback), rank r on node nodes[r].
+// join runs f as len(nodes) ranks on the cpu device, rank r on node
+// nodes[r].
 func join(t *testing.T, nodes []string, f func(ctx context.Context, c *comm.Comm) error) []error {
 	t.Helper()
-	id, err := bootstrap.NewUniqueID("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := len(nodes)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			bs, err := bootstrap.Connect(ctx, bootstrap.Config{Rank: r, World: n, LocalRank: -1, LocalWorld: -1, Node: nodes[r], ID: id, Timeout: 5 * time.Second})
-			if err != nil {
-				errs[r] = err
-				return
-			}
-			c, err := comm.New(ctx, bs, cpudev.Device{}, comm.Options{Timeout: 5 * time.Second})
-			if err != nil {
-				bs.Close()
-				errs[r] = err
-				return
-			}
-			errs[r] = f(ctx, c)
-			c.Close()
-		}()
-	}
-	wg.Wait()
-	return errs
+	return commtest.Join(t, nodes, cpudev.Device{}, 5*time.Second, f)
 }
 
 // Exchange maps every node-local rank's memory and nothing of the other

@@ -485,6 +485,18 @@ static int vmm_map(int dev, uint64_t h, size_t size, size_t align, uint64_t *ptr
   return 0;
 }
 
+// vmm_map_handle maps a new handle h and hands it out, or releases it.
+static int vmm_map_handle(int dev, CUmemGenericAllocationHandle h, size_t size, size_t align, uint64_t *handle,
+                          uint64_t *ptr, const char **call) {
+  int r = vmm_map(dev, h, size, align, ptr, call);
+  if (r) {
+    p_cuMemRelease(h);
+    return r;
+  }
+  *handle = h;
+  return 0;
+}
+
 int mc_vmm_create(int dev, size_t size, size_t align, uint64_t *handle, uint64_t *ptr, const char **call) {
   *call = "cuMemCreate";
   if (!p_cuMemCreate || !p_cuMemRelease) return MC_MISSING;
@@ -494,13 +506,7 @@ int mc_vmm_create(int dev, size_t size, size_t align, uint64_t *handle, uint64_t
   CUmemGenericAllocationHandle h = 0;
   int r = p_cuMemCreate(&h, size, &prop, 0);
   if (r) return r;
-  r = vmm_map(dev, h, size, align, ptr, call);
-  if (r) {
-    p_cuMemRelease(h);
-    return r;
-  }
-  *handle = h;
-  return 0;
+  return vmm_map_handle(dev, h, size, align, handle, ptr, call);
 }
 
 int mc_vmm_export(uint64_t handle, int *fd, const char **call) {
@@ -518,13 +524,7 @@ int mc_vmm_import(int dev, int fd, size_t size, size_t align, uint64_t *handle, 
   // The descriptor travels in the pointer argument itself.
   int r = p_cuMemImportFromShareableHandle(&h, (void *)(uintptr_t)fd, VMM_POSIX_FD);
   if (r) return r;
-  r = vmm_map(dev, h, size, align, ptr, call);
-  if (r) {
-    p_cuMemRelease(h);
-    return r;
-  }
-  *handle = h;
-  return 0;
+  return vmm_map_handle(dev, h, size, align, handle, ptr, call);
 }
 
 // mc_vmm_free unmaps, frees the address range and releases the handle:

@@ -1,0 +1,586 @@
+package cudaexec
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/msccl-go/msccl-go/ir"
+	"github.com/msccl-go/msccl-go/kernels"
+	"github.com/msccl-go/msccl-go/runtime/comm"
+	"github.com/msccl-go/msccl-go/runtime/cuda"
+	"github.com/msccl-go/msccl-go/runtime/cudadev"
+)
+
+// RankExecutor runs one rank of a plan in a job of one process per rank:
+// this process's rank's kernel (the same kernel and op tables as
+// Executor's) over the node's other ranks' buffers and semaphore words,
+// which the communicator mapped here through CUDA IPC (runtime/cudadev).
+// Memory channels are loads and stores to the peers' mapped pointers;
+// port channels are copied by this kernel's own threads (PortCopySM):
+// their semaphore words are device memory in the peers' sync regions,
+// which another process's host proxy could not reach in order
+// (docs/rationale.md). Methods are not safe for concurrent use.
+type RankExecutor struct {
+	k     *Executor // the plan, options, kernel cache and device; no ranks
+	c     *comm.Comm
+	dev   *cudadev.Device
+	rank  int
+	conns *comm.Connections
+	rs    *rankRes
+	sets  map[*RankBuffers]struct{}
+	mu    sync.Mutex
+	// broken: after a hang or a failed launch the channel counters are
+	// out of step with the peers', so no later Run can be right.
+	broken error
+	closed bool
+}
+
+// OpenRank prepares p on this rank of c, whose device must be the CUDA
+// device: every rank calls it with the same plan (collective). Options
+// are Executor's; PortCopy must be Auto or SM, Trace 0.
+func OpenRank(ctx context.Context, c *comm.Comm, p *ir.Plan, opt Options) (*RankExecutor, error) {
+	if p == nil {
+		return nil, errors.New("cudaexec: nil plan")
+	}
+	dev, ok := c.Device().(*cudadev.Device)
+	if !ok {
+		return nil, fmt.Errorf("cudaexec: the communicator's device is %q; OpenRank needs the cuda device", c.Device().Name())
+	}
+	if err := rankPlanCheck(p, c, opt); err != nil {
+		return nil, err
+	}
+	rule, err := p.SizeRule()
+	if err != nil {
+		return nil, fmt.Errorf("cudaexec: %w", err)
+	}
+	if opt.Timeout <= 0 {
+		opt.Timeout = 5 * time.Second
+	}
+	opt.PortCopy = PortCopySM
+	arch, sms, err := deviceArch(dev.Context().Device())
+	if err != nil {
+		return nil, err
+	}
+	// Connect is collective: every rank reaches it, or every rank
+	// refused the plan above.
+	conns, err := c.Connect(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	e := &RankExecutor{c: c, dev: dev, rank: c.Rank(), conns: conns, sets: map[*RankBuffers]struct{}{},
+		k: &Executor{p: p, rule: rule, sms: sms, opt: opt, ctx: dev.Context(), arch: arch,
+			fns: map[fnKey]*fnEntry{}, binds: map[bindKey]*binding{}}}
+	if err := e.setup(); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("cudaexec: rank %d: %w", e.rank, err)
+	}
+	return e, nil
+}
+
+// rankPlanCheck refuses, on every rank alike (each decides from the plan
+// and the ranks' nodes), what one process per rank cannot run yet.
+func rankPlanCheck(p *ir.Plan, c *comm.Comm, opt Options) error {
+	if err := checkPlan(p, false); err != nil {
+		return fmt.Errorf("cudaexec: %w", err)
+	}
+	if len(p.GPUs) != c.Size() {
+		return fmt.Errorf("cudaexec: plan %q has %d ranks, the job has %d", p.Name, len(p.GPUs), c.Size())
+	}
+	if opt.Trace > 0 {
+		return errors.New("cudaexec: Trace needs every rank in one process (Open), not OpenRank")
+	}
+	if opt.PortCopy == PortCopyProxy {
+		return errors.New("cudaexec: PortCopyProxy needs every rank in one process (Open); one process per rank copies port channels with SMs")
+	}
+	for r := range p.GPUs {
+		g := &p.GPUs[r]
+		for _, fc := range g.FlatChannels(ir.ChanPort) {
+			if fc.Peer >= 0 && fc.Peer < c.Size() && c.Node(fc.Peer) != c.Node(r) {
+				return fmt.Errorf("cudaexec: gpus[%d]: a port channel to rank %d on node %q (rank %d: %q); the cuda device connects ranks of one node only (the socket transport between nodes serves the cpu device)", r, fc.Peer, c.Node(fc.Peer), r, c.Node(r))
+			}
+		}
+		for i, rb := range g.RemoteBuffers {
+			if rb.Rank >= 0 && rb.Rank < c.Size() && c.Node(rb.Rank) != c.Node(r) {
+				return fmt.Errorf("cudaexec: gpus[%d].remote_buffers[%d]: rank %d is on node %q, rank %d on %q; the cuda device maps buffers within a node only", r, i, rb.Rank, c.Node(rb.Rank), r, c.Node(r))
+			}
+		}
+	}
+	return nil
+}
+
+// devPtr is the address of a semaphore word of the cuda device.
+func devPtr(l comm.Loc) (cuda.DevicePtr, error) {
+	m, ok := l.Mem.(*cudadev.Memory)
+	if !ok {
+		return 0, fmt.Errorf("semaphore memory of type %T is not cuda memory", l.Mem)
+	}
+	if l.Off < 0 || l.Off%8 != 0 || l.Off+8 > m.Size() {
+		return 0, fmt.Errorf("semaphore word at byte %d of a %d-byte region", l.Off, m.Size())
+	}
+	return m.Ptr() + cuda.DevicePtr(l.Off), nil
+}
+
+// setup makes the rank's stream, watchdog records and device state:
+// expected counters, channel ends (inbound words in this rank's sync
+// region, remote ones in the peers' as mapped here), semaphores,
+// barriers, the epoch and done counters.
+func (e *RankExecutor) setup() error {
+	g := &e.k.p.GPUs[e.rank]
+	rs := &rankRes{nblocks: len(g.ThreadBlocks)}
+	e.rs = rs
+	if rs.nblocks == 0 {
+		return fmt.Errorf("gpus[%d] has no thread blocks", e.rank)
+	}
+	ends := [2][]comm.Channel{e.conns.Memory, e.conns.Port}
+	for s := range ends {
+		rs.nchan[s] = len(ends[s])
+		for _, ch := range ends[s] {
+			rs.peers[s] = append(rs.peers[s], ch.Peer)
+		}
+	}
+	var err error
+	if rs.stream, err = cuda.NewStream(true); err != nil {
+		return err
+	}
+	if rs.watch, err = cuda.HostAllocMapped(int64(kernels.WatchBytes * rs.nblocks)); err != nil {
+		return err
+	}
+	// The inbound words are in the communicator's sync regions.
+	if err := carveStatic(rs, g, [2]bool{}); err != nil {
+		return err
+	}
+	if err := uploadSems(g, e.rank, rs.sems); err != nil {
+		return err
+	}
+	for s := range ends {
+		if rs.nchan[s] == 0 {
+			continue
+		}
+		cs := make([]kernels.Chan, rs.nchan[s])
+		for i, ch := range ends[s] {
+			in, err := devPtr(ch.Inbound)
+			if err != nil {
+				return fmt.Errorf("%s channel %d: %w", ch.Type, i, err)
+			}
+			var remote cuda.DevicePtr
+			if ch.Remote.Mem != nil {
+				if remote, err = devPtr(ch.Remote); err != nil {
+					return fmt.Errorf("%s channel %d to rank %d: %w", ch.Type, i, ch.Peer, err)
+				}
+			}
+			cs[i] = kernels.Chan{Inbound: uint64(in), RemoteInbound: uint64(remote),
+				Expected: uint64(rs.expected[s]) + uint64(8*i), Peer: int32(ch.Peer), Index: uint32(i)}
+		}
+		dst := rs.memChans
+		if s == 1 {
+			dst = rs.portChan
+		}
+		if err := cuda.MemcpyHtoD(dst, kernels.EncodeChans(cs)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// uploadSems writes rank r's semaphores' initial values to dst.
+func uploadSems(g *ir.GPU, r int, dst cuda.DevicePtr) error {
+	if len(g.Semaphores) == 0 {
+		return nil
+	}
+	b := make([]byte, 4*len(g.Semaphores))
+	for i, s := range g.Semaphores {
+		if s.InitValue < 0 {
+			return fmt.Errorf("gpus[%d].semaphores[%d]: negative init_value", r, i)
+		}
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(s.InitValue))
+	}
+	return cuda.MemcpyHtoD(dst, b)
+}
+
+// Rank is this process's rank; Plan the plan it runs.
+func (e *RankExecutor) Rank() int      { return e.rank }
+func (e *RankExecutor) Plan() *ir.Plan { return e.k.p }
+
+// Close frees what Open made: the stream (after its work), the device
+// state, the kernels and the plan's semaphore regions. Buffers are freed
+// by their own Free, before Close.
+func (e *RankExecutor) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	var errs []error
+	keep := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if n := len(e.sets); n > 0 {
+		keep(fmt.Errorf("cudaexec: rank %d: Close with %d buffer sets not freed (freed now)", e.rank, n))
+		for b := range e.sets {
+			keep(b.free())
+		}
+	}
+	if rs := e.rs; rs != nil {
+		if rs.stream != nil {
+			keep(rs.stream.Synchronize())
+			keep(rs.stream.Destroy())
+		}
+		if rs.watch != nil {
+			keep(rs.watch.Free())
+		}
+		if rs.static != 0 {
+			keep(cuda.Free(rs.static))
+		}
+	}
+	for _, f := range e.k.fns {
+		keep(f.mod.Unload())
+	}
+	e.k.fns = map[fnKey]*fnEntry{}
+	if e.conns != nil {
+		keep(e.conns.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// RankBuffers are this rank's input, output and scratch for one message
+// size, in one allocation of the cuda device, and the node's other
+// ranks' mapped here.
+type RankBuffers struct {
+	e       *RankExecutor
+	size    int64
+	in, out int64
+	mems    []comm.Memory // by rank; nil off this node
+	bufs    []bufSet      // by rank, as this process addresses them
+	lay     *ir.Layout    // this rank's
+	binds   map[rankBindKey]*rankBinding
+	freed   bool
+}
+
+type rankBindKey struct {
+	dt     ir.DType
+	ll     int
+	reduce ir.ReduceOp
+}
+
+// rankBinding is one (type, packet width, reduction) on a buffer set:
+// the op tables and launch arguments in device memory.
+type rankBinding struct {
+	fn      *fnEntry
+	mem     cuda.DevicePtr
+	args    cuda.DevicePtr
+	smem    uint32
+	threads uint32
+}
+
+// rankRegion is where one rank's buffers lie in its allocation. Scratch
+// is as large on every rank (the largest any rank needs): a rank adds
+// its own scratch half offset to a peer's scratch address.
+type rankRegion struct {
+	inOff, outOff, scOff int64
+	inN, outN            int64 // bytes addressable from the input and output starts
+	total                int64
+}
+
+func align256(n int64) int64 { return (n + 255) &^ 255 }
+
+// rankRegionOf lays out rank r's buffers. In-place plans alias input and
+// output as Alloc does: a gather's input is slice r of its output, a
+// scatter's output slice r of its input, other collectives share it.
+func rankRegionOf(p *ir.Plan, r int, in, out, scratch int64) rankRegion {
+	var g rankRegion
+	var main int64
+	switch {
+	case !p.InPlace:
+		g.outOff = align256(in)
+		main = g.outOff + out
+		g.inN, g.outN = in, out
+	case p.Collective.Gathers():
+		main = out
+		g.inOff = int64(r) * in
+		g.inN, g.outN = in, out
+	case p.Collective.Scatters():
+		main = in
+		g.outOff = int64(r) * out
+		g.inN, g.outN = in, out
+	default:
+		main = max(in, out)
+		g.inN, g.outN = main, main
+	}
+	g.scOff = align256(main)
+	g.total = g.scOff + scratch
+	return g
+}
+
+// Alloc allocates this rank's buffers for a message of size bytes (within
+// the plan's size rule) and maps every node-local rank's. Collective:
+// every rank calls it with the same size.
+func (e *RankExecutor) Alloc(ctx context.Context, size int64) (*RankBuffers, error) {
+	p := e.k.p
+	if err := e.c.SameInt64(ctx, "message size", size); err != nil {
+		return nil, err
+	}
+	if err := e.k.rule.Check(size); err != nil {
+		return nil, fmt.Errorf("cudaexec: %w", err)
+	}
+	in, out, err := p.BufferBytes(size)
+	if err != nil {
+		return nil, fmt.Errorf("cudaexec: %w", err)
+	}
+	var scratch int64 = 32
+	var own *ir.Layout
+	for r := range p.GPUs {
+		lay, err := p.Layout(r, in, out)
+		if err != nil {
+			return nil, fmt.Errorf("cudaexec: gpus[%d]: %w", r, err)
+		}
+		scratch = max(scratch, lay.ScratchAlloc)
+		if r == e.rank {
+			own = lay
+		}
+	}
+	reg := rankRegionOf(p, e.rank, in, out, scratch)
+	mem, err := e.dev.Alloc(reg.total)
+	if err != nil {
+		return nil, fmt.Errorf("cudaexec: rank %d: %d bytes of buffers: %w", e.rank, reg.total, err)
+	}
+	mems, err := e.c.Exchange(ctx, mem)
+	if err != nil {
+		mem.Close()
+		return nil, err
+	}
+	b := &RankBuffers{e: e, size: size, in: in, out: out, mems: mems, bufs: make([]bufSet, len(p.GPUs)), lay: own,
+		binds: map[rankBindKey]*rankBinding{}}
+	for r, m := range mems {
+		if m == nil {
+			continue
+		}
+		g := rankRegionOf(p, r, in, out, scratch)
+		if m.Size() < g.total {
+			b.free()
+			return nil, fmt.Errorf("cudaexec: rank %d shared %d bytes of buffers, the plan needs %d at %d bytes", r, m.Size(), g.total, size)
+		}
+		base := uint64(m.(*cudadev.Memory).Ptr())
+		b.bufs[r] = bufSet{in: base + uint64(g.inOff), out: base + uint64(g.outOff), scratch: base + uint64(g.scOff),
+			inN: g.inN, outN: g.outN, scratchN: scratch}
+	}
+	e.sets[b] = struct{}{}
+	return b, nil
+}
+
+// Size is the message size the buffers were allocated for.
+func (b *RankBuffers) Size() int64 { return b.size }
+
+// Input and Output are this rank's buffers on the device (InBytes and
+// OutBytes long; the same memory, or part of it, for in-place plans).
+func (b *RankBuffers) Input() cuda.DevicePtr  { return cuda.DevicePtr(b.bufs[b.e.rank].in) }
+func (b *RankBuffers) Output() cuda.DevicePtr { return cuda.DevicePtr(b.bufs[b.e.rank].out) }
+func (b *RankBuffers) InBytes() int64         { return b.in }
+func (b *RankBuffers) OutBytes() int64        { return b.out }
+
+// SetInput copies data (InBytes long) into this rank's input.
+func (b *RankBuffers) SetInput(data []byte) error {
+	if b.freed {
+		return errors.New("cudaexec: buffers freed")
+	}
+	if int64(len(data)) != b.in {
+		return fmt.Errorf("cudaexec: input of %d bytes, the buffers hold %d", len(data), b.in)
+	}
+	return cuda.MemcpyHtoD(b.Input(), data)
+}
+
+// OutputOf copies rank r's output (r on this node, read through its
+// mapping here), for checks that read every rank's result after a
+// barrier.
+func (b *RankBuffers) OutputOf(r int) ([]byte, error) {
+	if b.freed {
+		return nil, errors.New("cudaexec: buffers freed")
+	}
+	if r < 0 || r >= len(b.mems) || b.mems[r] == nil {
+		return nil, fmt.Errorf("cudaexec: rank %d's buffers are not mapped here", r)
+	}
+	out := make([]byte, b.out)
+	if err := cuda.MemcpyDtoH(out, cuda.DevicePtr(b.bufs[r].out)); err != nil {
+		return nil, fmt.Errorf("cudaexec: reading rank %d's output: %w", r, err)
+	}
+	return out, nil
+}
+
+// Free waits for this rank's work, frees the op tables and unmaps or
+// frees the buffers. Call it once no rank runs on them any more (after a
+// barrier): legacy IPC memory must outlive its peers' use.
+func (b *RankBuffers) Free() error {
+	b.e.mu.Lock()
+	defer b.e.mu.Unlock()
+	return b.free()
+}
+
+func (b *RankBuffers) free() error {
+	if b.freed {
+		return nil
+	}
+	b.freed = true
+	delete(b.e.sets, b)
+	var errs []error
+	if b.e.rs != nil && b.e.rs.stream != nil {
+		errs = append(errs, b.e.rs.stream.Synchronize())
+	}
+	for _, rb := range b.binds {
+		errs = append(errs, cuda.Free(rb.mem))
+	}
+	b.binds = nil
+	for _, m := range b.mems {
+		if m != nil {
+			errs = append(errs, m.Close())
+		}
+	}
+	b.mems = nil
+	return errors.Join(errs...)
+}
+
+// bind returns the binding of (dt, ll, red) on b, building the op tables
+// (the same builder as Executor's, over the peers' addresses as mapped
+// here) and launch arguments on first use.
+func (e *RankExecutor) bind(b *RankBuffers, dt ir.DType, ll int, red ir.ReduceOp) (*rankBinding, error) {
+	key := rankBindKey{dt, ll, red}
+	if rb := b.binds[key]; rb != nil {
+		return rb, nil
+	}
+	if err := checkReduce(red, dt); err != nil {
+		return nil, err
+	}
+	fn, err := e.k.function(dt, ll)
+	if err != nil {
+		return nil, err
+	}
+	tb := &tableBuilder{p: e.k.p, rank: e.rank, lay: b.lay, bufs: b.bufs, reduce: red}
+	tables, err := tb.build()
+	if err != nil {
+		return nil, err
+	}
+	blob, offsAt, argsAt, smem, err := packTables(tables, e.rank)
+	if err != nil {
+		return nil, err
+	}
+	dev, err := cuda.Malloc(int64(len(blob)))
+	if err != nil {
+		return nil, err
+	}
+	rs := e.rs
+	a := kernels.Args{Tables: uint64(dev), TableOff: uint64(dev) + uint64(offsAt)}
+	a.Mem, a.Port, a.Sems, a.Barriers = uint64(rs.memChans), uint64(rs.portChan), uint64(rs.sems), uint64(rs.barriers)
+	a.Epoch, a.Done, a.Watch = uint64(rs.epoch), uint64(rs.doneCnt), uint64(rs.watch.Dev)
+	a.TimeoutNs, a.Rank, a.NBlocks = uint64(e.k.opt.Timeout.Nanoseconds()), uint32(e.rank), uint32(rs.nblocks)
+	if e.k.p.DoubleScratch {
+		a.ScratchHalf = uint64(b.bufs[e.rank].scratchN / 2)
+	}
+	// No FIFO: the kernel copies port channels itself (PortCopySM).
+	copy(blob[argsAt:], a.Encode())
+	if err := cuda.MemcpyHtoD(dev, blob); err != nil {
+		cuda.Free(dev)
+		return nil, err
+	}
+	rb := &rankBinding{fn: fn, mem: dev, args: dev + cuda.DevicePtr(argsAt), smem: smem, threads: uint32(e.k.p.NumThreadsPerBlock)}
+	fail := func(err error) (*rankBinding, error) {
+		cuda.Free(dev)
+		return nil, err
+	}
+	if int(smem) > fn.smem {
+		if err := fn.fn.SetMaxDynamicSharedMemory(int(smem)); err != nil {
+			return fail(fmt.Errorf("op table of %d bytes does not fit in shared memory: %w", smem, err))
+		}
+		fn.smem = int(smem)
+	}
+	per, err := fn.fn.MaxActiveBlocksPerSM(int(rb.threads), int(smem))
+	if err != nil {
+		return fail(err)
+	}
+	if err := residentError(e.k.p.Name, 1, rs.nblocks, int(rb.threads), int(smem), per, e.k.sms); err != nil {
+		return fail(err)
+	}
+	b.binds[key] = rb
+	return rb, nil
+}
+
+// Run runs the collective once on this rank: it launches the rank's
+// kernel on its stream and waits for it. ll is the LL packet width (8 or
+// 16; 0 means 16). Every rank runs the same sequence of collectives.
+func (e *RankExecutor) Run(ctx context.Context, b *RankBuffers, dt ir.DType, red ir.ReduceOp, ll int) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return errors.New("cudaexec: executor closed")
+	}
+	if b == nil || b.e != e || b.freed {
+		return errors.New("cudaexec: Run on buffers this executor did not allocate, or freed ones")
+	}
+	if e.broken != nil {
+		return fmt.Errorf("cudaexec: rank %d unusable after an earlier failure: %w", e.rank, e.broken)
+	}
+	if err := e.c.Err(); err != nil {
+		return fmt.Errorf("cudaexec: rank %d: %w", e.rank, err)
+	}
+	if ll == 0 {
+		ll = 16
+	}
+	if ll != 8 && ll != 16 {
+		return fmt.Errorf("cudaexec: LL packet width must be 8 or 16 bytes, got %d", ll)
+	}
+	rb, err := e.bind(b, dt, ll, red)
+	if err != nil {
+		return err
+	}
+	arg := uint64(rb.args)
+	if err := rb.fn.fn.Launch([3]uint32{uint32(e.rs.nblocks), 1, 1}, [3]uint32{rb.threads, 1, 1}, rb.smem, e.rs.stream, unsafe.Pointer(&arg)); err != nil {
+		e.broken = err
+		return fmt.Errorf("cudaexec: launching rank %d: %w", e.rank, err)
+	}
+	return e.wait()
+}
+
+// wait polls the stream until the kernel ends, then reads the watchdog.
+// A peer's death (the communicator's verdict) does not end the kernel,
+// whose waits give up only at the watchdog timeout, but it is named in
+// whatever error the kernel ends with: a hang behind a dead peer is the
+// dead peer's fault.
+func (e *RankExecutor) wait() error {
+	for spin := 0; ; spin++ {
+		done, err := e.rs.stream.Query()
+		if err != nil {
+			return e.fail(err)
+		}
+		if done {
+			break
+		}
+		if spin > 100 {
+			time.Sleep(20 * time.Microsecond)
+		}
+	}
+	var h HangError
+	for i := 0; i < e.rs.nblocks; i++ {
+		if w, ok := kernels.DecodeWatch(e.rs.watch.Bytes[i*kernels.WatchBytes:]); ok {
+			h.Stuck = append(h.Stuck, w)
+		}
+	}
+	if len(h.Stuck) > 0 {
+		return e.fail(&h)
+	}
+	return nil
+}
+
+// fail marks the executor broken and names a failed peer if there is one.
+func (e *RankExecutor) fail(err error) error {
+	e.broken = err
+	if pe := e.c.Err(); pe != nil {
+		return fmt.Errorf("cudaexec: rank %d: %w (%s)", e.rank, pe, strings.TrimPrefix(err.Error(), "cudaexec: "))
+	}
+	return fmt.Errorf("cudaexec: rank %d: %w", e.rank, err)
+}

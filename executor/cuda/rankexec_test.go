@@ -1,0 +1,96 @@
+package cudaexec
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/msccl-go/msccl-go/ir"
+	"github.com/msccl-go/msccl-go/runtime/comm"
+	"github.com/msccl-go/msccl-go/runtime/comm/commtest"
+	"github.com/msccl-go/msccl-go/runtime/cpudev"
+)
+
+func mustCompile(t *testing.T, name string, defs map[string]int64) *ir.Plan {
+	t.Helper()
+	p, err := compileWith("../../algorithms/"+name+".msccl", defs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func joinCPU(t *testing.T, nodes []string, f func(ctx context.Context, c *comm.Comm) error) []error {
+	t.Helper()
+	return commtest.Join(t, nodes, cpudev.Device{}, 5*time.Second, f)
+}
+
+// OpenRank needs the cuda device, and every rank refuses, alike and
+// before anything collective, a plan whose port channels or remote
+// buffers cross nodes (the socket transport serves the cpu device only).
+func TestOpenRankRefuses(t *testing.T) {
+	ring := mustCompile(t, "allreduce_twoshot", map[string]int64{"ranks": 2})
+	errs := joinCPU(t, []string{"a", "a"}, func(ctx context.Context, c *comm.Comm) error {
+		_, err := OpenRank(ctx, c, ring, Options{})
+		return err
+	})
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), `the communicator's device is "cpu"; OpenRank needs the cuda device`) {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+	hier := mustCompile(t, "allreduce_hierarchical", map[string]int64{"ranks": 4, "nodes": 2, "gpus_per_node": 2})
+	errs = joinCPU(t, []string{"n0", "n0", "n1", "n1"}, func(ctx context.Context, c *comm.Comm) error {
+		return rankPlanCheck(hier, c, Options{})
+	})
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "the cuda device connects ranks of one node only") {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+	errs = joinCPU(t, []string{"n0", "n0", "n0", "n0"}, func(ctx context.Context, c *comm.Comm) error {
+		if err := rankPlanCheck(hier, c, Options{}); err != nil {
+			return err
+		}
+		if err := rankPlanCheck(hier, c, Options{PortCopy: PortCopyProxy}); err == nil || !strings.Contains(err.Error(), "PortCopyProxy needs every rank in one process") {
+			t.Errorf("rank %d: PortCopyProxy: %v", c.Rank(), err)
+		}
+		if err := rankPlanCheck(hier, c, Options{Trace: 8}); err == nil {
+			t.Errorf("rank %d: Trace accepted", c.Rank())
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d, one node: %v", r, err)
+		}
+	}
+}
+
+// Each rank's region holds what the table builder addresses: in-place
+// gathers read their input at slice r of the output, scatters write
+// their output at slice r of the input, and scratch starts past both,
+// 256-byte aligned, as long on every rank.
+func TestRankRegion(t *testing.T) {
+	p := &ir.Plan{Collective: ir.AllGather, InPlace: true}
+	g := rankRegionOf(p, 3, 100, 400, 64)
+	if g.inOff != 300 || g.outOff != 0 || g.inN != 100 || g.outN != 400 || g.scOff != 512 || g.total != 576 {
+		t.Errorf("in-place allgather rank 3: %+v", g)
+	}
+	p = &ir.Plan{Collective: ir.ReduceScatter, InPlace: true}
+	g = rankRegionOf(p, 1, 400, 100, 64)
+	if g.inOff != 0 || g.outOff != 100 || g.inN != 400 || g.outN != 100 || g.scOff != 512 {
+		t.Errorf("in-place reducescatter rank 1: %+v", g)
+	}
+	p = &ir.Plan{Collective: ir.AllReduce}
+	g = rankRegionOf(p, 0, 300, 300, 32)
+	if g.inOff != 0 || g.outOff != 512 || g.scOff != 1024 || g.total != 1056 {
+		t.Errorf("out-of-place allreduce: %+v", g)
+	}
+	p = &ir.Plan{Collective: ir.AllReduce, InPlace: true}
+	g = rankRegionOf(p, 2, 300, 300, 32)
+	if g.inOff != 0 || g.outOff != 0 || g.inN != 300 || g.scOff != 512 {
+		t.Errorf("in-place allreduce: %+v", g)
+	}
+}

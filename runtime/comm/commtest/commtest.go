@@ -1,0 +1,54 @@
+// Package commtest runs the ranks of a job as goroutines of one test,
+// over the real bootstrap on loopback, for tests of the communicator and
+// of what is built on it. It holds test helpers only.
+package commtest
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/msccl-go/msccl-go/runtime/bootstrap"
+	"github.com/msccl-go/msccl-go/runtime/comm"
+)
+
+// Join runs f as len(nodes) ranks, rank r on node nodes[r], each with a
+// communicator on dev whose steps time out after timeout (f's context
+// after four times that), and returns every rank's error: f's, else
+// closing the communicator's.
+func Join(t testing.TB, nodes []string, dev comm.Device, timeout time.Duration, f func(ctx context.Context, c *comm.Comm) error) []error {
+	t.Helper()
+	id, err := bootstrap.NewUniqueID("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(nodes)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 4*timeout)
+			defer cancel()
+			bs, err := bootstrap.Connect(ctx, bootstrap.Config{Rank: r, World: n, LocalRank: -1, LocalWorld: -1, Node: nodes[r], ID: id, Timeout: timeout})
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			c, err := comm.New(ctx, bs, dev, comm.Options{Timeout: timeout})
+			if err != nil {
+				bs.Close()
+				errs[r] = err
+				return
+			}
+			errs[r] = f(ctx, c)
+			if err := c.Close(); err != nil && errs[r] == nil {
+				errs[r] = err
+			}
+		}()
+	}
+	wg.Wait()
+	return errs
+}
