@@ -1,8 +1,9 @@
 package comm
 
 // Device is where a communicator's memory lives: the CPU (POSIX shared
-// memory, runtime/cpudev) or, later, a GPU (CUDA IPC handles for
-// cuMemAlloc memory, POSIX file descriptors for cuMem* allocations). The
+// memory, runtime/cpudev) or a GPU (runtime/cudadev: legacy CUDA IPC
+// handles for cuMemAlloc memory, POSIX file descriptors for cuMem*
+// allocations). The
 // communicator moves Handles between ranks and never looks inside them.
 type Device interface {
 	// Name is the device's kind ("cpu", "cuda") in messages.
