@@ -61,6 +61,9 @@ func (pf *procFlags) check(c *config) error {
 	return nil
 }
 
+// cpuDevice reports whether ranks run on the CPU device.
+func (pf *procFlags) cpuDevice() bool { return pf.device == "cpu" }
+
 // perRank reports whether this process runs one rank of a job of one
 // process per rank (or, with --procs, launches one): always on the cpu
 // device; on cuda when --procs is given or the environment describes a
