@@ -217,7 +217,7 @@ func runTune(c *config, t *tuneConfig, w io.Writer) error {
 	if !c.asJSON {
 		fmt.Fprintf(w, "# msccl-bench --tune: %s, %d ranks on one %s, %s %s, graph %v, %d warm-up + %d timed iterations, %d candidates\n",
 			t.collective, c.ranks, devName, c.dtype, c.redop, c.graph, c.warmup, c.iters, len(cands))
-		printWinners(w, best, results, shipped, c.ranks)
+		printWinners(w, best, results, shipped)
 	}
 	rows := tunedRows(t.collective, c.ranks, best)
 	head := fmt.Sprintf("# Tuned by msccl-bench --tune on one %s, %d ranks in one process, %s %s, %s (%s).\n",
@@ -331,22 +331,22 @@ func shippedPicks(collective string, ranks int, sizes []int64) map[int64]candida
 func inRange(r []int64, v int64) bool { return r == nil || (len(r) == 2 && v >= r[0] && v <= r[1]) }
 
 // printWinners prints, per size, the fastest candidate and the one the
-// built-in table picks today.
-func printWinners(w io.Writer, best, all []tuneResult, shipped map[int64]candidate, ranks int) {
-	fmt.Fprintf(w, "#%12s %10s %8s  %-46s %10s %8s  %s\n", "size", "time", "busbw", "fastest", "shipped", "speedup", "shipped pick")
-	fmt.Fprintf(w, "#%12s %10s %8s  %-46s %10s %8s\n", "(B)", "(us)", "(GB/s)", "", "(us)", "")
+// built-in table picks today (N/A where that one was not among the
+// candidates or did not run).
+func printWinners(w io.Writer, best, all []tuneResult, shipped map[int64]candidate) {
+	fmt.Fprintf(w, "#%12s %10s %8s  %-46s %10s %8s %8s  %s\n", "size", "time", "busbw", "fastest", "shipped", "shipped", "speedup", "shipped pick")
+	fmt.Fprintf(w, "#%12s %10s %8s  %-46s %10s %8s %8s\n", "(B)", "(us)", "(GB/s)", "", "(us)", "(GB/s)", "")
 	for _, b := range best {
-		st, sl, sp := "N/A", "none", "N/A"
+		st, sb, sp, sl := "N/A", "N/A", "N/A", "none"
 		if cand, ok := shipped[b.bytes]; ok {
 			sl = cand.label()
 			for _, r := range all {
 				if r.bytes == b.bytes && r.cand == cand {
-					st = fmt.Sprintf("%.2f", r.us)
-					sp = fmt.Sprintf("%.2f", r.us/b.us)
+					st, sb, sp = fmt.Sprintf("%.2f", r.us), fmt.Sprintf("%.2f", r.busbw), fmt.Sprintf("%.2f", r.us/b.us)
 				}
 			}
 		}
-		fmt.Fprintf(w, " %12d %10.2f %8.2f  %-46s %10s %8s  %s\n", b.bytes, b.us, b.busbw, b.cand.label(), st, sp, sl)
+		fmt.Fprintf(w, " %12d %10.2f %8.2f  %-46s %10s %8s %8s  %s\n", b.bytes, b.us, b.busbw, b.cand.label(), st, sb, sp, sl)
 	}
 }
 

@@ -134,8 +134,8 @@ func TestPrintWinners(t *testing.T) {
 	ap := candidate{"allreduce_allpairs", 2, 512}
 	all := []tuneResult{{ll, 1024, 20, 1}, {ap, 1024, 10, 2}}
 	var b bytes.Buffer
-	printWinners(&b, winners(all), all, map[int64]candidate{1024: ll}, 8)
-	if got := b.String(); !strings.Contains(got, "allreduce_allpairs instances=2 threads=512") || !strings.Contains(got, "2.00  allreduce_allpairs_packet") {
+	printWinners(&b, winners(all), all, map[int64]candidate{1024: ll})
+	if got := b.String(); !strings.Contains(got, "allreduce_allpairs instances=2 threads=512") || !strings.Contains(got, "20.00     1.00     2.00  allreduce_allpairs_packet") {
 		t.Errorf("printed:\n%s", got)
 	}
 }

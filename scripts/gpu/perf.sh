@@ -12,6 +12,17 @@
 #   trace  msccl-bench --trace: NAME.json (GPU) beside NAME.cpu.json (the
 #          CPU executor's simulation), each traced run next to the same run
 #          untraced, so the rows state the tracing overhead
+#   kernel the GPU tests of the Simple reduction and the tuned launch shapes
+#          (TestGPUTunedShapes: more instances, fewer threads, FP8, bit for
+#          bit against the CPU executor) and the ptxas spill check
+#   large  64 and 256 MiB allreduce, plan beside the two-shot reference:
+#          the default shape (the reference's grid of the table),
+#          then the shapes that fit 8 ranks on one H200 with more blocks
+#   tune   msccl-bench --tune over allreduce, 1K..256M: the fastest
+#          algorithm × instances × threads per size, written as selection
+#          rows to $OUT/tuned-allreduce-8r.yaml
+# scripts/plot-bench.py draws docs/ plots from perf-large.log and
+# perf-tune.log.
 # $OUT gets few files (the device tool returns at most 8): perf-PART.log
 # per part (every step's full output), gpu-tests.log from .gpu/run, and
 # traces.tar.gz with the trace files. Environment: RANKS (default 8).
@@ -27,7 +38,7 @@ mkdir -p "$traces"
 step() { # name, command...: full output to perf-$part.log, its tail here
   local name=$1; shift
   echo "== $name: $*" | tee -a "$OUT/perf-$part.log"
-  timeout 280 "$@" >"$tmp/step.log" 2>&1 || { echo "   exit $?" | tee -a "$OUT/perf-$part.log"; rc=1; }
+  timeout "${STEP_TIMEOUT:-280}" "$@" >"$tmp/step.log" 2>&1 || { echo "   exit $?" | tee -a "$OUT/perf-$part.log"; rc=1; }
   cat "$tmp/step.log" >> "$OUT/perf-$part.log"
   grep -vE '^\s*$' "$tmp/step.log" | tail -24 | cut -c1-200
 }
@@ -43,7 +54,7 @@ for part in $parts; do
     step ll_oneshot_eager "$bench" --algo allreduce_allpairs_packet --ranks "$ranks" $small -d f16 --reference allreduce_oneshot_ll
     step twoshot_small "$bench" --algo allreduce_twoshot --ranks "$ranks" $small -d f16 -c -G --reference allreduce_twoshot
     step twoshot_large "$bench" --algo allreduce_twoshot --ranks "$ranks" $large -d f16 -c -G -n 10 --reference allreduce_twoshot
-    step twoshot_large_i4 "$bench" --algo allreduce_twoshot --ranks "$ranks" -D instances=4 $large -d f16 -G -n 10 --reference allreduce_twoshot
+    step twoshot_large_i4 "$bench" --algo allreduce_twoshot --ranks "$ranks" -D instances=4 -D threads=512 $large -d f16 -G -n 10 --reference allreduce_twoshot
     step allgather_large "$bench" --algo allgather_direct --ranks "$ranks" $large -d f16 -c -G -n 10 --reference allgather_direct
     ;;
   trace)
@@ -54,8 +65,24 @@ for part in $parts; do
     step trace_ring "$bench" --algo allreduce_ring --ranks "$ranks" -b 1K -e 1K -d f16 -G --trace "$traces/ring_1K.json"
     step notrace_ring "$bench" --algo allreduce_ring --ranks "$ranks" -b 1K -e 1K -d f16 -G
     ;;
+  kernel)
+    step kernel bash "$root/.gpu/run" -test.run 'TunedShapes|ReduceNoSpill'
+    ;;
+  large)
+    large="-b 64M -e 256M -f 4 -d f16 -G -n 10"
+    step twoshot_i1_t1024 "$bench" --algo allreduce_twoshot --ranks "$ranks" $large -c --reference allreduce_twoshot
+    step twoshot_i4_t512 "$bench" --algo allreduce_twoshot --ranks "$ranks" -D instances=4 -D threads=512 $large --reference allreduce_twoshot
+    step twoshot_i8_t256 "$bench" --algo allreduce_twoshot --ranks "$ranks" -D instances=8 -D threads=256 $large --reference allreduce_twoshot
+    step allpairs_i16_t1024 "$bench" --algo allreduce_allpairs --ranks "$ranks" -D instances=16 $large --reference allreduce_twoshot
+    step allpairs_i32_t512 "$bench" --algo allreduce_allpairs --ranks "$ranks" -D instances=32 -D threads=512 $large --reference allreduce_twoshot
+    ;;
+  tune)
+    STEP_TIMEOUT=420 step tune "$bench" --tune --collective allreduce --ranks "$ranks" -b 1K -e 256M -f 4 -d f16 -G -n 5 -w 2 \
+      --tune-algos allreduce_allpairs_packet,allreduce_allpairs,allreduce_twoshot --tune-instances 1,2,4,8,16,32 \
+      --tune-out "$OUT/tuned-allreduce-${ranks}r.yaml"
+    ;;
   *)
-    echo "perf.sh: unknown part $part (want tests, ref, trace)"; exit 2
+    echo "perf.sh: unknown part $part (want tests, ref, trace, kernel, large, tune)"; exit 2
     ;;
   esac
 done
