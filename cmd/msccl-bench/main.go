@@ -7,6 +7,7 @@
 //	msccl-bench --plan plan.json -b 1K -e 1G -G --json
 //	msccl-bench --algo allreduce_twoshot --ranks 8 -b 64M -e 256M -d f16 -c -G --reference allreduce_twoshot
 //	msccl-bench --algo allreduce_ring --ranks 8 -b 1K -e 1K -G --trace ring.json
+//	msccl-bench --tune --collective allreduce --ranks 8 -b 1K -e 256M -f 4 -d f16 -G --tune-out tuned.yaml
 //
 // All ranks run in this process on device 0 (see executor/cuda). With
 // --device cpu every rank is a process of its own, its buffers in shared

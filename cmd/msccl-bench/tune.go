@@ -194,13 +194,16 @@ func runTune(c *config, t *tuneConfig, w io.Writer) error {
 	sizes := sweep(c.minB, c.maxB, c.factor)
 	prog := newProgress(os.Stderr, len(cands))
 	var results []tuneResult
+	var hang error
 	for i, cand := range cands {
 		prog.step(i, cand.label())
 		rs, err := tuneOne(c, cand, sizes, w)
 		var h *cudaexec.HangError
 		if errors.As(err, &h) {
-			prog.done()
-			return fmt.Errorf("%s: %w", cand.label(), err)
+			// A hung kernel keeps its SMs: later candidates could not be
+			// resident. Stop, show what was measured, write no rows.
+			hang = fmt.Errorf("%s: %w", cand.label(), err)
+			break
 		}
 		if err != nil {
 			prog.note(fmt.Sprintf("%s: skipped: %v", cand.label(), oneLine(err)))
@@ -210,6 +213,9 @@ func runTune(c *config, t *tuneConfig, w io.Writer) error {
 	}
 	prog.done()
 	if len(results) == 0 {
+		if hang != nil {
+			return hang
+		}
 		return fmt.Errorf("--tune: no candidate ran at any size")
 	}
 	best := winners(results)
@@ -218,6 +224,9 @@ func runTune(c *config, t *tuneConfig, w io.Writer) error {
 		fmt.Fprintf(w, "# msccl-bench --tune: %s, %d ranks on one %s, %s %s, graph %v, %d warm-up + %d timed iterations, %d candidates\n",
 			t.collective, c.ranks, devName, c.dtype, c.redop, c.graph, c.warmup, c.iters, len(cands))
 		printWinners(w, best, results, shipped)
+	}
+	if hang != nil {
+		return fmt.Errorf("the sweep stopped (the table shows the candidates before it; no rows written): %w", hang)
 	}
 	rows := tunedRows(t.collective, c.ranks, best)
 	head := fmt.Sprintf("# Tuned by msccl-bench --tune on one %s, %d ranks in one process, %s %s, %s (%s).\n",
