@@ -1,0 +1,67 @@
+#!/bin/bash
+# procs.sh: the evidence of the CUDA device of the communicator (issue 15
+# item 2): one process per rank, buffers and semaphores shared through
+# CUDA IPC, every rank's result checked against the CPU executor (-c).
+# Run on a GPU machine from the repo root after
+#   bash scripts/gpu-pack ./runtime/cuda ./runtime/cudadev ./executor/cuda . ./cmd/msccl-bench
+# Parts (default: tests matrix; give each its own device call when time is
+# short, each stays well under the tool's 10 minutes):
+#   tests   the GPU tests: VMM export/import, four processes exchanging
+#           memory (legacy and vmm), msccl-bench --procs 4 --device cuda -c
+#           on four plans in both modes, a rank killed mid-collective
+#   matrix  every library algorithm at RANKS processes (default "2 4 8")
+#           sharing the machine's GPUs round-robin, -c, in the IPC modes of
+#           IPC (default "vmm legacy"); about 16 runs a minute, so give
+#           each RANKS/IPC pair its own call (RANKS=8 IPC=vmm ...)
+#   mps     the matrix's 4-rank rows again under MPS (started and stopped
+#           here), to compare times with time-slicing
+# $OUT gets procs-PART.log per part and gpu-tests.log from .gpu/run.
+OUT=${OUT:-/tmp}
+root=$(pwd)
+bench="$root/.gpu/bin/msccl-bench"
+ranks=${RANKS:-2 4 8}
+ipcs=${IPC:-vmm legacy}
+parts=${*:-tests matrix}
+rc=0
+tmp=$(mktemp -d)
+step() { # name, command...: full output to procs-$part.log, its tail here
+  local name=$1; shift
+  echo "== $name: $*" | tee -a "$OUT/procs-$part.log"
+  timeout 240 "$@" >"$tmp/step.log" 2>&1 || { echo "   exit $?" | tee -a "$OUT/procs-$part.log"; rc=1; }
+  cat "$tmp/step.log" >> "$OUT/procs-$part.log"
+  grep -vE '^\s*$' "$tmp/step.log" | tail -8 | cut -c1-200
+}
+algos="allgather_direct allgather_hierarchical allgather_packet allgather_ring allreduce_allpairs allreduce_allpairs_packet allreduce_hierarchical allreduce_ring allreduce_twoshot alltoall_direct broadcast_direct gather_direct reduce_direct reducescatter_direct reducescatter_ring scatter_direct"
+matrix() { # ipc modes, rank counts
+  for ipc in $1; do
+    for n in $2; do
+      for a in $algos; do
+        defs=""
+        case $a in *hierarchical) defs="-D nodes=2 -D gpus_per_node=$((n / 2))" ;; esac
+        MSCCL_CUDA_IPC=$ipc step "$a n=$n $ipc" "$bench" --procs "$n" --device cuda --algo "$a" --ranks "$n" $defs \
+          -b 1K -e 1M -f 32 -c -n 5 -w 2 --timeout 5s
+      done
+    done
+  done
+}
+for part in $parts; do
+  case $part in
+  tests)
+    step tests bash "$root/.gpu/run" -test.run 'VMM|ExchangeProcesses|ImportRefuses|ProcsCUDA|RankDiesCUDA|OpenRank|RankRegion'
+    ;;
+  matrix)
+    matrix "$ipcs" "$ranks"
+    ;;
+  mps)
+    export CUDA_MPS_PIPE_DIRECTORY=$tmp/mps CUDA_MPS_LOG_DIRECTORY=$tmp/mps
+    mkdir -p "$tmp/mps"
+    nvidia-cuda-mps-control -d && step mps-start echo started
+    matrix "vmm" "4"
+    echo quit | nvidia-cuda-mps-control
+    ;;
+  *)
+    echo "unknown part $part (want tests, matrix or mps)"; rc=2 ;;
+  esac
+done
+rm -rf "$tmp"
+exit $rc
