@@ -305,8 +305,9 @@ func (b *RankBuffers) Size() int64 {
 	return b.h.Size()
 }
 
-// Free releases the buffers; on the cuda device call it after a barrier
-// that follows every rank's last collective on them.
+// Free releases the buffers. On the cuda device it is collective (every
+// rank calls it at the same point): it waits for the others before
+// freeing memory their kernels may still use.
 func (b *RankBuffers) Free() error {
 	if b.g != nil {
 		return b.g.Free()

@@ -208,8 +208,9 @@ func (e *RankExecutor) Rank() int      { return e.rank }
 func (e *RankExecutor) Plan() *ir.Plan { return e.k.p }
 
 // Close frees what Open made: the stream (after its work), the device
-// state, the kernels and the plan's semaphore regions. Buffers are freed
-// by their own Free, before Close.
+// state, the kernels and, after every rank's Close (a barrier, as in
+// RankBuffers.Free), the plan's semaphore regions. Collective. Buffers
+// are freed by their own Free, before Close.
 func (e *RankExecutor) Close() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -223,15 +224,23 @@ func (e *RankExecutor) Close() error {
 			errs = append(errs, err)
 		}
 	}
+	rs := e.rs
+	if rs != nil && rs.stream != nil {
+		keep(rs.stream.Synchronize())
+	}
+	// The peers' kernels use this rank's sync region (and any buffers
+	// left) until they end: wait for every rank's Close before they go.
+	if e.conns != nil {
+		keep(e.settle("closing"))
+	}
 	if n := len(e.sets); n > 0 {
 		keep(fmt.Errorf("cudaexec: rank %d: Close with %d buffer sets not freed (freed now)", e.rank, n))
 		for b := range e.sets {
 			keep(b.free())
 		}
 	}
-	if rs := e.rs; rs != nil {
+	if rs != nil {
 		if rs.stream != nil {
-			keep(rs.stream.Synchronize())
 			keep(rs.stream.Destroy())
 		}
 		if rs.watch != nil {
@@ -414,13 +423,34 @@ func (b *RankBuffers) OutputOf(r int) ([]byte, error) {
 	return out, nil
 }
 
-// Free waits for this rank's work, frees the op tables and unmaps or
-// frees the buffers. Call it once no rank runs on them any more (after a
-// barrier): legacy IPC memory must outlive its peers' use.
+// Free waits for this rank's work, then for every rank to call Free (a
+// barrier: it is collective, like Alloc), then frees the op tables and
+// unmaps or frees the buffers. The barrier is there for legacy IPC
+// memory, which the exporter owns: freed while a peer's kernel still
+// reads or writes it, that kernel would fault. When a peer has failed
+// there is no barrier to wait for, and the memory goes at once.
 func (b *RankBuffers) Free() error {
 	b.e.mu.Lock()
 	defer b.e.mu.Unlock()
-	return b.free()
+	if b.freed {
+		return nil
+	}
+	err := b.e.rs.stream.Synchronize()
+	return errors.Join(err, b.e.settle("freeing buffers"), b.free())
+}
+
+// settle is the barrier before this rank frees memory its peers map,
+// skipped when the job has failed (nobody would arrive).
+func (e *RankExecutor) settle(what string) error {
+	if e.c.Err() != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), e.c.Timeout())
+	defer cancel()
+	if err := e.c.Bootstrap().Barrier(ctx); err != nil {
+		return fmt.Errorf("cudaexec: rank %d: waiting for the other ranks before %s: %w", e.rank, what, err)
+	}
+	return nil
 }
 
 func (b *RankBuffers) free() error {
