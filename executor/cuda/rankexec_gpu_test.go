@@ -1,0 +1,141 @@
+package cudaexec
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/ir"
+	"github.com/msccl-go/msccl-go/runtime/comm"
+	"github.com/msccl-go/msccl-go/runtime/comm/commtest"
+	"github.com/msccl-go/msccl-go/runtime/cuda"
+	"github.com/msccl-go/msccl-go/runtime/cudadev"
+)
+
+// OpenRank's ranks as goroutines of this process, each with its own
+// communicator over the one GPU: VMM allocations may be imported by the
+// process that exported them (legacy IPC handles may not: the
+// multi-process tests of msccl-bench and the root package cover those).
+// Three launches per size, each fed the CPU executor's inputs and its
+// outputs compared bit for bit on every rank; then the teardown leaves
+// nothing open. Skips without a driver or VMM support.
+func TestOpenRankOracle(t *testing.T) {
+	if err := cuda.Init(); err != nil {
+		if errors.Is(err, cuda.ErrNoDriver) {
+			t.Skipf("no CUDA: %v", err)
+		}
+		t.Fatal(err)
+	}
+	if ok, why, err := cuda.VMMSupported(0); err != nil || !ok {
+		t.Skipf("no VMM handles: %s %v", why, err)
+	}
+	dev, err := cudadev.Open(cudadev.Options{IPC: cudadev.IPCVMM})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := dev.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	for _, tc := range []struct {
+		algo string
+		defs map[string]int64
+	}{
+		{"allreduce_allpairs_packet", map[string]int64{"ranks": 4}},
+		{"allreduce_twoshot", map[string]int64{"ranks": 4}},
+		{"allgather_direct", map[string]int64{"ranks": 4}},
+		{"reducescatter_ring", map[string]int64{"ranks": 4}},
+		{"allreduce_hierarchical", map[string]int64{"ranks": 4, "nodes": 2, "gpus_per_node": 2}},
+	} {
+		t.Run(tc.algo, func(t *testing.T) {
+			p := mustCompile(t, tc.algo, tc.defs)
+			const launches = 3
+			sizes := []int64{4 << 10, 1 << 20}
+			reps := make([]*cpu.Report, len(sizes))
+			for i, size := range sizes {
+				rep, err := cpu.Run(p, cpu.Options{Size: size, DType: ir.F32, Reduce: ir.ReduceSum, Launches: launches})
+				if err != nil || !rep.OK() {
+					t.Fatalf("CPU executor at %d bytes: %v %v", size, err, rep)
+				}
+				reps[i] = rep
+			}
+			errs := commtest.Join(t, []string{"n0", "n0", "n0", "n0"}, dev, 10*time.Second, func(ctx context.Context, c *comm.Comm) error {
+				ex, err := OpenRank(ctx, c, p, Options{Timeout: 3 * time.Second})
+				if err != nil {
+					return err
+				}
+				run := func() error {
+					for i, size := range sizes {
+						b, err := ex.Alloc(ctx, size)
+						if err != nil {
+							return err
+						}
+						err = oracleLaunches(ctx, c, ex, b, reps[i], launches)
+						if e := b.Free(); err == nil {
+							err = e
+						}
+						if err != nil {
+							return fmt.Errorf("at %d bytes: %w", size, err)
+						}
+					}
+					return nil
+				}
+				err = run()
+				if e := ex.Close(); err == nil {
+					err = e
+				}
+				return err
+			})
+			for r, err := range errs {
+				if err != nil {
+					t.Errorf("rank %d: %v", r, err)
+				}
+			}
+			if n := dev.Live(); n != 0 {
+				t.Errorf("%d allocations or imports left open", n)
+			}
+		})
+	}
+}
+
+// oracleLaunches feeds each launch's inputs, runs, and compares this
+// rank's output with the CPU executor's where the collective defines it.
+func oracleLaunches(ctx context.Context, c *comm.Comm, ex *RankExecutor, b *RankBuffers, rep *cpu.Report, launches int) error {
+	r := c.Rank()
+	p := ex.Plan()
+	for k := 0; k < launches; k++ {
+		if err := b.SetInput(rep.Inputs[k][r]); err != nil {
+			return err
+		}
+		// Every rank's input is in place before any kernel reads it.
+		if err := c.Bootstrap().Barrier(ctx); err != nil {
+			return err
+		}
+		if err := ex.Run(ctx, b, ir.F32, ir.ReduceSum, 16); err != nil {
+			return fmt.Errorf("launch %d: %w", k, err)
+		}
+		got, err := b.OutputOf(r)
+		if err != nil {
+			return err
+		}
+		want := rep.Outputs[k][r]
+		lo, hi := cpu.DefinedOutput(p, r, int64(len(rep.Inputs[k][0])), int64(len(want)))
+		if !bytes.Equal(got[lo:hi], want[lo:hi]) {
+			i := lo
+			for got[i] == want[i] {
+				i++
+			}
+			return fmt.Errorf("launch %d: output differs from the CPU executor's from byte %d (of [%d, %d))", k, i, lo, hi)
+		}
+		// Nobody overwrites an input a peer's kernel may still read.
+		if err := c.Bootstrap().Barrier(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
