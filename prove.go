@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/msccl-go/msccl-go/compiler"
 	"github.com/msccl-go/msccl-go/executor/cpu"
@@ -15,6 +16,10 @@ import (
 // milliseconds to seconds, so the second request for the same plan must
 // cost only the hash.
 var proofs sync.Map // [32]byte -> error (nil: proven)
+
+// proofsRun counts the proofs Prove actually ran (not answered from the
+// cache), so tests can tell that a second request cost only the hash.
+var proofsRun atomic.Int64
 
 // Prove runs the CPU proof of p over every message size its rule admits
 // (compiler.ProofSizes, compiler.ProofLaunches launches) and returns nil
@@ -32,6 +37,7 @@ func Prove(p *Plan, sm *compiler.SourceMap) error {
 		return err
 	}
 	var perr error
+	proofsRun.Add(1)
 	if ds := compiler.Verify(p, sm, nil, []cpu.DType{cpu.F32}); ds.HasErrors() {
 		perr = fmt.Errorf("plan %q is not proven correct:\n%s", p.Name, ds.String())
 	}
