@@ -370,7 +370,7 @@ func (w *ruleWalk) op(r, b int, op *Op, path string) {
 		if lo >= w.n || lo >= hi {
 			return
 		}
-		w.ban(lo+1, hi, fmt.Sprintf("%s pairs chunk %d with chunk %d, and their lengths differ when the units left after an even split (u mod N) lie in (%d, %d]", path, i, j, lo, hi))
+		w.ban(lo+1, hi, fmt.Sprintf("%s pairs chunk %d with chunk %d, and their lengths differ when u mod N (the units left over after an even split) is %s", path, i, j, residues(lo+1, hi, w.n)))
 	}
 	if op.Info().Paired {
 		if len(op.Src) == 0 {
@@ -401,6 +401,16 @@ func (w *ruleWalk) op(r, b int, op *Op, path string) {
 		}
 		pair(&all[anchor], &all[k], name)
 	}
+}
+
+// residues words the residues [lo, hi] that ban forbids, clipped as it
+// clips them: "1", "1 to 3".
+func residues(lo, hi, n int64) string {
+	lo, hi = max(lo, 1), min(hi, n-1)
+	if lo >= hi {
+		return fmt.Sprint(lo)
+	}
+	return fmt.Sprintf("%d to %d", lo, hi)
 }
 
 func gcd(a, b int64) int64 {
