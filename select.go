@@ -1,8 +1,13 @@
 package msccl
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
 
 	"github.com/msccl-go/msccl-go/algorithms"
 	"github.com/msccl-go/msccl-go/compiler"
@@ -39,19 +44,15 @@ func SelectPlanNodes(path, collective string, ranks, ranksPerNode int, size int6
 		defs["gpus_per_node"] = int64(ranksPerNode)
 		world = fmt.Sprintf("%d ranks (%d nodes of %d)", ranks, ranks/ranksPerNode, ranksPerNode)
 	}
-	var plans []compiler.NamedPlan
-	var err error
-	if path == "" {
-		path = "algorithms/" + algorithms.Selection + " (embedded)"
-		plans, err = algorithms.Plans(defs)
-	} else {
-		plans, err = compiler.Plans(path, defs)
-	}
+	sel, err := selectionFor(path, defs)
 	if err != nil {
 		return nil, err
 	}
+	if path == "" {
+		path = "algorithms/" + algorithms.Selection + " (embedded)"
+	}
 	s := uint64(size)
-	for _, np := range plans {
+	for i, np := range sel.plans {
 		p := np.Plan
 		if string(p.Collective) != collective || s < p.MinMessageSize {
 			continue
@@ -64,11 +65,98 @@ func SelectPlanNodes(path, collective string, ranks, ranksPerNode int, size int6
 			if err := rule.Check(size); err != nil {
 				return nil, fmt.Errorf("%s: %w", np.Algorithm, err)
 			}
-			if err := Prove(p, np.Source); err != nil {
+			if err := sel.prove(i); err != nil {
 				return nil, err
 			}
-			return p, nil
+			// The cached plan stays the one proven: the caller gets a copy.
+			return p.Clone(), nil
 		}
 	}
 	return nil, fmt.Errorf("%s: no %s plan for %s covers %d bytes", path, collective, world, size)
+}
+
+// selections caches a selection table's compiled rows per world, with
+// each row's verdict, so that the second SelectPlan for a world compiles
+// and proves nothing (a collective call site selects per call; compiling
+// every row costs a tenth of a second at 8 ranks and seconds at 128).
+// The key holds the table's path, the world and, for a table on disk, a
+// hash of the table and of the programs beside it, so an edited file is
+// compiled again.
+var selections sync.Map // string -> *selection
+
+type selection struct {
+	once  sync.Once
+	plans []compiler.NamedPlan
+	err   error
+
+	mu      sync.Mutex
+	verdict map[int]error // row index -> Prove's verdict
+}
+
+func selectionFor(path string, defs map[string]int64) (*selection, error) {
+	key, err := selectionKey(path, defs)
+	if err != nil {
+		return nil, err
+	}
+	v, _ := selections.LoadOrStore(key, &selection{verdict: map[int]error{}})
+	sel := v.(*selection)
+	sel.once.Do(func() {
+		if path == "" {
+			sel.plans, sel.err = algorithms.Plans(defs)
+		} else {
+			sel.plans, sel.err = compiler.Plans(path, defs)
+		}
+	})
+	if sel.err != nil {
+		// A failure is not kept: the next call may find the files fixed.
+		selections.CompareAndDelete(key, sel)
+	}
+	return sel, sel.err
+}
+
+// prove proves row i once per selection (Prove caches by the plan's
+// encoding too; this spares even the encoding).
+func (s *selection) prove(i int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err, ok := s.verdict[i]; ok {
+		return err
+	}
+	err := Prove(s.plans[i].Plan, s.plans[i].Source)
+	s.verdict[i] = err
+	return err
+}
+
+// selectionKey names a table and a world; for a table on disk it hashes
+// the table and every program in its directory (rows name programs
+// there).
+func selectionKey(path string, defs map[string]int64) (string, error) {
+	names := make([]string, 0, len(defs))
+	for k := range defs {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	world := ""
+	for _, k := range names {
+		world += fmt.Sprintf("%s=%d,", k, defs[k])
+	}
+	if path == "" {
+		return "embedded|" + world, nil
+	}
+	h := sha256.New()
+	table, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	h.Write(table)
+	progs, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "*.msccl"))
+	for _, f := range progs {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue // the compiler reports it if a row needs it
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", filepath.Base(f), len(data))
+		h.Write(data)
+	}
+	return fmt.Sprintf("%s|%s|%x", path, world, h.Sum(nil)), nil
 }

@@ -1,6 +1,7 @@
 package msccl
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,6 +35,11 @@ func TestSelectPlanProvesAtSixRanks(t *testing.T) {
 	}
 	if got := proofsRun.Load(); got != ran {
 		t.Errorf("a second SelectPlan of the same plan ran %d more proofs, want 0 (cached by plan hash)", got-ran)
+	}
+	// What a caller does to its plan does not reach the next caller.
+	p.Name = "changed by the caller"
+	if q, err := SelectPlan("algorithms/selection.yaml", "allreduce", 6, 1<<20); err != nil || q.Name == p.Name {
+		t.Errorf("second SelectPlan: %v, %v; want a fresh copy of the proven plan", q, err)
 	}
 	// A size outside the plan's rule is refused with the rule named.
 	if _, err := SelectPlan("algorithms/selection.yaml", "allreduce", 6, 1<<20+4); err == nil || !strings.Contains(err.Error(), "outside the plan's size rule: multiples of 16 bytes") {
@@ -78,5 +84,34 @@ func TestSelectAndCompileRefuseUnprovenPlans(t *testing.T) {
 	}
 	if p, err := CompileAlgorithm(dir, "bad_allreduce", map[string]int64{"ranks": 4}); err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("CompileAlgorithm of a wrong program: %v, %v; want %q", p, err, want)
+	}
+	// Fixed on disk, the row is compiled and proven again (the selection
+	// cache is keyed by the files' contents).
+	good, err := os.ReadFile("algorithms/allreduce_allpairs.msccl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bad_allreduce.msccl"), good, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := SelectPlan(filepath.Join(dir, "selection.yaml"), "allreduce", 4, 4096); err != nil || len(p.GPUs) != 4 {
+		t.Errorf("SelectPlan after the fix: %v, %v", p, err)
+	}
+}
+
+// BenchmarkSelectPlanAgain is the cost of a SelectPlan the cache answers
+// (compiling every row of the table again cost 0.2-0.4 s before it).
+func BenchmarkSelectPlanAgain(b *testing.B) {
+	for _, ranks := range []int{8, 32} {
+		b.Run(fmt.Sprint(ranks), func(b *testing.B) {
+			if _, err := SelectPlan("", "allreduce", ranks, 1<<20); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := SelectPlan("", "allreduce", ranks, 1<<20); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
