@@ -1,0 +1,46 @@
+package cuda
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import "fmt"
+
+// StreamOf wraps a stream another library made, such as PyTorch's
+// torch.cuda.current_stream().cuda_stream, so that work is queued behind
+// (and ahead of) that library's work on it. h 0 is the legacy default
+// stream, which is what a nil *Stream means everywhere. The stream is
+// borrowed: its owner destroys it, never Destroy on it here.
+func StreamOf(h uintptr) *Stream {
+	if h == 0 {
+		return nil
+	}
+	return &Stream{h: C.uintptr_t(h)}
+}
+
+// Capture states of a stream (CUstreamCaptureStatus).
+const (
+	CaptureNone        = 0
+	CaptureActive      = 1
+	CaptureInvalidated = 2
+)
+
+// CaptureStatus reports whether s (nil: the legacy default stream) is
+// being captured into a CUDA graph. It is one of the few calls legal
+// during capture, which is why callers ask it rather than probing with a
+// query or a synchronisation: those would invalidate the capture.
+func (s *Stream) CaptureStatus() (int, error) {
+	if err := Init(); err != nil {
+		return 0, err
+	}
+	var st C.int
+	if err := check("cuStreamIsCapturing", C.mc_cuStreamIsCapturing(s.handle(), &st)); err != nil {
+		return 0, err
+	}
+	switch st {
+	case CaptureNone, CaptureActive, CaptureInvalidated:
+		return int(st), nil
+	}
+	return 0, fmt.Errorf("cuda: cuStreamIsCapturing: unknown status %d", int(st))
+}
