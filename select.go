@@ -32,6 +32,18 @@ func SelectPlan(path, collective string, ranks int, size int64) (*Plan, error) {
 // ranks_per_node and nodes ranges hold the world), so a plan whose memory
 // channels would cross nodes is never chosen.
 func SelectPlanNodes(path, collective string, ranks, ranksPerNode int, size int64) (*Plan, error) {
+	return selectPlan(path, collective, ranks, ranksPerNode, size, false)
+}
+
+// SelectPlanStaged is SelectPlan for a communicator, which runs a size
+// outside a plan's rule staged at the next size the rule admits, each
+// rank's pieces padded (capi): the row covering size is chosen as long
+// as its plan admits some size at or above it.
+func SelectPlanStaged(path, collective string, ranks int, size int64) (*Plan, error) {
+	return selectPlan(path, collective, ranks, ranks, size, true)
+}
+
+func selectPlan(path, collective string, ranks, ranksPerNode int, size int64, staged bool) (*Plan, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("message size must be positive, got %d", size)
 	}
@@ -52,6 +64,19 @@ func SelectPlanNodes(path, collective string, ranks, ranksPerNode int, size int6
 		path = "algorithms/" + algorithms.Selection + " (embedded)"
 	}
 	s := uint64(size)
+	if staged {
+		// Below every row of the collective: the smallest row serves it
+		// padded up to its minimum.
+		low := uint64(math.MaxUint64)
+		for _, np := range sel.plans {
+			if string(np.Plan.Collective) == collective {
+				low = min(low, np.Plan.MinMessageSize)
+			}
+		}
+		if s < low && low != math.MaxUint64 {
+			s = low
+		}
+	}
 	for i, np := range sel.plans {
 		p := np.Plan
 		if string(p.Collective) != collective || s < p.MinMessageSize {
@@ -62,7 +87,9 @@ func SelectPlanNodes(path, collective string, ranks, ranksPerNode int, size int6
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", np.Algorithm, err)
 			}
-			if err := rule.Check(size); err != nil {
+			if _, ok := rule.Next(size); staged && ok {
+				// Served padded: Next admits size itself or the next size.
+			} else if err := rule.Check(size); err != nil {
 				return nil, fmt.Errorf("%s: %w", np.Algorithm, err)
 			}
 			if err := sel.prove(i); err != nil {

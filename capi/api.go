@@ -14,9 +14,10 @@ import (
 )
 
 // abiVersion changes whenever an export's signature or a result's JSON
-// shape changes incompatibly; the Python package refuses a library whose
-// number it was not written for.
-const abiVersion = 1
+// shape changes incompatibly, or exports a caller needs are added (2:
+// msccl_comm_prepare, msccl_comm_select); the Python package refuses a
+// library whose number it was not written for.
+const abiVersion = 2
 
 func libVersion() string { return version.String("libmsccl") }
 

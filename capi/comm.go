@@ -23,7 +23,8 @@ type commEntry struct {
 	c      *msccl.RankComm
 	device string
 	execs  map[execKey]*execEntry
-	order  []execKey // opening order, closed in reverse
+	order  []execKey  // opening order, closed in reverse
+	cuda   *cudaState // the cuda device's plans (cudarun.go); nil on cpu
 }
 
 // execKey names a plan by content, not by handle: the same plan compiled
@@ -104,109 +105,102 @@ func pieces(p *ir.Plan) (in, out int64) {
 	return in, out
 }
 
-// copyPieces copies n pieces of size bytes from src (pieces srcStride
-// apart) to dst (dstStride apart).
-func copyPieces(dst, src []byte, n, size, dstStride, srcStride int64) {
-	for i := int64(0); i < n; i++ {
-		copy(dst[i*dstStride:i*dstStride+size], src[i*srcStride:i*srcStride+size])
-	}
-}
-
-// commRun runs plan h on communicator ch: copies in (inBytes at in) into
-// the rank's registered input, runs the collective, and copies the output
-// to out; sizes outside the plan's rule are staged (below). The CPU device
-// runs on the calling thread; stream must be 0.
+// commRun runs plan h on communicator ch: the caller's input (inBytes
+// at in) is staged into the rank's registered input, the collective runs
+// and the registered output is staged out to out; sizes outside the
+// plan's rule are padded (resolve). The cpu device copies host memory
+// and runs on the calling thread (stream must be 0); the cuda device
+// takes device pointers and queues everything on stream (cudarun.go).
 func commRun(ch, h int64, in unsafe.Pointer, inBytes int64, out unsafe.Pointer, outBytes int64, dtype, op string, stream uint64) error {
-	c, err := table.comm(ch)
-	if err != nil {
-		return err
-	}
-	pe, err := table.plan(h)
-	if err != nil {
-		return err
-	}
-	p := pe.plan
-	if stream != 0 {
+	// The stream first: a cpu caller passing one has mistaken the device,
+	// which explains any other complaint.
+	if c, err := table.comm(ch); err == nil && c.cuda == nil && stream != 0 {
 		return invalid("stream: the %s device runs collectives on the calling thread; pass 0", c.device)
 	}
-	if len(p.GPUs) != c.c.Size() {
-		return invalid("plan %q is for %d ranks; this communicator has %d", p.Name, len(p.GPUs), c.c.Size())
-	}
-	dt, err := ir.ParseDType(dtype)
-	if err != nil {
-		return invalid("dtype: %v", err)
-	}
-	red := ir.ReduceOp(op)
-	switch red {
-	case "":
-		red = ir.ReduceSum
-	case ir.ReduceSum, ir.ReduceMin, ir.ReduceMax, ir.ReduceProd:
-	default:
-		return invalid("op: unknown reduction %q (want sum, min, max or prod)", op)
-	}
-	if inBytes < 0 || outBytes < 0 || (in == nil && inBytes > 0) || (out == nil && outBytes > 0) {
-		return invalid("input (%d bytes) or output (%d bytes) is NULL or negative", inBytes, outBytes)
-	}
-	size := messageSize(p, inBytes, outBytes)
-	wantIn, wantOut, err := p.BufferBytes(size)
-	if err != nil {
-		return invalid("plan %q: %v", p.Name, err)
-	}
-	if wantIn != inBytes || wantOut != outBytes {
-		return invalid("plan %q (%s) at %d bytes takes %d input and %d output bytes; got %d and %d", p.Name, p.Collective, size, wantIn, wantOut, inBytes, outBytes)
-	}
-	// A size outside the plan's rule (a tensor of 1001 floats) runs at
-	// the next size the rule admits, each rank's pieces padded at their
-	// ends, as executor/cuda stages it: collectives combine an element
-	// only with the same element of other ranks' same piece, so the pads
-	// never reach real elements.
-	pin, pout := pieces(p)
-	es := int64(dt.Size())
-	if (inBytes/pin)%es != 0 || (outBytes/pout)%es != 0 {
-		return invalid("%d bytes is not a whole number of %s elements per rank's piece (input %d bytes in %d pieces, output %d in %d)", size, dt, inBytes, pin, outBytes, pout)
-	}
-	rule, err := p.SizeRule()
+	c, cl, err := lookupCall(ch, h, inBytes, outBytes, dtype, op)
 	if err != nil {
 		return err
 	}
-	run := size
-	if !rule.Admits(size) {
-		next, ok := rule.Next(size)
-		if !ok {
-			return invalid("plan %q does not serve %d bytes: its sizes are %s", p.Name, size, rule)
-		}
-		run = next
+	if (in == nil && inBytes > 0) || (out == nil && outBytes > 0) {
+		return invalid("input (%d bytes) or output (%d bytes) is NULL", inBytes, outBytes)
 	}
-	k, err := pe.key()
-	if err != nil {
-		return err
+	if c.cuda != nil {
+		return c.runCUDA(cl, uint64(uintptr(in)), uint64(uintptr(out)), uintptr(stream))
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ctx := context.Background()
-	key := execKey{k, run}
-	x := c.execs[key]
-	if x == nil {
-		ex, err := c.c.Open(ctx, p, msccl.Options{})
-		if err != nil {
-			return err
-		}
-		bufs, err := ex.Alloc(ctx, run)
-		if err != nil {
-			ex.Close()
-			return err
-		}
-		x = &execEntry{ex: ex, bufs: bufs}
-		c.execs[key] = x
-		c.order = append(c.order, key)
-	}
-	sin, sout := x.bufs.Input(), x.bufs.Output()
-	copyPieces(sin, unsafe.Slice((*byte)(in), inBytes), pin, inBytes/pin, int64(len(sin))/pin, inBytes/pin)
-	if err := x.ex.Run(ctx, x.bufs, dt, red); err != nil {
+	x, err := c.open(cl)
+	if err != nil {
 		return err
 	}
-	copyPieces(unsafe.Slice((*byte)(out), outBytes), sout, pout, outBytes/pout, outBytes/pout, int64(len(sout))/pout)
+	sin, sout := x.bufs.Input(), x.bufs.Output()
+	src, dst := unsafe.Slice((*byte)(in), inBytes), unsafe.Slice((*byte)(out), outBytes)
+	for _, s := range cl.stageIn(int64(len(sin))) {
+		copy(sin[s.dst:s.dst+s.n], src[s.src:s.src+s.n])
+	}
+	if err := x.ex.Run(context.Background(), x.bufs, cl.dt, cl.red); err != nil {
+		return err
+	}
+	for _, s := range cl.stageOut(int64(len(sout))) {
+		copy(dst[s.dst:s.dst+s.n], sout[s.src:s.src+s.n])
+	}
 	return nil
+}
+
+// commPrepare opens plan h on communicator ch at the size a call with
+// these arguments runs at and readies (dtype, op) on it, without running:
+// what CUDA graph capture forbids (allocation, op tables, loading the
+// kernel) happens here. Collective, as the first run of a size is.
+func commPrepare(ch, h int64, inBytes, outBytes int64, dtype, op string) error {
+	c, cl, err := lookupCall(ch, h, inBytes, outBytes, dtype, op)
+	if err != nil {
+		return err
+	}
+	if c.cuda != nil {
+		return c.prepareCUDA(cl)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, err = c.open(cl)
+	return err
+}
+
+func lookupCall(ch, h int64, inBytes, outBytes int64, dtype, op string) (*commEntry, *call, error) {
+	c, err := table.comm(ch)
+	if err != nil {
+		return nil, nil, err
+	}
+	pe, err := table.plan(h)
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, err := resolve(c.c.Size(), pe, inBytes, outBytes, dtype, op)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, cl, nil
+}
+
+// open returns the cpu device's executor and buffers of cl's plan at its
+// size, opening them on first use (collective). c.mu is held.
+func (c *commEntry) open(cl *call) (*execEntry, error) {
+	if x := c.execs[cl.key]; x != nil {
+		return x, nil
+	}
+	ctx := context.Background()
+	ex, err := c.c.Open(ctx, cl.p, msccl.Options{})
+	if err != nil {
+		return nil, err
+	}
+	bufs, err := ex.Alloc(ctx, cl.key.size)
+	if err != nil {
+		ex.Close()
+		return nil, err
+	}
+	x := &execEntry{ex: ex, bufs: bufs}
+	c.execs[cl.key] = x
+	c.order = append(c.order, cl.key)
+	return x, nil
 }
 
 // Close frees every plan's buffers and channels, newest first, then
@@ -225,6 +219,9 @@ func (c *commEntry) Close() error {
 		}
 	}
 	c.execs, c.order = nil, nil
+	if c.cuda != nil {
+		errs = append(errs, c.cuda.close()...)
+	}
 	if err := c.c.Close(); err != nil {
 		errs = append(errs, err.Error())
 	}
