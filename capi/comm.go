@@ -43,15 +43,12 @@ func openComm(device, id string, rank, world int64) (int64, error) {
 	if device == "" {
 		device = "cpu"
 	}
-	if device != "cpu" {
-		// run copies the caller's host memory into the shared buffers;
-		// the cuda device's buffers are device memory (msccl.OpenComm
-		// with Device "cuda" from Go).
-		return 0, fmt.Errorf("device %q: the C ABI's communicator runs on the cpu device only", device)
+	device, ordinal, err := parseDevice(device)
+	if err != nil {
+		return 0, err
 	}
-	opt := msccl.CommOptions{Device: device}
+	opt := cudaOptions(msccl.CommOptions{Device: device}, ordinal)
 	var c *msccl.RankComm
-	var err error
 	if id == "" {
 		c, err = msccl.OpenComm(context.Background(), opt)
 	} else {
@@ -60,7 +57,16 @@ func openComm(device, id string, rank, world int64) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return table.add(&commEntry{c: c, device: device, execs: map[execKey]*execEntry{}}), nil
+	e := &commEntry{c: c, device: device, execs: map[execKey]*execEntry{}}
+	if device == "cuda" {
+		dev, err := newCUDADevice(c)
+		if err != nil {
+			c.Close()
+			return 0, err
+		}
+		e.cuda = &cudaState{dev: dev, execs: map[execKey]*cudaEntry{}}
+	}
+	return table.add(e), nil
 }
 
 func commInfo(h int64) ([]byte, error) {

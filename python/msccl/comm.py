@@ -9,8 +9,15 @@ ValueError naming it.
 
 Devices: "cpu" (shared memory between the node's processes; plans run on
 CPU threads of each rank, which makes the whole path testable without a
-GPU). The multi-process CUDA device is not in libmsccl yet; asking for it
-raises msccl.Error from the library.
+GPU) and "cuda" (this process's GPU; the node's ranks map each other's
+buffers through CUDA IPC). On "cuda" the tensors are CUDA tensors of
+the current device and every collective is queued on
+torch.cuda.current_stream(): the library copies the tensors into the
+rank's registered buffers, launches the collective and copies the result
+back, all on that stream and without waiting on the host, so the call
+orders with the caller's kernels and can be captured by torch.cuda.graph
+once that (collective, plan, size, dtype, op) has been prepared: run it
+once before capturing, or call prepare() with the same arguments.
 """
 
 import ctypes
@@ -18,7 +25,7 @@ import json
 
 from . import _lib
 from . import plan as _plan
-from .errors import InvalidArgument
+from .errors import InvalidArgument, SelectError
 
 # torch dtypes (by name, so torch is never imported here) and buffer
 # formats (struct codes with their item sizes) to libmsccl's type names.
@@ -41,6 +48,7 @@ class _Buf:
             if self.dtype is None:
                 raise TypeError("%s: dtype %s is not supported (want one of %s)" % (what, t.dtype, ", ".join(sorted(_TORCH_DTYPES))))
             self.device = t.device.type
+            self.index = t.device.index
             self.nbytes = t.numel() * t.element_size()
             self.addr = t.data_ptr()
             self.numel = t.numel()
@@ -57,7 +65,7 @@ class _Buf:
             raise TypeError("%s: buffer format %r (%d-byte items) is not supported (want f32 'f', f16 'e', i32 'i', u32 'I' or u8 'B')" % (what, m.format, m.itemsize))
         if writable and m.readonly:
             raise ValueError("%s must be writable" % what)
-        self.device = "cpu"
+        self.device, self.index = "cpu", None
         self.nbytes = m.nbytes
         self.numel = m.nbytes // m.itemsize
         if self.nbytes == 0:
@@ -94,8 +102,7 @@ class Communicator:
 
     @classmethod
     def _init(cls, device, uid, rank, world):
-        if not isinstance(device, str):
-            raise TypeError("device must be a str, got %r" % (device,))
+        device = _device_arg(device)
         handle = ctypes.c_int64()
         _lib.call("msccl_comm_init", device.encode(), uid.encode() if uid else None, rank, world, ctypes.byref(handle))
         return cls(handle.value, _TOKEN)
@@ -103,7 +110,10 @@ class Communicator:
     @classmethod
     def from_env(cls, device="cpu"):
         """Join the job the environment describes (torchrun's RANK,
-        WORLD_SIZE, MASTER_ADDR, MASTER_PORT; Open MPI; Slurm; MSCCL_*)."""
+        WORLD_SIZE, MASTER_ADDR, MASTER_PORT; Open MPI; Slurm; MSCCL_*).
+        device: "cpu", "cuda" (torch's current device when torch is
+        imported, else the local rank's GPU or MSCCL_CUDA_DEVICE), or
+        "cuda:N"."""
         return cls._init(device, None, 0, 0)
 
     @classmethod
@@ -122,13 +132,19 @@ class Communicator:
     def from_torch(cls, group=None, device=None):
         """Join with the ranks of a torch.distributed process group (gloo or
         NCCL): rank 0 makes the unique id and the group broadcasts it.
-        device defaults to "cpu"."""
+        device defaults to "cuda" (torch's current device) for an NCCL
+        group and "cpu" otherwise; a gloo group serves CUDA tensors with
+        device="cuda"."""
         import torch.distributed as dist
+        if device is None:
+            backend = str(dist.get_backend(group)) if hasattr(dist, "get_backend") else "gloo"
+            device = "cuda" if "nccl" in backend.lower() else "cpu"
+        device = _device_arg(device)
         rank, world = dist.get_rank(group), dist.get_world_size(group)
         obj = [unique_id() if rank == 0 else None]
         src = dist.get_global_rank(group, 0) if group is not None else 0
         dist.broadcast_object_list(obj, src=src, group=group)
-        return cls.from_unique_id(obj[0], rank, world, device or "cpu")
+        return cls.from_unique_id(obj[0], rank, world, device)
 
     def close(self):
         """Free the plans' buffers and leave the job (every rank closes)."""
@@ -145,62 +161,108 @@ class Communicator:
     def __repr__(self):
         return "<msccl.Communicator rank %d of %d, %s>" % (self.rank, self.size, self.device)
 
-    # The collectives.
+    # The collectives. Each checks its arguments (types, devices,
+    # contiguity, element counts) in Python before anything reaches the
+    # library, so a wrong call raises on every rank alike and the job
+    # stays in step.
 
     def all_reduce(self, tensor, op="sum", plan=None):
         """tensor (on every rank) becomes the reduction over ranks, in place."""
-        t = _Buf(tensor, "tensor", True)
-        self._run("allreduce", plan, t, t, t.nbytes, op)
+        self._run(*self._all_reduce(tensor, op, plan))
 
     def all_gather(self, output, input, plan=None):
         """output (size x input) receives every rank's input, rank by rank."""
-        i, o = self._pair(output, input)
-        if o.numel != i.numel * self.size:
-            raise ValueError("all_gather: output has %d elements, want %d (input's %d x %d ranks)" % (o.numel, i.numel * self.size, i.numel, self.size))
-        self._run("allgather", plan, i, o, o.nbytes, None)
+        self._run(*self._all_gather(output, input, plan))
 
     def reduce_scatter(self, output, input, op="sum", plan=None):
         """output receives this rank's piece (input / size elements) of the
         reduction over ranks of input."""
-        i, o = self._pair(output, input)
-        if i.numel != o.numel * self.size:
-            raise ValueError("reduce_scatter: input has %d elements, want %d (output's %d x %d ranks)" % (i.numel, o.numel * self.size, o.numel, self.size))
-        self._run("reducescatter", plan, i, o, i.nbytes, op)
+        self._run(*self._reduce_scatter(output, input, op, plan))
 
     def all_to_all(self, output, input, plan=None):
         """Piece q of this rank's input goes to rank q, which stores it as
         its piece r of output (input and output the same size)."""
+        self._run(*self._all_to_all(output, input, plan))
+
+    def prepare(self, collective, *args, **kwargs):
+        """Ready a collective for the arguments of a later call without
+        running it: comm.prepare("all_reduce", t, op="sum") makes the
+        buffers, op tables and kernel comm.all_reduce(t, op="sum") needs.
+        CUDA graph capture cannot allocate, so every collective a capture
+        records must be prepared (or run once) first. Collective: every
+        rank prepares the same calls in the same order."""
+        check = {"all_reduce": self._all_reduce, "all_gather": self._all_gather,
+                 "reduce_scatter": self._reduce_scatter, "all_to_all": self._all_to_all}.get(collective)
+        if check is None:
+            raise ValueError("prepare: collective %r is not one of all_reduce, all_gather, reduce_scatter, all_to_all" % (collective,))
+        self._run(*check(*args, **kwargs), prepare=True)
+
+    def _all_reduce(self, tensor, op="sum", plan=None):
+        t = _Buf(tensor, "tensor", True)
+        return "allreduce", plan, t, t, t.nbytes, op
+
+    def _all_gather(self, output, input, plan=None):
+        i, o = self._pair(output, input)
+        if o.numel != i.numel * self.size:
+            raise ValueError("all_gather: output has %d elements, want %d (input's %d x %d ranks)" % (o.numel, i.numel * self.size, i.numel, self.size))
+        return "allgather", plan, i, o, o.nbytes, None
+
+    def _reduce_scatter(self, output, input, op="sum", plan=None):
+        i, o = self._pair(output, input)
+        if i.numel != o.numel * self.size:
+            raise ValueError("reduce_scatter: input has %d elements, want %d (output's %d x %d ranks)" % (i.numel, o.numel * self.size, o.numel, self.size))
+        return "reducescatter", plan, i, o, i.nbytes, op
+
+    def _all_to_all(self, output, input, plan=None):
         i, o = self._pair(output, input)
         if i.numel != o.numel:
             raise ValueError("all_to_all: input has %d elements and output %d; want the same" % (i.numel, o.numel))
         if i.numel % self.size:
             raise ValueError("all_to_all: %d elements do not split into %d equal pieces" % (i.numel, self.size))
-        self._run("alltoall", plan, i, o, i.nbytes, None)
+        return "alltoall", plan, i, o, i.nbytes, None
 
     def _pair(self, output, input):
         i = _Buf(input, "input", False)
         o = _Buf(output, "output", True)
         if i.dtype != o.dtype:
             raise TypeError("input is %s and output %s; want the same type" % (i.dtype, o.dtype))
-        if i.device != o.device:
-            raise ValueError("input is on %s and output on %s; want the same device" % (i.device, o.device))
+        if (i.device, i.index) != (o.device, o.index):
+            raise ValueError("input is on %s and output on %s; want the same device" % (_where(i), _where(o)))
         return i, o
 
     def plan_for(self, collective, size):
         """The plan used for collective at size bytes when none is given:
-        the library's selection table for this communicator's size
-        (proven once, then cached)."""
+        the library's selection table for this communicator's size, where
+        a size outside the chosen plan's rule runs padded to the next one
+        it admits (proven once, then cached)."""
         key = (collective, size)
         p = self._plans.get(key)
         if p is None:
-            p = self._plans[key] = _plan.select(collective, self.size, size)
+            _plan._choice(collective, _plan.COLLECTIVES, "collective")
+            _plan._size_arg(size, "size")
+            handle = ctypes.c_int64()
+            _lib.call("msccl_comm_select", self._handle, collective.encode(), size, ctypes.byref(handle), input_error=SelectError)
+            p = self._plans[key] = _plan.Plan(handle.value, "selection table")
         return p
 
-    def _run(self, collective, plan, i, o, size, op):
+    def _stream(self, b):
+        """The stream the call is queued on: torch's current stream of the
+        tensors' device (0, the legacy default stream, is a stream too);
+        0 on the cpu device, which runs on the calling thread."""
+        if self.device != "cuda":
+            return 0
+        import torch
+        if b.index is not None and b.index != torch.cuda.current_device():
+            raise ValueError("the tensors are on cuda:%d but the current device is cuda:%d; call torch.cuda.set_device(%d) (the communicator's GPU) first"
+                             % (b.index, torch.cuda.current_device(), b.index))
+        return torch.cuda.current_stream(b.index).cuda_stream
+
+    def _run(self, collective, plan, i, o, size, op, prepare=False):
         if not self._handle:
             raise InvalidArgument("the communicator was closed")
         if i.device != self.device:
             raise ValueError("the tensors are on %s; this communicator's device is %s" % (i.device, self.device))
+        stream = self._stream(i)
         if op is not None:
             _plan._choice(op, _plan.REDUCTIONS, "op")
             if op == "prod" and i.dtype not in ("i32", "u32", "u8"):
@@ -221,8 +283,30 @@ class Communicator:
         # Other sizes outside the rule run staged at the next size it
         # admits (libmsccl); the library refuses pieces that are not whole
         # elements.
+        if prepare:
+            _lib.call("msccl_comm_prepare", self._handle, plan._live(), i.nbytes, o.nbytes, i.dtype.encode(), (op or "sum").encode())
+            return
         _lib.call("msccl_comm_run", self._handle, plan._live(), i.addr, i.nbytes, o.addr, o.nbytes,
-                  i.dtype.encode(), (op or "sum").encode(), 0)
+                  i.dtype.encode(), (op or "sum").encode(), stream)
+
+
+def _where(b):
+    return b.device if b.index is None else "%s:%d" % (b.device, b.index)
+
+
+def _device_arg(device):
+    """"cpu", "cuda" or "cuda:N" as the library takes it: "cuda" becomes
+    torch's current device when torch has been imported (the device its
+    current stream and tensors are on), so the communicator's GPU is the
+    one the caller's tensors are on."""
+    if not isinstance(device, str):
+        raise TypeError("device must be a str, got %r" % (device,))
+    if device == "cuda":
+        import sys
+        torch = sys.modules.get("torch")
+        if torch is not None and hasattr(torch, "cuda") and torch.cuda.is_available():
+            device = "cuda:%d" % torch.cuda.current_device()
+    return device
 
 
 _TOKEN = object()

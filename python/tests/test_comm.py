@@ -20,10 +20,12 @@ class FakeTensor:
 
     __module__ = "torch"
 
-    def __init__(self, n, dtype="torch.float32", device="cpu", contiguous=True, itemsize=4):
+    def __init__(self, n, dtype="torch.float32", device="cpu", contiguous=True, itemsize=4, index=None):
         self._buf = (ctypes.c_char * (n * itemsize))()
         self.dtype, self._n, self._itemsize, self._contiguous = dtype, n, itemsize, contiguous
-        self.device = types.SimpleNamespace(type=device)
+        if device == "cuda" and index is None:
+            index = 0
+        self.device = types.SimpleNamespace(type=device, index=index)
 
     def is_contiguous(self):
         return self._contiguous
@@ -108,6 +110,103 @@ class FromTorch(unittest.TestCase):
         self.assertEqual(len(calls), 1)
         self.assertTrue(calls[0][0][0].startswith("msccl1:"), calls)
         self.assertEqual(calls[0][1:], (0, None))
+
+
+class _StandInTorch:
+    """torch and torch.distributed stand-ins in sys.modules for a with
+    block (torch is not installed in CI): a group of one rank with the
+    given backend, one CUDA device current, and a current stream whose
+    handle is the test's."""
+
+    def __init__(self, backend="gloo", current=0, stream=0):
+        self.broadcasts = []
+        dist = types.ModuleType("torch.distributed")
+        dist.get_rank = lambda group=None: 0
+        dist.get_world_size = lambda group=None: 1
+        dist.get_global_rank = lambda group, r: r
+        dist.get_backend = lambda group=None: backend
+        dist.broadcast_object_list = lambda objs, src=0, group=None: self.broadcasts.append((list(objs), src, group))
+        torch = types.ModuleType("torch")
+        torch.distributed = dist
+        torch.cuda = types.SimpleNamespace(
+            is_available=lambda: True, current_device=lambda: current,
+            current_stream=lambda device=None: types.SimpleNamespace(cuda_stream=stream))
+        self.modules = {"torch": torch, "torch.distributed": dist}
+
+    def __enter__(self):
+        self.saved = {k: sys.modules.get(k) for k in self.modules}
+        sys.modules.update(self.modules)
+        return self
+
+    def __exit__(self, *exc):
+        for k, v in self.saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+
+
+class CUDAArguments(unittest.TestCase):
+    """The cuda device's Python side: device names, the current device
+    and stream, fp8 types and prepare. No GPU here: the runs themselves
+    are scripts/gpu/torchrun.sh's (python/tests/gpu/torchrun_check.py)."""
+
+    @classmethod
+    def setUpClass(cls):
+        for k in [k for k in os.environ if k.startswith(("MSCCL_RANK", "MSCCL_WORLD", "MSCCL_UNIQUE", "RANK", "WORLD_SIZE", "OMPI_", "SLURM_"))]:
+            del os.environ[k]
+
+    def test_from_torch_nccl_group_means_cuda(self):
+        # An NCCL group's ranks run on GPUs: the communicator asks for
+        # torch's current device ("cuda:0"), which this machine lacks.
+        with _StandInTorch(backend="nccl") as t:
+            with self.assertRaises(msccl.Error) as cm:
+                msccl.Communicator.from_torch()
+        self.assertIn("cuda", str(cm.exception))
+        self.assertEqual(len(t.broadcasts), 1)
+        with _StandInTorch(backend="gloo"):
+            with msccl.Communicator.from_torch() as c:
+                self.assertEqual(c.device, "cpu")
+
+    def test_device_names(self):
+        for bad in ("cuda:x", "cuda:-1"):
+            with self.assertRaisesRegex(msccl.InvalidArgument, "cuda:N"):
+                msccl.Communicator.from_env(device=bad)
+        with self.assertRaises(TypeError):
+            msccl.Communicator.from_env(device=0)
+
+    def test_dtypes(self):
+        from msccl.comm import _Buf
+        for name, size, want in [("torch.float8_e4m3fn", 1, "f8e4m3"), ("torch.float8_e5m2", 1, "f8e5m2"), ("torch.bfloat16", 2, "bf16"),
+                                 ("torch.float16", 2, "f16"), ("torch.int32", 4, "i32"), ("torch.float32", 4, "f32")]:
+            b = _Buf(FakeTensor(8, dtype=name, itemsize=size, device="cuda"), "t", True)
+            self.assertEqual((b.dtype, b.nbytes, b.device, b.index), (want, 8 * size, "cuda", 0))
+
+    def test_stream_and_device_checks(self):
+        # A cpu communicator dressed as a cuda one: the Python side checks
+        # the tensors' GPU against torch's current device and passes the
+        # current stream, which the cpu library then refuses by name: the
+        # proof that the stream reached it.
+        with msccl.Communicator.from_env() as c, _StandInTorch(current=0, stream=0xbeef):
+            c.device = "cuda"
+            with self.assertRaisesRegex(ValueError, r"cuda:1 but the current device is cuda:0; call torch.cuda.set_device"):
+                c.all_reduce(FakeTensor(64, device="cuda", index=1))
+            with self.assertRaisesRegex(ValueError, "want the same device"):
+                c.all_gather(FakeTensor(64, device="cuda", index=1), FakeTensor(64, device="cuda", index=0))
+            with self.assertRaisesRegex(ValueError, "tensors are on cpu; this communicator's device is cuda"):
+                c.prepare("all_reduce", FakeTensor(64))
+            with self.assertRaisesRegex(ValueError, "contiguous"):
+                c.prepare("all_reduce", FakeTensor(64, device="cuda", contiguous=False))
+            with self.assertRaisesRegex(ValueError, "collective 'allreduce' is not one of"):
+                c.prepare("allreduce", FakeTensor(64, device="cuda"))
+            with self.assertRaisesRegex(ValueError, "output has 32 elements, want 64"):
+                c.prepare("all_gather", FakeTensor(32, device="cuda"), FakeTensor(64, device="cuda"))
+            # No plan is for one rank: a 2-rank plan claims one, to get
+            # past Python's check to the library's stream check.
+            p = msccl.compile(RING, ranks=2)
+            p._info = dict(p._info, ranks=1)
+            with self.assertRaisesRegex(msccl.InvalidArgument, "pass 0"):
+                c.all_reduce(FakeTensor(256, device="cuda"), plan=p)
 
 
 class Communicator(unittest.TestCase):

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# torchrun.sh: the msccl Python package on CUDA tensors under torchrun, on
+# the GPU machine (it has torch, torchrun and CUDA but no Go). Build the
+# library here first; scripts/gpu-pack writes it into .gpu/lib:
+#   bash scripts/gpu-pack ./runtime/cuda     # any package; the library always
+# then there, from the repository root:
+#   bash scripts/gpu/torchrun.sh                       # 4 ranks, the checks
+#   NPROC=2 bash scripts/gpu/torchrun.sh examples/python/torchrun_allreduce.py --device cuda
+# Arguments: the Python file (default python/tests/gpu/torchrun_check.py)
+# and its arguments. Several ranks share one GPU (MSCCL_CUDA_DEVICE=
+# round-robin unless set); the package is imported from python/ without
+# installing (PYTHONPATH) and loads MSCCL_LIBRARY (default
+# .gpu/lib/libmsccl.so). Output goes to $OUT/torchrun.log too; exit status
+# is torchrun's (non-zero when a rank failed a check).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+lib=${MSCCL_LIBRARY:-$root/.gpu/lib/libmsccl.so}
+if [ ! -f "$lib" ]; then
+  echo "torchrun.sh: $lib is missing: build it on a machine with Go (bash scripts/gpu-pack writes .gpu/lib/libmsccl.so) and carry .gpu/" >&2
+  exit 2
+fi
+export MSCCL_LIBRARY=$lib PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH}
+export MSCCL_CUDA_DEVICE=${MSCCL_CUDA_DEVICE:-round-robin}
+# NCCL (the reference where there is one GPU per rank) must not use NVLink
+# multicast on shared machines.
+export NCCL_NVLS_ENABLE=0
+script=${1:-python/tests/gpu/torchrun_check.py}
+[ $# -gt 0 ] && shift
+if command -v torchrun >/dev/null; then run=(torchrun); else run=(python3 -m torch.distributed.run); fi
+out=${OUT:-/tmp}
+echo "== ${run[*]} --standalone --nproc_per_node ${NPROC:-4} $script $*" | tee -a "$out/torchrun.log"
+timeout "${TIMEOUT:-540}" "${run[@]}" --standalone --nproc_per_node "${NPROC:-4}" "$script" "$@" 2>&1 | tee -a "$out/torchrun.log"
+rc=${PIPESTATUS[0]}
+echo "== exit $rc" | tee -a "$out/torchrun.log"
+exit "$rc"
