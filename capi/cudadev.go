@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/msccl-go/msccl-go"
+	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
 )
 
@@ -25,13 +29,95 @@ func parseDevice(device string) (name, ordinal string, err error) {
 // cudaOptions sets the GPU a cuda communicator opens: ordinal, or ""
 // for the runtime's choice (MSCCL_CUDA_DEVICE, else the local rank's).
 func cudaOptions(opt msccl.CommOptions, ordinal string) msccl.CommOptions {
-	_ = ordinal // CommOptions has no GPU choice yet (the cuda device is not in this build).
+	opt.CUDADevice = ordinal
 	return opt
 }
 
-// newCUDADevice is the cuda device of communicator c for runCUDA.
+// newCUDADevice is the cuda device of communicator c for runCUDA: its
+// plans run by msccl.RankExec (executor/cuda's one-rank-per-process
+// executor), its stream work by the driver.
 func newCUDADevice(c *msccl.RankComm) (cudaDevice, error) {
-	return nil, invalid("device cuda: this build of libmsccl has no executor for one rank per process on a GPU")
+	return rankDevice{c: c}, nil
+}
+
+type rankDevice struct {
+	driverOps
+	c *msccl.RankComm
+}
+
+func (d rankDevice) Open(ctx context.Context, p *ir.Plan, size int64) (cudaExec, error) {
+	in, out, err := p.BufferBytes(size)
+	if err != nil {
+		return nil, err
+	}
+	ex, err := d.c.Open(ctx, p, msccl.Options{})
+	if err != nil {
+		return nil, err
+	}
+	b, err := ex.Alloc(ctx, size)
+	if err != nil {
+		ex.Close()
+		return nil, err
+	}
+	return &rankExec{ex: ex, b: b, in: in, out: out}, nil
+}
+
+// streamLauncher is the launch on the caller's stream that graph capture
+// needs of msccl.RankExec: Prepare binds (op tables, kernel) without
+// launching, Enqueue launches on stream without waiting. RankExec.Run
+// waits for its kernel on the host today (docs/rationale.md), so until
+// RankExec has these methods the cuda device runs eagerly and refuses
+// capture; with them, nothing here changes.
+type streamLauncher interface {
+	Prepare(b *msccl.RankBuffers, dt msccl.DType, red msccl.ReduceOp) error
+	Enqueue(b *msccl.RankBuffers, dt msccl.DType, red msccl.ReduceOp, stream uintptr) error
+}
+
+// rankExec adapts a RankExec and its buffers at one size to cudaExec.
+type rankExec struct {
+	ex      *msccl.RankExec
+	b       *msccl.RankBuffers
+	in, out int64
+}
+
+func (x *rankExec) Input() uint64   { return uint64(x.b.InputPtr()) }
+func (x *rankExec) Output() uint64  { return uint64(x.b.OutputPtr()) }
+func (x *rankExec) InBytes() int64  { return x.in }
+func (x *rankExec) OutBytes() int64 { return x.out }
+
+func (x *rankExec) launcher() (streamLauncher, bool) {
+	l, ok := any(x.ex).(streamLauncher)
+	return l, ok
+}
+
+func (x *rankExec) Async() bool { _, ok := x.launcher(); return ok }
+
+func (x *rankExec) Prepare(dt ir.DType, red ir.ReduceOp) error {
+	if l, ok := x.launcher(); ok {
+		return l.Prepare(x.b, dt, red)
+	}
+	return nil // Run binds on first use, outside capture (capture is refused)
+}
+
+// Enqueue launches on stream, or, with a RankExec that waits, runs
+// eagerly: the staged input must be in place before the rank's kernel
+// (on the executor's own stream) reads it, so the caller's stream is
+// synchronised first; Run returns once the kernel is done, and the copy
+// out queued next on the caller's stream reads its result.
+func (x *rankExec) Enqueue(dt ir.DType, red ir.ReduceOp, stream uintptr) error {
+	if l, ok := x.launcher(); ok {
+		return l.Enqueue(x.b, dt, red, stream)
+	}
+	if err := cuda.StreamOf(stream).Synchronize(); err != nil {
+		return fmt.Errorf("waiting for the staged input on stream %#x: %w", stream, err)
+	}
+	return x.ex.Run(context.Background(), x.b, dt, red)
+}
+
+// Close frees the buffers and the plan's channels (both collective on
+// the cuda device: every rank closes its plans in the same order).
+func (x *rankExec) Close() error {
+	return errors.Join(x.b.Free(), x.ex.Close())
 }
 
 // driverOps are the stream operations of the real device, on streams

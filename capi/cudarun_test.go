@@ -277,3 +277,25 @@ func TestCUDAStaging(t *testing.T) {
 		}
 	}
 }
+
+// Device names reach msccl.OpenComm as the cuda device with its ordinal;
+// without a driver the refusal names the device.
+func TestOpenCUDAWithoutDriver(t *testing.T) {
+	if _, _, err := parseDevice("cuda:x"); err == nil {
+		t.Error("cuda:x accepted")
+	}
+	if n, o, err := parseDevice("cuda:3"); n != "cuda" || o != "3" || err != nil {
+		t.Errorf("cuda:3: %q %q %v", n, o, err)
+	}
+	if n, _, _ := parseDevice("gpu:0"); n != "gpu:0" {
+		t.Errorf("gpu:0 became %q; msccl should judge it whole", n)
+	}
+	if cuda.Init() == nil {
+		t.Skip("a CUDA driver loads here: the refusal is for machines without one")
+	}
+	t.Setenv("MSCCL_RANK", "")
+	t.Setenv("RANK", "")
+	if _, err := openComm("cuda:0", "", 0, 0); err == nil || !strings.Contains(err.Error(), `device "cuda"`) {
+		t.Errorf("cuda without a driver: %v", err)
+	}
+}
