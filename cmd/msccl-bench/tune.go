@@ -210,6 +210,7 @@ func runTune(c *config, t *tuneConfig, w io.Writer) error {
 			continue
 		}
 		results = append(results, rs...)
+		prog.note(cand.label() + ": " + summary(rs))
 	}
 	prog.done()
 	if len(results) == 0 {
@@ -452,6 +453,16 @@ func (p *progress) done() {
 	if p.tty {
 		fmt.Fprint(p.w, "\r\033[K")
 	}
+}
+
+// summary is one candidate's times in a line, for the progress log: a
+// sweep cut short (a timeout around the command) still leaves its data.
+func summary(rs []tuneResult) string {
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		parts[i] = fmt.Sprintf("%s %.1fus", size.Format(r.bytes), r.us)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // oneLine joins an error's lines (compiler diagnostics, driver messages).

@@ -139,3 +139,11 @@ func TestPrintWinners(t *testing.T) {
 		t.Errorf("printed:\n%s", got)
 	}
 }
+
+func TestTuneSummary(t *testing.T) {
+	c := candidate{"allreduce_twoshot", 1, 1024}
+	if got := summary([]tuneResult{{c, 1024, 20.04, 0}, {c, 64 << 20, 600, 0}}); got != "1KiB 20.0us, 64MiB 600.0us" {
+		t.Errorf("summary %q", got)
+	}
+}
+
