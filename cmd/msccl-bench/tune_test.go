@@ -146,4 +146,3 @@ func TestTuneSummary(t *testing.T) {
 		t.Errorf("summary %q", got)
 	}
 }
-
