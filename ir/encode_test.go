@@ -71,10 +71,10 @@ func TestEncodeMatchesReflect(t *testing.T) {
 	}
 }
 
-// BenchmarkEncode compares Encode with the reflect-based encoder it
-// replaced on the ring allgather at 128 ranks (the same code writes the
-// 1 GB, 1024-rank plan).
-func BenchmarkEncode(b *testing.B) {
+// ring128 is the ring allgather at 128 ranks, the plan the codec
+// benchmarks time (the same code reads and writes the 1 GB, 1024-rank
+// plan).
+func ring128(b *testing.B) *ir.Plan {
 	path := "../algorithms/allgather_ring.msccl"
 	src, err := os.ReadFile(path)
 	if err != nil {
@@ -84,6 +84,27 @@ func BenchmarkEncode(b *testing.B) {
 	if ds.HasErrors() {
 		b.Fatal(ds)
 	}
+	return p
+}
+
+// BenchmarkDecode times Decode of ring128's JSON.
+func BenchmarkDecode(b *testing.B) {
+	data, err := ir.Encode(ring128(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, ds := ir.Decode(data); ds.HasErrors() {
+			b.Fatal(ds)
+		}
+	}
+}
+
+// BenchmarkEncode compares Encode with the reflect-based encoder it
+// replaced on ring128.
+func BenchmarkEncode(b *testing.B) {
+	p := ring128(b)
 	for _, c := range []struct {
 		name string
 		enc  func(*ir.Plan) ([]byte, error)
