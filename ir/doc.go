@@ -1,6 +1,8 @@
 // Package ir owns the execution plan: the Go types for a plan in the
 // MSCCL++ v0.8+ JSON schema, the op table that drives everything that
-// touches ops, the strict JSON codec (Decode, Encode), the structural
+// touches ops, the JSON schema written once as tables (schema.go: each
+// key, its Go field, when it is required, when it is left out) from which
+// the strict codec (Decode, Encode) works both ways, the structural
 // validator (Validate; Load decodes and validates, Check suits compiler
 // passes), the upstream executor's limits (limits.go), the chunk geometry
 // (which bytes a buffer reference covers at a given message size), a human-readable text dump (Dump) and deep

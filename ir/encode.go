@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/msccl-go/msccl-go/internal/par"
 )
@@ -17,10 +18,12 @@ import (
 // the same bytes (the same bytes encoding/json's Encoder with a two-space
 // indent gives; a test holds the two together).
 //
-// It is written by hand because a 1024-rank plan is about 1 GB of JSON:
-// through reflection and a separate indentation pass that took 50 s on a
-// 2-core machine, twenty times the compile. Ranks are encoded in parallel
-// into their own buffers and written in rank order (EncodeTo).
+// It walks the schema tables (schema.go) with its own indenting writer
+// rather than going through reflection, because a 1024-rank plan is about
+// 1 GB of JSON: through reflection and a separate indentation pass that
+// took 50 s on a 2-core machine, twenty times the compile. Ranks are
+// encoded in parallel into their own buffers and written in rank order
+// (EncodeTo).
 func Encode(p *Plan) ([]byte, error) {
 	var buf bytes.Buffer
 	n := 4096
@@ -39,74 +42,70 @@ func Encode(p *Plan) ([]byte, error) {
 func EncodeTo(out io.Writer, p *Plan) error {
 	w := jw{}
 	w.beginObj()
-	w.key("name")
-	w.str(p.Name)
-	w.key("collective")
-	w.str(string(p.Collective))
-	w.key("protocol")
-	w.str(string(p.Protocol))
-	w.key("inplace")
-	w.bool(p.InPlace)
-	w.key("reuse_resources")
-	w.bool(p.ReuseResources)
-	w.key("gpus")
-	w.beginArr()
-	workers := par.Workers(len(p.GPUs))
-	batch := 4 * workers
-	parts := make([][]byte, batch)
-	for lo := 0; lo < len(p.GPUs); lo += batch {
-		hi := min(lo+batch, len(p.GPUs))
-		par.ForEach(workers, hi-lo, func(_, i int) {
-			g := &p.GPUs[lo+i]
-			pw := jw{ind: 2, b: make([]byte, 0, gpuBytes(g))}
-			pw.gpu(g)
-			parts[i] = pw.b
-		})
-		for _, part := range parts[:hi-lo] {
-			w.elem()
-			if _, err := out.Write(w.b); err != nil {
-				return err
-			}
-			w.b = w.b[:0]
-			if _, err := out.Write(part); err != nil {
-				return err
+	for i := range planSchema.fields {
+		f := &planSchema.fields[i]
+		if f.key != "gpus" {
+			f.encode(&w, p)
+			continue
+		}
+		// The ranks, encoded in parallel into buffers of their own and
+		// written in rank order, a batch at a time. The buffers are
+		// reused from batch to batch: a fresh one is zeroed memory,
+		// which cost a third of the encoder's time.
+		w.key(f.key)
+		w.beginArr()
+		workers := par.Workers(len(p.GPUs))
+		batch := 4 * workers
+		parts := make([][]byte, batch)
+		for lo := 0; lo < len(p.GPUs); lo += batch {
+			hi := min(lo+batch, len(p.GPUs))
+			par.ForEach(workers, hi-lo, func(_, i int) {
+				g := &p.GPUs[lo+i]
+				pw := jw{ind: 2, b: parts[i][:0]}
+				if n := gpuBytes(g); cap(pw.b) < n {
+					pw.b = make([]byte, 0, n)
+				}
+				encodeObject(&pw, &gpuSchema, g)
+				parts[i] = pw.b
+			})
+			for _, part := range parts[:hi-lo] {
+				w.elem()
+				if _, err := out.Write(w.b); err != nil {
+					return err
+				}
+				w.b = w.b[:0]
+				if _, err := out.Write(part); err != nil {
+					return err
+				}
 			}
 		}
-		clear(parts)
-	}
-	w.endArr()
-	w.key("num_threads_per_block")
-	w.int(p.NumThreadsPerBlock)
-	w.key("use_double_scratch_buffer")
-	w.bool(p.DoubleScratch)
-	w.key("buffer_alignment")
-	w.int(p.BufferAlignment)
-	w.key("min_message_size")
-	w.b = strconv.AppendUint(w.b, p.MinMessageSize, 10)
-	w.key("max_message_size")
-	w.b = strconv.AppendUint(w.b, p.MaxMessageSize, 10)
-	if p.SizeGranularity != 0 {
-		w.key("size_granularity")
-		w.b = strconv.AppendUint(w.b, p.SizeGranularity, 10)
-	}
-	if p.UniformScratch {
-		w.key("uniform_scratch")
-		w.bool(true)
-	}
-	// Written only when they say something: absent means root 0 and the
-	// (r+1) mod n peer map, so plans without them encode as before.
-	if p.Root != 0 {
-		w.key("root")
-		w.int(p.Root)
-	}
-	if len(p.Peers) > 0 {
-		w.key("peers")
-		w.ints(p.Peers)
+		w.endArr()
 	}
 	w.endObj()
 	w.b = append(w.b, '\n')
 	_, err := out.Write(w.b)
 	return err
+}
+
+// encodeObject writes t as a JSON object by the table s.
+func encodeObject[T any](w *jw, s *schema[T], t *T) {
+	w.beginObj()
+	for i := range s.fields {
+		s.fields[i].encode(w, t)
+	}
+	w.endObj()
+}
+
+// encode writes f's key and value of t, unless the key does not belong
+// to t or is left out.
+func (f *field[T]) encode(w *jw, t *T) {
+	switch {
+	case !f.applies(t):
+	case f.enc != nil:
+		f.enc(w, f, t)
+	default:
+		f.write(w, unsafe.Add(unsafe.Pointer(t), f.off))
+	}
 }
 
 // gpuBytes estimates a rank's JSON, about 200 bytes per op, so buffers
@@ -181,8 +180,9 @@ func (w *jw) key(k string) {
 	w.b = append(w.b, '"', ':', ' ')
 }
 
-func (w *jw) int(v int)   { w.b = strconv.AppendInt(w.b, int64(v), 10) }
-func (w *jw) bool(v bool) { w.b = strconv.AppendBool(w.b, v) }
+func (w *jw) int(v int)    { w.b = strconv.AppendInt(w.b, int64(v), 10) }
+func (w *jw) u64(v uint64) { w.b = strconv.AppendUint(w.b, v, 10) }
+func (w *jw) bool(v bool)  { w.b = strconv.AppendBool(w.b, v) }
 
 // str writes s as encoding/json does without HTML escaping: plain
 // printable ASCII directly, anything else through encoding/json itself.
@@ -207,228 +207,11 @@ func (w *jw) str(s string) {
 	w.b = append(w.b, bytes.TrimSuffix(buf.Bytes(), []byte{'\n'})...)
 }
 
-// optStr writes k: v unless v is empty (omitempty).
-func (w *jw) optStr(k, v string) {
-	if v != "" {
-		w.key(k)
-		w.str(v)
-	}
-}
-
 func (w *jw) ints(v []int) {
 	w.beginArr()
 	for _, x := range v {
 		w.elem()
 		w.int(x)
-	}
-	w.endArr()
-}
-
-func (w *jw) gpu(g *GPU) {
-	w.beginObj()
-	w.key("id")
-	w.int(g.ID)
-	w.key("input_chunks")
-	w.int(g.InputChunks)
-	w.key("output_chunks")
-	w.int(g.OutputChunks)
-	w.key("scratch_chunks")
-	w.int(g.ScratchChunks)
-	w.key("threadblocks")
-	w.beginArr()
-	for i := range g.ThreadBlocks {
-		w.elem()
-		w.threadBlock(&g.ThreadBlocks[i])
-	}
-	w.endArr()
-	w.key("channels")
-	w.beginArr()
-	for i := range g.Channels {
-		c := &g.Channels[i]
-		w.elem()
-		w.beginObj()
-		if c.Type == ChanSwitch && c.BuffKey == "buff" {
-			w.optStr("buff", c.BufferType.String())
-		}
-		w.key("channel_type")
-		w.str(c.Type.String())
-		if c.Type != ChanSwitch {
-			w.key("connected_to")
-			w.ints(c.ConnectedTo)
-		} else {
-			if c.BuffKey != "buff" {
-				w.optStr("buffer_type", c.BufferType.String())
-			}
-			w.key("rank_groups")
-			w.beginArr()
-			for _, rg := range c.RankGroups {
-				w.elem()
-				w.beginObj()
-				w.key("size")
-				w.int(rg.Size)
-				w.key("ranks")
-				w.ints(rg.Ranks)
-				w.endObj()
-			}
-			w.endArr()
-		}
-		w.endObj()
-	}
-	w.endArr()
-	w.key("remote_buffers")
-	w.beginArr()
-	for _, r := range g.RemoteBuffers {
-		w.elem()
-		w.beginObj()
-		w.key("rank")
-		w.int(r.Rank)
-		w.key("type")
-		w.str(r.Type.String())
-		w.key("access_channel_types")
-		w.beginArr()
-		for _, t := range r.AccessChannelTypes {
-			w.elem()
-			w.str(t.String())
-		}
-		w.endArr()
-		w.endObj()
-	}
-	w.endArr()
-	w.key("semaphores")
-	w.beginArr()
-	for _, s := range g.Semaphores {
-		w.elem()
-		w.beginObj()
-		w.key("init_value")
-		w.int(s.InitValue)
-		w.endObj()
-	}
-	w.endArr()
-	w.endObj()
-}
-
-func (w *jw) threadBlock(tb *ThreadBlock) {
-	w.beginObj()
-	w.key("id")
-	w.int(tb.ID)
-	w.key("ops")
-	w.beginArr()
-	for i := range tb.Ops {
-		w.elem()
-		w.op(&tb.Ops[i])
-	}
-	w.endArr()
-	w.key("channels")
-	w.beginArr()
-	for _, c := range tb.Channels {
-		w.elem()
-		w.beginObj()
-		if c.Buff != BufNone {
-			w.optStr("buff", c.Buff.String())
-		}
-		w.key("channel_type")
-		w.str(c.Type.String())
-		w.key("channel_ids")
-		w.ints(c.ChannelIDs)
-		w.endObj()
-	}
-	w.endArr()
-	w.key("remote_buffer_refs")
-	w.beginArr()
-	for _, r := range tb.RemoteBufferRefs {
-		w.elem()
-		w.beginObj()
-		w.key("access_channel_type")
-		w.str(r.AccessChannelType.String())
-		w.key("remote_buffer_ids")
-		w.ints(r.RemoteBufferIDs)
-		w.endObj()
-	}
-	w.endArr()
-	w.endObj()
-}
-
-func (w *jw) op(op *Op) {
-	w.beginObj()
-	w.key("name")
-	w.str(op.Code.String())
-	if op.Code == OpPipeline {
-		if it := op.Iter(); it != nil {
-			w.key("iter_context")
-			w.beginObj()
-			w.key("unit_size")
-			w.int(it.UnitSize)
-			w.key("num_chunks")
-			w.int(it.NumChunks)
-			w.endObj()
-		}
-		if body := op.Ops(); len(body) > 0 {
-			w.key("ops")
-			w.beginArr()
-			for i := range body {
-				w.elem()
-				w.op(&body[i])
-			}
-			w.endArr()
-		}
-	}
-	w.refs("src_buff", op.Src)
-	w.refs("dst_buff", op.Dst)
-	if len(op.ChannelIDs) > 0 {
-		w.key("channel_ids")
-		w.ints(op.ChannelIDs)
-	}
-	if op.ChannelType != ChanNone {
-		w.key("channel_type")
-		w.str(op.ChannelType.String())
-	}
-	w.optStr("reduce_op", string(op.ReduceOp()))
-	if s := op.SemaphoreIDs(); len(s) > 0 {
-		w.key("semaphore_ids")
-		w.ints(s)
-	}
-	if op.Code == OpBarrier {
-		w.key("barrier_id")
-		w.int(op.BarrierID())
-		w.key("num_threadblocks")
-		w.int(op.NumTBs())
-	}
-	if t := op.TBG(); t != nil {
-		w.key("tbg_info")
-		w.beginObj()
-		w.key("tb_id")
-		w.int(t.TBID)
-		w.key("tbg_size")
-		w.int(t.TBGSize)
-		w.endObj()
-	}
-	w.endObj()
-}
-
-func (w *jw) refs(k string, refs []BufRef) {
-	if len(refs) == 0 {
-		return
-	}
-	w.key(k)
-	w.beginArr()
-	for _, r := range refs {
-		w.elem()
-		w.beginObj()
-		switch r.Kind {
-		case RefLocal:
-			w.optStr("type", r.Type.String())
-		case RefRemote:
-			w.key("buffer_id")
-			w.int(r.BufferID)
-		case RefSwitch:
-			w.key("switch_channel_id")
-			w.int(r.SwitchID)
-		}
-		w.key("index")
-		w.int(r.Index)
-		w.key("size")
-		w.int(r.Size)
-		w.endObj()
 	}
 	w.endArr()
 }

@@ -1,7 +1,8 @@
 package ir
 
 // Plan is one execution plan: the same schedule seen from every rank.
-// Field names follow the MSCCL++ JSON keys; see codec.go for the mapping.
+// Field names follow the MSCCL++ JSON keys; schema.go maps one to the
+// other, for Decode and Encode alike.
 type Plan struct {
 	Name            string
 	Collective      Collective
@@ -128,12 +129,7 @@ func (c ChannelType) String() string { return enumName(channelTypeNames[:], c, "
 
 // ParseChannelType maps a JSON channel_type string to its value.
 func ParseChannelType(s string) (ChannelType, bool) {
-	for i, n := range channelTypeNames {
-		if n == s {
-			return ChannelType(i), true
-		}
-	}
-	return ChanNone, false
+	return parseEnum[ChannelType](channelTypeNames[:], s)
 }
 
 // BufferType is one of a rank's three buffers.
@@ -164,17 +160,20 @@ func enumName[T ~uint8](names []string, v T, bad string) string {
 	return bad
 }
 
+// parseEnum is the value names spells s (the inverse of enumName); an
+// empty name spells nothing.
+func parseEnum[T ~uint8](names []string, s string) (T, bool) {
+	for i, n := range names {
+		if n == s && n != "" {
+			return T(i), true
+		}
+	}
+	return 0, false
+}
+
 // parseBufferType maps "i", "o", "s" to a BufferType.
 func parseBufferType(s string) (BufferType, bool) {
-	switch s {
-	case "i":
-		return BufInput, true
-	case "o":
-		return BufOutput, true
-	case "s":
-		return BufScratch, true
-	}
-	return BufNone, false
+	return parseEnum[BufferType](bufferTypeNames[:], s)
 }
 
 // Channel is one entry of a GPU's channel list. Memory and port channels
