@@ -21,9 +21,12 @@ a GPU of its own, else gloo: NCCL refuses two ranks on one GPU) and runs:
   3. the README's example (compile, prove, save) on rank 0.
 
 Each rank prints "rank R: N checks, F failed" and every failure; the exit
-status is non-zero when a check failed anywhere.
+status is non-zero when a check failed anywhere. --device cpu runs parts 1
+and 3 on CPU tensors and the cpu device (gloo), which checks this script
+itself where torch exists without a GPU.
 """
 
+import argparse
 import os
 import sys
 import tempfile
@@ -233,6 +236,11 @@ def readme_example(chk):
         chk.fail(what, e)
 
 
+def sync():
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 def timing(comm, rank, world, dev):
     """Median time of a 4 MB all_reduce, msccl beside torch.distributed."""
     n = 1 << 20
@@ -242,10 +250,10 @@ def timing(comm, rank, world, dev):
     for name, fn in (("msccl", lambda: comm.all_reduce(a)), ("torch %s" % dist.get_backend(), lambda: dist.all_reduce(ref))):
         times = []
         for _ in range(10):
-            torch.cuda.synchronize()
+            sync()
             t0 = time.perf_counter()
             fn()
-            torch.cuda.synchronize()
+            sync()
             times.append(time.perf_counter() - t0)
         times.sort()
         out.append("%s %.1f us" % (name, times[len(times) // 2] * 1e6))
@@ -254,24 +262,31 @@ def timing(comm, rank, world, dev):
 
 
 def main():
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    ndev = torch.cuda.device_count()
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    args = ap.parse_args()
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    torch.cuda.set_device(local % ndev)
-    dev = torch.device("cuda", local % ndev)
-    backend = "nccl" if ndev >= int(os.environ.get("LOCAL_WORLD_SIZE", world)) else "gloo"
+    if args.device == "cuda":
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        ndev = torch.cuda.device_count()
+        torch.cuda.set_device(local % ndev)
+        dev = torch.device("cuda", local % ndev)
+        backend = "nccl" if ndev >= int(os.environ.get("LOCAL_WORLD_SIZE", world)) else "gloo"
+    else:
+        ndev, dev, backend = 0, torch.device("cpu"), "gloo"
     dist.init_process_group(backend)
     rank = dist.get_rank()
     chk = Checks(rank)
-    comm = msccl.Communicator.from_torch(device="cuda")
+    comm = msccl.Communicator.from_torch(device=args.device)
     if rank == 0:
         print("%d ranks on %d GPU(s), torch %s, group %s, msccl %s on %s" % (world, ndev, torch.__version__, backend, msccl.library_version(), comm.device), flush=True)
     t0 = time.perf_counter()
     collectives(comm, chk, rank, world, dev)
-    torch.cuda.synchronize()
+    sync()
     if rank == 0:
         print("collectives: %.1f s" % (time.perf_counter() - t0), flush=True)
-    graphs(comm, chk, rank, world, dev)
+    if args.device == "cuda":
+        graphs(comm, chk, rank, world, dev)
     timing(comm, rank, world, dev)
     if rank == 0:
         readme_example(chk)
