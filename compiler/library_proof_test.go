@@ -84,7 +84,8 @@ func prove(file string, s shape) verdict {
 // libraryShapes are the worlds every library algorithm is tried at:
 // every size from 2 to 16, then 24, 32, 64 and 128 (the last two are the
 // slow tail, skipped under -short); hierarchical ones at 2-4 nodes of
-// 2-8 GPUs; and 8 ranks with two instances.
+// 2-8 GPUs, and 8 and 16 nodes of 8 outside -short; and 8 ranks with two
+// instances.
 func libraryShapes(file string, short bool) []shape {
 	var out []shape
 	if strings.Contains(file, "hierarchical") {
@@ -93,7 +94,12 @@ func libraryShapes(file string, short bool) []shape {
 				out = append(out, shape{ranks: nodes * g, nodes: nodes, gpn: g})
 			}
 		}
-		return append(out, shape{ranks: 8, nodes: 2, gpn: 4, instances: 2})
+		out = append(out, shape{ranks: 8, nodes: 2, gpn: 4, instances: 2})
+		if !short {
+			// 64 and 128 ranks at their usual shape: nodes of 8 GPUs.
+			out = append(out, shape{ranks: 64, nodes: 8, gpn: 8}, shape{ranks: 128, nodes: 16, gpn: 8})
+		}
+		return out
 	}
 	for n := int64(2); n <= 16; n++ {
 		out = append(out, shape{ranks: n})
