@@ -83,9 +83,13 @@ func (s *sim) pktWrite(ctx agentCtx, place int32, rank int, off int64, data []by
 	copy(rs.pkt[p:p+n], data)
 	// The packet carries the writer's execution clock including the write
 	// itself: a reader that sees the flag is ordered after it.
-	e := ctx.clk.E.clone()
-	e.set(ctx.agent, ctx.epoch)
-	rs.flags.set(p, p+n, uint32(launch+1), clocks{E: e.frozen()}, t)
+	c := clocks{E: s.none.E}
+	if !s.opt.NoRaces {
+		e := ctx.clk.E.clone()
+		e.set(ctx.agent, ctx.epoch)
+		c = clocks{E: e.frozen()}
+	}
+	rs.flags.set(p, p+n, uint32(launch+1), c, t)
 }
 
 // pktReady checks that the packets at (rank, off, n) carry this launch's

@@ -93,7 +93,7 @@ const maxRaces = 64
 // access records a of [lo, hi) of (rank, arr) under the accessor's clocks
 // and reports every earlier access it is not ordered after.
 func (d *detector) access(rank, arr int, lo, hi int64, a acc, c clocks) {
-	if lo >= hi {
+	if lo >= hi || d.s.opt.NoRaces {
 		return
 	}
 	m := &d.mem[rank][arr]

@@ -51,6 +51,14 @@ type Options struct {
 	// Mismatch.Terms/Explain and Report.Findings. Inputs and Outputs
 	// (and OnLaunch's slices) hold fingerprints.
 	Symbolic bool
+	// NoRaces skips the happens-before analysis: no clocks travel between
+	// ranks and no access is checked for races, so the run finds wrong
+	// results, clobbered inputs, deadlocks and unbalanced signals only.
+	// It is for a second oracle beside a run of the same plan that does
+	// check races (the verdict on races does not depend on the size or
+	// the type: docs/rationale.md); it costs a fraction of a full run on
+	// large plans, where the clocks are most of the work.
+	NoRaces bool
 
 	// sched, when not zero, seeds a shuffled schedule (tests use it to
 	// show that verdicts do not depend on the interleaving).

@@ -22,6 +22,7 @@ type sim struct {
 	tags     tagSource
 	tmpClk   clocks
 	opClk    clocks
+	none     clocks // empty, what NoRaces sends instead of a block's clocks
 	exec     uint64
 	steps    int64
 	maxSteps int64
@@ -76,6 +77,7 @@ func Run(p *ir.Plan, opt Options) (*Report, error) {
 	s.det = detector{mem: make([][numArrs]shadow, len(s.ranks)), seen: map[raceKey]int{}, s: s}
 	s.tmpClk = newClocks(s.agents, &s.tags)
 	s.opClk = newClocks(s.agents, &s.tags)
+	s.none = newClocks(s.agents, &s.tags).frozen()
 	for _, rs := range s.ranks {
 		rs.proxyClk = newClocks(s.agents, &s.tags)
 		rs.hostClk = newClocks(s.agents, &s.tags)
@@ -331,6 +333,9 @@ func (s *sim) step(b *block) bool {
 // own returns the block's clocks including what it has acquired but not
 // yet spread through the block: what a signal or release publishes.
 func (s *sim) own(b *block, relaxed bool) clocks {
+	if s.opt.NoRaces {
+		return s.none // nothing travels: no race is checked
+	}
 	// Usually nothing is pending (a nop came since the last wait): the
 	// snapshot is then the block's clocks themselves.
 	if relaxed {
@@ -379,7 +384,10 @@ func (s *sim) signal(b *block, op *rop, c rchan, relaxed bool) {
 	if c.typ == ir.ChanPort {
 		s.proxyStep(rs, b)
 		rs.proxyT += s.topo().PortLatencyUs
-		tk = token{c: rs.proxyClk.frozen(), t: rs.proxyT}
+		tk = token{c: s.none, t: rs.proxyT}
+		if !s.opt.NoRaces {
+			tk.c = rs.proxyClk.frozen()
+		}
 	} else {
 		tk = token{c: s.own(b, relaxed), t: b.t + s.topo().SignalLatencyUs}
 	}
