@@ -234,6 +234,28 @@ func (e *RankExec) Run(ctx context.Context, b *RankBuffers, dt DType, red Reduce
 	return e.ex.Run(ctx, b.h, dt, red)
 }
 
+// Start begins the collective on this rank; Wait ends every collective
+// started. On the cuda device Start only enqueues the kernel (the
+// buffers are the kernel's until Wait), so that back-to-back
+// collectives pay no wait each; on the cpu device Start is Run.
+func (e *RankExec) Start(ctx context.Context, b *RankBuffers, dt DType, red ReduceOp) error {
+	if e.gpu != nil {
+		if b.g == nil {
+			return fmt.Errorf("msccl: Start on the cuda device with buffers of the cpu device")
+		}
+		return e.gpu.Start(ctx, b.g, dt, red, e.ll)
+	}
+	return e.Run(ctx, b, dt, red)
+}
+
+// Wait waits for the collectives Start began (see Start).
+func (e *RankExec) Wait() error {
+	if e.gpu != nil {
+		return e.gpu.Wait()
+	}
+	return nil
+}
+
 // Close releases the plan's channels on this rank.
 func (e *RankExec) Close() error {
 	if e.gpu != nil {

@@ -546,6 +546,34 @@ func (e *RankExecutor) bind(b *RankBuffers, dt ir.DType, ll int, red ir.ReduceOp
 func (e *RankExecutor) Run(ctx context.Context, b *RankBuffers, dt ir.DType, red ir.ReduceOp, ll int) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if err := e.launch(b, dt, red, ll); err != nil {
+		return err
+	}
+	return e.wait()
+}
+
+// Start enqueues the collective on this rank's stream and returns: the
+// buffers may be read or overwritten only after Wait. Back-to-back
+// launches queue on the stream (the ranks free-run against each other,
+// as every plan's proof allows), so a timed loop pays no wait per launch.
+func (e *RankExecutor) Start(ctx context.Context, b *RankBuffers, dt ir.DType, red ir.ReduceOp, ll int) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.launch(b, dt, red, ll)
+}
+
+// Wait waits for every launch Start enqueued and reports the watchdog's
+// findings.
+func (e *RankExecutor) Wait() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return errors.New("cudaexec: executor closed")
+	}
+	return e.wait()
+}
+
+func (e *RankExecutor) launch(b *RankBuffers, dt ir.DType, red ir.ReduceOp, ll int) error {
 	if e.closed {
 		return errors.New("cudaexec: executor closed")
 	}
@@ -573,7 +601,7 @@ func (e *RankExecutor) Run(ctx context.Context, b *RankBuffers, dt ir.DType, red
 		e.broken = err
 		return fmt.Errorf("cudaexec: launching rank %d: %w", e.rank, err)
 	}
-	return e.wait()
+	return nil
 }
 
 // wait polls the stream until the kernel ends, then reads the watchdog.
