@@ -248,6 +248,35 @@ func (e *RankExec) Start(ctx context.Context, b *RankBuffers, dt DType, red Redu
 	return e.Run(ctx, b, dt, red)
 }
 
+// Prepare builds what a collective of (dt, red) on b needs on the cuda
+// device (op tables, the kernel) without running it, so that Enqueue
+// makes nothing but the launch (legal inside a CUDA graph capture); on
+// the cpu device it does nothing.
+func (e *RankExec) Prepare(b *RankBuffers, dt DType, red ReduceOp) error {
+	if e.gpu == nil {
+		return nil
+	}
+	if b.g == nil {
+		return fmt.Errorf("msccl: Prepare on the cuda device with buffers of the cpu device")
+	}
+	return e.gpu.Prepare(b.g, dt, red, e.ll)
+}
+
+// Enqueue launches the collective on stream (a CUstream of this
+// process's context, such as torch.cuda.current_stream().cuda_stream)
+// without waiting: the caller's later work on stream sees its result,
+// and a capture of stream records it. cuda device only; do not mix with
+// Start/Run on the same RankExec without ordering them.
+func (e *RankExec) Enqueue(b *RankBuffers, dt DType, red ReduceOp, stream uintptr) error {
+	if e.gpu == nil {
+		return fmt.Errorf("msccl: Enqueue on a stream needs the cuda device; the cpu device runs collectives with Run")
+	}
+	if b.g == nil {
+		return fmt.Errorf("msccl: Enqueue on the cuda device with buffers of the cpu device")
+	}
+	return e.gpu.Enqueue(b.g, dt, red, e.ll, cuda.StreamOf(stream))
+}
+
 // Wait waits for the collectives Start began (see Start).
 func (e *RankExec) Wait() error {
 	if e.gpu != nil {

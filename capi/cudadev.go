@@ -64,10 +64,9 @@ func (d rankDevice) Open(ctx context.Context, p *ir.Plan, size int64) (cudaExec,
 
 // streamLauncher is the launch on the caller's stream that graph capture
 // needs of msccl.RankExec: Prepare binds (op tables, kernel) without
-// launching, Enqueue launches on stream without waiting. RankExec.Run
-// waits for its kernel on the host today (docs/rationale.md), so until
-// RankExec has these methods the cuda device runs eagerly and refuses
-// capture; with them, nothing here changes.
+// launching, Enqueue launches on stream without waiting. msccl.RankExec
+// has both (launcher_test.go holds it to that); an executor without them
+// runs eagerly and refuses capture.
 type streamLauncher interface {
 	Prepare(b *msccl.RankBuffers, dt msccl.DType, red msccl.ReduceOp) error
 	Enqueue(b *msccl.RankBuffers, dt msccl.DType, red msccl.ReduceOp, stream uintptr) error

@@ -546,7 +546,7 @@ func (e *RankExecutor) bind(b *RankBuffers, dt ir.DType, ll int, red ir.ReduceOp
 func (e *RankExecutor) Run(ctx context.Context, b *RankBuffers, dt ir.DType, red ir.ReduceOp, ll int) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err := e.launch(b, dt, red, ll); err != nil {
+	if err := e.launch(b, dt, red, ll, e.rs.stream); err != nil {
 		return err
 	}
 	return e.wait()
@@ -559,7 +559,39 @@ func (e *RankExecutor) Run(ctx context.Context, b *RankBuffers, dt ir.DType, red
 func (e *RankExecutor) Start(ctx context.Context, b *RankBuffers, dt ir.DType, red ir.ReduceOp, ll int) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.launch(b, dt, red, ll)
+	return e.launch(b, dt, red, ll, e.rs.stream)
+}
+
+// Prepare builds what a launch of (dt, red, ll) on b needs (op tables,
+// the kernel) without launching, so that Enqueue makes no other driver
+// call than the launch: legal inside a CUDA graph capture.
+func (e *RankExecutor) Prepare(b *RankBuffers, dt ir.DType, red ir.ReduceOp, ll int) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.usable(b); err != nil {
+		return err
+	}
+	ll, err := llOf(ll)
+	if err != nil {
+		return err
+	}
+	_, err = e.bind(b, dt, ll, red)
+	return err
+}
+
+// Enqueue launches the collective on s, a stream of this process's
+// context (the caller's: it orders with the caller's work, and a capture
+// of s records it), without waiting. Do not mix it with Start or Run
+// unless s and the rank's own stream are ordered: two launches of one
+// rank must not overlap. The watchdog of an enqueued launch is read by
+// the next Enqueue, Run or Wait, which then report a hang.
+func (e *RankExecutor) Enqueue(b *RankBuffers, dt ir.DType, red ir.ReduceOp, ll int, s *cuda.Stream) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.watchdog(); err != nil {
+		return err
+	}
+	return e.launch(b, dt, red, ll, s)
 }
 
 // Wait waits for every launch Start enqueued and reports the watchdog's
@@ -573,7 +605,9 @@ func (e *RankExecutor) Wait() error {
 	return e.wait()
 }
 
-func (e *RankExecutor) launch(b *RankBuffers, dt ir.DType, red ir.ReduceOp, ll int) error {
+// usable refuses a launch on a closed or broken executor, on buffers
+// not its own, or once a peer has failed.
+func (e *RankExecutor) usable(b *RankBuffers) error {
 	if e.closed {
 		return errors.New("cudaexec: executor closed")
 	}
@@ -586,18 +620,33 @@ func (e *RankExecutor) launch(b *RankBuffers, dt ir.DType, red ir.ReduceOp, ll i
 	if err := e.c.Err(); err != nil {
 		return fmt.Errorf("cudaexec: rank %d: %w", e.rank, err)
 	}
+	return nil
+}
+
+func llOf(ll int) (int, error) {
 	if ll == 0 {
-		ll = 16
+		return 16, nil
 	}
 	if ll != 8 && ll != 16 {
-		return fmt.Errorf("cudaexec: LL packet width must be 8 or 16 bytes, got %d", ll)
+		return 0, fmt.Errorf("cudaexec: LL packet width must be 8 or 16 bytes, got %d", ll)
+	}
+	return ll, nil
+}
+
+func (e *RankExecutor) launch(b *RankBuffers, dt ir.DType, red ir.ReduceOp, ll int, s *cuda.Stream) error {
+	if err := e.usable(b); err != nil {
+		return err
+	}
+	ll, err := llOf(ll)
+	if err != nil {
+		return err
 	}
 	rb, err := e.bind(b, dt, ll, red)
 	if err != nil {
 		return err
 	}
 	arg := uint64(rb.args)
-	if err := rb.fn.fn.Launch([3]uint32{uint32(e.rs.nblocks), 1, 1}, [3]uint32{rb.threads, 1, 1}, rb.smem, e.rs.stream, unsafe.Pointer(&arg)); err != nil {
+	if err := rb.fn.fn.Launch([3]uint32{uint32(e.rs.nblocks), 1, 1}, [3]uint32{rb.threads, 1, 1}, rb.smem, s, unsafe.Pointer(&arg)); err != nil {
 		e.broken = err
 		return fmt.Errorf("cudaexec: launching rank %d: %w", e.rank, err)
 	}
@@ -622,6 +671,12 @@ func (e *RankExecutor) wait() error {
 			time.Sleep(20 * time.Microsecond)
 		}
 	}
+	return e.watchdog()
+}
+
+// watchdog reports the blocks the kernel's watchdog stopped, if any (the
+// records are mapped host memory, written only when a wait gives up).
+func (e *RankExecutor) watchdog() error {
 	var h HangError
 	for i := 0; i < e.rs.nblocks; i++ {
 		if w, ok := kernels.DecodeWatch(e.rs.watch.Bytes[i*kernels.WatchBytes:]); ok {
