@@ -34,7 +34,10 @@ type RankExecutor struct {
 	conns *comm.Connections
 	rs    *rankRes
 	sets  map[*RankBuffers]struct{}
-	mu    sync.Mutex
+	// enqueued: launches went to streams not the rank's own (Enqueue),
+	// so waiting for this rank's work means waiting for the context.
+	enqueued bool
+	mu       sync.Mutex
 	// broken: after a hang or a failed launch the channel counters are
 	// out of step with the peers', so no later Run can be right.
 	broken error
@@ -225,9 +228,7 @@ func (e *RankExecutor) Close() error {
 		}
 	}
 	rs := e.rs
-	if rs != nil && rs.stream != nil {
-		keep(rs.stream.Synchronize())
-	}
+	keep(e.drain())
 	// The peers' kernels use this rank's sync region (and any buffers
 	// left) until they end: wait for every rank's Close before they go.
 	if e.conns != nil {
@@ -435,7 +436,7 @@ func (b *RankBuffers) Free() error {
 	if b.freed {
 		return nil
 	}
-	err := b.e.rs.stream.Synchronize()
+	err := b.e.drain()
 	return errors.Join(err, b.e.settle("freeing buffers"), b.free())
 }
 
@@ -459,10 +460,7 @@ func (b *RankBuffers) free() error {
 	}
 	b.freed = true
 	delete(b.e.sets, b)
-	var errs []error
-	if b.e.rs != nil && b.e.rs.stream != nil {
-		errs = append(errs, b.e.rs.stream.Synchronize())
-	}
+	errs := []error{b.e.drain()}
 	for _, rb := range b.binds {
 		errs = append(errs, cuda.Free(rb.mem))
 	}
@@ -591,7 +589,20 @@ func (e *RankExecutor) Enqueue(b *RankBuffers, dt ir.DType, red ir.ReduceOp, ll 
 	if err := e.watchdog(); err != nil {
 		return err
 	}
+	e.enqueued = true
 	return e.launch(b, dt, red, ll, s)
+}
+
+// drain waits for every launch of this rank: its stream's, and with
+// Enqueue the whole context's (the callers' streams are not known).
+func (e *RankExecutor) drain() error {
+	if e.rs == nil || e.rs.stream == nil {
+		return nil
+	}
+	if e.enqueued {
+		return cuda.CtxSynchronize()
+	}
+	return e.rs.stream.Synchronize()
 }
 
 // Wait waits for every launch Start enqueued and reports the watchdog's

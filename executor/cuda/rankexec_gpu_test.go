@@ -148,5 +148,26 @@ func oracleLaunches(ctx context.Context, c *comm.Comm, ex *RankExecutor, b *Rank
 	if err := ex.Wait(); err != nil {
 		return fmt.Errorf("queued launches: %w", err)
 	}
+	// And on a stream of the caller's (capi's path: Prepare outside any
+	// capture, then launches only).
+	st, err := cuda.NewStream(true)
+	if err != nil {
+		return err
+	}
+	defer st.Destroy()
+	if err := ex.Prepare(b, ir.F32, ir.ReduceSum, 16); err != nil {
+		return err
+	}
+	for range 2 {
+		if err := ex.Enqueue(b, ir.F32, ir.ReduceSum, 16, st); err != nil {
+			return err
+		}
+	}
+	if err := st.Synchronize(); err != nil {
+		return err
+	}
+	if err := ex.Wait(); err != nil {
+		return fmt.Errorf("launches on the caller's stream: %w", err)
+	}
 	return c.Bootstrap().Barrier(ctx)
 }

@@ -71,6 +71,7 @@ DECL(cuDevicePrimaryCtxRetain, CUresult, (CUcontext *, CUdevice))
 DECL(cuDevicePrimaryCtxRelease, CUresult, (CUdevice))
 DECL(cuCtxSetCurrent, CUresult, (CUcontext))
 DECL(cuCtxGetCurrent, CUresult, (CUcontext *))
+DECL(cuCtxSynchronize, CUresult, (void))
 DECL(cuCtxEnablePeerAccess, CUresult, (CUcontext, unsigned))
 DECL(cuCtxCreate, CUresult, (CUcontext *, unsigned, CUdevice))
 DECL(cuCtxCreate4, CUresult, (CUcontext *, void *, unsigned, CUdevice))
@@ -150,6 +151,7 @@ static struct sym syms[] = {
     S(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease"),
     S(cuCtxSetCurrent, "cuCtxSetCurrent"),
     S(cuCtxGetCurrent, "cuCtxGetCurrent"),
+    S(cuCtxSynchronize, "cuCtxSynchronize"),
     S(cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess"),
     S(cuCtxCreate, "cuCtxCreate_v2"),
     // CUDA 13 spells cuCtxCreate with a parameter block (NULL: none).
@@ -293,6 +295,7 @@ int mc_cuDevicePrimaryCtxRetain(uintptr_t *ctx, int dev) {
 int mc_cuDevicePrimaryCtxRelease(int dev) { CALL(cuDevicePrimaryCtxRelease, dev); }
 int mc_cuCtxSetCurrent(uintptr_t ctx) { CALL(cuCtxSetCurrent, H(ctx)); }
 int mc_cuCtxGetCurrent(uintptr_t *ctx) { CALL(cuCtxGetCurrent, (CUcontext *)ctx); }
+int mc_cuCtxSynchronize(void) { CALLCTX(cuCtxSynchronize); }
 
 // mc_enablePeer lets context self reach peer's memory. The driver call acts
 // on the current context, so self is made current for the call and the

@@ -37,6 +37,7 @@ int mc_cuDevicePrimaryCtxRetain(uintptr_t *ctx, int dev);
 int mc_cuDevicePrimaryCtxRelease(int dev);
 int mc_cuCtxSetCurrent(uintptr_t ctx);
 int mc_cuCtxGetCurrent(uintptr_t *ctx);
+int mc_cuCtxSynchronize(void);
 int mc_enablePeer(uintptr_t self, uintptr_t peer);
 int mc_cuCtxCreate(uintptr_t *ctx, int dev);
 int mc_cuCtxDestroy(uintptr_t ctx);
