@@ -44,3 +44,12 @@ func (s *Stream) CaptureStatus() (int, error) {
 	}
 	return 0, fmt.Errorf("cuda: cuStreamIsCapturing: unknown status %d", int(st))
 }
+
+// Handle is the CUstream s stands for (0 for nil, the legacy default
+// stream): what a C caller passes as a stream.
+func (s *Stream) Handle() uintptr {
+	if s == nil {
+		return 0
+	}
+	return uintptr(s.h)
+}

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/msccl-go/msccl-go/runtime/cuda"
+)
+
+// TestCUDACommGPU runs the cuda branch of msccl_comm_run on a GPU: four
+// communicators of one job as goroutines of this process (VMM memory,
+// which the exporting process may import itself; the torchrun run of
+// scripts/gpu/torchrun.sh has one process per rank), every collective at
+// awkward sizes on device memory and a stream of the caller's, checked
+// against the collective's definition; then a capture: taken when the
+// executor launches on the caller's stream, else refused by name.
+// Skips without a driver or VMM.
+func TestCUDACommGPU(t *testing.T) {
+	if err := cuda.Init(); err != nil {
+		t.Skipf("no CUDA: %v", err)
+	}
+	if n, err := cuda.DeviceCount(); err != nil || n == 0 {
+		t.Skipf("no CUDA device (%d, %v)", n, err)
+	}
+	if ok, why, err := cuda.VMMSupported(0); err != nil || !ok {
+		t.Skipf("no VMM handles: %s %v", why, err)
+	}
+	t.Setenv("MSCCL_CUDA_IPC", "vmm")
+	const world = 4
+	plans := map[string]int64{}
+	for _, a := range []string{"allreduce_ring", "allgather_ring", "reducescatter_ring", "alltoall_direct"} {
+		plans[a] = compileFile(t, a)
+	}
+	uid, err := newUniqueID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, world)
+	var wg sync.WaitGroup
+	for r := 0; r < world; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[r] = gpuRank(uid, r, world, plans)
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
+
+func gpuRank(uid string, r, world int, plans map[string]int64) (err error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	ch, err := openComm("cuda:0", uid, int64(r), int64(world))
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, table.release(ch)) }()
+	s, err := cuda.NewStream(true)
+	if err != nil {
+		return err
+	}
+	defer s.Destroy()
+	val := func(q, i int64) uint32 { return uint32((q+1)*1000 + i%97) }
+	w := int64(world)
+	sum := func(i int64) uint32 { // of every rank's element i
+		var s uint32
+		for q := int64(0); q < w; q++ {
+			s += val(q, i)
+		}
+		return s
+	}
+	for _, n := range []int64{1, 1000, 1003} {
+		for _, tc := range []struct {
+			algo      string
+			inN, outN int64
+			in        func(i int64) uint32
+			want      func(i int64) uint32
+		}{
+			{"allreduce_ring", n, n, func(i int64) uint32 { return val(int64(r), i) },
+				sum},
+			{"allgather_ring", n, n * w, func(i int64) uint32 { return val(int64(r), i) },
+				func(i int64) uint32 { return val(i/n, i%n) }},
+			{"reducescatter_ring", n * w, n, func(i int64) uint32 { return val(int64(r), i) },
+				func(i int64) uint32 { return sum(int64(r)*n + i) }},
+			{"alltoall_direct", n * w, n * w, func(i int64) uint32 { return uint32(r)*100000 + uint32(i) },
+				func(i int64) uint32 { return uint32(i/n)*100000 + uint32(int64(r)*n+i%n) }},
+		} {
+			if err := gpuCall(ch, plans[tc.algo], s, tc.inN, tc.outN, tc.in, tc.want); err != nil {
+				return fmt.Errorf("%s n=%d: %w", tc.algo, n, err)
+			}
+		}
+	}
+	// A capture of a prepared all_reduce on the caller's stream.
+	c, cl, err := lookupCall(ch, plans["allreduce_ring"], 4*1000, 4*1000, "i32", "sum")
+	if err != nil {
+		return err
+	}
+	buf, err := cuda.Malloc(4 * 1000)
+	if err != nil {
+		return err
+	}
+	defer cuda.Free(buf)
+	if err := s.BeginCapture(); err != nil {
+		return err
+	}
+	rerr := c.runCUDA(cl, uint64(buf), uint64(buf), s.Handle())
+	g, err := s.EndCapture()
+	if err != nil {
+		return fmt.Errorf("the capture was invalidated: %w (run: %v)", err, rerr)
+	}
+	defer g.Destroy()
+	async := c.cuda.execs[cl.key].ex.Async()
+	switch {
+	case async && rerr != nil:
+		return fmt.Errorf("capture: %w", rerr)
+	case !async && (rerr == nil || !strings.Contains(rerr.Error(), "waits for its kernel on the host")):
+		return fmt.Errorf("capture with an executor that waits: %v", rerr)
+	}
+	return nil
+}
+
+// gpuCall runs one collective through runCUDA on device memory and
+// checks every element of the output.
+func gpuCall(ch, h int64, s *cuda.Stream, inN, outN int64, in, want func(int64) uint32) error {
+	c, cl, err := lookupCall(ch, h, 4*inN, 4*outN, "i32", "sum")
+	if err != nil {
+		return err
+	}
+	host := make([]byte, 4*max(inN, outN))
+	for i := int64(0); i < inN; i++ {
+		binary.LittleEndian.PutUint32(host[4*i:], in(i))
+	}
+	din, err := cuda.Malloc(4 * inN)
+	if err != nil {
+		return err
+	}
+	defer cuda.Free(din)
+	dout, err := cuda.Malloc(4 * outN)
+	if err != nil {
+		return err
+	}
+	defer cuda.Free(dout)
+	if err := cuda.MemcpyHtoD(din, host[:4*inN]); err != nil {
+		return err
+	}
+	if err := c.runCUDA(cl, uint64(din), uint64(dout), s.Handle()); err != nil {
+		return err
+	}
+	if err := s.Synchronize(); err != nil {
+		return err
+	}
+	if err := cuda.MemcpyDtoH(host[:4*outN], dout); err != nil {
+		return err
+	}
+	for i := int64(0); i < outN; i++ {
+		if got := binary.LittleEndian.Uint32(host[4*i:]); got != want(i) {
+			return fmt.Errorf("element %d of %d is %d, want %d (runs at %d bytes)", i, outN, got, want(i), cl.key.size)
+		}
+	}
+	return nil
+}
