@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -62,17 +61,9 @@ func (d rankDevice) Open(ctx context.Context, p *ir.Plan, size int64) (cudaExec,
 	return &rankExec{ex: ex, b: b, in: in, out: out}, nil
 }
 
-// streamLauncher is the launch on the caller's stream that graph capture
-// needs of msccl.RankExec: Prepare binds (op tables, kernel) without
-// launching, Enqueue launches on stream without waiting. msccl.RankExec
-// has both (launcher_test.go holds it to that); an executor without them
-// runs eagerly and refuses capture.
-type streamLauncher interface {
-	Prepare(b *msccl.RankBuffers, dt msccl.DType, red msccl.ReduceOp) error
-	Enqueue(b *msccl.RankBuffers, dt msccl.DType, red msccl.ReduceOp, stream uintptr) error
-}
-
-// rankExec adapts a RankExec and its buffers at one size to cudaExec.
+// rankExec adapts a RankExec and its buffers at one size to cudaExec:
+// RankExec.Prepare binds, RankExec.Enqueue launches on the caller's
+// stream without waiting.
 type rankExec struct {
 	ex      *msccl.RankExec
 	b       *msccl.RankBuffers
@@ -84,33 +75,12 @@ func (x *rankExec) Output() uint64  { return uint64(x.b.OutputPtr()) }
 func (x *rankExec) InBytes() int64  { return x.in }
 func (x *rankExec) OutBytes() int64 { return x.out }
 
-func (x *rankExec) launcher() (streamLauncher, bool) {
-	l, ok := any(x.ex).(streamLauncher)
-	return l, ok
-}
-
-func (x *rankExec) Async() bool { _, ok := x.launcher(); return ok }
-
 func (x *rankExec) Prepare(dt ir.DType, red ir.ReduceOp) error {
-	if l, ok := x.launcher(); ok {
-		return l.Prepare(x.b, dt, red)
-	}
-	return nil // Run binds on first use, outside capture (capture is refused)
+	return x.ex.Prepare(x.b, dt, red)
 }
 
-// Enqueue launches on stream, or, with a RankExec that waits, runs
-// eagerly: the staged input must be in place before the rank's kernel
-// (on the executor's own stream) reads it, so the caller's stream is
-// synchronised first; Run returns once the kernel is done, and the copy
-// out queued next on the caller's stream reads its result.
 func (x *rankExec) Enqueue(dt ir.DType, red ir.ReduceOp, stream uintptr) error {
-	if l, ok := x.launcher(); ok {
-		return l.Enqueue(x.b, dt, red, stream)
-	}
-	if err := cuda.StreamOf(stream).Synchronize(); err != nil {
-		return fmt.Errorf("waiting for the staged input on stream %#x: %w", stream, err)
-	}
-	return x.ex.Run(context.Background(), x.b, dt, red)
+	return x.ex.Enqueue(x.b, dt, red, stream)
 }
 
 // Close frees the buffers and the plan's channels (both collective on

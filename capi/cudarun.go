@@ -33,11 +33,8 @@ type cudaExec interface {
 	OutBytes() int64
 	// Prepare makes what a launch of (dt, red) needs without launching.
 	Prepare(dt ir.DType, red ir.ReduceOp) error
-	// Async reports whether Enqueue returns without waiting for the
-	// kernel (capturable); a synchronous executor waits for stream, runs
-	// and waits for its kernel.
-	Async() bool
-	// Enqueue runs the collective on stream, behind the work queued on it.
+	// Enqueue launches the collective on stream, behind the work queued
+	// on it, without waiting: with Prepare done, capturable.
 	Enqueue(dt ir.DType, red ir.ReduceOp, stream uintptr) error
 	Close() error
 }
@@ -144,9 +141,6 @@ func (c *commEntry) runCUDA(cl *call, in, out uint64, stream uintptr) error {
 	x, err := c.entry(cl, capturing)
 	if err != nil {
 		return err
-	}
-	if capturing && !x.ex.Async() {
-		return invalid("CUDA graph capture: this build's cuda executor waits for its kernel on the host (it has no launch on the caller's stream yet), which capture forbids; run the collective outside capture")
 	}
 	for _, sp := range cl.stageIn(x.ex.InBytes()) {
 		if err := s.dev.Copy(x.ex.Input()+uint64(sp.dst), in+uint64(sp.src), sp.n, stream); err != nil {

@@ -17,8 +17,9 @@ import (
 // which the exporting process may import itself; the torchrun run of
 // scripts/gpu/torchrun.sh has one process per rank), every collective at
 // awkward sizes on device memory and a stream of the caller's, checked
-// against the collective's definition; then a capture: taken when the
-// executor launches on the caller's stream, else refused by name.
+// against the collective's definition; then captures on that stream:
+// a prepared all_reduce is taken, an unprepared size refused by name
+// without invalidating the capture.
 // Skips without a driver or VMM.
 func TestCUDACommGPU(t *testing.T) {
 	if err := cuda.Init(); err != nil {
@@ -105,7 +106,7 @@ func gpuRank(uid string, r, world int, plans map[string]int64) (err error) {
 	if err != nil {
 		return err
 	}
-	buf, err := cuda.Malloc(4 * 1000)
+	buf, err := cuda.Malloc(4 * 50000)
 	if err != nil {
 		return err
 	}
@@ -119,12 +120,26 @@ func gpuRank(uid string, r, world int, plans map[string]int64) (err error) {
 		return fmt.Errorf("the capture was invalidated: %w (run: %v)", err, rerr)
 	}
 	defer g.Destroy()
-	async := c.cuda.execs[cl.key].ex.Async()
-	switch {
-	case async && rerr != nil:
+	if rerr != nil {
 		return fmt.Errorf("capture: %w", rerr)
-	case !async && (rerr == nil || !strings.Contains(rerr.Error(), "waits for its kernel on the host")):
-		return fmt.Errorf("capture with an executor that waits: %v", rerr)
+	}
+	// A capture of a size never prepared is refused before anything
+	// is queued (the capture stays valid).
+	_, cl2, err := lookupCall(ch, plans["allreduce_ring"], 4*50000, 4*50000, "i32", "sum")
+	if err != nil {
+		return err
+	}
+	if err := s.BeginCapture(); err != nil {
+		return err
+	}
+	rerr = c.runCUDA(cl2, uint64(buf), uint64(buf), s.Handle())
+	g2, err := s.EndCapture()
+	if err != nil {
+		return fmt.Errorf("the refused capture was invalidated: %w", err)
+	}
+	g2.Destroy()
+	if rerr == nil || !strings.Contains(rerr.Error(), "not prepared") {
+		return fmt.Errorf("unprepared under capture: %v", rerr)
 	}
 	return nil
 }
