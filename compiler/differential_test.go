@@ -88,7 +88,7 @@ const (
 )
 
 var (
-	diffDTypes  = []cpu.DType{cpu.F32, cpu.F16, cpu.BF16, cpu.I32}
+	diffDTypes  = cpu.DTypes
 	diffReduces = []ir.ReduceOp{ir.ReduceSum, ir.ReduceMin, ir.ReduceMax, ir.ReduceProd}
 )
 
