@@ -57,23 +57,25 @@ func (g *GPU) FlatChannels(t ChannelType) []FlatChannel {
 // channel id k names GPU channel ChannelTable(t)[k]. Several entries of one
 // type concatenate, as upstream's setupChannels appends them.
 func (tb *ThreadBlock) ChannelTable(t ChannelType) []int {
-	var out []int
-	for _, c := range tb.Channels {
-		if c.Type == t {
-			out = append(out, c.ChannelIDs...)
-		}
-	}
-	return out
+	return localTable(tb.Channels, t, func(c *TBChannel) (ChannelType, []int) { return c.Type, c.ChannelIDs })
 }
 
 // RemoteTable returns the block's local remote buffer table for access
 // type t: an op's buffer_id k over a channel of type t names
 // GPU.RemoteBuffers[RemoteTable(t)[k]].
 func (tb *ThreadBlock) RemoteTable(t ChannelType) []int {
+	return localTable(tb.RemoteBufferRefs, t, func(r *RemoteBufferRef) (ChannelType, []int) {
+		return r.AccessChannelType, r.RemoteBufferIDs
+	})
+}
+
+// localTable concatenates the ids of the entries of type t, in order: a
+// block's TB-local table of one channel type.
+func localTable[E any](entries []E, t ChannelType, entry func(*E) (ChannelType, []int)) []int {
 	var out []int
-	for _, r := range tb.RemoteBufferRefs {
-		if r.AccessChannelType == t {
-			out = append(out, r.RemoteBufferIDs...)
+	for i := range entries {
+		if et, ids := entry(&entries[i]); et == t {
+			out = append(out, ids...)
 		}
 	}
 	return out

@@ -181,28 +181,25 @@ func (d *decoder) boolValue(v any, path string) (bool, bool) {
 // intValue reads a non-negative int that fits in 32 bits (every count and
 // index in a plan does).
 func (d *decoder) intValue(v any, path string) (int, bool) {
+	n, ok := d.number(v, path, math.MaxInt32, "a non-negative integer below 2^31")
+	return int(n), ok
+}
+
+// u64Value reads a byte count.
+func (d *decoder) u64Value(v any, path string) (uint64, bool) {
+	return d.number(v, path, math.MaxUint64, "a non-negative 64-bit integer")
+}
+
+// number reads a non-negative integer up to most (want says what that is).
+func (d *decoder) number(v any, path string, most uint64, want string) (uint64, bool) {
 	n, ok := v.(json.Number)
 	if !ok {
 		d.errorf(path, "expected a non-negative integer, got %s", kindOf(v))
 		return 0, false
 	}
-	i, err := strconv.ParseInt(string(n), 10, 64)
-	if err != nil || i < 0 || i > math.MaxInt32 {
-		d.errorf(path, "expected a non-negative integer below 2^31, got %s", n)
-		return 0, false
-	}
-	return int(i), true
-}
-
-func (d *decoder) u64Value(v any, path string) (uint64, bool) {
-	n, isNum := v.(json.Number)
-	if !isNum {
-		d.errorf(path, "expected a non-negative integer, got %s", kindOf(v))
-		return 0, false
-	}
 	u, err := strconv.ParseUint(string(n), 10, 64)
-	if err != nil {
-		d.errorf(path, "expected a non-negative 64-bit integer, got %s", n)
+	if err != nil || u > most {
+		d.errorf(path, "expected %s, got %s", want, n)
 		return 0, false
 	}
 	return u, true

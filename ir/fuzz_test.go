@@ -8,22 +8,15 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
-	"unsafe"
+
+	"github.com/msccl-go/msccl-go/internal/golden"
 )
 
 // FuzzDecode feeds arbitrary bytes through everything ir does with a plan
 // file: decode, validate, dump, encode. None may panic; a plan that passes
 // both checks must survive encode → decode unchanged.
 func FuzzDecode(f *testing.F) {
-	seeds, _ := filepath.Glob("../testdata/peer-plans/*.json")
-	broken, _ := filepath.Glob("../testdata/broken/ir/*.json")
-	for _, s := range append(seeds, broken...) {
-		data, err := os.ReadFile(s)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(data)
-	}
+	golden.Seed(f, peerPlans, "../testdata/broken/ir/*.json")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, ds := Decode(data)
 		if p == nil {
@@ -68,40 +61,34 @@ func TestMutatedFixturesNeverPanic(t *testing.T) {
 	if testing.Short() {
 		iters = 30
 	}
-	for _, f := range fixtures(t) {
-		t.Run(filepath.Base(f), func(t *testing.T) {
-			data, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rng := rand.New(rand.NewPCG(1, uint64(len(data))))
-			errs := 0
-			for i := 0; i < iters; i++ {
-				mut := mutateJSON(t, data, rng)
-				p, ds := Decode(mut)
-				if p != nil {
-					ds = append(ds, Validate(p)...)
-					Dump(p)
-					if _, err := Encode(p); err != nil {
-						t.Fatal(err)
-					}
+	golden.Files(t, peerPlans, func(t *testing.T, f string, data []byte) {
+		rng := rand.New(rand.NewPCG(1, uint64(len(data))))
+		errs := 0
+		for i := 0; i < iters; i++ {
+			mut := mutateJSON(t, data, rng)
+			p, ds := Decode(mut)
+			if p != nil {
+				ds = append(ds, Validate(p)...)
+				Dump(p)
+				if _, err := Encode(p); err != nil {
+					t.Fatal(err)
 				}
-				if ds.HasErrors() {
-					errs++
-				}
-				base := loadFixture(t, f)
-				mutatePlan(reflect.ValueOf(base).Elem(), rng, 3)
-				Validate(base)
-				Dump(base)
-				base.Clone()
 			}
-			// Most random edits break something; if none did, the mutator
-			// is not reaching the plan.
-			if errs < iters/4 {
-				t.Errorf("only %d of %d JSON mutations drew an error", errs, iters)
+			if ds.HasErrors() {
+				errs++
 			}
-		})
-	}
+			base := decodeFixture(t, f, data)
+			mutatePlan(reflect.ValueOf(base).Elem(), rng, 3)
+			Validate(base)
+			Dump(base)
+			base.Clone()
+		}
+		// Most random edits break something; if none did, the mutator
+		// is not reaching the plan.
+		if errs < iters/4 {
+			t.Errorf("only %d of %d JSON mutations drew an error", errs, iters)
+		}
+	})
 }
 
 var oddValues = []any{json.Number("-1"), json.Number("0"), json.Number("1"), json.Number("2"), json.Number("9"),
@@ -165,36 +152,12 @@ var oddInts = []int64{-1, 0, 1, 2, 7, 16, 64, 1 << 30, -1 << 31}
 // mutatePlan sets n random ints or enums reachable from v to odd values.
 func mutatePlan(v reflect.Value, rng *rand.Rand, n int) {
 	var fields []reflect.Value
-	var walk func(v reflect.Value)
-	walk = func(v reflect.Value) {
-		switch v.Kind() {
-		case reflect.Int, reflect.Uint8:
-			fields = append(fields, v)
-		case reflect.Pointer:
-			if !v.IsNil() {
-				walk(v.Elem())
-			}
-		case reflect.Slice:
-			for i := 0; i < v.Len(); i++ {
-				walk(v.Index(i))
-			}
-		case reflect.Struct:
-			for i := 0; i < v.NumField(); i++ {
-				f := v.Field(i)
-				if !f.CanSet() {
-					// Op's unexported fields hold plan values too, except
-					// red: an index into a table, not a value a plan can
-					// hold (odd reduce ops are kept by name).
-					if v.Type() == reflect.TypeFor[Op]() && v.Type().Field(i).Name == "red" {
-						continue
-					}
-					f = reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem()
-				}
-				walk(f)
-			}
-		}
-	}
-	walk(v)
+	// Op's unexported fields hold plan values too, except red: an index
+	// into a table, not a value a plan can hold (odd reduce ops are kept
+	// by name).
+	eachScalar(v, func(f reflect.StructField) bool { return f.Name != "red" }, func(f reflect.Value) {
+		fields = append(fields, f)
+	})
 	for ; n > 0 && len(fields) > 0; n-- {
 		f := fields[rng.IntN(len(fields))]
 		if f.Kind() == reflect.Uint8 {

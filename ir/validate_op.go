@@ -67,14 +67,18 @@ func (v *validator) opChannels(c *blockCtx, op *Op, path *jpath) {
 	}
 }
 
-func maskNames(m ChanMask) string {
+func maskNames(m ChanMask) string { return orList(ChanMemory, ChanSwitch, m.Has, ChannelType.String) }
+
+// orList spells the values from lo to hi that in says are in a set: "a or
+// b or c".
+func orList[T ~uint8](lo, hi T, in func(T) bool, name func(T) string) string {
 	s := ""
-	for t := ChanMemory; t <= ChanSwitch; t++ {
-		if m.Has(t) {
+	for v := lo; v <= hi; v++ {
+		if in(v) {
 			if s != "" {
 				s += " or "
 			}
-			s += t.String()
+			s += name(v)
 		}
 	}
 	return s
@@ -89,18 +93,7 @@ func refKindName(k RefKind) string {
 	return "an invalid reference"
 }
 
-func maskKinds(m RefMask) string {
-	s := ""
-	for k := RefLocal; k <= RefSwitch; k++ {
-		if m.Has(k) {
-			if s != "" {
-				s += " or "
-			}
-			s += refKindName(k)
-		}
-	}
-	return s
-}
+func maskKinds(m RefMask) string { return orList(RefLocal, RefSwitch, m.Has, refKindName) }
 
 // refs checks one operand list of op against its table entry.
 func (v *validator) refs(c *blockCtx, op *Op, path *jpath, key string, refs []BufRef, spec Operand, packet func(int) bool) {

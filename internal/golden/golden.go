@@ -1,6 +1,7 @@
 // Package golden compares test output with a file kept in testdata, and
 // rewrites the file when the test binary was asked to (-update): the diff
-// of the file is then the review. It owns no flag (packages that use it
+// of the file is then the review. It also walks the input files of such
+// tests (Files) and of fuzz corpora (Seed). It owns no flag (packages that use it
 // define -update themselves, so two users never register one twice) and
 // touches no file but the one it is given.
 package golden
@@ -55,4 +56,48 @@ func diff(want, got string) string {
 		}
 	}
 	return ""
+}
+
+// Files runs body as a subtest for every file that matches pattern,
+// named after the file without its extension, with the file's bytes. It
+// fails when nothing matches: a glob that finds nothing tests nothing.
+func Files(t *testing.T, pattern string, body func(t *testing.T, path string, data []byte)) {
+	t.Helper()
+	files, err := filepath.Glob(pattern)
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no files match %s: %v", pattern, err)
+	}
+	for _, f := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(f), filepath.Ext(f)), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body(t, f, data)
+		})
+	}
+}
+
+// Seed adds the bytes of every file that matches the patterns to f's
+// corpus; it fails when none matches.
+func Seed(f *testing.F, patterns ...string) {
+	f.Helper()
+	n := 0
+	for _, pat := range patterns {
+		files, err := filepath.Glob(pat)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, file := range files {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(data)
+			n++
+		}
+	}
+	if n == 0 {
+		f.Fatalf("no seed files match %v", patterns)
+	}
 }
