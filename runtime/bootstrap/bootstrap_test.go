@@ -283,6 +283,42 @@ func waitListening(t *testing.T, addr string) {
 	t.Fatalf("nothing listens on %s", addr)
 }
 
+// startRoot starts rank 0 of an n-rank job on loopback in the background
+// and waits until it listens; its Connect's error arrives on the channel.
+func startRoot(t *testing.T, n int, timeout time.Duration) (UniqueID, <-chan error) {
+	t.Helper()
+	id, err := NewUniqueID("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := make(chan error, 1)
+	go func() {
+		b, err := Connect(context.Background(), Config{Rank: 0, World: n, ID: id, Timeout: timeout})
+		if err == nil {
+			b.Close()
+		}
+		root <- err
+	}()
+	waitListening(t, id.Addr)
+	return id, root
+}
+
+// hello joins the job of id by hand as cfg says (on node "x"), its
+// connect timeout ms milliseconds, and returns the connection the root
+// accepted.
+func hello(id UniqueID, cfg Config, ms uint64) (net.Conn, error) {
+	c, err := net.Dial("tcp", id.Addr)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ID, cfg.Node = id, "x"
+	if err := clientHello(c, &cfg, ms, time.Now().Add(5*time.Second)); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
 // MSCCL_UNIQUE_ID_FILE: rank 0 makes the id and writes it; the others
 // wait for it, and are not fooled by a stale file from an earlier job.
 func TestIDFile(t *testing.T) {
@@ -324,22 +360,10 @@ func TestIDFile(t *testing.T) {
 // at once, naming it, and a rank arriving later hears the same verdict.
 func TestDeadDuringConnect(t *testing.T) {
 	t.Parallel()
-	id, err := NewUniqueID("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
 	const n = 3
-	root := make(chan error, 1)
-	go func() {
-		_, err := Connect(context.Background(), Config{Rank: 0, World: n, ID: id, Timeout: 10 * time.Second})
-		root <- err
-	}()
-	waitListening(t, id.Addr)
-	c, err := net.Dial("tcp", id.Addr)
+	id, root := startRoot(t, n, 10*time.Second)
+	c, err := hello(id, Config{Rank: 1, World: n}, 10000)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := clientHello(c, &Config{Rank: 1, World: n, ID: id, Node: "x"}, 10000, time.Now().Add(5*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	c.Close() // rank 1 dies
@@ -389,30 +413,9 @@ func TestClosedPeer(t *testing.T) {
 // claim a rank already taken; bad configurations fail before dialling.
 func TestAdmission(t *testing.T) {
 	t.Parallel() // rank 0 keeps its failed root until the connect deadline
-	id, err := NewUniqueID("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
 	const n = 3
-	root := make(chan error, 1)
-	go func() {
-		_, err := Connect(context.Background(), Config{Rank: 0, World: n, ID: id, Timeout: 5 * time.Second})
-		root <- err
-	}()
-	waitListening(t, id.Addr)
-	hello := func(cfg Config) (net.Conn, error) {
-		c, err := net.Dial("tcp", id.Addr)
-		if err != nil {
-			return nil, err
-		}
-		cfg.ID, cfg.Node = id, "x"
-		if err := clientHello(c, &cfg, 5000, time.Now().Add(5*time.Second)); err != nil {
-			c.Close()
-			return nil, err
-		}
-		return c, nil
-	}
-	one, err := hello(Config{Rank: 1, World: n})
+	id, root := startRoot(t, n, 5*time.Second)
+	one, err := hello(id, Config{Rank: 1, World: n}, 5000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,7 +426,7 @@ func TestAdmission(t *testing.T) {
 		{Config{Rank: 1, World: n}, "rank 1 already joined"},
 		{Config{Rank: 2, World: 4}, "world size is 4, rank 0 says 3"},
 	} {
-		if c, err := hello(tc.cfg); err == nil || !errors.Is(err, errRefused) || !strings.Contains(err.Error(), tc.want) {
+		if c, err := hello(id, tc.cfg, 5000); err == nil || !errors.Is(err, errRefused) || !strings.Contains(err.Error(), tc.want) {
 			if c != nil {
 				c.Close()
 			}

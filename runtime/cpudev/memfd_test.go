@@ -9,6 +9,17 @@ import (
 	"github.com/msccl-go/msccl-go/runtime/comm"
 )
 
+// alloc allocates n bytes on the device, closed when the test ends.
+func alloc(t *testing.T, n int64) comm.Memory {
+	t.Helper()
+	m, err := Device{}.Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
 func dupHandle(t *testing.T, m comm.Memory) comm.Handle {
 	t.Helper()
 	h, err := m.Export()
@@ -26,11 +37,7 @@ func dupHandle(t *testing.T, m comm.Memory) comm.Handle {
 // What one mapping writes the other reads: the same pages.
 func TestShare(t *testing.T) {
 	var d Device
-	a, err := d.Alloc(10000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := alloc(t, 10000)
 	b, err := d.Import(dupHandle(t, a))
 	if err != nil {
 		t.Fatal(err)
@@ -61,11 +68,7 @@ func TestShare(t *testing.T) {
 
 func TestBadHandles(t *testing.T) {
 	var d Device
-	a, err := d.Alloc(4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := alloc(t, 4096)
 	for _, c := range []struct {
 		mut  func(h *comm.Handle)
 		want string

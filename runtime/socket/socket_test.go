@@ -64,11 +64,7 @@ func job(t *testing.T, n int, bufBytes int) ([]map[int]*Conn, []*mem) {
 	ls := make([]*Listener, n)
 	addrs := map[int]string{}
 	for r := range n {
-		l, err := Listen("127.0.0.1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close() })
+		l := listen(t)
 		ls[r], addrs[r] = l, l.Addr("")
 	}
 	conns := make([]map[int]*Conn, n)
@@ -201,16 +197,7 @@ func TestManySmallRequests(t *testing.T) {
 // TestStrangerRefused: a process without the secret dials a rank while
 // the job connects: it is refused and the job connects anyway.
 func TestStrangerRefused(t *testing.T) {
-	l0, err := Listen("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l0.Close()
-	l1, err := Listen("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l1.Close()
+	l0, l1 := listen(t), listen(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	strangerErr := make(chan error, 1)
@@ -247,15 +234,11 @@ func TestStrangerRefused(t *testing.T) {
 // TestMissingPeer: a peer that never connects is named when the deadline
 // passes.
 func TestMissingPeer(t *testing.T) {
-	l0, err := Listen("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l0.Close()
+	l0 := listen(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = Connect(ctx, l0, 0, map[int]string{3: "127.0.0.1:1"}, testSecret)
+	_, err := Connect(ctx, l0, 0, map[int]string{3: "127.0.0.1:1"}, testSecret)
 	if err == nil || !strings.Contains(err.Error(), "rank(s) 3 did not connect") {
 		t.Fatalf("got %v", err)
 	}
@@ -290,10 +273,7 @@ func TestPeerDies(t *testing.T) {
 // peer's Serve ends without an error (a crash, an EOF without the
 // goodbye, is one: TestPeerDies).
 func TestCloseIsNoFailure(t *testing.T) {
-	l0, _ := Listen("127.0.0.1")
-	l1, _ := Listen("127.0.0.1")
-	defer l0.Close()
-	defer l1.Close()
+	l0, l1 := listen(t), listen(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var c0, c1 map[int]*Conn
@@ -385,4 +365,15 @@ func FuzzServe(f *testing.F) {
 		}
 		c.Close()
 	})
+}
+
+// listen opens a listener on loopback that closes when the test ends.
+func listen(t testing.TB) *Listener {
+	t.Helper()
+	l, err := Listen("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
 }
