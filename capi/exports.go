@@ -156,11 +156,17 @@ func msccl_plan_json(plan C.int64_t, out **C.char, outlen *C.size_t, errmsg **C.
 //
 //export msccl_plan_info
 func msccl_plan_info(plan C.int64_t, out **C.char, errmsg **C.char) C.int {
+	return infoExport("msccl_plan_info", planInfo, int64(plan), out, errmsg)
+}
+
+// infoExport is an msccl_*_info call: the JSON summary info makes of
+// handle h, stored in *out.
+func infoExport(name string, info func(int64) ([]byte, error), h int64, out **C.char, errmsg **C.char) C.int {
 	st, msg := guard(func() error {
 		if out == nil {
-			return invalid("msccl_plan_info: out is NULL")
+			return invalid("%s: out is NULL", name)
 		}
-		data, err := planInfo(int64(plan))
+		data, err := info(h)
 		if err != nil {
 			return err
 		}
@@ -277,18 +283,7 @@ func msccl_comm_init(device *C.char, id *C.char, rank C.int64_t, world C.int64_t
 //
 //export msccl_comm_info
 func msccl_comm_info(comm C.int64_t, out **C.char, errmsg **C.char) C.int {
-	st, msg := guard(func() error {
-		if out == nil {
-			return invalid("msccl_comm_info: out is NULL")
-		}
-		data, err := commInfo(int64(comm))
-		if err != nil {
-			return err
-		}
-		setStr(out, string(data))
-		return nil
-	})
-	return finish(errmsg, st, msg)
+	return infoExport("msccl_comm_info", commInfo, int64(comm), out, errmsg)
 }
 
 // msccl_comm_run runs plan's collective on this rank: inbytes at in are
