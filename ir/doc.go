@@ -3,9 +3,10 @@
 // touches ops, the JSON schema written once as tables (schema.go: each
 // key, its Go field, when it is required, when it is left out) from which
 // the strict codec (Decode, Encode) works both ways, the structural
-// validator (Validate; Load decodes and validates, Check suits compiler
-// passes), the upstream executor's limits (limits.go), the chunk geometry
-// (which bytes a buffer reference covers at a given message size), a human-readable text dump (Dump) and deep
+// validator (Validate, which the compiler also runs between its passes;
+// Load decodes and validates), the upstream executor's limits
+// (limits.go), the chunk geometry (which bytes a buffer reference covers
+// at a given message size), a human-readable text dump (Dump) and deep
 // copies (Plan.Clone) for tests that mutate plans.
 //
 // Problems are data: Decode and Validate return Diagnostics, each located
