@@ -215,16 +215,34 @@ func TestRankHangs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
+	rankHangs(t, "cpu", 20*time.Second)
+}
+
+// The same on the cuda device: the survivors' kernels end at their
+// watchdog, and the pulses in the ranks' sync regions (device memory,
+// advanced by each process) name the stopped one.
+func TestRankHangsCUDA(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	if err := cuda.Init(); err != nil {
+		t.Skipf("no CUDA: %v", err)
+	}
+	t.Setenv("MSCCL_CUDA_DEVICE", "round-robin")
+	rankHangs(t, "cuda", 60*time.Second)
+}
+
+func rankHangs(t *testing.T, device string, limit time.Duration) {
 	const victim = 2
 	var mu sync.Mutex
 	stderr := make([]bytes.Buffer, 4)
 	job, err := bootstrap.Spawn(context.Background(), bootstrap.SpawnConfig{
-		N: 4, Argv: []string{""}, KeepGoing: true, Timeout: 20 * time.Second,
+		N: 4, Argv: []string{""}, KeepGoing: true, Timeout: limit,
 		RankEnv: func(r int) []string {
 			if r == victim {
-				return []string{rankRole + "=hang"}
+				return []string{rankRole + "=hang", rankRole + "_DEVICE=" + device}
 			}
-			return []string{rankRole + "=run", rankRole + "_PEER=hang"}
+			return []string{rankRole + "=run", rankRole + "_PEER=hang", rankRole + "_DEVICE=" + device}
 		},
 		Stdout: func(int) io.Writer { return io.Discard },
 		Stderr: func(r int) io.Writer { return lockedWriter{&mu, &stderr[r]} },
@@ -244,7 +262,7 @@ func TestRankHangs(t *testing.T) {
 		}
 		return true
 	}
-	for deadline := time.Now().Add(20 * time.Second); !reported() && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(limit); !reported() && time.Now().Before(deadline); {
 		time.Sleep(50 * time.Millisecond)
 	}
 	job.Signal(victim, syscall.SIGKILL)

@@ -37,6 +37,7 @@ type RankExecutor struct {
 	// enqueued: launches went to streams not the rank's own (Enqueue),
 	// so waiting for this rank's work means waiting for the context.
 	enqueued bool
+	pulse    *pulser
 	mu       sync.Mutex
 	// broken: after a hang or a failed launch the channel counters are
 	// out of step with the peers', so no later Run can be right.
@@ -161,6 +162,9 @@ func (e *RankExecutor) setup() error {
 	if err := uploadSems(g, e.rank, rs.sems); err != nil {
 		return err
 	}
+	if e.pulse, err = startPulse(e.conns, e.rank); err != nil {
+		return err
+	}
 	for s := range ends {
 		if rs.nchan[s] == 0 {
 			continue
@@ -255,6 +259,9 @@ func (e *RankExecutor) Close() error {
 		keep(f.mod.Unload())
 	}
 	e.k.fns = map[fnKey]*fnEntry{}
+	if e.pulse != nil {
+		keep(e.pulse.close())
+	}
 	if e.conns != nil {
 		keep(e.conns.Close())
 	}
@@ -695,6 +702,11 @@ func (e *RankExecutor) watchdog() error {
 		}
 	}
 	if len(h.Stuck) > 0 {
+		if e.c.Err() == nil && e.pulse != nil {
+			if fr := e.pulse.frozen(); len(fr) > 0 {
+				return e.fail(fmt.Errorf("%s; %w", frozenNote(fr), &h))
+			}
+		}
 		return e.fail(&h)
 	}
 	return nil

@@ -8,7 +8,8 @@
 # short, each stays well under the tool's 10 minutes):
 #   tests   the GPU tests: VMM export/import, four processes exchanging
 #           memory (legacy and vmm), msccl-bench --procs 4 --device cuda -c
-#           on four plans in both modes, a rank killed mid-collective
+#           on four plans in both modes, a rank killed or stopped
+#           mid-collective
 #   matrix  every library algorithm at RANKS processes (default "2 4 8")
 #           sharing the machine's GPUs round-robin, -c, in the IPC modes of
 #           IPC (default "vmm legacy"); about 16 runs a minute, so give
@@ -47,7 +48,7 @@ matrix() { # ipc modes, rank counts
 for part in $parts; do
   case $part in
   tests)
-    step tests bash "$root/.gpu/run" -test.run 'VMM|ExchangeProcesses|ImportRefuses|ProcsCUDA|RankDiesCUDA|OpenRank|RankRegion'
+    step tests bash "$root/.gpu/run" -test.run 'VMM|ExchangeProcesses|ImportRefuses|ProcsCUDA|RankDiesCUDA|RankHangsCUDA|OpenRank|RankRegion'
     ;;
   matrix)
     matrix "$ipcs" "$ranks"
