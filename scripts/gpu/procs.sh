@@ -14,7 +14,7 @@
 #           sharing the machine's GPUs round-robin, -c, in the IPC modes of
 #           IPC (default "vmm legacy"); about 16 runs a minute, so give
 #           each RANKS/IPC pair its own call (RANKS=8 IPC=vmm ...)
-#   mps     the matrix's 4-rank rows again under MPS (started and stopped
+#   mps     the matrix's 4-rank rows (IPC modes as above) under MPS (started and stopped
 #           here), to compare times with time-slicing
 # $OUT gets procs-PART.log per part and gpu-tests.log from .gpu/run.
 OUT=${OUT:-/tmp}
@@ -28,7 +28,7 @@ tmp=$(mktemp -d)
 step() { # name, command...: full output to procs-$part.log, its tail here
   local name=$1; shift
   echo "== $name: $*" | tee -a "$OUT/procs-$part.log"
-  timeout 240 "$@" >"$tmp/step.log" 2>&1 || { echo "   exit $?" | tee -a "$OUT/procs-$part.log"; rc=1; }
+  timeout "${limit:-240}" "$@" >"$tmp/step.log" 2>&1 || { echo "   exit $?" | tee -a "$OUT/procs-$part.log"; rc=1; }
   cat "$tmp/step.log" >> "$OUT/procs-$part.log"
   grep -vE '^\s*$' "$tmp/step.log" | tail -8 | cut -c1-200
 }
@@ -48,7 +48,7 @@ matrix() { # ipc modes, rank counts
 for part in $parts; do
   case $part in
   tests)
-    step tests bash "$root/.gpu/run" -test.run 'VMM|ExchangeProcesses|ImportRefuses|ProcsCUDA|RankDiesCUDA|RankHangsCUDA|OpenRank|RankRegion'
+    limit=540 step tests bash "$root/.gpu/run" -test.run 'VMM|ExchangeProcesses|ImportRefuses|ProcsCUDA|RankDiesCUDA|RankHangsCUDA|OpenRank|RankRegion'
     ;;
   matrix)
     matrix "$ipcs" "$ranks"
@@ -57,7 +57,7 @@ for part in $parts; do
     export CUDA_MPS_PIPE_DIRECTORY=$tmp/mps CUDA_MPS_LOG_DIRECTORY=$tmp/mps
     mkdir -p "$tmp/mps"
     nvidia-cuda-mps-control -d && step mps-start echo started
-    matrix "vmm" "4"
+    matrix "$ipcs" "4"
     echo quit | nvidia-cuda-mps-control
     ;;
   *)
