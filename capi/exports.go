@@ -206,13 +206,21 @@ func msccl_verify(plan C.int64_t, options *C.char, out **C.char, errmsg **C.char
 //
 //export msccl_select
 func msccl_select(collective *C.char, ranks C.int64_t, size C.int64_t, table_ *C.char, plan *C.int64_t, errmsg **C.char) C.int {
+	return handleExport("msccl_select", "plan", plan, errmsg, func() (int64, error) {
+		return selectPlan(goString(table_), goString(collective), int64(ranks), int64(size))
+	})
+}
+
+// handleExport is a call that makes a handle: open's, stored in *out
+// (named outName in the message when NULL), 0 when it fails.
+func handleExport(name, outName string, out *C.int64_t, errmsg **C.char, open func() (int64, error)) C.int {
 	st, msg := guard(func() error {
-		if plan == nil {
-			return invalid("msccl_select: plan is NULL")
+		if out == nil {
+			return invalid("%s: %s is NULL", name, outName)
 		}
-		*plan = 0
-		h, err := selectPlan(goString(table_), goString(collective), int64(ranks), int64(size))
-		*plan = C.int64_t(h)
+		*out = 0
+		h, err := open()
+		*out = C.int64_t(h)
 		return err
 	})
 	return finish(errmsg, st, msg)
@@ -266,16 +274,9 @@ func msccl_unique_id(out **C.char, errmsg **C.char) C.int {
 //
 //export msccl_comm_init
 func msccl_comm_init(device *C.char, id *C.char, rank C.int64_t, world C.int64_t, comm *C.int64_t, errmsg **C.char) C.int {
-	st, msg := guard(func() error {
-		if comm == nil {
-			return invalid("msccl_comm_init: comm is NULL")
-		}
-		*comm = 0
-		h, err := openComm(goString(device), goString(id), int64(rank), int64(world))
-		*comm = C.int64_t(h)
-		return err
+	return handleExport("msccl_comm_init", "comm", comm, errmsg, func() (int64, error) {
+		return openComm(goString(device), goString(id), int64(rank), int64(world))
 	})
-	return finish(errmsg, st, msg)
 }
 
 // msccl_comm_info stores {"rank", "size", "device"} of a communicator in

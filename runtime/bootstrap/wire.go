@@ -281,24 +281,15 @@ func (d *decoder) byte() byte {
 	return c
 }
 
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.p)
-	if n <= 0 {
-		d.fail("bad or truncated varint")
-		return 0
-	}
-	d.p = d.p[n:]
-	return v
-}
+func (d *decoder) uvarint() uint64 { return readVarint(d, binary.Uvarint) }
+func (d *decoder) varint() int64   { return readVarint(d, binary.Varint) }
 
-func (d *decoder) varint() int64 {
+// readVarint reads one varint with read (binary.Uvarint or Varint).
+func readVarint[T uint64 | int64](d *decoder, read func([]byte) (T, int)) T {
 	if d.err != nil {
 		return 0
 	}
-	v, n := binary.Varint(d.p)
+	v, n := read(d.p)
 	if n <= 0 {
 		d.fail("bad or truncated varint")
 		return 0
