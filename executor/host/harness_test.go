@@ -37,7 +37,7 @@ func compile(t testing.TB, name string, n int) *ir.Plan {
 // returns their errors by rank.
 func ranks(t testing.TB, n int, timeout time.Duration, f func(ctx context.Context, c *comm.Comm) error) []error {
 	t.Helper()
-	return ranksOn(t, n, timeout, func(int) string { return "node0" }, f)
+	return ranksOn(t, n, timeout, onNode0, f)
 }
 
 // ranksOn is ranks with rank r declared on node nodeOf(r): ranks of
@@ -51,11 +51,28 @@ func ranksOn(t testing.TB, n int, timeout time.Duration, nodeOf func(int) string
 	return commtest.Join(t, nodes, cpudev.Device{}, timeout, f)
 }
 
+// execRanks is ranksOn with every rank's executor of p open (opt) for f,
+// and closed after it.
+func execRanks(t testing.TB, n int, timeout time.Duration, nodeOf func(int) string, p *ir.Plan, opt Options, f func(ctx context.Context, c *comm.Comm, ex *Executor) error) []error {
+	t.Helper()
+	return ranksOn(t, n, timeout, nodeOf, func(ctx context.Context, c *comm.Comm) error {
+		ex, err := Open(ctx, c, p, opt)
+		if err != nil {
+			return err
+		}
+		defer ex.Close()
+		return f(ctx, c, ex)
+	})
+}
+
+// onNode0 puts every rank on one node.
+func onNode0(int) string { return "node0" }
+
 // runChecked runs p on n in-process ranks for the given launches and
 // compares every launch's outputs with the CPU executor's.
 func runChecked(t *testing.T, p *ir.Plan, size int64, dt cpu.DType, red ir.ReduceOp, launches int) {
 	t.Helper()
-	runCheckedOn(t, p, size, dt, red, launches, func(int) string { return "node0" })
+	runCheckedOn(t, p, size, dt, red, launches, onNode0)
 }
 
 func runCheckedOn(t *testing.T, p *ir.Plan, size int64, dt cpu.DType, red ir.ReduceOp, launches int, nodeOf func(int) string) {
@@ -68,12 +85,7 @@ func runCheckedOn(t *testing.T, p *ir.Plan, size int64, dt cpu.DType, red ir.Red
 	if !rep.OK() {
 		t.Fatalf("CPU executor: %s", rep.Verdict)
 	}
-	errs := ranksOn(t, n, 10*time.Second, nodeOf, func(ctx context.Context, c *comm.Comm) error {
-		ex, err := Open(ctx, c, p, Options{Timeout: 5 * time.Second})
-		if err != nil {
-			return err
-		}
-		defer ex.Close()
+	errs := execRanks(t, n, 10*time.Second, nodeOf, p, Options{Timeout: 5 * time.Second}, func(ctx context.Context, c *comm.Comm, ex *Executor) error {
 		b, err := ex.Alloc(ctx, size)
 		if err != nil {
 			return err

@@ -32,12 +32,7 @@ func loadPlan(t *testing.T, path string) *ir.Plan {
 func TestWatchdog(t *testing.T) {
 	p := loadPlan(t, "../../testdata/broken/sim/circular_waits.json")
 	start := time.Now()
-	errs := ranks(t, 2, 5*time.Second, func(ctx context.Context, c *comm.Comm) error {
-		ex, err := Open(ctx, c, p, Options{Timeout: 300 * time.Millisecond})
-		if err != nil {
-			return err
-		}
-		defer ex.Close()
+	errs := execRanks(t, 2, 5*time.Second, onNode0, p, Options{Timeout: 300 * time.Millisecond}, func(ctx context.Context, c *comm.Comm, ex *Executor) error {
 		b, err := ex.Alloc(ctx, 4096)
 		if err != nil {
 			return err
@@ -139,13 +134,8 @@ func TestNoLeaks(t *testing.T) {
 // is shared.
 func TestAllocDifferentSizes(t *testing.T) {
 	p := compile(t, "allreduce_ring", 2)
-	errs := ranks(t, 2, 5*time.Second, func(ctx context.Context, c *comm.Comm) error {
-		ex, err := Open(ctx, c, p, Options{})
-		if err != nil {
-			return err
-		}
-		defer ex.Close()
-		_, err = ex.Alloc(ctx, int64(4096*(1+c.Rank())))
+	errs := execRanks(t, 2, 5*time.Second, onNode0, p, Options{}, func(ctx context.Context, c *comm.Comm, ex *Executor) error {
+		_, err := ex.Alloc(ctx, int64(4096*(1+c.Rank())))
 		return err
 	})
 	for r, err := range errs {
