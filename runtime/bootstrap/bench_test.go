@@ -10,10 +10,7 @@ import (
 
 // benchGroup connects n in-process ranks and runs f on each with b.N.
 func benchGroup(b *testing.B, n int, f func(bs *Bootstrap, iters int) error) {
-	id, err := NewUniqueID("127.0.0.1")
-	if err != nil {
-		b.Fatal(err)
-	}
+	id := loopbackID(b)
 	var ready, done sync.WaitGroup
 	start := make(chan struct{})
 	errs := make([]error, n)

@@ -20,10 +20,7 @@ import (
 // connection, exactly as separate processes would) and runs f on each.
 func group(t *testing.T, n int, timeout time.Duration, f func(b *Bootstrap) error) []error {
 	t.Helper()
-	id, err := NewUniqueID("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := loopbackID(t)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for r := 0; r < n; r++ {
@@ -198,10 +195,7 @@ func TestRecvTimeoutNamesPeer(t *testing.T) {
 
 func TestConnectTimeoutNamesMissing(t *testing.T) {
 	t.Parallel()
-	id, err := NewUniqueID("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := loopbackID(t)
 	const n = 4
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -231,10 +225,7 @@ func TestConnectTimeoutNamesMissing(t *testing.T) {
 // A stranger without the secret is refused and the job completes.
 func TestStrangerRefused(t *testing.T) {
 	noLeaks(t)
-	id, err := NewUniqueID("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := loopbackID(t)
 	const n = 3
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -253,7 +244,7 @@ func TestStrangerRefused(t *testing.T) {
 	waitListening(t, id.Addr)
 	wrong := id
 	wrong.Secret[0] ^= 1
-	_, err = Connect(context.Background(), Config{Rank: 2, World: n, ID: wrong, Timeout: 2 * time.Second})
+	_, err := Connect(context.Background(), Config{Rank: 2, World: n, ID: wrong, Timeout: 2 * time.Second})
 	if err == nil || !errors.Is(err, errRefused) {
 		t.Errorf("wrong secret: %v, want refused", err)
 	}
@@ -283,14 +274,21 @@ func waitListening(t *testing.T, addr string) {
 	t.Fatalf("nothing listens on %s", addr)
 }
 
-// startRoot starts rank 0 of an n-rank job on loopback in the background
-// and waits until it listens; its Connect's error arrives on the channel.
-func startRoot(t *testing.T, n int, timeout time.Duration) (UniqueID, <-chan error) {
+// loopbackID is a fresh job id on loopback.
+func loopbackID(t testing.TB) UniqueID {
 	t.Helper()
 	id, err := NewUniqueID("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return id
+}
+
+// startRoot starts rank 0 of an n-rank job on loopback in the background
+// and waits until it listens; its Connect's error arrives on the channel.
+func startRoot(t *testing.T, n int, timeout time.Duration) (UniqueID, <-chan error) {
+	t.Helper()
+	id := loopbackID(t)
 	root := make(chan error, 1)
 	go func() {
 		b, err := Connect(context.Background(), Config{Rank: 0, World: n, ID: id, Timeout: timeout})
@@ -324,10 +322,7 @@ func hello(id UniqueID, cfg Config, ms uint64) (net.Conn, error) {
 func TestIDFile(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "id")
-	stale, err := NewUniqueID("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	stale := loopbackID(t)
 	if err := writeIDFile(path, stale); err != nil {
 		t.Fatal(err)
 	}
@@ -479,10 +474,7 @@ func TestCancelledCollective(t *testing.T) {
 // joined as rank 0 having left, not as an error that names nobody.
 func TestRootGivesUp(t *testing.T) {
 	t.Parallel()
-	id, err := NewUniqueID("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := loopbackID(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	root := make(chan error, 1)
 	go func() {
