@@ -57,15 +57,8 @@ var ErrNoGPU = cuda.ErrNoDriver
 
 // LoadPlan reads and validates a plan file.
 func LoadPlan(path string) (*Plan, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	p, _, err := ir.Load(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return p, nil
+	p, _, err := ir.LoadFile(path)
+	return p, err
 }
 
 // CompileAlgorithm compiles dir/NAME.msccl (dir "": the library embedded

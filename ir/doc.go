@@ -4,10 +4,10 @@
 // key, its Go field, when it is required, when it is left out) from which
 // the strict codec (Decode, Encode) works both ways, the structural
 // validator (Validate, which the compiler also runs between its passes;
-// Load decodes and validates), the upstream executor's limits
-// (limits.go), the chunk geometry (which bytes a buffer reference covers
-// at a given message size), a human-readable text dump (Dump) and deep
-// copies (Plan.Clone) for tests that mutate plans.
+// Load, and LoadFile for a file, decode and validate), the upstream
+// executor's limits (limits.go), the chunk geometry (which bytes a buffer
+// reference covers at a given message size), a human-readable text dump
+// (Dump) and deep copies (Plan.Clone) for tests that mutate plans.
 //
 // Problems are data: Decode and Validate return Diagnostics, each located
 // by a JSON path such as gpus[1].threadblocks[0].ops[3].dst_buff[0].index,

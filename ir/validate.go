@@ -2,6 +2,7 @@ package ir
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 
@@ -332,6 +333,19 @@ func Load(data []byte) (*Plan, Diagnostics, error) {
 	ds = append(ds, Validate(p)...)
 	if ds.HasErrors() {
 		return nil, ds, ds.Err()
+	}
+	return p, ds, nil
+}
+
+// LoadFile is Load of the plan file at path; its errors name the file.
+func LoadFile(path string) (*Plan, Diagnostics, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, ds, err := Load(data)
+	if err != nil {
+		return nil, ds, fmt.Errorf("%s: %w", path, err)
 	}
 	return p, ds, nil
 }

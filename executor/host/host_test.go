@@ -16,11 +16,7 @@ import (
 
 func loadPlan(t *testing.T, path string) *ir.Plan {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, _, err := ir.Load(data)
+	p, _, err := ir.LoadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}

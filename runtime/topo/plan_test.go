@@ -1,7 +1,6 @@
 package topo_test
 
 import (
-	"os"
 	"strings"
 	"testing"
 
@@ -12,11 +11,7 @@ import (
 
 func loadPeerPlan(t *testing.T, name string) *ir.Plan {
 	t.Helper()
-	data, err := os.ReadFile("../../testdata/peer-plans/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, _, err := ir.Load(data)
+	p, _, err := ir.LoadFile("../../testdata/peer-plans/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}
