@@ -231,12 +231,7 @@ func TestStrangerRefused(t *testing.T) {
 	var wg sync.WaitGroup
 	connect := func(r int) {
 		defer wg.Done()
-		b, err := Connect(context.Background(), Config{Rank: r, World: n, ID: id, Timeout: 5 * time.Second})
-		if err == nil {
-			err = exercise(context.Background(), b)
-			b.Close()
-		}
-		errs[r] = err
+		errs[r] = connectExercise(Config{Rank: r, World: n, ID: id, Timeout: 5 * time.Second})
 	}
 	wg.Add(2)
 	go connect(0)
@@ -272,6 +267,16 @@ func waitListening(t *testing.T, addr string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("nothing listens on %s", addr)
+}
+
+// connectExercise joins a job as cfg says, runs exercise and leaves.
+func connectExercise(cfg Config) error {
+	b, err := Connect(context.Background(), cfg)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	return exercise(context.Background(), b)
 }
 
 // loopbackID is a fresh job id on loopback.
@@ -333,12 +338,7 @@ func TestIDFile(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b, err := Connect(context.Background(), Config{Rank: r, World: n, IDFile: path, Timeout: 5 * time.Second})
-			if err == nil {
-				err = exercise(context.Background(), b)
-				b.Close()
-			}
-			errs[r] = err
+			errs[r] = connectExercise(Config{Rank: r, World: n, IDFile: path, Timeout: 5 * time.Second})
 		}()
 		if r == n-1 {
 			time.Sleep(300 * time.Millisecond) // the last rank reads the stale file first
