@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -42,45 +43,42 @@ func Encode(p *Plan) ([]byte, error) {
 func EncodeTo(out io.Writer, p *Plan) error {
 	w := jw{}
 	w.beginObj()
-	for i := range planSchema.fields {
-		f := &planSchema.fields[i]
-		if f.key != "gpus" {
-			f.encode(&w, p)
-			continue
-		}
-		// The ranks, encoded in parallel into buffers of their own and
-		// written in rank order, a batch at a time. The buffers are
-		// reused from batch to batch: a fresh one is zeroed memory,
-		// which cost a third of the encoder's time.
-		w.key(f.key)
-		w.beginArr()
-		workers := par.Workers(len(p.GPUs))
-		batch := 4 * workers
-		parts := make([][]byte, batch)
-		for lo := 0; lo < len(p.GPUs); lo += batch {
-			hi := min(lo+batch, len(p.GPUs))
-			par.ForEach(workers, hi-lo, func(_, i int) {
-				g := &p.GPUs[lo+i]
-				pw := jw{ind: 2, b: parts[i][:0]}
-				if n := gpuBytes(g); cap(pw.b) < n {
-					pw.b = make([]byte, 0, n)
-				}
-				encodeObject(&pw, &gpuSchema, g)
-				parts[i] = pw.b
-			})
-			for _, part := range parts[:hi-lo] {
-				w.elem()
-				if _, err := out.Write(w.b); err != nil {
-					return err
-				}
-				w.b = w.b[:0]
-				if _, err := out.Write(part); err != nil {
-					return err
-				}
+	fields := planSchema.fields
+	gi := slices.IndexFunc(fields, func(f field[Plan]) bool { return f.key == "gpus" })
+	encodeFields(&w, fields[:gi], p)
+	// The ranks, encoded in parallel into buffers of their own and
+	// written in rank order, a batch at a time. The buffers are
+	// reused from batch to batch: a fresh one is zeroed memory,
+	// which cost a third of the encoder's time.
+	w.key(fields[gi].key)
+	w.beginArr()
+	workers := par.Workers(len(p.GPUs))
+	batch := 4 * workers
+	parts := make([][]byte, batch)
+	for lo := 0; lo < len(p.GPUs); lo += batch {
+		hi := min(lo+batch, len(p.GPUs))
+		par.ForEach(workers, hi-lo, func(_, i int) {
+			g := &p.GPUs[lo+i]
+			pw := jw{ind: 2, b: parts[i][:0]}
+			if n := gpuBytes(g); cap(pw.b) < n {
+				pw.b = make([]byte, 0, n)
+			}
+			encodeObject(&pw, &gpuSchema, g)
+			parts[i] = pw.b
+		})
+		for _, part := range parts[:hi-lo] {
+			w.elem()
+			if _, err := out.Write(w.b); err != nil {
+				return err
+			}
+			w.b = w.b[:0]
+			if _, err := out.Write(part); err != nil {
+				return err
 			}
 		}
-		w.endArr()
 	}
+	w.endArr()
+	encodeFields(&w, fields[gi+1:], p)
 	w.endObj()
 	w.b = append(w.b, '\n')
 	_, err := out.Write(w.b)
@@ -90,21 +88,25 @@ func EncodeTo(out io.Writer, p *Plan) error {
 // encodeObject writes t as a JSON object by the table s.
 func encodeObject[T any](w *jw, s *schema[T], t *T) {
 	w.beginObj()
-	for i := range s.fields {
-		s.fields[i].encode(w, t)
-	}
+	encodeFields(w, s.fields, t)
 	w.endObj()
 }
 
-// encode writes f's key and value of t, unless the key does not belong
-// to t or is left out.
-func (f *field[T]) encode(w *jw, t *T) {
-	switch {
-	case !f.applies(t):
-	case f.enc != nil:
-		f.enc(w, f, t)
-	default:
-		f.write(w, unsafe.Add(unsafe.Pointer(t), f.off))
+// encodeFields writes the keys of t that fields name, each unless it
+// does not belong to t or is left out. It is the encoder's inner loop,
+// written out (field.applies inlined by hand) because the compiler does
+// not inline across the generic instantiations.
+func encodeFields[T any](w *jw, fields []field[T], t *T) {
+	for i := range fields {
+		f := &fields[i]
+		if (f.is.on && !f.is.holds(unsafe.Pointer(t))) || (f.when != nil && !f.when(t)) {
+			continue
+		}
+		if f.enc != nil {
+			f.enc(w, f, t)
+		} else {
+			f.write(w, unsafe.Add(unsafe.Pointer(t), f.off))
+		}
 	}
 }
 
@@ -175,9 +177,7 @@ func (w *jw) elem() {
 // identifiers.
 func (w *jw) key(k string) {
 	w.elem()
-	w.b = append(w.b, '"')
-	w.b = append(w.b, k...)
-	w.b = append(w.b, '"', ':', ' ')
+	w.b = append(append(append(w.b, '"'), k...), '"', ':', ' ')
 }
 
 func (w *jw) int(v int)    { w.b = strconv.AppendInt(w.b, int64(v), 10) }
