@@ -3,8 +3,10 @@ package cudaexec
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,9 +19,12 @@ import (
 )
 
 // OpenRank's ranks as goroutines of this process, each with its own
-// communicator over the one GPU: VMM allocations may be imported by the
-// process that exported them (legacy IPC handles may not: the
-// multi-process tests of msccl-bench and the root package cover those).
+// communicator over the one GPU: a peer of the same process uses the
+// owner's allocation at its own address (cudadev's local aliases; the
+// multi-process tests of msccl-bench and the root package cover imports).
+// Before the launches every rank checks that it sees each peer's sync
+// region and buffers as the peer wrote them, and a failure lists how
+// this process maps every rank's memory (own, alias or import, address).
 // Three launches per size, each fed the CPU executor's inputs and its
 // outputs compared bit for bit on every rank; then the teardown leaves
 // nothing open. Skips without a driver or VMM support.
@@ -75,7 +80,13 @@ func TestOpenRankOracle(t *testing.T) {
 						if err != nil {
 							return err
 						}
-						err = oracleLaunches(ctx, c, ex, b, reps[i], launches)
+						err = aliasCheck(ctx, c, ex, b)
+						if err == nil {
+							err = oracleLaunches(ctx, c, ex, b, reps[i], launches)
+						}
+						if err != nil {
+							err = fmt.Errorf("%w\n  %s\n  %s", err, strings.Join(ex.SyncMappings(), "\n  "), strings.Join(b.Mappings(), "\n  "))
+						}
 						if e := b.Free(); err == nil {
 							err = e
 						}
@@ -170,4 +181,77 @@ func oracleLaunches(ctx context.Context, c *comm.Comm, ex *RankExecutor, b *Rank
 		return fmt.Errorf("launches on the caller's stream: %w", err)
 	}
 	return c.Bootstrap().Barrier(ctx)
+}
+
+// aliasCheck runs before any launch on b: each rank writes a word of its
+// own into the first word of its sync region and the first bytes of its
+// output, through its own address; after a barrier every rank reads both
+// of every node-local rank through its mapping here; then each restores
+// zeros (a kernel expects its inbound words at 0, the CPU oracle zeroed
+// outputs). A rank whose mapping of a peer is other memory, the suspected
+// cause of one rank's isolation in earlier in-process runs, fails here
+// with the rank, the address and the kind of mapping.
+func aliasCheck(ctx context.Context, c *comm.Comm, ex *RankExecutor, b *RankBuffers) error {
+	r := c.Rank()
+	word := func(q int) uint64 { return 0x5a5a000000000000 | uint64(q)<<8 | uint64(b.Size()&0xff) }
+	put := func(v uint64) error {
+		w := binary.LittleEndian.AppendUint64(nil, v)
+		sp, err := devPtr(comm.Loc{Mem: ex.conns.Sync[r], Off: 0})
+		if err != nil {
+			return err
+		}
+		if err := cuda.MemcpyHtoD(sp, w); err != nil {
+			return err
+		}
+		return cuda.MemcpyHtoD(b.Output(), w)
+	}
+	if err := put(word(r)); err != nil {
+		return err
+	}
+	if err := c.Bootstrap().Barrier(ctx); err != nil {
+		return err
+	}
+	var bad []string
+	got := make([]byte, 8)
+	for q, m := range ex.conns.Sync {
+		if m == nil {
+			continue
+		}
+		sp, err := devPtr(comm.Loc{Mem: m, Off: 0})
+		if err != nil {
+			return err
+		}
+		if err := cuda.MemcpyDtoH(got, sp); err != nil {
+			return err
+		}
+		if v := binary.LittleEndian.Uint64(got); v != word(q) {
+			bad = append(bad, fmt.Sprintf("rank %d's sync region (%s) reads %#x, rank %d wrote %#x", q, mappingOf(m), v, q, word(q)))
+		}
+		if err := cuda.MemcpyDtoH(got, cuda.DevicePtr(b.bufs[q].out)); err != nil {
+			return err
+		}
+		if v := binary.LittleEndian.Uint64(got); v != word(q) {
+			bad = append(bad, fmt.Sprintf("rank %d's output (%s) reads %#x, rank %d wrote %#x", q, mappingOf(b.mems[q]), v, q, word(q)))
+		}
+	}
+	if err := c.Bootstrap().Barrier(ctx); err != nil {
+		return err
+	}
+	if err := put(0); err != nil {
+		return err
+	}
+	// Every rank learns every verdict, so all stop here together.
+	verdicts, err := c.Bootstrap().AllGather(ctx, []byte{byte(min(len(bad), 255))})
+	if err != nil {
+		return err
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("rank %d does not see its peers' memory as they wrote it:\n  %s", r, strings.Join(bad, "\n  "))
+	}
+	for q, v := range verdicts {
+		if len(v) != 1 || v[0] != 0 {
+			return fmt.Errorf("rank %d saw other memory than its peers wrote (its report says where)", q)
+		}
+	}
+	return nil
 }

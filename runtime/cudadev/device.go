@@ -1,6 +1,7 @@
 package cudadev
 
 import (
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -184,11 +185,32 @@ func (d *Device) Close() error {
 	return d.ctx.Release()
 }
 
-// Handle kinds, the first byte of Handle.Data.
+// Handle kinds, the first byte of Handle.Data. Both end with the
+// allocation's tag (tagBytes), by which an importer in the exporter's own
+// process finds the allocation instead of importing it (see local).
 const (
-	kindLegacy = 1 // then the 64-byte IPC handle, then the size (8 bytes)
-	kindVMM    = 2 // then the size and the mapped size (8 bytes each); the FD travels beside
+	kindLegacy = 1 // then the 64-byte IPC handle, then the size (8 bytes), then the tag
+	kindVMM    = 2 // then the size and the mapped size (8 bytes each), then the tag; the FD travels beside
 )
+
+// Handle lengths, the kind byte and the tag included.
+const (
+	tagBytes  = 16
+	legacyLen = 1 + 64 + 8 + tagBytes
+	vmmLen    = 1 + 8 + 8 + tagBytes
+)
+
+// local holds this process's own allocations by tag, for peers that are
+// goroutines of the same process (in-process tests, a host running
+// several ranks as threads). Such a peer uses the owner's address itself:
+// legacy IPC handles cannot be opened by their own process at all, and a
+// VMM allocation imported by its own exporter is a second mapping of the
+// same memory at another address, which the tests of one process saw
+// misbehave (docs/rationale.md) while every multi-process run was right.
+// The owner's memory then lives until the owner and every such alias
+// have closed it, as a VMM import keeps the memory of a peer that freed
+// its own.
+var local sync.Map // [tagBytes]byte -> *Memory (own)
 
 // Memory is device memory: this process's (Alloc) or a peer's (Import).
 type Memory struct {
@@ -199,9 +221,32 @@ type Memory struct {
 	vmm  *cuda.VMM // VMM memory
 	fd   int       // VMM owner: the exported descriptor peers get copies of; -1 otherwise
 	ipc  cuda.IpcMemHandle
+	tag  [tagBytes]byte // own memory: its key in local
+	// alias is the owner when this is a peer's memory of this very
+	// process, used at the owner's address (local).
+	alias *Memory
 
 	mu     sync.Mutex
 	closed bool
+	// refs (own memory): the owner's open reference and its aliases';
+	// the memory is freed when the last one closes.
+	refs int
+}
+
+// Mapping says how this process reaches the memory, for diagnostics:
+// "own", "alias of this process's allocation", "vmm import" or "legacy
+// import", with the address.
+func (m *Memory) Mapping() string {
+	how := "legacy import"
+	switch {
+	case m.own:
+		how = "own " + m.d.IPC().String()
+	case m.alias != nil:
+		how = "alias of this process's own allocation"
+	case m.vmm != nil:
+		how = "vmm import"
+	}
+	return fmt.Sprintf("%s at %#x (%d bytes)", how, uint64(m.ptr), m.size)
 }
 
 // Ptr is the memory's address in this process.
@@ -218,7 +263,10 @@ func (d *Device) Alloc(size int64) (comm.Memory, error) {
 	if size <= 0 || size > maxAlloc {
 		return nil, fmt.Errorf("cuda memory of %d bytes: want 1 to %d", size, int64(maxAlloc))
 	}
-	m := &Memory{d: d, size: size, own: true, fd: -1}
+	m := &Memory{d: d, size: size, own: true, fd: -1, refs: 1}
+	if _, err := rand.Read(m.tag[:]); err != nil {
+		return nil, fmt.Errorf("cuda memory tag: %w", err)
+	}
 	if d.vmm {
 		v, err := cuda.VMMCreate(d.dev, size)
 		if err != nil {
@@ -245,6 +293,7 @@ func (d *Device) Alloc(size int64) (comm.Memory, error) {
 		m.Close()
 		return nil, err
 	}
+	local.Store(m.tag, m)
 	return m, nil
 }
 
@@ -262,11 +311,33 @@ func (m *Memory) Export() (comm.Handle, error) {
 		b := []byte{kindVMM}
 		b = binary.LittleEndian.AppendUint64(b, uint64(m.size))
 		b = binary.LittleEndian.AppendUint64(b, uint64(m.vmm.Size()))
-		return comm.Handle{Data: b, FD: m.fd}, nil
+		return comm.Handle{Data: append(b, m.tag[:]...), FD: m.fd}, nil
 	}
 	b := append([]byte{kindLegacy}, m.ipc[:]...)
 	b = binary.LittleEndian.AppendUint64(b, uint64(m.size))
-	return comm.Handle{Data: b, FD: -1}, nil
+	return comm.Handle{Data: append(b, m.tag[:]...), FD: -1}, nil
+}
+
+// aliasOf returns memory of this process's own allocation with the
+// handle's tag, on this device, as a peer's (nil when the handle comes
+// from another process, or the allocation is gone or on another device).
+func (d *Device) aliasOf(data []byte, size int64) *Memory {
+	v, ok := local.Load([tagBytes]byte(data[len(data)-tagBytes:]))
+	if !ok {
+		return nil
+	}
+	o := v.(*Memory)
+	if o.d.dev != d.dev || o.d.ctx != d.ctx || o.size != size {
+		return nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.refs == 0 {
+		return nil
+	}
+	o.refs++
+	d.live.Add(1)
+	return &Memory{d: d, ptr: o.ptr, size: o.size, fd: -1, alias: o}
 }
 
 // Import maps a peer's memory from its handle; it owns h.FD.
@@ -283,12 +354,15 @@ func (d *Device) Import(h comm.Handle) (comm.Memory, error) {
 	switch h.Data[0] {
 	case kindVMM:
 		defer closeFD() // the imported handle holds the memory; the descriptor is done with
-		if len(h.Data) != 17 || h.FD < 0 {
-			return nil, fmt.Errorf("cuda VMM handle of %d bytes with descriptor %d, want 17 bytes and a descriptor", len(h.Data), h.FD)
+		if len(h.Data) != vmmLen || h.FD < 0 {
+			return nil, fmt.Errorf("cuda VMM handle of %d bytes with descriptor %d, want %d bytes and a descriptor", len(h.Data), h.FD, vmmLen)
 		}
 		size, mapped := int64(binary.LittleEndian.Uint64(h.Data[1:])), int64(binary.LittleEndian.Uint64(h.Data[9:]))
 		if size <= 0 || size > mapped || mapped > maxAlloc+(1<<30) {
 			return nil, fmt.Errorf("cuda VMM handle of %d bytes mapped as %d", size, mapped)
+		}
+		if m := d.aliasOf(h.Data, size); m != nil {
+			return m, nil
 		}
 		v, err := cuda.VMMImport(d.dev, h.FD, mapped)
 		if err != nil {
@@ -298,12 +372,15 @@ func (d *Device) Import(h comm.Handle) (comm.Memory, error) {
 		return &Memory{d: d, ptr: v.Ptr(), size: size, vmm: v, fd: -1}, nil
 	case kindLegacy:
 		closeFD()
-		if len(h.Data) != 1+64+8 {
-			return nil, fmt.Errorf("cuda IPC handle of %d bytes, want %d", len(h.Data), 1+64+8)
+		if len(h.Data) != legacyLen {
+			return nil, fmt.Errorf("cuda IPC handle of %d bytes, want %d", len(h.Data), legacyLen)
 		}
 		size := int64(binary.LittleEndian.Uint64(h.Data[65:]))
 		if size <= 0 || size > maxAlloc {
 			return nil, fmt.Errorf("cuda IPC handle of %d bytes of memory", size)
+		}
+		if m := d.aliasOf(h.Data, size); m != nil {
+			return m, nil
 		}
 		p, err := cuda.IpcOpenMemHandle(cuda.IpcMemHandle(h.Data[1:65]))
 		if err != nil {
@@ -329,6 +406,38 @@ func (m *Memory) Close() error {
 	}
 	m.closed = true
 	m.d.live.Add(-1)
+	if m.alias != nil {
+		return m.alias.unref()
+	}
+	if m.own {
+		local.Delete(m.tag) // no new aliases; the open ones keep it
+		return m.unrefLocked()
+	}
+	return m.release()
+}
+
+// unref drops an alias's reference to its owner m.
+func (m *Memory) unref() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.unrefLocked()
+}
+
+// unrefLocked drops one reference to own memory m (m.mu held) and frees
+// it with the last.
+func (m *Memory) unrefLocked() error {
+	if m.refs <= 0 {
+		return errors.New("cuda memory: reference count below zero")
+	}
+	m.refs--
+	if m.refs > 0 {
+		return nil
+	}
+	return m.release()
+}
+
+// release frees own memory or unmaps an import.
+func (m *Memory) release() error {
 	var err error
 	switch {
 	case m.vmm != nil:

@@ -3,6 +3,7 @@ package cudadev
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -256,4 +257,89 @@ func exchangeChild(mode string) error {
 func openFDs() int {
 	es, _ := os.ReadDir("/proc/self/fd")
 	return len(es)
+}
+
+// A peer's handle from this very process is served by the owner's own
+// allocation (no driver import: legacy handles cannot be opened by their
+// exporter, and a second VMM mapping of one's own memory is what the
+// in-process tests suspected); the memory outlives the owner's Close
+// until the last alias closes. Runs without a driver: nothing here may
+// reach it before that last close.
+func TestImportOwnProcessAliases(t *testing.T) {
+	d := &Device{dev: 3}
+	o := &Memory{d: d, ptr: 0x7000_0000, size: 4096, own: true, fd: -1, refs: 1}
+	o.tag[0], o.tag[15] = 0xa1, 0x5e
+	d.live.Add(1)
+	local.Store(o.tag, o)
+	defer local.Delete(o.tag)
+	h, err := o.Export()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Data) != legacyLen {
+		t.Fatalf("legacy handle of %d bytes, want %d", len(h.Data), legacyLen)
+	}
+	a, err := d.Import(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	am := a.(*Memory)
+	if am.Ptr() != o.Ptr() || am.Size() != 4096 || am.alias != o {
+		t.Fatalf("alias at %#x (%d bytes, owner %p), want the owner's %#x", am.Ptr(), am.Size(), am.alias, o.Ptr())
+	}
+	if !strings.Contains(am.Mapping(), "alias") || !strings.Contains(o.Mapping(), "own") {
+		t.Errorf("mappings %q and %q do not say alias and own", am.Mapping(), o.Mapping())
+	}
+	if d.Live() != 2 {
+		t.Errorf("Live = %d with the owner and one alias open, want 2", d.Live())
+	}
+	// The owner closes first (a peer goroutine still uses the memory):
+	// nothing is freed, and no new alias can be made.
+	if err := o.Close(); err != nil {
+		t.Fatalf("owner's Close with an alias open: %v (it must not free)", err)
+	}
+	if o.refs != 1 {
+		t.Errorf("refs = %d after the owner's Close, want 1 (the alias's)", o.refs)
+	}
+	if _, ok := local.Load(o.tag); ok {
+		t.Error("a closed owner is still offered to importers")
+	}
+	// Another device of the process, or another size, is no alias.
+	if m := (&Device{dev: 4}).aliasOf(h.Data, 4096); m != nil {
+		t.Error("aliased across devices")
+	}
+	// The last close frees the owner's memory: here, with no driver or a
+	// made-up address, the free is attempted and fails.
+	err = am.Close()
+	if o.refs != 0 {
+		t.Errorf("refs = %d after the last close, want 0", o.refs)
+	}
+	if err == nil {
+		t.Error("the last close did not free the owner's memory (no error from freeing a made-up address)")
+	}
+	if err := am.Close(); err != nil {
+		t.Errorf("second Close of the alias: %v", err)
+	}
+	if d.Live() != 0 {
+		t.Errorf("Live = %d after every close, want 0", d.Live())
+	}
+}
+
+// A handle whose tag is not this process's goes to the driver as before
+// (an import from another process); a malformed one is refused first.
+func TestImportForeignTag(t *testing.T) {
+	d := &Device{dev: 0}
+	b := append([]byte{kindLegacy}, make([]byte, 64)...)
+	b = binary.LittleEndian.AppendUint64(b, 4096)
+	b = append(b, bytes.Repeat([]byte{0xee}, tagBytes)...)
+	if m, err := d.Import(comm.Handle{Data: b, FD: -1}); err == nil {
+		m.Close()
+		t.Fatal("an all-zero legacy handle from no process was opened")
+	}
+	if m, err := d.Import(comm.Handle{Data: b[:len(b)-1], FD: -1}); err == nil || !strings.Contains(err.Error(), "want") {
+		t.Errorf("a short legacy handle: %v, %v", m, err)
+	}
+	if d.Live() != 0 {
+		t.Errorf("Live = %d after refused imports", d.Live())
+	}
 }
