@@ -3,10 +3,13 @@ package msccl
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"regexp"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,10 +27,29 @@ import (
 const rankRole = "MSCCL_TEST_RANK_ROLE"
 
 func TestMain(m *testing.M) {
-	if role := os.Getenv(rankRole); role != "" {
+	if role := os.Getenv(rankRole); role == "probe-cuda" {
+		os.Exit(probeCUDA())
+	} else if role != "" {
 		os.Exit(rankChild(role))
 	}
 	os.Exit(m.Run())
+}
+
+// probeCUDA is a child that says whether CUDA works here (exit 0) or not
+// (exit 77, the reason on stderr), so that the parent of TestRankDiesCUDA
+// never loads the driver: cuInit opens descriptors of its own, some of
+// them later and on its own threads, which the parent's descriptor count
+// took for the job's (run4: 17 before, 19 after, in the first subtest only).
+func probeCUDA() int {
+	if err := cuda.Init(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 77
+	}
+	if n, err := cuda.DeviceCount(); err != nil || n == 0 {
+		fmt.Fprintf(os.Stderr, "no CUDA device (%d, %v)\n", n, err)
+		return 77
+	}
+	return 0
 }
 
 // rankChild runs allreduce_ring four times on this rank; a rank with role
@@ -94,13 +116,31 @@ func rankChild(role string) int {
 }
 
 // openFDs counts this process's descriptors; shmEntries /dev/shm's names.
-func openFDs(t *testing.T) int {
+func openFDs(t *testing.T) map[string]string {
 	t.Helper()
 	es, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		t.Skipf("no /proc/self/fd: %v", err)
 	}
-	return len(es)
+	fds := map[string]string{}
+	for _, e := range es {
+		fds[e.Name()], _ = os.Readlink("/proc/self/fd/" + e.Name())
+	}
+	return fds
+}
+
+// newFDs lists the descriptors in after and not in before (or reused for
+// another file), with what they are: enough to tell a socket of the job
+// from a driver's device node or the Go runtime's poller.
+func newFDs(before, after map[string]string) []string {
+	var out []string
+	for fd, target := range after {
+		if old, ok := before[fd]; !ok || old != target {
+			out = append(out, fd+" -> "+target)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func shmEntries() int {
@@ -127,8 +167,18 @@ func TestRankDiesCUDA(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
-	if err := cuda.Init(); err != nil {
-		t.Skipf("no CUDA: %v", err)
+	// The driver is probed in a child: loaded here it would open
+	// descriptors of its own while the job runs (probeCUDA).
+	probe := exec.Command(os.Args[0], "-test.run=^$")
+	probe.Env = append(os.Environ(), rankRole+"=probe-cuda")
+	var why bytes.Buffer
+	probe.Stderr = &why
+	if err := probe.Run(); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() == 77 {
+			t.Skipf("no CUDA: %s", strings.TrimSpace(why.String()))
+		}
+		t.Fatalf("probing CUDA in a child: %v: %s", err, why.String())
 	}
 	t.Setenv("MSCCL_CUDA_DEVICE", "round-robin")
 	rankDies(t, "cuda", 60*time.Second)
@@ -183,8 +233,8 @@ func rankDies(t *testing.T, device string, limit time.Duration) {
 					t.Errorf("rank %d (pid %d) still exists: %v", s.Rank, s.Pid, err)
 				}
 			}
-			if got := openFDs(t); got != fds {
-				t.Errorf("open descriptors: %d before, %d after", fds, got)
+			if got := openFDs(t); len(got) != len(fds) {
+				t.Errorf("open descriptors: %d before, %d after; new: %s", len(fds), len(got), strings.Join(newFDs(fds, got), ", "))
 			}
 			if got := shmEntries(); got != shm {
 				t.Errorf("/dev/shm entries: %d before, %d after", shm, got)
@@ -225,8 +275,18 @@ func TestRankHangsCUDA(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
-	if err := cuda.Init(); err != nil {
-		t.Skipf("no CUDA: %v", err)
+	// The driver is probed in a child: loaded here it would open
+	// descriptors of its own while the job runs (probeCUDA).
+	probe := exec.Command(os.Args[0], "-test.run=^$")
+	probe.Env = append(os.Environ(), rankRole+"=probe-cuda")
+	var why bytes.Buffer
+	probe.Stderr = &why
+	if err := probe.Run(); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() == 77 {
+			t.Skipf("no CUDA: %s", strings.TrimSpace(why.String()))
+		}
+		t.Fatalf("probing CUDA in a child: %v: %s", err, why.String())
 	}
 	t.Setenv("MSCCL_CUDA_DEVICE", "round-robin")
 	rankHangs(t, "cuda", 60*time.Second)
