@@ -14,8 +14,13 @@
 #           sharing the machine's GPUs round-robin, -c, in the IPC modes of
 #           IPC (default "vmm legacy"); about 16 runs a minute, so give
 #           each RANKS/IPC pair its own call (RANKS=8 IPC=vmm ...)
-#   mps     the matrix's 4-rank rows (IPC modes as above) under MPS (started and stopped
-#           here), to compare times with time-slicing
+#   mps     the matrix's rows at MPS_RANKS processes (default "2 3 4"; IPC
+#           modes as above) under MPS (started and stopped here), to
+#           compare times with time-slicing. run5 saw every 4-process run
+#           lose one rank to "cuDevicePrimaryCtxRetain: out of memory"; the
+#           daemon's and server's logs, the GPU's compute mode and memory,
+#           and the server list now go to $OUT/mps/, and the rank counts
+#           climb so the log shows at how many clients it starts
 # $OUT gets procs-PART.log per part and gpu-tests.log from .gpu/run.
 OUT=${OUT:-/tmp}
 root=$(pwd)
@@ -38,7 +43,10 @@ matrix() { # ipc modes, rank counts
     for n in $2; do
       for a in $algos; do
         defs=""
-        case $a in *hierarchical) defs="-D nodes=2 -D gpus_per_node=$((n / 2))" ;; esac
+        case $a in *hierarchical)
+          [ $((n % 2)) -eq 1 ] && continue # two nodes of n/2 ranks
+          defs="-D nodes=2 -D gpus_per_node=$((n / 2))" ;;
+        esac
         MSCCL_CUDA_IPC=$ipc step "$a n=$n $ipc" "$bench" --procs "$n" --device cuda --algo "$a" --ranks "$n" $defs \
           -b 1K -e 1M -f 32 -c -n 5 -w 2 --timeout 5s
       done
@@ -54,10 +62,16 @@ for part in $parts; do
     matrix "$ipcs" "$ranks"
     ;;
   mps)
-    export CUDA_MPS_PIPE_DIRECTORY=$tmp/mps CUDA_MPS_LOG_DIRECTORY=$tmp/mps
-    mkdir -p "$tmp/mps"
+    # The logs are kept ($OUT/mps): the server's says why a client's
+    # context was refused. The pipe directory stays private to this run.
+    mkdir -p "$OUT/mps" "$tmp/mps"
+    export CUDA_MPS_PIPE_DIRECTORY=$tmp/mps CUDA_MPS_LOG_DIRECTORY=$OUT/mps
+    nvidia-smi -q -d COMPUTE,MEMORY > "$OUT/mps/nvidia-smi.txt" 2>&1
     nvidia-cuda-mps-control -d && step mps-start echo started
-    matrix "$ipcs" "4"
+    for n in ${MPS_RANKS:-2 3 4}; do
+      matrix "$ipcs" "$n"
+      echo get_server_list | nvidia-cuda-mps-control >> "$OUT/mps/servers.txt" 2>&1
+    done
     echo quit | nvidia-cuda-mps-control
     ;;
   *)
