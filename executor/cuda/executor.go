@@ -62,6 +62,7 @@ type Executor struct {
 	ranks  []*rankRes
 	fns    map[fnKey]*fnEntry
 	binds  map[bindKey]*binding
+	last   *binding // the binding of the latest call: bind's fast path
 	order  []bindKey
 	fork   *cuda.Event
 	proxy  *proxy
@@ -358,7 +359,7 @@ func (e *Executor) Close() error {
 	for _, b := range e.binds {
 		keep(b.free())
 	}
-	e.binds = map[bindKey]*binding{}
+	e.binds, e.last = map[bindKey]*binding{}, nil
 	for _, f := range e.fns {
 		keep(f.mod.Unload())
 	}

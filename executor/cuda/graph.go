@@ -121,6 +121,7 @@ func (e *Executor) evict() error {
 		if ob != nil {
 			ob.free()
 		}
+		e.last = nil
 		delete(e.binds, k)
 		e.order = append(e.order[:i], e.order[i+1:]...)
 		return nil
@@ -157,6 +158,7 @@ func (e *Executor) Release(bufs *Buffers) error {
 		if err := b.free(); err != nil && first == nil {
 			first = err
 		}
+		e.last = nil
 		delete(e.binds, k)
 	}
 	e.order = keep

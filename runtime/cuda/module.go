@@ -196,3 +196,28 @@ func (f *Function) Launch(grid, block [3]uint32, sharedMem uint32, s *Stream, ar
 	}
 	return nil
 }
+
+// LaunchPtr launches a kernel whose single parameter is a 64-bit value
+// (the executor's kernels take one pointer to their arguments). Unlike
+// Launch it allocates nothing: the parameter array is built in C, so the
+// per-call host cost of a cached collective is the driver call itself.
+func (f *Function) LaunchPtr(grid, block [3]uint32, sharedMem uint32, s *Stream, arg uint64) error {
+	if err := Init(); err != nil {
+		return err
+	}
+	if f == nil || f.h == 0 {
+		return errors.New("cuda: cuLaunchKernel: nil function")
+	}
+	if grid[0] == 0 || grid[1] == 0 || grid[2] == 0 || block[0] == 0 || block[1] == 0 || block[2] == 0 {
+		return fmt.Errorf("cuda: cuLaunchKernel %s: a grid or block dimension is zero (%v, %v)", f.name, grid, block)
+	}
+	r := C.mc_cuLaunchKernel1(f.h, C.uint(grid[0]), C.uint(grid[1]), C.uint(grid[2]),
+		C.uint(block[0]), C.uint(block[1]), C.uint(block[2]), C.uint(sharedMem),
+		s.handle(), C.uint64_t(arg))
+	if err := check("cuLaunchKernel", r); err != nil {
+		err.(*Error).Msg += fmt.Sprintf(" (kernel %s)", f.name)
+		return err
+	}
+	return nil
+}
+

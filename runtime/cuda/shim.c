@@ -411,6 +411,16 @@ int mc_cuLaunchKernel(uintptr_t f, unsigned gx, unsigned gy, unsigned gz,
   CALLCTX(cuLaunchKernel, H(f), gx, gy, gz, bx, by, bz, shmem, H(s), params, NULL);
 }
 
+// mc_cuLaunchKernel1: a kernel whose one parameter is a 64-bit value (a
+// device pointer): the parameter array lives on this C stack, so the Go
+// side passes no Go memory and allocates nothing per launch.
+int mc_cuLaunchKernel1(uintptr_t f, unsigned gx, unsigned gy, unsigned gz,
+                       unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                       uintptr_t s, uint64_t arg) {
+  void *params[1] = {&arg};
+  CALLCTX(cuLaunchKernel, H(f), gx, gy, gz, bx, by, bz, shmem, H(s), params, NULL);
+}
+
 int mc_cuStreamBeginCapture(uintptr_t s, int mode) { CALLCTX(cuStreamBeginCapture, H(s), mode); }
 int mc_cuStreamEndCapture(uintptr_t s, uintptr_t *g) { CALLCTX(cuStreamEndCapture, H(s), (CUgraph *)g); }
 int mc_cuStreamIsCapturing(uintptr_t s, int *status) { CALLCTX(cuStreamIsCapturing, H(s), status); }

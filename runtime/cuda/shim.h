@@ -81,6 +81,10 @@ int mc_cuLaunchKernel(uintptr_t f, unsigned gx, unsigned gy, unsigned gz,
                       unsigned bx, unsigned by, unsigned bz, unsigned shmem,
                       uintptr_t s, void **params);
 
+int mc_cuLaunchKernel1(uintptr_t f, unsigned gx, unsigned gy, unsigned gz,
+                       unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                       uintptr_t s, uint64_t arg);
+
 int mc_cuStreamBeginCapture(uintptr_t s, int mode);
 int mc_cuStreamEndCapture(uintptr_t s, uintptr_t *g);
 int mc_cuStreamIsCapturing(uintptr_t s, int *status);
