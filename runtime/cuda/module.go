@@ -220,4 +220,3 @@ func (f *Function) LaunchPtr(grid, block [3]uint32, sharedMem uint32, s *Stream,
 	}
 	return nil
 }
-
