@@ -11,7 +11,12 @@
 # round-robin unless set); the package is imported from python/ without
 # installing (PYTHONPATH) and loads MSCCL_LIBRARY (default
 # .gpu/lib/libmsccl.so). Output goes to $OUT/torchrun.log too; exit status
-# is torchrun's (non-zero when a rank failed a check).
+# is torchrun's (non-zero when a rank failed a check). TIMEOUT (default
+# 540 s) bounds the run: with four ranks taking turns on one GPU (no MPS)
+# the collectives part alone took 40 s in run6, and a 110 s limit cut the
+# graph part short with nothing printed; the check now prints each graph
+# stage as it ends, and MSCCL_GRAPH_REPLAYS sets the replays (10 by
+# default when ranks share a GPU).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
