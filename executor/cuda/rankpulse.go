@@ -2,6 +2,7 @@ package cudaexec
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -68,6 +69,15 @@ func startPulse(conns *comm.Connections, rank int) (*pulser, error) {
 // as it should for a process the GPU does not serve).
 func (p *pulser) run() {
 	defer p.wg.Done()
+	// Its stream query, at any moment, must not invalidate a graph
+	// capture the application runs on another thread in global mode
+	// (torch.cuda.graph's default), as a query from a thread in that mode
+	// would: the pulse's thread is relaxed (a driver without the call
+	// has no graphs to spoil).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	restore, _ := cuda.RelaxCaptureMode()
+	defer restore()
 	t := time.NewTicker(pulsePeriod)
 	defer t.Stop()
 	for {

@@ -45,6 +45,35 @@ func (s *Stream) CaptureStatus() (int, error) {
 	return 0, fmt.Errorf("cuda: cuStreamIsCapturing: unknown status %d", int(st))
 }
 
+// RelaxCaptureMode sets the calling OS thread's stream capture mode to
+// relaxed (CU_STREAM_CAPTURE_MODE_RELAXED): its calls, such as a query of
+// a stream of its own, neither fail nor invalidate a capture another
+// thread runs in global mode (PyTorch's default for torch.cuda.graph),
+// which they would otherwise do. For helper threads that never capture
+// (the executors' liveness pulse); lock the goroutine to its thread
+// first, since the mode is the thread's, and call restore (which puts
+// the thread's previous mode back) before unlocking it.
+func RelaxCaptureMode() (restore func(), err error) {
+	if err := Init(); err != nil {
+		return func() {}, err
+	}
+	mode := C.int(2) // CU_STREAM_CAPTURE_MODE_RELAXED; the previous mode comes back in it
+	if err := check("cuThreadExchangeStreamCaptureMode", C.mc_cuThreadExchangeStreamCaptureMode(&mode)); err != nil {
+		return func() {}, err
+	}
+	return func() { C.mc_cuThreadExchangeStreamCaptureMode(&mode) }, nil
+}
+
+// beginCaptureGlobal starts a capture on s in global mode, as
+// torch.cuda.graph does by default (BeginCapture is thread-local): for
+// the test that a relaxed helper thread leaves such a capture valid.
+func (s *Stream) beginCaptureGlobal() error {
+	if err := s.live("cuStreamBeginCapture"); err != nil {
+		return err
+	}
+	return check("cuStreamBeginCapture", C.mc_cuStreamBeginCapture(s.h, 0))
+}
+
 // Handle is the CUstream s stands for (0 for nil, the legacy default
 // stream): what a C caller passes as a stream.
 func (s *Stream) Handle() uintptr {

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"bytes"
+	"runtime"
 	"testing"
 )
 
@@ -65,5 +66,50 @@ func TestBorrowedStreamCapture(t *testing.T) {
 	}
 	if st, err := StreamOf(0).CaptureStatus(); err != nil || st != CaptureNone {
 		t.Fatalf("legacy stream: status %d, %v", st, err)
+	}
+}
+
+// A helper thread in relaxed capture mode (the executors' pulse) may
+// query a stream of its own while another thread captures in global
+// mode, torch.cuda.graph's default, and the capture stays valid. The
+// same query from a thread left in global mode is logged with what it
+// did to the capture: run6's torchrun graph check is where that mattered.
+func TestRelaxedThreadKeepsGlobalCapture(t *testing.T) {
+	setup(t)
+	for _, relaxed := range []bool{true, false} {
+		s, q := testStream(t), testStream(t)
+		if err := s.beginCaptureGlobal(); err != nil {
+			t.Fatal(err)
+		}
+		qerr := make(chan error, 1)
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			if relaxed {
+				restore, err := RelaxCaptureMode()
+				if err != nil {
+					qerr <- err
+					return
+				}
+				defer restore()
+			}
+			_, err := q.Query()
+			qerr <- err
+		}()
+		err := <-qerr
+		g, endErr := s.EndCapture()
+		if g != nil {
+			g.Destroy()
+		}
+		if relaxed {
+			if err != nil {
+				t.Errorf("relaxed thread's query during a global capture: %v", err)
+			}
+			if endErr != nil {
+				t.Errorf("a relaxed thread's query invalidated the global capture: %v", endErr)
+			}
+			continue
+		}
+		t.Logf("a thread in global mode queried its own stream during another's global capture: query %v; capture end %v", err, endErr)
 	}
 }

@@ -112,6 +112,7 @@ DECL(cuLaunchKernel, CUresult, (CUfunction, unsigned, unsigned, unsigned, unsign
 DECL(cuStreamBeginCapture, CUresult, (CUstream, int))
 DECL(cuStreamEndCapture, CUresult, (CUstream, CUgraph *))
 DECL(cuStreamIsCapturing, CUresult, (CUstream, int *))
+DECL(cuThreadExchangeStreamCaptureMode, CUresult, (int *))
 DECL(cuGraphInstantiateWithFlags, CUresult, (CUgraphExec *, CUgraph, unsigned long long))
 DECL(cuGraphLaunch, CUresult, (CUgraphExec, CUstream))
 DECL(cuGraphDestroy, CUresult, (CUgraph))
@@ -192,6 +193,7 @@ static struct sym syms[] = {
     S(cuStreamBeginCapture, "cuStreamBeginCapture_v2", "cuStreamBeginCapture"),
     S(cuStreamEndCapture, "cuStreamEndCapture"),
     S(cuStreamIsCapturing, "cuStreamIsCapturing"),
+    S(cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode"),
     S(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags"),
     S(cuGraphLaunch, "cuGraphLaunch"),
     S(cuGraphDestroy, "cuGraphDestroy"),
@@ -424,6 +426,7 @@ int mc_cuLaunchKernel1(uintptr_t f, unsigned gx, unsigned gy, unsigned gz,
 int mc_cuStreamBeginCapture(uintptr_t s, int mode) { CALLCTX(cuStreamBeginCapture, H(s), mode); }
 int mc_cuStreamEndCapture(uintptr_t s, uintptr_t *g) { CALLCTX(cuStreamEndCapture, H(s), (CUgraph *)g); }
 int mc_cuStreamIsCapturing(uintptr_t s, int *status) { CALLCTX(cuStreamIsCapturing, H(s), status); }
+int mc_cuThreadExchangeStreamCaptureMode(int *mode) { CALL(cuThreadExchangeStreamCaptureMode, mode); }
 int mc_cuGraphInstantiate(uintptr_t *ge, uintptr_t g) {
   CALLCTX(cuGraphInstantiateWithFlags, (CUgraphExec *)ge, H(g), 0);
 }
