@@ -27,7 +27,9 @@ import (
 // this process maps every rank's memory (own, alias or import, address).
 // Three launches per size, each fed the CPU executor's inputs and its
 // outputs compared bit for bit on every rank; then the teardown leaves
-// nothing open. Skips without a driver or VMM support.
+// nothing open. Both IPC modes: in one process both are the owners'
+// allocations (legacy handles could not be opened here at all before).
+// Skips without a driver; the vmm half without VMM support.
 func TestOpenRankOracle(t *testing.T) {
 	if err := cuda.Init(); err != nil {
 		if errors.Is(err, cuda.ErrNoDriver) {
@@ -35,10 +37,16 @@ func TestOpenRankOracle(t *testing.T) {
 		}
 		t.Fatal(err)
 	}
-	if ok, why, err := cuda.VMMSupported(0); err != nil || !ok {
+	for _, mode := range []cudadev.IPC{cudadev.IPCVMM, cudadev.IPCLegacy} {
+		t.Run(mode.String(), func(t *testing.T) { openRankOracle(t, mode) })
+	}
+}
+
+func openRankOracle(t *testing.T, mode cudadev.IPC) {
+	if ok, why, err := cuda.VMMSupported(0); mode == cudadev.IPCVMM && (err != nil || !ok) {
 		t.Skipf("no VMM handles: %s %v", why, err)
 	}
-	dev, err := cudadev.Open(cudadev.Options{IPC: cudadev.IPCVMM})
+	dev, err := cudadev.Open(cudadev.Options{IPC: mode})
 	if err != nil {
 		t.Fatal(err)
 	}
