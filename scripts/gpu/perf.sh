@@ -9,6 +9,9 @@
 #   ref    msccl-bench --reference: plan and hand-written kernel timed in
 #          one run on the same streams, grid and buffers, -c checking both;
 #          each plan row is followed by "reference NAME ... plan/reference R"
+#   latency  the ring-step goal (ping-pong vs ring steps at 1 KiB) and
+#          the host cost of a cached Run (BenchmarkHostCost beside
+#          runtime/cuda's BenchmarkLaunch)
 #   trace  msccl-bench --trace: NAME.json (GPU) beside NAME.cpu.json (the
 #          CPU executor's simulation), each traced run next to the same run
 #          untraced, so the rows state the tracing overhead
@@ -81,8 +84,18 @@ for part in $parts; do
       --tune-algos allreduce_allpairs_packet,allreduce_allpairs,allreduce_twoshot --tune-instances 1,2,4,8,16,32 \
       --tune-out "$OUT/tuned-allreduce-${ranks}r.yaml"
     ;;
+  latency)
+    # Issue 17's ring-step goal: time(ring at 8 ranks) / 7 steps against
+    # time(pingpong) / 16 hops (testdata/perf/pingpong.msccl: each hop is
+    # one put, signal and wait across a pair, what a ring step is made of).
+    step compile_pingpong "$root/.gpu/bin/msccl-compile" compile "$root/testdata/perf/pingpong.msccl" -o "$tmp/pingpong.json"
+    step pingpong16 "$bench" --plan "$tmp/pingpong.json" --ranks 2 -b 1K -e 1K -d f32 -G -n 200 -w 20
+    step allgather_ring8 "$bench" --algo allgather_ring --ranks 8 -b 1K -e 1K -d f32 -G -n 200 -w 20
+    step allreduce_ring8 "$bench" --algo allreduce_ring --ranks 8 -b 1K -e 1K -d f32 -G -n 200 -w 20
+    step hostcost bash "$root/.gpu/run" -test.run XXX -test.bench 'HostCost|^BenchmarkLaunch$' -test.benchmem
+    ;;
   *)
-    echo "perf.sh: unknown part $part (want tests, ref, trace, kernel, large, tune)"; exit 2
+    echo "perf.sh: unknown part $part (want tests, ref, trace, kernel, large, tune, latency)"; exit 2
     ;;
   esac
 done

@@ -1,0 +1,32 @@
+package compiler
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/msccl-go/msccl-go/executor/cpu"
+)
+
+// TestPerfPlans keeps the measurement-only programs of testdata/perf
+// (scripts/gpu/perf.sh compiles them on the GPU machine) compiling and
+// proven, so a language change cannot break a device session.
+func TestPerfPlans(t *testing.T) {
+	files, err := filepath.Glob("../testdata/perf/*.msccl")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no programs in testdata/perf (%v)", err)
+	}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, sm, ds := CompileSource(f, src, nil, Options{})
+		if ds.HasErrors() {
+			t.Fatalf("%s:\n%s", f, ds)
+		}
+		if vs := Verify(p, sm, nil, []cpu.DType{cpu.F32}); len(vs) > 0 {
+			t.Errorf("%s: not proven:\n%s", f, vs)
+		}
+	}
+}
