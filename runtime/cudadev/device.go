@@ -327,7 +327,10 @@ func (d *Device) aliasOf(data []byte, size int64) *Memory {
 		return nil
 	}
 	o := v.(*Memory)
-	if o.d.dev != d.dev || o.d.ctx != d.ctx || o.size != size {
+	// Devices of one ordinal share its primary context (Open retains
+	// it), so an address of one is valid for every other: the
+	// communicators of ranks as goroutines each open their own Device.
+	if o.d.dev != d.dev || o.size != size {
 		return nil
 	}
 	o.mu.Lock()

@@ -279,7 +279,10 @@ func TestImportOwnProcessAliases(t *testing.T) {
 	if len(h.Data) != legacyLen {
 		t.Fatalf("legacy handle of %d bytes, want %d", len(h.Data), legacyLen)
 	}
-	a, err := d.Import(h)
+	// The importer is another Device of the same GPU, as each rank's
+	// communicator opens its own.
+	d2 := &Device{dev: 3}
+	a, err := d2.Import(h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,8 +293,8 @@ func TestImportOwnProcessAliases(t *testing.T) {
 	if !strings.Contains(am.Mapping(), "alias") || !strings.Contains(o.Mapping(), "own") {
 		t.Errorf("mappings %q and %q do not say alias and own", am.Mapping(), o.Mapping())
 	}
-	if d.Live() != 2 {
-		t.Errorf("Live = %d with the owner and one alias open, want 2", d.Live())
+	if d.Live() != 1 || d2.Live() != 1 {
+		t.Errorf("Live = %d and %d with the owner and one alias open, want 1 and 1", d.Live(), d2.Live())
 	}
 	// The owner closes first (a peer goroutine still uses the memory):
 	// nothing is freed, and no new alias can be made.
@@ -308,6 +311,9 @@ func TestImportOwnProcessAliases(t *testing.T) {
 	if m := (&Device{dev: 4}).aliasOf(h.Data, 4096); m != nil {
 		t.Error("aliased across devices")
 	}
+	if m := d.aliasOf(h.Data, 4095); m != nil {
+		t.Error("aliased at another size")
+	}
 	// The last close frees the owner's memory: here, with no driver or a
 	// made-up address, the free is attempted and fails.
 	err = am.Close()
@@ -320,8 +326,8 @@ func TestImportOwnProcessAliases(t *testing.T) {
 	if err := am.Close(); err != nil {
 		t.Errorf("second Close of the alias: %v", err)
 	}
-	if d.Live() != 0 {
-		t.Errorf("Live = %d after every close, want 0", d.Live())
+	if d.Live() != 0 || d2.Live() != 0 {
+		t.Errorf("Live = %d and %d after every close, want 0", d.Live(), d2.Live())
 	}
 }
 
