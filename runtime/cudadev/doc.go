@@ -8,7 +8,10 @@
 // handle travels as bytes; a peer maps it with cuMemImportFromShareableHandle
 // and cuMemMap, or cuIpcOpenMemHandle. The semaphore words of a plan's
 // channels (comm.Connect) are such memory too, so kernels signal peers in
-// device memory.
+// device memory. A peer in the exporter's own process (ranks as
+// goroutines) is given the owner's allocation at the owner's address
+// instead of a second mapping, found by the tag every handle carries, so
+// that no kernel reaches one location through two virtual addresses.
 //
 // cudadev owns choosing the device, allocating, exporting, importing and
 // unmapping; how handles travel is runtime/comm's, what runs on the
