@@ -67,10 +67,15 @@ for part in $parts; do
     mkdir -p "$OUT/mps" "$tmp/mps"
     export CUDA_MPS_PIPE_DIRECTORY=$tmp/mps CUDA_MPS_LOG_DIRECTORY=$OUT/mps
     nvidia-smi -q -d COMPUTE,MEMORY > "$OUT/mps/nvidia-smi.txt" 2>&1
+    # MPS clients talk to the server through shared memory: a container's
+    # small /dev/shm (64 MB by default) is one suspect for run5's refused
+    # fourth context, so its size and use are logged before and after.
+    { env | grep '^CUDA_MPS' ; df -h /dev/shm; } > "$OUT/mps/shm.txt" 2>&1
     nvidia-cuda-mps-control -d && step mps-start echo started
     for n in ${MPS_RANKS:-2 3 4}; do
       matrix "$ipcs" "$n"
       echo get_server_list | nvidia-cuda-mps-control >> "$OUT/mps/servers.txt" 2>&1
+      { echo "after $n ranks:"; df -h /dev/shm; ls -la /dev/shm | tail -n +2 | wc -l; } >> "$OUT/mps/shm.txt" 2>&1
     done
     echo quit | nvidia-cuda-mps-control
     ;;
