@@ -82,16 +82,8 @@ func TestGPUProbeBusyDevice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	busy, err := Open(busyPlan, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer busy.Close()
-	bb, err := busy.Alloc(256 << 20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bb.Free()
+	busy, bb, done := openAlloc(t, busyPlan, Options{}, 256<<20)
+	defer done()
 	e, err := Open(p, Options{Timeout: 2 * time.Second})
 	if err != nil {
 		t.Logf("port plan beside a busy executor: open refused: %v", err)

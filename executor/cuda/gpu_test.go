@@ -32,15 +32,29 @@ func needGPU(t *testing.T) {
 
 func loadPlan(t testing.TB, path string) *ir.Plan {
 	t.Helper()
-	data, err := os.ReadFile(path)
+	p, _, err := ir.LoadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, _, err := ir.Load(data)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
 	return p
+}
+
+// openAlloc opens p and allocates size bytes per rank. done frees the
+// buffers and then closes the executor (the order a deferred pair would
+// run in); callers defer it inside their gpuMu section, so the device is
+// released before the next test takes the lock.
+func openAlloc(t testing.TB, p *ir.Plan, opt Options, size int64) (*Executor, *Buffers, func()) {
+	t.Helper()
+	e, err := Open(p, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := e.Alloc(size)
+	if err != nil {
+		e.Close()
+		t.Fatal(err)
+	}
+	return e, b, func() { b.Free(); e.Close() }
 }
 
 // planFiles lists the non-switch peer fixtures.
@@ -123,21 +137,13 @@ func TestGPUWatchdog(t *testing.T) {
 	}
 	gpuMu.Lock()
 	defer gpuMu.Unlock()
-	e, err := Open(p, Options{Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	bufs, err := e.Alloc(1 << 20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bufs.Free()
+	e, bufs, done := openAlloc(t, p, Options{Timeout: time.Second}, 1<<20)
+	defer done()
 	st := time.Now()
 	if err := e.Run(Call{Buffers: bufs, DType: ir.F32}); err != nil {
 		t.Fatal(err)
 	}
-	err = e.Wait(nil)
+	err := e.Wait(nil)
 	d := time.Since(st)
 	var h *HangError
 	if !errors.As(err, &h) {

@@ -26,15 +26,8 @@ func BenchmarkHostCost(b *testing.B) {
 	}
 	gpuMu.Lock()
 	defer gpuMu.Unlock()
-	e, err := Open(p, Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer e.Close()
-	bufs, err := e.Alloc(1024)
-	if err != nil {
-		b.Fatal(err)
-	}
+	e, bufs, done := openAlloc(b, p, Options{}, 1024)
+	defer done()
 	call := Call{Buffers: bufs, DType: ir.F16, Reduce: ir.ReduceSum}
 	if err := e.Prepare(call); err != nil {
 		b.Fatal(err)

@@ -33,16 +33,8 @@ func openAlgo(t *testing.T, algo string, defs map[string]int64, size int64) (*Ex
 	}
 	gpuMu.Lock()
 	t.Cleanup(gpuMu.Unlock)
-	e, err := Open(p, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	b, err := e.Alloc(size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Free() })
+	e, b, done := openAlloc(t, p, Options{}, size)
+	t.Cleanup(done)
 	return e, b
 }
 

@@ -98,16 +98,8 @@ func TestGPUTrace(t *testing.T) {
 			}
 			gpuMu.Lock()
 			defer gpuMu.Unlock()
-			e, err := Open(p, Options{Trace: 64})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.Close()
-			b, err := e.Alloc(64 << 10)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Free()
+			e, b, done := openAlloc(t, p, Options{Trace: 64}, 64<<10)
+			defer done()
 			for i := 0; i < 2; i++ {
 				if err := e.Run(Call{Buffers: b, DType: ir.F32}); err != nil {
 					t.Fatal(err)
