@@ -562,14 +562,7 @@ func TestBrokenSymbolic(t *testing.T) {
 	for _, c := range brokenCases {
 		name := strings.TrimSuffix(c.file, ".json")
 		t.Run(name, func(t *testing.T) {
-			p := loadPlan(t, filepath.Join(brokenDir, c.file))
-			rep, err := Run(p, Options{Size: sizes(p)[0] * 4, Symbolic: true, Seed: 1, Launches: c.launches})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if rep.Verdict != c.want {
-				t.Fatalf("verdict %s, want %s (%s)\n%s", rep.Verdict, c.want, c.why, rep)
-			}
+			rep := c.run(t, Options{Symbolic: true})
 			if c.want != WrongResult {
 				return
 			}
