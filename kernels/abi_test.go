@@ -3,7 +3,6 @@ package kernels
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/nvrtc"
+	"github.com/msccl-go/msccl-go/runtime/nvrtc/nvrtctest"
 )
 
 // TestGeneratedFilesFresh regenerates the device-interface files into a
@@ -122,12 +122,7 @@ func TestEncodeIsMemoryImage(t *testing.T) {
 // TestLayoutAssertionsBite: NVRTC must reject a kernel whose structs
 // disagree with Go, or the assertions prove nothing.
 func TestLayoutAssertionsBite(t *testing.T) {
-	if _, _, err := nvrtc.Version(); err != nil {
-		if errors.Is(err, nvrtc.ErrNoNVRTC) {
-			t.Skipf("NVRTC not installed: %v", err)
-		}
-		t.Fatal(err)
-	}
+	nvrtctest.Need(t)
 	src, err := SourceFor(ir.F32, 16)
 	if err != nil {
 		t.Fatal(err)

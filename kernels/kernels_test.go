@@ -1,13 +1,13 @@
 package kernels
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/nvrtc"
+	"github.com/msccl-go/msccl-go/runtime/nvrtc/nvrtctest"
 )
 
 func TestHeaderFollowsOpTable(t *testing.T) {
@@ -23,12 +23,7 @@ func TestHeaderFollowsOpTable(t *testing.T) {
 // TestCompilePTX compiles every kernel instance to PTX for compute_90 with
 // whatever NVRTC is installed (CI: Debian's 11.8 without CUDA headers).
 func TestCompilePTX(t *testing.T) {
-	if _, _, err := nvrtc.Version(); err != nil {
-		if errors.Is(err, nvrtc.ErrNoNVRTC) {
-			t.Skipf("NVRTC not installed: %v", err)
-		}
-		t.Fatal(err)
-	}
+	nvrtctest.Need(t)
 	cases := []struct {
 		dt ir.DType
 		ll int
@@ -135,12 +130,7 @@ func TestCompileTracePTX(t *testing.T) {
 	if strings.Contains(plain, "#define MSCCL_TRACE") || !strings.HasPrefix(src, "#define MSCCL_TRACE 1\n") {
 		t.Fatal("MSCCL_TRACE defined in the wrong instance")
 	}
-	if _, _, err := nvrtc.Version(); err != nil {
-		if errors.Is(err, nvrtc.ErrNoNVRTC) {
-			t.Skipf("NVRTC not installed: %v", err)
-		}
-		t.Fatal(err)
-	}
+	nvrtctest.Need(t)
 	name, _ := KernelName(ir.F16, 16)
 	ptx, log, err := nvrtc.Compile(src, name+"_trace.cu", CompileOptions("compute_90"))
 	if err != nil {

@@ -1,12 +1,12 @@
 package kernels
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/nvrtc"
+	"github.com/msccl-go/msccl-go/runtime/nvrtc/nvrtctest"
 )
 
 // TestReduceNoSpill compiles kernel instances down to sm_90 machine code
@@ -17,12 +17,7 @@ import (
 // source, the latency the batch is there to hide (RED_BATCH in
 // executor.cu).
 func TestReduceNoSpill(t *testing.T) {
-	if _, _, err := nvrtc.Version(); err != nil {
-		if errors.Is(err, nvrtc.ErrNoNVRTC) {
-			t.Skipf("NVRTC not installed: %v", err)
-		}
-		t.Fatal(err)
-	}
+	nvrtctest.Need(t)
 	cases := []ir.DType{ir.F16, ir.F8E4M3, ir.F32}
 	if testing.Short() {
 		cases = cases[:1]

@@ -3,7 +3,6 @@ package reference
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"strings"
 	"testing"
 	"unsafe"
@@ -11,18 +10,14 @@ import (
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/kernels"
 	"github.com/msccl-go/msccl-go/runtime/nvrtc"
+	"github.com/msccl-go/msccl-go/runtime/nvrtc/nvrtctest"
 )
 
 // TestCompilePTX compiles reference kernels with whatever NVRTC is
 // installed (CI: Debian's 11.8) down to sm_80 machine code, which checks
 // RefArgs against Args and that no kernel spills to local memory.
 func TestCompilePTX(t *testing.T) {
-	if _, _, err := nvrtc.Version(); err != nil {
-		if errors.Is(err, nvrtc.ErrNoNVRTC) {
-			t.Skipf("NVRTC not installed: %v", err)
-		}
-		t.Fatal(err)
-	}
+	nvrtctest.Need(t)
 	cases := []struct {
 		k  string
 		dt ir.DType
