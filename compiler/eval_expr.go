@@ -34,6 +34,14 @@ func precedence(op string) int {
 	return 0
 }
 
+// evalPair evaluates both expressions, the second even when the first
+// fails, so that one statement reports the errors of both.
+func (ev *evaluator) evalPair(a, b *dsl.Expr) (x, y int64, ok bool) {
+	x, okA := ev.eval(a)
+	y, okB := ev.eval(b)
+	return x, y, okA && okB
+}
+
 // eval evaluates an integer expression; problems are reported and ok is
 // false. It runs once per op of a million-op program, so it keeps its
 // stacks in small arrays and spells operand ranges only for an error.

@@ -480,9 +480,8 @@ func (ev *evaluator) stmts(ss []*dsl.Stmt, onRank, onTB int, top bool) []*evOp {
 				ev.st.errorf(r(), "", "`on` blocks cannot be nested")
 				continue
 			}
-			rk, ok1 := ev.eval(s.On.Rank)
-			tb, ok2 := ev.eval(s.On.TB)
-			if !ok1 || !ok2 {
+			rk, tb, ok := ev.evalPair(s.On.Rank, s.On.TB)
+			if !ok {
 				continue
 			}
 			if rk < 0 || rk >= int64(ev.st.hdr.ranks) {
@@ -502,9 +501,8 @@ func (ev *evaluator) stmts(ss []*dsl.Stmt, onRank, onTB int, top bool) []*evOp {
 				ev.st.errorf(r(), "put it inside an `on rank(r) tb N { ... }` block", "pipeline is a channel-level op")
 				continue
 			}
-			unit, ok1 := ev.eval(s.Pipeline.Unit)
-			n, ok2 := ev.eval(s.Pipeline.Chunks)
-			if !ok1 || !ok2 {
+			unit, n, ok := ev.evalPair(s.Pipeline.Unit, s.Pipeline.Chunks)
+			if !ok {
 				continue
 			}
 			if unit < 1 || unit > 1<<40 || n < 0 || n > maxChunks {
