@@ -112,12 +112,9 @@ func Open(p *ir.Plan, opt Options) (*Executor, error) {
 	if err := checkPlan(p, opt.AllowMulticast); err != nil {
 		return nil, err
 	}
-	rule, err := p.SizeRule()
+	rule, err := openRule(p, &opt)
 	if err != nil {
-		return nil, fmt.Errorf("cudaexec: %w", err)
-	}
-	if opt.Timeout <= 0 {
-		opt.Timeout = 5 * time.Second
+		return nil, err
 	}
 	if opt.FifoEntries <= 0 {
 		opt.FifoEntries = 1024

@@ -45,6 +45,19 @@ type RankExecutor struct {
 	closed bool
 }
 
+// openRule is what Open and OpenRank both do to a checked plan: derive its
+// size rule and default the watchdog timeout (5 s) in opt.
+func openRule(p *ir.Plan, opt *Options) (ir.SizeRule, error) {
+	rule, err := p.SizeRule()
+	if err != nil {
+		return rule, fmt.Errorf("cudaexec: %w", err)
+	}
+	if opt.Timeout <= 0 {
+		opt.Timeout = 5 * time.Second
+	}
+	return rule, nil
+}
+
 // OpenRank prepares p on this rank of c, whose device must be the CUDA
 // device: every rank calls it with the same plan (collective). Options
 // are Executor's; PortCopy must be Auto or SM, Trace 0.
@@ -59,12 +72,9 @@ func OpenRank(ctx context.Context, c *comm.Comm, p *ir.Plan, opt Options) (*Rank
 	if err := rankPlanCheck(p, c, opt); err != nil {
 		return nil, err
 	}
-	rule, err := p.SizeRule()
+	rule, err := openRule(p, &opt)
 	if err != nil {
-		return nil, fmt.Errorf("cudaexec: %w", err)
-	}
-	if opt.Timeout <= 0 {
-		opt.Timeout = 5 * time.Second
+		return nil, err
 	}
 	opt.PortCopy = PortCopySM
 	arch, sms, err := deviceArch(dev.Context().Device())
