@@ -338,12 +338,8 @@ func (e *Executor) Close() error {
 	if e == nil {
 		return nil
 	}
-	var first error
-	keep := func(err error) {
-		if err != nil && first == nil {
-			first = err
-		}
-	}
+	var first firstErr
+	keep := first.keep
 	for _, rs := range e.ranks {
 		if rs != nil && rs.stream != nil {
 			keep(rs.stream.Synchronize())
@@ -391,7 +387,7 @@ func (e *Executor) Close() error {
 		keep(e.fork.Destroy())
 		e.fork = nil
 	}
-	return first
+	return first.err
 }
 
 // u64At views 8 bytes of mapped host memory for atomic access.

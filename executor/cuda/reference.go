@@ -227,19 +227,17 @@ func (ref *Reference) Release(bufs *Buffers) error {
 		}
 	}
 	pk := ptrKey(bufs)
-	var first error
+	var first firstErr
 	for k, b := range ref.binds {
 		if k.ptrs != pk {
 			continue
 		}
 		for _, p := range b.mem {
-			if err := cuda.Free(p); err != nil && first == nil {
-				first = err
-			}
+			first.keep(cuda.Free(p))
 		}
 		delete(ref.binds, k)
 	}
-	return first
+	return first.err
 }
 
 // Close frees everything the reference allocated; the executor stays open.
@@ -247,12 +245,8 @@ func (ref *Reference) Close() error {
 	if ref == nil {
 		return nil
 	}
-	var first error
-	keep := func(err error) {
-		if err != nil && first == nil {
-			first = err
-		}
-	}
+	var first firstErr
+	keep := first.keep
 	for _, rs := range ref.e.ranks {
 		keep(rs.stream.Synchronize())
 	}
@@ -274,5 +268,5 @@ func (ref *Reference) Close() error {
 		keep(cuda.Free(ref.state))
 		ref.state = 0
 	}
-	return first
+	return first.err
 }

@@ -101,20 +101,16 @@ func (e *Executor) Wrap(size int64, in, out []cuda.DevicePtr) (*Buffers, error) 
 
 // Free releases buffers that Alloc made.
 func (b *Buffers) Free() error {
-	var first error
+	var first firstErr
 	for _, p := range b.owned {
-		if err := cuda.Free(p); err != nil && first == nil {
-			first = err
-		}
+		first.keep(cuda.Free(p))
 	}
 	b.owned = nil
 	if b.stage != nil {
-		if err := b.stage.Free(); err != nil && first == nil {
-			first = err
-		}
+		first.keep(b.stage.Free())
 		b.stage = nil
 	}
-	return first
+	return first.err
 }
 
 // Call is one collective: buffers, element type, reduction (applied where
@@ -151,16 +147,14 @@ type binding struct {
 }
 
 func (b *binding) free() error {
-	var first error
+	var first firstErr
 	for _, p := range b.mem {
 		if p != 0 {
-			if err := cuda.Free(p); err != nil && first == nil {
-				first = err
-			}
+			first.keep(cuda.Free(p))
 		}
 	}
 	b.mem = nil
-	return first
+	return first.err
 }
 
 const maxBindings = 16

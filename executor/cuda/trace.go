@@ -50,14 +50,12 @@ func (t *timeline) free() error {
 	if t == nil {
 		return nil
 	}
-	var first error
+	var first firstErr
 	for _, p := range t.bufs {
-		if err := cuda.Free(p); err != nil && first == nil {
-			first = err
-		}
+		first.keep(cuda.Free(p))
 	}
 	t.bufs = nil
-	return first
+	return first.err
 }
 
 // TraceOp is one op a traced kernel ran.
