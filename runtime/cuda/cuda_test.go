@@ -75,51 +75,41 @@ func setup(t testing.TB) *Context {
 // setup), failing it on error and freeing at its end.
 func testMalloc(t testing.TB, n int64) DevicePtr {
 	t.Helper()
-	p, err := Malloc(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { Free(p) })
-	return p
+	return owned(t, Free)(Malloc(n))
 }
 
 func testStream(t testing.TB) *Stream {
 	t.Helper()
-	s, err := NewStream(true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Destroy() })
-	return s
+	return owned(t, (*Stream).Destroy)(NewStream(true))
 }
 
 func testEvent(t testing.TB, timing bool) *Event {
 	t.Helper()
-	e, err := NewEvent(timing)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Destroy() })
-	return e
+	return owned(t, (*Event).Destroy)(NewEvent(timing))
 }
 
 func testHostMem(t testing.TB, n int64) *HostMem {
 	t.Helper()
-	h, err := HostAllocMapped(n)
-	if err != nil {
-		t.Fatal(err)
+	return owned(t, (*HostMem).Free)(HostAllocMapped(n))
+}
+
+// owned takes what a constructor returned, fails t on its error and
+// releases the value when the test ends: the shape of every test*
+// helper above, written once (used as owned(t, Free)(Malloc(n))).
+func owned[T any](t testing.TB, release func(T) error) func(T, error) T {
+	return func(v T, err error) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { release(v) })
+		return v
 	}
-	t.Cleanup(func() { h.Free() })
-	return h
 }
 
 func loadAdd1(t testing.TB) (*Module, *Function) {
 	t.Helper()
-	m, err := LoadModule([]byte(add1PTX))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Unload() })
+	m := owned(t, (*Module).Unload)(LoadModule([]byte(add1PTX)))
 	f, err := m.Function("add1")
 	if err != nil {
 		t.Fatal(err)
@@ -281,11 +271,7 @@ func TestStreamsAndEvents(t *testing.T) {
 		}
 	}
 	a, b := testMalloc(t, n), testMalloc(t, n)
-	s1, err := NewStream(true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s1.Destroy()
+	s1 := testStream(t)
 	s2, err := NewStream(false)
 	if err != nil {
 		t.Fatal(err)
@@ -328,16 +314,11 @@ func TestKernelLaunch(t *testing.T) {
 	setup(t)
 	m, f := loadAdd1(t)
 	const n = 1000
-	p, err := Malloc(4 * n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer Free(p)
+	p := testMalloc(t, 4*n)
 	if err := Memset8(p, 0, 4*n); err != nil {
 		t.Fatal(err)
 	}
-	s, _ := NewStream(true)
-	defer s.Destroy()
+	s := testStream(t)
 	arg, cnt := uint64(p), uint32(n)
 	for i := 0; i < 3; i++ {
 		if err := f.Launch([3]uint32{(n + 255) / 256, 1, 1}, [3]uint32{256, 1, 1}, 0, s,

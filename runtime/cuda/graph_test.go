@@ -8,21 +8,9 @@ import (
 
 func TestWriteValue64(t *testing.T) {
 	setup(t)
-	s, err := NewStream(true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Destroy()
-	d, err := Malloc(16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer Free(d)
-	h, err := HostAllocMapped(16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Free()
+	s := testStream(t)
+	d := testMalloc(t, 16)
+	h := testHostMem(t, 16)
 	fb, err := s.writeValueKernel()
 	if err != nil {
 		t.Fatal(err)
@@ -67,24 +55,12 @@ func TestGraphCaptureReplay(t *testing.T) {
 	setup(t)
 	_, f := loadAdd1(t)
 	const n = 256
-	p, err := Malloc(4 * n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer Free(p)
-	flag, err := Malloc(8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer Free(flag)
+	p := testMalloc(t, 4*n)
+	flag := testMalloc(t, 8)
 	if err := Memset8(p, 0, 4*n); err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewStream(true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Destroy()
+	s := testStream(t)
 	if err := s.BeginCapture(); err != nil {
 		t.Fatal(err)
 	}
@@ -163,11 +139,7 @@ func TestPeerAndIPC(t *testing.T) {
 		}
 		peer.Release()
 	}
-	p, err := Malloc(1 << 20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer Free(p)
+	p := testMalloc(t, 1<<20)
 	h, err := IpcGetMemHandle(p)
 	if err != nil {
 		t.Fatal(err)
@@ -190,13 +162,8 @@ func TestPeerAndIPC(t *testing.T) {
 func BenchmarkLaunch(b *testing.B) {
 	setup(b)
 	_, f := loadAdd1(b)
-	p, err := Malloc(4)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer Free(p)
-	s, _ := NewStream(true)
-	defer s.Destroy()
+	p := testMalloc(b, 4)
+	s := testStream(b)
 	arg, cnt := uint64(p), uint32(1)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

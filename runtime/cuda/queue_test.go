@@ -93,11 +93,7 @@ LOOP:
 // loadSpin loads spinPTX for the test and returns its kernel.
 func loadSpin(t *testing.T) *Function {
 	t.Helper()
-	m, err := LoadModule([]byte(spinPTX))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Unload() })
+	m := owned(t, (*Module).Unload)(LoadModule([]byte(spinPTX)))
 	spin, err := m.Function("spin")
 	if err != nil {
 		t.Fatal(err)
