@@ -358,27 +358,7 @@ func (e *Executor) Close() error {
 	}
 	e.fns = map[fnKey]*fnEntry{}
 	for _, rs := range e.ranks {
-		if rs == nil {
-			continue
-		}
-		if rs.stream != nil {
-			keep(rs.stream.Destroy())
-		}
-		if rs.done != nil {
-			keep(rs.done.Destroy())
-		}
-		if rs.watch != nil {
-			keep(rs.watch.Free())
-		}
-		if rs.fifo != nil {
-			keep(rs.fifo.Free())
-		}
-		if rs.portIn != nil {
-			keep(rs.portIn.Free())
-		}
-		if rs.static != 0 {
-			keep(cuda.Free(rs.static))
-		}
+		rs.free(keep)
 	}
 	keep(e.tl.free())
 	e.tl = nil

@@ -254,17 +254,7 @@ func (e *RankExecutor) Close() error {
 			keep(b.free())
 		}
 	}
-	if rs != nil {
-		if rs.stream != nil {
-			keep(rs.stream.Destroy())
-		}
-		if rs.watch != nil {
-			keep(rs.watch.Free())
-		}
-		if rs.static != 0 {
-			keep(cuda.Free(rs.static))
-		}
-	}
+	rs.free(keep)
 	for _, f := range e.k.fns {
 		keep(f.mod.Unload())
 	}
