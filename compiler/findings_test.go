@@ -16,10 +16,7 @@ import (
 // to must be the executor's own: a finding that lost or changed its code
 // fails here, not in a caller's verdict.
 func TestFindingKindsAgreeWithExecutor(t *testing.T) {
-	files, _ := filepath.Glob("../testdata/wrong/*.txtar")
-	if len(files) == 0 {
-		t.Fatal("no testdata/wrong corpus")
-	}
+	files := corpus(t, "../testdata/wrong/*.txtar", 1)
 	seen := map[string]bool{}
 	for _, f := range files {
 		ar, err := txtar.ParseFile(f)

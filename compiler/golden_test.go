@@ -91,10 +91,7 @@ func formatDefines(d map[string]int64) string {
 // pass-level goldens), or "fmt" (expected canonical formatting in
 // "formatted").
 func TestDiagnosticGoldens(t *testing.T) {
-	files, _ := filepath.Glob("../testdata/dsl/*.txtar")
-	if len(files) < 20 {
-		t.Fatalf("want at least 20 diagnostic cases, have %d", len(files))
-	}
+	files := corpus(t, "../testdata/dsl/*.txtar", 20)
 	for _, f := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(f), ".txtar"), func(t *testing.T) {
 			ar, err := txtar.ParseFile(f)

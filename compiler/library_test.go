@@ -38,9 +38,18 @@ func librarySizes(p *ir.Plan) []int64 {
 }
 
 func libraryFiles(t testing.TB) []string {
-	files, err := filepath.Glob("../algorithms/*.msccl")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no algorithms found: %v", err)
+	t.Helper()
+	return corpus(t, "../algorithms/*.msccl", 1)
+}
+
+// corpus lists the files matching pattern (relative to the package) and
+// fails t when fewer than min match: a moved or emptied folder must fail
+// the test that walks it, not pass it on nothing.
+func corpus(t testing.TB, pattern string, min int) []string {
+	t.Helper()
+	files, err := filepath.Glob(pattern)
+	if err != nil || len(files) < min {
+		t.Fatalf("%s: want at least %d files, have %d (%v)", pattern, min, len(files), err)
 	}
 	return files
 }

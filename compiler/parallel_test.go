@@ -18,15 +18,13 @@ func TestParallelDeterminism(t *testing.T) {
 	if testing.Short() {
 		t.Skip("compiles every algorithm twice at 64 ranks")
 	}
-	files, err := filepath.Glob("../algorithms/*.msccl")
-	if err != nil || len(files) == 0 {
-		t.Fatal("no algorithms", err)
-	}
+	files := libraryFiles(t)
 	compile := func(procs int, name string, src []byte, defs map[string]int64) (string, string) {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 		p, _, ds := CompileSource(name, src, defs, Options{})
 		var js []byte
 		if p != nil {
+			var err error
 			if js, err = ir.Encode(p); err != nil {
 				t.Fatal(err)
 			}

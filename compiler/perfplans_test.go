@@ -2,7 +2,6 @@ package compiler
 
 import (
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/msccl-go/msccl-go/executor/cpu"
@@ -12,10 +11,7 @@ import (
 // (scripts/gpu/perf.sh compiles them on the GPU machine) compiling and
 // proven, so a language change cannot break a device session.
 func TestPerfPlans(t *testing.T) {
-	files, err := filepath.Glob("../testdata/perf/*.msccl")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no programs in testdata/perf (%v)", err)
-	}
+	files := corpus(t, "../testdata/perf/*.msccl", 1)
 	for _, f := range files {
 		src, err := os.ReadFile(f)
 		if err != nil {

@@ -17,10 +17,7 @@ import (
 // scatter at 2..8 ranks and every root (the library proofs take root 0), and proves each plan on the
 // CPU executor at the byte level and symbolically.
 func TestRootedSchedules(t *testing.T) {
-	files, _ := filepath.Glob("../testdata/dsl/coll_*.txtar")
-	if len(files) < 5 {
-		t.Fatalf("want the coll_* schedules, have %d", len(files))
-	}
+	files := corpus(t, "../testdata/dsl/coll_*.txtar", 5)
 	for _, a := range []string{"broadcast", "reduce", "gather", "scatter"} {
 		files = append(files, "../algorithms/"+a+"_direct.msccl")
 	}

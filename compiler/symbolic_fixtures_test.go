@@ -22,10 +22,7 @@ var symbolicFixture = regexp.MustCompile(`^([a-z_]+)_r([0-9]+)\.json$`)
 // check plans nobody runs (they had been compiled before uniform scratch
 // and the size rule, and were). -update rewrites them.
 func TestSymbolicFixturesFresh(t *testing.T) {
-	paths, err := filepath.Glob("../testdata/symbolic/*.json")
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("no plans in testdata/symbolic: %v", err)
-	}
+	paths := corpus(t, "../testdata/symbolic/*.json", 1)
 	seen := map[string]bool{}
 	for _, path := range paths {
 		m := symbolicFixture.FindStringSubmatch(filepath.Base(path))
