@@ -20,16 +20,7 @@ func TestParallelDeterminism(t *testing.T) {
 	}
 	files := libraryFiles(t)
 	compile := func(procs int, name string, src []byte, defs map[string]int64) (string, string) {
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
-		p, _, ds := CompileSource(name, src, defs, Options{})
-		var js []byte
-		if p != nil {
-			var err error
-			if js, err = ir.Encode(p); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return string(js), ds.String()
+		return compileOn(t, procs, name, src, defs, Options{})
 	}
 	for _, f := range files {
 		src, err := os.ReadFile(f)
@@ -73,16 +64,7 @@ func TestParallelLoops(t *testing.T) {
 	}
 	for _, c := range cases {
 		compile := func(procs int) (string, string) {
-			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
-			p, _, ds := CompileSource(c.name, []byte(c.src), nil, Options{MaxOps: c.maxOps})
-			var js []byte
-			if p != nil {
-				var err error
-				if js, err = ir.Encode(p); err != nil {
-					t.Fatal(err)
-				}
-			}
-			return string(js), ds.String()
+			return compileOn(t, procs, c.name, []byte(c.src), nil, Options{MaxOps: c.maxOps})
 		}
 		js1, ds1 := compile(1)
 		js4, ds4 := compile(4)
@@ -93,4 +75,21 @@ func TestParallelLoops(t *testing.T) {
 			t.Errorf("%s: plan %v, diagnostics:\n%s", c.name, js1 != "", ds1)
 		}
 	}
+}
+
+// compileOn compiles src with GOMAXPROCS set to procs and returns the
+// plan's JSON ("" when there is none) and the diagnostics' text, what the
+// determinism tests compare across worker counts.
+func compileOn(t *testing.T, procs int, name string, src []byte, defs map[string]int64, opts Options) (string, string) {
+	t.Helper()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+	p, _, ds := CompileSource(name, src, defs, opts)
+	var js []byte
+	if p != nil {
+		var err error
+		if js, err = ir.Encode(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return string(js), ds.String()
 }
