@@ -22,10 +22,7 @@ func BenchmarkCompile(b *testing.B) {
 		}
 		name := strings.TrimSuffix(filepath.Base(f), ".msccl")
 		b.Run(name, func(b *testing.B) {
-			defs := map[string]int64{"ranks": 8}
-			if strings.Contains(name, "hierarchical") {
-				defs = map[string]int64{"nodes": 2, "gpus_per_node": 4, "ranks": 8}
-			}
+			defs := libraryDefs(name, 8, 4)
 			for i := 0; i < b.N; i++ {
 				if _, _, ds := CompileSource(name, src, defs, Options{}); ds.HasErrors() {
 					b.Fatal(ds)

@@ -27,10 +27,7 @@ func TestAlgorithmGoldens(t *testing.T) {
 	for _, f := range libraryFiles(t) {
 		name := strings.TrimSuffix(filepath.Base(f), ".msccl")
 		t.Run(name, func(t *testing.T) {
-			defs := map[string]int64{"ranks": 4}
-			if strings.Contains(name, "hierarchical") {
-				defs = map[string]int64{"nodes": 2, "gpus_per_node": 2, "ranks": 4}
-			}
+			defs := libraryDefs(name, 4, 2)
 			src, err := os.ReadFile(f)
 			if err != nil {
 				t.Fatal(err)

@@ -101,3 +101,13 @@ func TestPassDumps(t *testing.T) {
 		t.Errorf("unknown pass name: %s", ds)
 	}
 }
+
+// libraryDefs are the defines a library algorithm compiles with at ranks
+// ranks: the hierarchical ones also take the machine's shape, nodes of
+// gpusPerNode GPUs.
+func libraryDefs(name string, ranks, gpusPerNode int64) map[string]int64 {
+	if strings.Contains(name, "hierarchical") {
+		return map[string]int64{"nodes": ranks / gpusPerNode, "gpus_per_node": gpusPerNode, "ranks": ranks}
+	}
+	return map[string]int64{"ranks": ranks}
+}

@@ -28,10 +28,7 @@ func TestParallelDeterminism(t *testing.T) {
 			t.Fatal(err)
 		}
 		name := strings.TrimSuffix(filepath.Base(f), ".msccl")
-		defs := map[string]int64{"ranks": 64}
-		if strings.Contains(name, "hierarchical") {
-			defs = map[string]int64{"nodes": 8, "gpus_per_node": 8, "ranks": 64}
-		}
+		defs := libraryDefs(name, 64, 8)
 		// Two workers walk with one shard, four with two.
 		js1, ds1 := compile(1, name, src, defs)
 		for _, procs := range []int{2, 4} {

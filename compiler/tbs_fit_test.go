@@ -27,10 +27,7 @@ func TestAutoBlocksFitLimits(t *testing.T) {
 				t.Fatal(ds)
 			}
 			dropTB(file.Stmts)
-			defs := map[string]int64{"ranks": 16}
-			if strings.Contains(name, "hierarchical") {
-				defs = map[string]int64{"nodes": 2, "gpus_per_node": 8, "ranks": 16}
-			}
+			defs := libraryDefs(name, 16, 8)
 			p, sm, ds := Compile(file, defs, Options{Check: true})
 			if ds.HasErrors() {
 				t.Fatal(ds)
