@@ -59,13 +59,7 @@ func LoadModule(image []byte) (*Module, error) {
 }
 
 func (m *Module) live(call string) error {
-	if err := Init(); err != nil {
-		return err
-	}
-	if m == nil || m.h == 0 {
-		return fmt.Errorf("cuda: %s: nil or unloaded module", call)
-	}
-	return nil
+	return liveHandle(call, m == nil || m.h == 0, "unloaded module")
 }
 
 // Function looks up a kernel by its (extern "C" or mangled) name.

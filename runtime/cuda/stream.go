@@ -28,11 +28,19 @@ func (s *Stream) handle() C.uintptr_t {
 }
 
 func (s *Stream) live(call string) error {
+	return liveHandle(call, s == nil || s.h == 0, "destroyed stream")
+}
+
+// liveHandle is the check before every call on a handle (stream, event,
+// module): the driver is loaded, and the handle is not gone (nil or
+// released; what says which, as in "destroyed stream"), so a use after
+// Destroy is an error naming the call instead of a driver crash.
+func liveHandle(call string, gone bool, what string) error {
 	if err := Init(); err != nil {
 		return err
 	}
-	if s == nil || s.h == 0 {
-		return fmt.Errorf("cuda: %s: nil or destroyed stream", call)
+	if gone {
+		return fmt.Errorf("cuda: %s: nil or %s", call, what)
 	}
 	return nil
 }
@@ -212,13 +220,7 @@ func (s *Stream) WaitEvent(e *Event) error {
 type Event struct{ h C.uintptr_t }
 
 func (e *Event) live(call string) error {
-	if err := Init(); err != nil {
-		return err
-	}
-	if e == nil || e.h == 0 {
-		return fmt.Errorf("cuda: %s: nil or destroyed event", call)
-	}
-	return nil
+	return liveHandle(call, e == nil || e.h == 0, "destroyed event")
 }
 
 // NewEvent creates an event; timing=false (CU_EVENT_DISABLE_TIMING) makes
