@@ -323,13 +323,18 @@ func (s *Stream) EndCapture() (*Graph, error) {
 	return &Graph{h: g}, nil
 }
 
+func (g *Graph) live(call string) error {
+	return liveHandle(call, g == nil || g.h == 0, "destroyed graph")
+}
+
+func (ge *GraphExec) live(call string) error {
+	return liveHandle(call, ge == nil || ge.h == 0, "destroyed graph exec")
+}
+
 // Instantiate builds an executable graph.
 func (g *Graph) Instantiate() (*GraphExec, error) {
-	if err := Init(); err != nil {
+	if err := g.live("cuGraphInstantiate"); err != nil {
 		return nil, err
-	}
-	if g == nil || g.h == 0 {
-		return nil, errors.New("cuda: cuGraphInstantiate: nil or destroyed graph")
 	}
 	var ge C.uintptr_t
 	if err := check("cuGraphInstantiate", C.mc_cuGraphInstantiate(&ge, g.h)); err != nil {
@@ -340,22 +345,16 @@ func (g *Graph) Instantiate() (*GraphExec, error) {
 
 // Launch replays the graph on s.
 func (ge *GraphExec) Launch(s *Stream) error {
-	if err := Init(); err != nil {
+	if err := ge.live("cuGraphLaunch"); err != nil {
 		return err
-	}
-	if ge == nil || ge.h == 0 {
-		return errors.New("cuda: cuGraphLaunch: nil or destroyed graph exec")
 	}
 	return check("cuGraphLaunch", C.mc_cuGraphLaunch(ge.h, s.handle()))
 }
 
 // Destroy releases the graph (instantiated forms stay valid).
 func (g *Graph) Destroy() error {
-	if err := Init(); err != nil {
+	if err := g.live("cuGraphDestroy"); err != nil {
 		return err
-	}
-	if g == nil || g.h == 0 {
-		return errors.New("cuda: cuGraphDestroy: nil or destroyed graph")
 	}
 	err := check("cuGraphDestroy", C.mc_cuGraphDestroy(g.h))
 	g.h = 0
@@ -364,11 +363,8 @@ func (g *Graph) Destroy() error {
 
 // Destroy releases the executable graph.
 func (ge *GraphExec) Destroy() error {
-	if err := Init(); err != nil {
+	if err := ge.live("cuGraphExecDestroy"); err != nil {
 		return err
-	}
-	if ge == nil || ge.h == 0 {
-		return errors.New("cuda: cuGraphExecDestroy: nil or destroyed graph exec")
 	}
 	err := check("cuGraphExecDestroy", C.mc_cuGraphExecDestroy(ge.h))
 	ge.h = 0
