@@ -77,6 +77,19 @@ func newVC(n int, ts *tagSource) *vclock {
 	return &vclock{tag: ts.next(), lv: lv, ts: ts}
 }
 
+// own returns *o, first setting it to c's own copy of n (inner) when the
+// join has not written into one yet: the copy is made at the first child
+// that changes, and only then. The copy is a call of its own so that own
+// stays small enough to inline into the join loops.
+func (c *vclock) own(o **vnode, n *vnode, bottom bool) *vnode {
+	if *o == nil {
+		c.ownCopy(o, n, bottom)
+	}
+	return *o
+}
+
+func (c *vclock) ownCopy(o **vnode, n *vnode, bottom bool) { *o = c.inner(n, bottom) }
+
 // inner returns n if c may change it in place, else c's own copy of it
 // (a new node when n is nil).
 func (c *vclock) inner(n *vnode, bottom bool) *vnode {
@@ -216,10 +229,7 @@ func (c *vclock) joinNode(d, s *vnode, l int) *vnode {
 			nk := c.joinLeaf(dk, sk)
 			allS = allS && nk == sk
 			if nk != dk {
-				if out == nil {
-					out = c.inner(d, true)
-				}
-				out.leaves[i] = nk
+				c.own(&out, d, true).leaves[i] = nk
 			}
 		}
 	} else {
@@ -229,10 +239,7 @@ func (c *vclock) joinNode(d, s *vnode, l int) *vnode {
 			nk := c.joinNode(dk, sk, l-1)
 			allS = allS && nk == sk
 			if nk != dk {
-				if out == nil {
-					out = c.inner(d, false)
-				}
-				out.kids[i] = nk
+				c.own(&out, d, false).kids[i] = nk
 			}
 		}
 	}
@@ -341,16 +348,10 @@ func joinPair(ce, cv *vclock, de, dv, se, sv *vnode, l int, made *bool) (*vnode,
 			allE = allE && ne == sek
 			allV = allV && nv == svk
 			if ne != dek {
-				if oe == nil {
-					oe = ce.inner(de, true)
-				}
-				oe.leaves[i] = ne
+				ce.own(&oe, de, true).leaves[i] = ne
 			}
 			if nv != dvk {
-				if ov == nil {
-					ov = cv.inner(dv, true)
-				}
-				ov.leaves[i] = nv
+				cv.own(&ov, dv, true).leaves[i] = nv
 			}
 			continue
 		}
@@ -359,16 +360,10 @@ func joinPair(ce, cv *vclock, de, dv, se, sv *vnode, l int, made *bool) (*vnode,
 		allE = allE && ne == sek
 		allV = allV && nv == svk
 		if ne != dek {
-			if oe == nil {
-				oe = ce.inner(de, false)
-			}
-			oe.kids[i] = ne
+			ce.own(&oe, de, false).kids[i] = ne
 		}
 		if nv != dvk {
-			if ov == nil {
-				ov = cv.inner(dv, false)
-			}
-			ov.kids[i] = nv
+			cv.own(&ov, dv, false).kids[i] = nv
 		}
 	}
 	switch {
