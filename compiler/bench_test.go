@@ -2,7 +2,6 @@ package compiler
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,10 +15,7 @@ import (
 // (hierarchical: 2 nodes x 4 GPUs).
 func BenchmarkCompile(b *testing.B) {
 	for _, f := range libraryFiles(b) {
-		src, err := os.ReadFile(f)
-		if err != nil {
-			b.Fatal(err)
-		}
+		src := readFile(b, f)
 		name := strings.TrimSuffix(filepath.Base(f), ".msccl")
 		b.Run(name, func(b *testing.B) {
 			defs := libraryDefs(name, 8, 4)
@@ -37,10 +33,7 @@ func BenchmarkCompile(b *testing.B) {
 // 50 ms. Simulation time grows with the message, so two sizes are shown.
 func BenchmarkCompileVerifyAllReduce8(b *testing.B) {
 	for _, name := range []string{"allreduce_allpairs_packet", "allreduce_twoshot"} {
-		src, err := os.ReadFile("../algorithms/" + name + ".msccl")
-		if err != nil {
-			b.Fatal(err)
-		}
+		src := readFile(b, "../algorithms/"+name+".msccl")
 		for _, size := range []int64{64 << 10, 1 << 20} {
 			b.Run(fmt.Sprintf("%s/%dKiB", name, size>>10), func(b *testing.B) {
 				for i := 0; i < b.N; i++ {
@@ -60,10 +53,7 @@ func BenchmarkCompileVerifyAllReduce8(b *testing.B) {
 // BenchmarkRingAllGather1024 compiles the ring allgather at 1024 ranks
 // (about a million chunk moves); the goal is under 2 s.
 func BenchmarkRingAllGather1024(b *testing.B) {
-	src, err := os.ReadFile("../algorithms/allgather_ring.msccl")
-	if err != nil {
-		b.Fatal(err)
-	}
+	src := readFile(b, "../algorithms/allgather_ring.msccl")
 	f, ds := dsl.Parse("allgather_ring.msccl", src)
 	if ds.HasErrors() {
 		b.Fatal(ds)

@@ -1,7 +1,6 @@
 package compiler
 
 import (
-	"os"
 	"regexp"
 	"testing"
 
@@ -16,10 +15,7 @@ import (
 // upstream executor cannot hold (16 per op); the plan must compile, keep
 // every op within the limits and verify.
 func TestFuseSyncCapsSemaphores(t *testing.T) {
-	src, err := os.ReadFile("../algorithms/allreduce_allpairs.msccl")
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := readFile(t, "../algorithms/allreduce_allpairs.msccl")
 	src = regexp.MustCompile(` tb [0-9]+`).ReplaceAll(src, nil)
 	// The library file requires ranks <= 17 for its explicit one block per
 	// peer; without tb clauses blocks are assigned within the limits.

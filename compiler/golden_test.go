@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -28,10 +27,7 @@ func TestAlgorithmGoldens(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(f), ".msccl")
 		t.Run(name, func(t *testing.T) {
 			defs := libraryDefs(name, 4, 2)
-			src, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
+			src := readFile(t, f)
 			var lastDump string
 			last := PassNames()[len(PassNames())-1]
 			p, sm, ds := CompileSource(filepath.Base(f), src, defs, Options{Check: true, DumpAfter: last, Dump: func(_, s string) { lastDump = s }})

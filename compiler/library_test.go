@@ -56,10 +56,7 @@ func corpus(t testing.TB, pattern string, min int) []string {
 
 func compileFile(t testing.TB, path string, defines map[string]int64, opts Options) (*ir.Plan, *SourceMap) {
 	t.Helper()
-	src, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := readFile(t, path)
 	p, sm, ds := CompileSource(filepath.Base(path), src, defines, opts)
 	if ds.HasErrors() || p == nil {
 		t.Fatalf("%s %v: %s", path, defines, ds)
@@ -110,4 +107,14 @@ func libraryDefs(name string, ranks, gpusPerNode int64) map[string]int64 {
 		return map[string]int64{"nodes": ranks / gpusPerNode, "gpus_per_node": gpusPerNode, "ranks": ranks}
 	}
 	return map[string]int64{"ranks": ranks}
+}
+
+// readFile returns the file's bytes and fails t when it cannot be read.
+func readFile(t testing.TB, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -2,7 +2,6 @@ package compiler
 
 import (
 	"bytes"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -23,10 +22,7 @@ func TestParallelDeterminism(t *testing.T) {
 		return compileOn(t, procs, name, src, defs, Options{})
 	}
 	for _, f := range files {
-		src, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+		src := readFile(t, f)
 		name := strings.TrimSuffix(filepath.Base(f), ".msccl")
 		defs := libraryDefs(name, 64, 8)
 		// Two workers walk with one shard, four with two.

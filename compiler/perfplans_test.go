@@ -1,7 +1,6 @@
 package compiler
 
 import (
-	"os"
 	"testing"
 
 	"github.com/msccl-go/msccl-go/executor/cpu"
@@ -13,10 +12,7 @@ import (
 func TestPerfPlans(t *testing.T) {
 	files := corpus(t, "../testdata/perf/*.msccl", 1)
 	for _, f := range files {
-		src, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+		src := readFile(t, f)
 		p, sm, ds := CompileSource(f, src, nil, Options{})
 		if ds.HasErrors() {
 			t.Fatalf("%s:\n%s", f, ds)

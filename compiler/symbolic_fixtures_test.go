@@ -1,7 +1,6 @@
 package compiler
 
 import (
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -39,10 +38,7 @@ func TestSymbolicFixturesFresh(t *testing.T) {
 				defs["nodes"], defs["gpus_per_node"] = 2, n/2
 			}
 			file := filepath.Join("..", "algorithms", algo+".msccl")
-			src, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
+			src := readFile(t, file)
 			p, _, ds := CompileSource(algo+".msccl", src, defs, Options{})
 			if ds.HasErrors() {
 				t.Fatal(ds)

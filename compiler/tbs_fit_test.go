@@ -1,7 +1,6 @@
 package compiler
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,10 +17,7 @@ func TestAutoBlocksFitLimits(t *testing.T) {
 	for _, f := range libraryFiles(t) {
 		name := strings.TrimSuffix(filepath.Base(f), ".msccl")
 		t.Run(name, func(t *testing.T) {
-			src, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
+			src := readFile(t, f)
 			file, ds := dsl.Parse(name+".msccl", src)
 			if ds.HasErrors() {
 				t.Fatal(ds)
