@@ -126,10 +126,7 @@ func TestVirtualAliasVisibility(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		got := make([]byte, 8*trials)
-		if err := MemcpyDtoH(got, out); err != nil {
-			t.Fatal(err)
-		}
+		got := readDevice(t, out, 8*trials)
 		missed := 0
 		for i := 0; i < trials; i++ {
 			if binary.LittleEndian.Uint64(got[8*i:])>>63 != 0 {

@@ -93,6 +93,17 @@ func testHostMem(t testing.TB, n int64) *HostMem {
 	return owned(t, (*HostMem).Free)(HostAllocMapped(n))
 }
 
+// readDevice copies n bytes of device memory at p to the host, failing t
+// on error.
+func readDevice(t testing.TB, p DevicePtr, n int) []byte {
+	t.Helper()
+	b := make([]byte, n)
+	if err := MemcpyDtoH(b, p); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // owned takes what a constructor returned, fails t on its error and
 // releases the value when the test ends: the shape of every test*
 // helper above, written once (used as owned(t, Free)(Malloc(n))).
@@ -329,10 +340,7 @@ func TestKernelLaunch(t *testing.T) {
 	if err := s.Synchronize(); err != nil {
 		t.Fatal(err)
 	}
-	out := make([]byte, 4*n)
-	if err := MemcpyDtoH(out, p); err != nil {
-		t.Fatal(err)
-	}
+	out := readDevice(t, p, 4*n)
 	for i, v := range u32s(out) {
 		if v != 3 {
 			t.Fatalf("data[%d] = %d, want 3", i, v)
@@ -342,10 +350,7 @@ func TestKernelLaunch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cb := make([]byte, size)
-	if err := MemcpyDtoH(cb, g); err != nil {
-		t.Fatal(err)
-	}
+	cb := readDevice(t, g, int(size))
 	if size != 8 || binary.LittleEndian.Uint64(cb) != 3 {
 		t.Errorf("launches global: size %d value %d", size, binary.LittleEndian.Uint64(cb))
 	}

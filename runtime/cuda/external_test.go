@@ -57,10 +57,7 @@ func TestBorrowedStreamCapture(t *testing.T) {
 	if err := s.Synchronize(); err != nil {
 		t.Fatal(err)
 	}
-	got := make([]byte, n)
-	if err := MemcpyDtoH(got, dst); err != nil {
-		t.Fatal(err)
-	}
+	got := readDevice(t, dst, n)
 	if !bytes.Equal(got, want) {
 		t.Fatal("the replayed graph did not copy")
 	}

@@ -37,10 +37,7 @@ func TestWriteValue64(t *testing.T) {
 		if err := s.Synchronize(); err != nil {
 			t.Fatal(err)
 		}
-		got := make([]byte, 8)
-		if err := MemcpyDtoH(got, d+8); err != nil {
-			t.Fatal(err)
-		}
+		got := readDevice(t, d+8, 8)
 		if g := binary.LittleEndian.Uint64(got); g != v1 {
 			t.Errorf("%s: device word %#x", tc.name, g)
 		}
@@ -73,10 +70,7 @@ func TestGraphCaptureReplay(t *testing.T) {
 	}
 	defer g.Destroy()
 	// Nothing ran during capture.
-	out := make([]byte, 4*n)
-	if err := MemcpyDtoH(out, p); err != nil {
-		t.Fatal(err)
-	}
+	out := readDevice(t, p, 4*n)
 	if u32s(out)[0] != 0 {
 		t.Fatal("captured work ran eagerly")
 	}
@@ -102,10 +96,7 @@ func TestGraphCaptureReplay(t *testing.T) {
 			t.Fatalf("data[%d] = %d after %d replays", i, v, replays)
 		}
 	}
-	fv := make([]byte, 8)
-	if err := MemcpyDtoH(fv, flag); err != nil {
-		t.Fatal(err)
-	}
+	fv := readDevice(t, flag, 8)
 	if binary.LittleEndian.Uint64(fv) != 42 {
 		t.Errorf("captured WriteValue64 wrote %d", binary.LittleEndian.Uint64(fv))
 	}

@@ -106,10 +106,7 @@ func testPortProxy(t *testing.T, ctx *Context, own bool) {
 			}
 			time.Sleep(10 * time.Microsecond)
 		}
-		got := make([]byte, 4096)
-		if err := MemcpyDtoH(got, dst); err != nil {
-			t.Fatal(err)
-		}
+		got := readDevice(t, dst, 4096)
 		if !bytes.Equal(got, want) {
 			t.Errorf("round %d: signal delivered before the put's bytes landed", round)
 		}
@@ -231,10 +228,7 @@ func proxyReleasesSpin(t *testing.T, ctx *Context, spin *Function, queue func(k,
 		<-finished
 		return false
 	}
-	got := make([]byte, 1<<20)
-	if err := MemcpyDtoH(got, dst); err != nil {
-		t.Fatal(err)
-	}
+	got := readDevice(t, dst, 1<<20)
 	if !bytes.Equal(got, bytes.Repeat([]byte{7}, 1<<20)) {
 		t.Error("the token arrived before the put's bytes")
 	}

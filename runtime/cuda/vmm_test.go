@@ -55,10 +55,7 @@ func TestVMMExportImport(t *testing.T) {
 	if err := a.Free(); err == nil {
 		t.Error("second Free succeeded")
 	}
-	got := make([]byte, len(want))
-	if err := MemcpyDtoH(got, b.Ptr()); err != nil {
-		t.Fatal(err)
-	}
+	got := readDevice(t, b.Ptr(), len(want))
 	if !bytes.Equal(got, want) {
 		t.Errorf("the importer reads %v..., want %v...", got[:8], want[:8])
 	}
