@@ -167,8 +167,16 @@ func TestRankDiesCUDA(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
-	// The driver is probed in a child: loaded here it would open
-	// descriptors of its own while the job runs (probeCUDA).
+	needCUDAChild(t)
+	rankDies(t, "cuda", 60*time.Second)
+}
+
+// needCUDAChild skips the test unless CUDA works, probed in a child: the
+// driver loaded in this process would open descriptors of its own while
+// the job runs (probeCUDA), and the tests count descriptors. The ranks
+// then share the machine's GPUs round-robin.
+func needCUDAChild(t *testing.T) {
+	t.Helper()
 	probe := exec.Command(os.Args[0], "-test.run=^$")
 	probe.Env = append(os.Environ(), rankRole+"=probe-cuda")
 	var why bytes.Buffer
@@ -181,7 +189,6 @@ func TestRankDiesCUDA(t *testing.T) {
 		t.Fatalf("probing CUDA in a child: %v: %s", err, why.String())
 	}
 	t.Setenv("MSCCL_CUDA_DEVICE", "round-robin")
-	rankDies(t, "cuda", 60*time.Second)
 }
 
 func rankDies(t *testing.T, device string, limit time.Duration) {
@@ -275,20 +282,7 @@ func TestRankHangsCUDA(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
-	// The driver is probed in a child: loaded here it would open
-	// descriptors of its own while the job runs (probeCUDA).
-	probe := exec.Command(os.Args[0], "-test.run=^$")
-	probe.Env = append(os.Environ(), rankRole+"=probe-cuda")
-	var why bytes.Buffer
-	probe.Stderr = &why
-	if err := probe.Run(); err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) && ee.ExitCode() == 77 {
-			t.Skipf("no CUDA: %s", strings.TrimSpace(why.String()))
-		}
-		t.Fatalf("probing CUDA in a child: %v: %s", err, why.String())
-	}
-	t.Setenv("MSCCL_CUDA_DEVICE", "round-robin")
+	needCUDAChild(t)
 	rankHangs(t, "cuda", 60*time.Second)
 }
 
