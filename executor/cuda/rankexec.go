@@ -298,44 +298,10 @@ type rankBinding struct {
 	threads uint32
 }
 
-// rankRegion is where one rank's buffers lie in its allocation. Scratch
-// is as large on every rank (the largest any rank needs): a rank adds
-// its own scratch half offset to a peer's scratch address.
-type rankRegion struct {
-	inOff, outOff, scOff int64
-	inN, outN            int64 // bytes addressable from the input and output starts
-	total                int64
-}
-
-func align256(n int64) int64 { return (n + 255) &^ 255 }
-
-// rankRegionOf lays out rank r's buffers. In-place plans alias input and
-// output as Alloc does: a gather's input is slice r of its output, a
-// scatter's output slice r of its input, other collectives share it.
-func rankRegionOf(p *ir.Plan, r int, in, out, scratch int64) rankRegion {
-	var g rankRegion
-	var main int64
-	switch {
-	case !p.InPlace:
-		g.outOff = align256(in)
-		main = g.outOff + out
-		g.inN, g.outN = in, out
-	case p.Collective.Gathers():
-		main = out
-		g.inOff = int64(r) * in
-		g.inN, g.outN = in, out
-	case p.Collective.Scatters():
-		main = in
-		g.outOff = int64(r) * out
-		g.inN, g.outN = in, out
-	default:
-		main = max(in, out)
-		g.inN, g.outN = main, main
-	}
-	g.scOff = align256(main)
-	g.total = g.scOff + scratch
-	return g
-}
+// rankAlign is where each of a rank's buffers starts in its allocation
+// (ir.Plan.Region): at 256 bytes, as cuMemAlloc aligns an allocation, each
+// buffer is aligned as if it had been allocated alone.
+const rankAlign = 256
 
 // Alloc allocates this rank's buffers for a message of size bytes (within
 // the plan's size rule) and maps every node-local rank's. Collective:
@@ -364,10 +330,10 @@ func (e *RankExecutor) Alloc(ctx context.Context, size int64) (*RankBuffers, err
 			own = lay
 		}
 	}
-	reg := rankRegionOf(p, e.rank, in, out, scratch)
-	mem, err := e.dev.Alloc(reg.total)
+	reg := p.Region(e.rank, in, out, scratch, rankAlign)
+	mem, err := e.dev.Alloc(reg.Total)
 	if err != nil {
-		return nil, fmt.Errorf("cudaexec: rank %d: %d bytes of buffers: %w", e.rank, reg.total, err)
+		return nil, fmt.Errorf("cudaexec: rank %d: %d bytes of buffers: %w", e.rank, reg.Total, err)
 	}
 	mems, err := e.c.Exchange(ctx, mem)
 	if err != nil {
@@ -380,14 +346,14 @@ func (e *RankExecutor) Alloc(ctx context.Context, size int64) (*RankBuffers, err
 		if m == nil {
 			continue
 		}
-		g := rankRegionOf(p, r, in, out, scratch)
-		if m.Size() < g.total {
+		g := p.Region(r, in, out, scratch, rankAlign)
+		if m.Size() < g.Total {
 			b.free()
-			return nil, fmt.Errorf("cudaexec: rank %d shared %d bytes of buffers, the plan needs %d at %d bytes", r, m.Size(), g.total, size)
+			return nil, fmt.Errorf("cudaexec: rank %d shared %d bytes of buffers, the plan needs %d at %d bytes", r, m.Size(), g.Total, size)
 		}
 		base := uint64(m.(*cudadev.Memory).Ptr())
-		b.bufs[r] = bufSet{in: base + uint64(g.inOff), out: base + uint64(g.outOff), scratch: base + uint64(g.scOff),
-			inN: g.inN, outN: g.outN, scratchN: scratch}
+		b.bufs[r] = bufSet{in: base + uint64(g.InOff), out: base + uint64(g.OutOff), scratch: base + uint64(g.ScratchOff),
+			inN: g.InBytes, outN: g.OutBytes, scratchN: scratch}
 	}
 	e.sets[b] = struct{}{}
 	return b, nil

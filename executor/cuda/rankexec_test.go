@@ -67,30 +67,3 @@ func TestOpenRankRefuses(t *testing.T) {
 		}
 	}
 }
-
-// Each rank's region holds what the table builder addresses: in-place
-// gathers read their input at slice r of the output, scatters write
-// their output at slice r of the input, and scratch starts past both,
-// 256-byte aligned, as long on every rank.
-func TestRankRegion(t *testing.T) {
-	p := &ir.Plan{Collective: ir.AllGather, InPlace: true}
-	g := rankRegionOf(p, 3, 100, 400, 64)
-	if g.inOff != 300 || g.outOff != 0 || g.inN != 100 || g.outN != 400 || g.scOff != 512 || g.total != 576 {
-		t.Errorf("in-place allgather rank 3: %+v", g)
-	}
-	p = &ir.Plan{Collective: ir.ReduceScatter, InPlace: true}
-	g = rankRegionOf(p, 1, 400, 100, 64)
-	if g.inOff != 0 || g.outOff != 100 || g.inN != 400 || g.outN != 100 || g.scOff != 512 {
-		t.Errorf("in-place reducescatter rank 1: %+v", g)
-	}
-	p = &ir.Plan{Collective: ir.AllReduce}
-	g = rankRegionOf(p, 0, 300, 300, 32)
-	if g.inOff != 0 || g.outOff != 512 || g.scOff != 1024 || g.total != 1056 {
-		t.Errorf("out-of-place allreduce: %+v", g)
-	}
-	p = &ir.Plan{Collective: ir.AllReduce, InPlace: true}
-	g = rankRegionOf(p, 2, 300, 300, 32)
-	if g.inOff != 0 || g.outOff != 0 || g.inN != 300 || g.scOff != 512 {
-		t.Errorf("in-place allreduce: %+v", g)
-	}
-}

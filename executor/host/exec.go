@@ -245,44 +245,6 @@ func (e *Executor) Close() error {
 	return e.conns.Close()
 }
 
-// region is where one rank's buffers lie in its shared memory.
-type region struct {
-	inOff, outOff, scOff int64
-	inN, outN            int64 // bytes addressable from the input and output starts
-	total                int64
-}
-
-func align64(n int64) int64 { return (n + 63) &^ 63 }
-
-// regionOf lays out rank r's input, output and scratch in one allocation.
-// In-place plans alias input and output as the CUDA and CPU executors do:
-// a gather's input is slice r of its output, a scatter's output slice r
-// of its input, other collectives share the start.
-func regionOf(p *ir.Plan, r int, in, out int64, lay *ir.Layout) region {
-	var g region
-	main := in + out
-	switch {
-	case !p.InPlace:
-		g.outOff = align64(in)
-		main = g.outOff + out
-		g.inN, g.outN = in, out
-	case p.Collective.Gathers():
-		main = out
-		g.inOff = int64(r) * in
-		g.inN, g.outN = out-g.inOff, out
-	case p.Collective.Scatters():
-		main = in
-		g.outOff = int64(r) * out
-		g.inN, g.outN = in, in-g.outOff
-	default:
-		main = max(in, out)
-		g.inN, g.outN = main, main
-	}
-	g.scOff = align64(main)
-	g.total = max(g.scOff+lay.ScratchAlloc, 64)
-	return g
-}
-
 // view is a rank's buffers as mapped here.
 type view struct {
 	in, out, scratch []byte
@@ -324,16 +286,19 @@ func (e *Executor) Alloc(ctx context.Context, size int64) (*Buffers, error) {
 		return nil, fmt.Errorf("host: %w", err)
 	}
 	lays := make([]*ir.Layout, len(p.GPUs))
-	regs := make([]region, len(p.GPUs))
+	regs := make([]ir.Region, len(p.GPUs))
 	for r := range p.GPUs {
 		if lays[r], err = p.Layout(r, in, out); err != nil {
 			return nil, fmt.Errorf("host: gpus[%d]: %w", r, err)
 		}
-		regs[r] = regionOf(p, r, in, out, lays[r])
+		// 64-byte (cache line) starts; at least 64 bytes in all, as
+		// the cpu device maps no empty allocation.
+		regs[r] = p.Region(r, in, out, lays[r].ScratchAlloc, 64)
+		regs[r].Total = max(regs[r].Total, 64)
 	}
-	mem, err := e.c.Device().Alloc(regs[e.rank].total)
+	mem, err := e.c.Device().Alloc(regs[e.rank].Total)
 	if err != nil {
-		return nil, fmt.Errorf("host: rank %d: %d bytes of buffers: %w", e.rank, regs[e.rank].total, err)
+		return nil, fmt.Errorf("host: rank %d: %d bytes of buffers: %w", e.rank, regs[e.rank].Total, err)
 	}
 	// Scratch starts as poison, not zeros (docs/model.md): a plan that
 	// reads bytes nobody wrote gets NaNs or -1s rather than the zeros that
@@ -341,7 +306,7 @@ func (e *Executor) Alloc(ctx context.Context, size int64) (*Buffers, error) {
 	// launch.
 	if raw, err := mapped(mem); err == nil {
 		g := regs[e.rank]
-		poison(raw[g.scOff : g.scOff+lays[e.rank].ScratchAlloc])
+		poison(raw[g.ScratchOff : g.ScratchOff+lays[e.rank].ScratchAlloc])
 	}
 	mems, err := e.c.Exchange(ctx, mem)
 	if err != nil {
@@ -350,7 +315,7 @@ func (e *Executor) Alloc(ctx context.Context, size int64) (*Buffers, error) {
 	}
 	b := &Buffers{e: e, size: size, in: in, out: out, mems: mems, views: make([]view, len(p.GPUs)), lims: make([]limit, len(p.GPUs))}
 	for r := range p.GPUs {
-		b.lims[r] = limit{in: regs[r].inN, out: regs[r].outN, half: lays[r].ScratchAlloc}
+		b.lims[r] = limit{in: regs[r].InBytes, out: regs[r].OutBytes, half: lays[r].ScratchAlloc}
 		if p.DoubleScratch {
 			b.lims[r].half /= 2
 		}
@@ -368,10 +333,10 @@ func (e *Executor) Alloc(ctx context.Context, size int64) (*Buffers, error) {
 			return fail(fmt.Errorf("host: %w", err))
 		}
 		g := regs[r]
-		if int64(len(raw)) < g.total {
-			return fail(fmt.Errorf("host: rank %d shared %d bytes of buffers, the plan needs %d at %d bytes", r, len(raw), g.total, size))
+		if int64(len(raw)) < g.Total {
+			return fail(fmt.Errorf("host: rank %d shared %d bytes of buffers, the plan needs %d at %d bytes", r, len(raw), g.Total, size))
 		}
-		v := view{in: raw[g.inOff : g.inOff+g.inN], out: raw[g.outOff : g.outOff+g.outN], scratch: raw[g.scOff : g.scOff+lays[r].ScratchAlloc]}
+		v := view{in: raw[g.InOff : g.InOff+g.InBytes], out: raw[g.OutOff : g.OutOff+g.OutBytes], scratch: raw[g.ScratchOff : g.ScratchOff+lays[r].ScratchAlloc]}
 		v.half = lays[r].ScratchAlloc
 		if p.DoubleScratch {
 			v.half /= 2
