@@ -22,10 +22,30 @@ import (
 // another's: 32, the driver's maximum, unless the user chose (Megatron-LM
 // sets 1, and that is kept). The driver reads it when the context is
 // created, hence package init.
+//
+// Not under MPS: there every client's queues come out of one pool that
+// the server shares among its clients, and a client owns the ones it
+// asked for, so 32 each left no room for a fourth process on the H200
+// ("cuDevicePrimaryCtxRetain: out of memory" for one of four ranks,
+// docs/evidence). MPS clients keep the driver's default, and port
+// channels copy by SMs there (resolvePortCopy).
 func init() {
-	if os.Getenv("CUDA_DEVICE_MAX_CONNECTIONS") == "" {
+	if os.Getenv("CUDA_DEVICE_MAX_CONNECTIONS") == "" && !mpsClient() {
 		os.Setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32")
 	}
+}
+
+// mpsClient reports whether this process will connect to an MPS server:
+// the driver does when it finds the control daemon's pipe, in
+// CUDA_MPS_PIPE_DIRECTORY or the default /tmp/nvidia-mps. It must be
+// known before the first context, so it cannot ask the driver.
+func mpsClient() bool {
+	dir := os.Getenv("CUDA_MPS_PIPE_DIRECTORY")
+	if dir == "" {
+		dir = "/tmp/nvidia-mps"
+	}
+	_, err := os.Stat(filepath.Join(dir, "control"))
+	return err == nil
 }
 
 // Options configure an Executor.

@@ -60,8 +60,10 @@ func resolvePortCopy(c PortCopy) (PortCopy, error) {
 	default:
 		return 0, fmt.Errorf("cudaexec: MSCCL_PORT_COPY=%q: want proxy, sm or auto", v)
 	}
-	// The executor's package init sets 32 when the user set nothing.
-	if n, err := strconv.Atoi(os.Getenv("CUDA_DEVICE_MAX_CONNECTIONS")); err == nil && n < 32 {
+	// The executor's package init sets 32 when the user set nothing, except
+	// for MPS clients, which keep the driver's default of fewer queues.
+	v := os.Getenv("CUDA_DEVICE_MAX_CONNECTIONS")
+	if n, err := strconv.Atoi(v); (err == nil && n < 32) || v == "" {
 		return PortCopySM, nil
 	}
 	return PortCopyProxy, nil

@@ -1,11 +1,13 @@
 package cudaexec
 
 import (
+	"encoding/binary"
 	"fmt"
 	"runtime"
 	"sync"
 	"time"
 
+	"github.com/msccl-go/msccl-go/kernels"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
 )
 
@@ -136,4 +138,31 @@ func (p *proxy) stop() error {
 	p.pp.Free()
 	p.ranks = nil
 	return p.err()
+}
+
+// describe states each queue's progress for a hang report: requests the
+// rank's kernels pushed (read from the device after the watchdog ended
+// them), taken by the proxy, and complete; the signals and flushes held
+// for copies; and the stream's last answer. Pushed > taken with the next
+// entry's tag unwritten or out of sequence means the requests never
+// reached the proxy; taken > complete with the stream not ready means
+// their copies never ran.
+func (p *proxy) describe() []string {
+	var out []string
+	for i, pr := range p.ranks {
+		st := p.pp.State(i)
+		pushed := "?"
+		var w [8]byte
+		if err := cuda.MemcpyDtoH(w[:], pr.head); err == nil {
+			pushed = fmt.Sprint(binary.LittleEndian.Uint64(w[:]))
+		}
+		next := "unwritten"
+		if st.NextTag != 0 {
+			seq := st.NextTag & (1<<kernels.FifoSeqBits - 1)
+			next = fmt.Sprintf("written, sequence %d (want %d)", seq, (st.Taken+1)&(1<<kernels.FifoSeqBits-1))
+		}
+		out = append(out, fmt.Sprintf("port proxy queue %d: pushed %s, taken %d, copies complete %d, %d signals/flushes held; stream query %d, not ready %d times in a row; next entry %s",
+			i, pushed, st.Taken, st.Done, st.Pending, st.LastQuery, st.NotReady, next))
+	}
+	return out
 }

@@ -464,6 +464,9 @@ func (e *Executor) Wait(s *cuda.Stream) error {
 // HangError lists every block the watchdog stopped.
 type HangError struct {
 	Stuck []kernels.WatchRecord
+	// Proxy describes each port proxy queue at the time of the hang (proxy
+	// copy mode only): which side a stuck port channel waited on.
+	Proxy []string
 }
 
 func (h *HangError) Error() string {
@@ -486,6 +489,9 @@ func (h *HangError) Error() string {
 			fmt.Fprintf(&b, " %d: value %d", w.Channel, w.Seen)
 		}
 	}
+	for _, q := range h.Proxy {
+		fmt.Fprintf(&b, "\n  %s", q)
+	}
 	return b.String()
 }
 
@@ -507,6 +513,9 @@ func (e *Executor) Check() error {
 		}
 	}
 	if len(h.Stuck) > 0 {
+		if e.proxy != nil {
+			h.Proxy = e.proxy.describe()
+		}
 		e.broken = &h
 		return &h
 	}

@@ -40,7 +40,12 @@ static int complete(mc_proxy *p, int qi) {
   if (q->pend_n == 0 && q->done == q->tail) return 0;
   uint64_t upto = q->tail;  // everything taken so far was issued before the query
   int rc = mc_cuStreamQuery(q->stream);
-  if (rc == CU_NOT_READY) return 0;
+  __atomic_store_n(&q->last_query, rc, __ATOMIC_RELAXED);
+  if (rc == CU_NOT_READY) {
+    __atomic_store_n(&q->not_ready, q->not_ready + 1, __ATOMIC_RELAXED);
+    return 0;
+  }
+  __atomic_store_n(&q->not_ready, 0, __ATOMIC_RELAXED);
   if (rc) return fail(p, qi, q->pend_n ? q->pend[q->pend_head].idx : q->done, "cuStreamQuery", rc);
   __atomic_store_n(&q->done, upto, __ATOMIC_RELEASE);
   // Deliver in FIFO order.
@@ -130,3 +135,14 @@ int mc_proxy_run(mc_proxy *p) {
 void mc_proxy_stop(mc_proxy *p) { __atomic_store_n(&p->quit, 1, __ATOMIC_RELEASE); }
 
 uint64_t mc_proxy_done(mc_proxy *p, int qi) { return __atomic_load_n(&p->q[qi].done, __ATOMIC_ACQUIRE); }
+
+void mc_proxy_state(mc_proxy *p, int qi, uint64_t out[6]) {
+  mc_proxy_queue *q = &p->q[qi];
+  uint64_t tail = __atomic_load_n(&q->tail, __ATOMIC_RELAXED);
+  out[0] = tail;
+  out[1] = __atomic_load_n(&q->done, __ATOMIC_ACQUIRE);
+  out[2] = (uint64_t)__atomic_load_n(&q->pend_n, __ATOMIC_RELAXED);
+  out[3] = (uint64_t)(int64_t)__atomic_load_n(&q->last_query, __ATOMIC_RELAXED);
+  out[4] = __atomic_load_n(&q->not_ready, __ATOMIC_RELAXED);
+  out[5] = __atomic_load_n(&q->fifo[MC_FIFO_ENTRY_WORDS * (tail & (q->size - 1)) + 3], __ATOMIC_ACQUIRE);
+}

@@ -123,6 +123,26 @@ func (pp *PortProxy) Run() error {
 // may belong to a context not current on the caller's thread.
 func (pp *PortProxy) Done(q int) uint64 { return uint64(C.mc_proxy_done(pp.p, C.int(q))) }
 
+// ProxyState is one queue's progress as the proxy thread last left it,
+// for a hang report: whether requests never arrived (Taken behind what
+// the kernels pushed, NextTag not the expected sequence), or arrived and
+// their copies never completed (Done behind Taken, NotReady climbing).
+type ProxyState struct {
+	Taken, Done uint64 // requests taken from the FIFO; of those, copies known complete
+	Pending     int    // signals and flushes waiting for copies
+	LastQuery   int    // the last cuStreamQuery result (0 done, 600 not ready)
+	NotReady    uint64 // consecutive queries that found copies still running
+	NextTag     uint64 // the tag word of the entry at Taken (0: not written)
+}
+
+// State reads queue q's progress without stopping the proxy.
+func (pp *PortProxy) State(q int) ProxyState {
+	var out [6]C.uint64_t
+	C.mc_proxy_state(pp.p, C.int(q), &out[0])
+	return ProxyState{Taken: uint64(out[0]), Done: uint64(out[1]), Pending: int(out[2]),
+		LastQuery: int(int64(out[3])), NotReady: uint64(out[4]), NextTag: uint64(out[5])}
+}
+
 // Stop makes Run return after the request it is handling.
 func (pp *PortProxy) Stop() { C.mc_proxy_stop(pp.p) }
 

@@ -36,6 +36,10 @@ typedef struct {
   // done after they were issued): Wait reads it through mc_proxy_done
   // instead of synchronizing a stream of another context.
   uint64_t done;
+  // For the watchdog's report (mc_proxy_state): the last cuStreamQuery
+  // result and how many queries in a row found copies still running.
+  int last_query;
+  uint64_t not_ready;
 } mc_proxy_queue;
 
 typedef struct {
@@ -56,5 +60,11 @@ typedef struct {
 int mc_proxy_run(mc_proxy *p);
 void mc_proxy_stop(mc_proxy *p);
 uint64_t mc_proxy_done(mc_proxy *p, int qi);
+// mc_proxy_state copies queue qi's progress into out: requests taken,
+// requests complete, signals/flushes pending, the last cuStreamQuery
+// result, consecutive not-ready queries, and the tag word of the entry at
+// the tail (the next request the proxy waits for). Racy reads of words
+// only the proxy thread writes: a diagnostic, not a synchronisation.
+void mc_proxy_state(mc_proxy *p, int qi, uint64_t out[6]);
 
 #endif
