@@ -2,8 +2,9 @@ package compiler
 
 import (
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -479,12 +480,7 @@ func (ev *evaluator) visible() []string {
 	for k := range ev.names {
 		set[k] = true
 	}
-	out := make([]string, 0, len(set))
-	for k := range set {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(set))
 }
 
 // parseInt reads a decimal or hex integer with an optional binary size

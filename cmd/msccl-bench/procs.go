@@ -345,29 +345,24 @@ func oneRank(ctx context.Context, c *config, rc *msccl.RankComm, ex *msccl.RankE
 		}
 	}
 	// Start and Wait: on the cuda device the launches queue on the
-	// rank's stream (no wait each); on the cpu device Start is Run.
-	for range c.warmup {
-		if err := ex.Start(ctx, b, dt, red); err != nil {
+	// rank's stream (no wait each); on the cpu device Start is Run. The
+	// collective is done when every rank is, hence the barrier.
+	launches := func(n int) error {
+		for range n {
+			if err := ex.Start(ctx, b, dt, red); err != nil {
+				return err
+			}
+		}
+		if err := ex.Wait(); err != nil {
 			return err
 		}
+		return rc.Barrier(ctx)
 	}
-	if err := ex.Wait(); err != nil {
-		return err
-	}
-	if err := rc.Barrier(ctx); err != nil {
+	if err := launches(c.warmup); err != nil {
 		return err
 	}
 	t0 := time.Now()
-	for range c.iters {
-		if err := ex.Start(ctx, b, dt, red); err != nil {
-			return err
-		}
-	}
-	if err := ex.Wait(); err != nil {
-		return err
-	}
-	// The collective is done when every rank is.
-	if err := rc.Barrier(ctx); err != nil {
+	if err := launches(c.iters); err != nil {
 		return err
 	}
 	sec := time.Since(t0).Seconds() / float64(c.iters)

@@ -3,9 +3,10 @@ package comm
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"os"
-	"sort"
+	"slices"
 	"sync"
 
 	"github.com/msccl-go/msccl-go/ir"
@@ -105,12 +106,7 @@ func (c *Comm) netPeers(p *ir.Plan) []int {
 			}
 		}
 	}
-	out := make([]int, 0, len(set))
-	for r := range set {
-		out = append(out, r)
-	}
-	sort.Ints(out)
-	return out
+	return slices.Sorted(maps.Keys(set))
 }
 
 // needsNet reports whether any rank of p has a port channel to another

@@ -38,13 +38,8 @@ rc=0
 tmp=$(mktemp -d)
 traces="$tmp/traces"
 mkdir -p "$traces"
-step() { # name, command...: full output to perf-$part.log, its tail here
-  local name=$1; shift
-  echo "== $name: $*" | tee -a "$OUT/perf-$part.log"
-  timeout "${STEP_TIMEOUT:-280}" "$@" >"$tmp/step.log" 2>&1 || { echo "   exit $?" | tee -a "$OUT/perf-$part.log"; rc=1; }
-  cat "$tmp/step.log" >> "$OUT/perf-$part.log"
-  grep -vE '^\s*$' "$tmp/step.log" | tail -24 | cut -c1-200
-}
+step_log=perf step_timeout=280 step_tail=24
+. "$(dirname "$0")/step.sh"
 for part in $parts; do
   case $part in
   tests)

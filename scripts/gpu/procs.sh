@@ -30,13 +30,8 @@ ipcs=${IPC:-vmm legacy}
 parts=${*:-tests matrix}
 rc=0
 tmp=$(mktemp -d)
-step() { # name, command...: full output to procs-$part.log, its tail here
-  local name=$1; shift
-  echo "== $name: $*" | tee -a "$OUT/procs-$part.log"
-  timeout "${limit:-240}" "$@" >"$tmp/step.log" 2>&1 || { echo "   exit $?" | tee -a "$OUT/procs-$part.log"; rc=1; }
-  cat "$tmp/step.log" >> "$OUT/procs-$part.log"
-  grep -vE '^\s*$' "$tmp/step.log" | tail -8 | cut -c1-200
-}
+step_log=procs step_timeout=240 step_tail=8
+. "$(dirname "$0")/step.sh"
 algos="allgather_direct allgather_hierarchical allgather_packet allgather_ring allreduce_allpairs allreduce_allpairs_packet allreduce_hierarchical allreduce_ring allreduce_twoshot alltoall_direct broadcast_direct gather_direct reduce_direct reducescatter_direct reducescatter_ring scatter_direct"
 matrix() { # ipc modes, rank counts
   for ipc in $1; do
@@ -56,7 +51,7 @@ matrix() { # ipc modes, rank counts
 for part in $parts; do
   case $part in
   tests)
-    limit=540 step tests bash "$root/.gpu/run" -test.run 'VMM|ExchangeProcesses|ImportRefuses|ProcsCUDA|RankDiesCUDA|RankHangsCUDA|OpenRank|RankRegion'
+    STEP_TIMEOUT=540 step tests bash "$root/.gpu/run" -test.run 'VMM|ExchangeProcesses|ImportRefuses|ProcsCUDA|RankDiesCUDA|RankHangsCUDA|OpenRank'
     ;;
   matrix)
     matrix "$ipcs" "$ranks"

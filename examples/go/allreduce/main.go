@@ -30,7 +30,7 @@ func main() {
 }
 
 func run() error {
-	planFile := flag.String("plan", "", "plan JSON (default: compile algorithms/allreduce_allpairs_packet.msccl)")
+	planFile := flag.String("plan", "", "plan JSON (default: compile the library's allreduce_allpairs_packet)")
 	ranks := flag.Int("ranks", 4, "ranks, when compiling the library algorithm")
 	size := flag.Int64("size", 1<<20, "message bytes")
 	flag.Parse()
@@ -40,7 +40,7 @@ func run() error {
 	if *planFile != "" {
 		p, err = msccl.LoadPlan(*planFile)
 	} else {
-		p, err = msccl.CompileAlgorithm("algorithms", "allreduce_allpairs_packet", map[string]int64{"ranks": int64(*ranks)})
+		p, err = msccl.CompileAlgorithm("", "allreduce_allpairs_packet", map[string]int64{"ranks": int64(*ranks)})
 	}
 	if err != nil {
 		return err
