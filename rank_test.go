@@ -152,9 +152,6 @@ func shmEntries() int {
 // naming it, promptly (the watchdog is a minute, the test allows 15 s);
 // every process ends, and nothing is left in /dev/shm or open here.
 func TestRankDies(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns processes")
-	}
 	rankDies(t, "cpu", 15*time.Second)
 }
 
@@ -164,10 +161,6 @@ func TestRankDies(t *testing.T) {
 // IPC mapping is left (the dead rank's memory is the driver's to
 // reclaim).
 func TestRankDiesCUDA(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns processes")
-	}
-	needCUDAChild(t)
 	rankDies(t, "cuda", 60*time.Second)
 }
 
@@ -191,7 +184,20 @@ func needCUDAChild(t *testing.T) {
 	t.Setenv("MSCCL_CUDA_DEVICE", "round-robin")
 }
 
+// spawnsOn skips a test of a job of processes in -short mode and, on the
+// cuda device, without CUDA.
+func spawnsOn(t *testing.T, device string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	if device == "cuda" {
+		needCUDAChild(t)
+	}
+}
+
 func rankDies(t *testing.T, device string, limit time.Duration) {
+	spawnsOn(t, device)
 	for _, victim := range []int{2, 0} {
 		t.Run(fmt.Sprintf("rank%d", victim), func(t *testing.T) {
 			fds, shm := openFDs(t), shmEntries()
@@ -269,9 +275,6 @@ var frozenRe = regexp.MustCompile(`ranks? (\d+, )*2(, \d+)* shows? no sign of li
 // bootstrap, silent on shared memory) is named by every other rank when
 // its watchdog fires, whether or not that rank waited on it directly.
 func TestRankHangs(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns processes")
-	}
 	rankHangs(t, "cpu", 20*time.Second)
 }
 
@@ -279,14 +282,11 @@ func TestRankHangs(t *testing.T) {
 // watchdog, and the pulses in the ranks' sync regions (device memory,
 // advanced by each process) name the stopped one.
 func TestRankHangsCUDA(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns processes")
-	}
-	needCUDAChild(t)
 	rankHangs(t, "cuda", 60*time.Second)
 }
 
 func rankHangs(t *testing.T, device string, limit time.Duration) {
+	spawnsOn(t, device)
 	const victim = 2
 	var mu sync.Mutex
 	stderr := make([]bytes.Buffer, 4)
