@@ -3,8 +3,11 @@ package msccl
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -94,12 +97,21 @@ func contains(l []string, s string) bool {
 	return false
 }
 
-// moduleGraph asks the go tool for the non-test imports of every package.
-func moduleGraph(t *testing.T) map[string][]string {
+// moduleGraph asks the go tool for the non-test imports of every package,
+// with the files of overlay (go list -overlay: path -> replacement file)
+// if it is not "".
+func moduleGraph(t *testing.T, overlay string) map[string][]string {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...").Output()
-	if err != nil {
+	args := []string{"list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}"}
+	if overlay != "" {
+		args = append(args, "-overlay", overlay)
+	}
+	out, err := exec.Command("go", append(args, "./...")...).Output()
+	if err != nil && overlay == "" {
 		t.Skipf("go list: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("go list with the overlay: %v", err)
 	}
 	const mod = "github.com/msccl-go/msccl-go"
 	rel := func(p string) (string, bool) {
@@ -130,7 +142,7 @@ func moduleGraph(t *testing.T) map[string][]string {
 }
 
 func TestLayering(t *testing.T) {
-	g := moduleGraph(t)
+	g := moduleGraph(t, "")
 	for pkg := range allowed {
 		if _, ok := g[pkg]; !ok {
 			t.Errorf("rule for %s, which is not a package any more", pkg)
@@ -160,5 +172,33 @@ func TestLayeringCatchesBadImports(t *testing.T) {
 		"ir imports compiler", "runtime/bootstrap imports internal/diag", "runtime/socket imports internal/par"}
 	if got := layerViolations(g); strings.Join(got, "; ") != strings.Join(want, "; ") {
 		t.Fatalf("got %q, want %q", got, want)
+	}
+}
+
+// The whole check, go list included, fails on a bad import planted in the
+// tree: a file added to executor/cpu (through an overlay, so the tree is
+// untouched) that imports the CUDA runtime.
+func TestLayeringCatchesPlantedImport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list over the module")
+	}
+	dir := t.TempDir()
+	planted := filepath.Join(dir, "planted.go")
+	src := "package cpu\n\nimport _ \"github.com/msccl-go/msccl-go/runtime/cuda\"\n"
+	if err := os.WriteFile(planted, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	at, err := filepath.Abs(filepath.Join("executor", "cpu", "zz_planted.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ov, _ := json.Marshal(map[string]map[string]string{"Replace": {at: planted}})
+	overlay := filepath.Join(dir, "overlay.json")
+	if err := os.WriteFile(overlay, ov, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := layerViolations(moduleGraph(t, overlay))
+	if strings.Join(got, "; ") != "executor/cpu imports runtime/cuda" {
+		t.Fatalf("with the planted import: %q, want exactly executor/cpu imports runtime/cuda", got)
 	}
 }
