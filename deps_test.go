@@ -32,17 +32,16 @@ var allowed = map[string][]string{
 	"runtime/nvrtc":         {},
 	"runtime/topo/topotest": {},
 	"runtime/topo":          {"ir"},
-	"runtime/socket":        {},
 	"runtime/bootstrap":     {"internal/hostid"},
 	"executor/cuda":         {"ir", "kernels", "kernels/reference", "runtime/comm", "runtime/cuda", "runtime/cudadev", "runtime/nvrtc"},
 	"algorithms":            {"compiler"},
 	// Not runtime/topo: comm is linked into libmsccl (capi), and go-nvml's
 	// cgo leaves NVML symbols undefined in a c-shared library, so a C
 	// program could no longer link against it (capi/testdata/smoke.c).
-	"runtime/comm":    {"ir", "runtime/bootstrap", "runtime/socket"},
+	"runtime/comm":    {"ir", "runtime/bootstrap", "internal/socket"},
 	"runtime/cpudev":  {"runtime/comm"},
 	"runtime/cudadev": {"runtime/comm", "runtime/cuda"},
-	"executor/host":   {"ir", "executor/cpu", "runtime/comm", "runtime/socket"},
+	"executor/host":   {"ir", "executor/cpu", "runtime/comm", "internal/socket"},
 	// The leaves under internal/ that ir and dsl import stay leaves
 	// (imports of internal/... only): were one to import ir, dsl would
 	// reach the plan through it.
@@ -51,7 +50,9 @@ var allowed = map[string][]string{
 	"internal/textdist": {},
 	"internal/par":      {},
 	"internal/size":     {},
-	".":                 {"algorithms", "compiler", "dsl", "executor/cpu", "executor/cuda", "executor/host", "ir", "kernels", "runtime/bootstrap", "runtime/comm", "runtime/cpudev", "runtime/cuda", "runtime/cudadev"},
+	// The socket transport knows nothing of plans or devices.
+	"internal/socket": {},
+	".":               {"algorithms", "compiler", "dsl", "executor/cpu", "executor/cuda", "executor/host", "ir", "kernels", "runtime/bootstrap", "runtime/comm", "runtime/cpudev", "runtime/cuda", "runtime/cudadev"},
 	// A test helper (like httptest): what the kernel tests use of NVRTC.
 	"runtime/nvrtc/nvrtctest": {"runtime/nvrtc"},
 }
@@ -61,7 +62,7 @@ var allowed = map[string][]string{
 // transport and the bootstrap sit below everything that knows plans or
 // devices, and the diagnostics, set and worker-pool leaves below ir.
 var sealed = map[string]bool{
-	"runtime/socket":    true,
+	"internal/socket":   true,
 	"runtime/bootstrap": true,
 	"internal/diag":     true,
 	"internal/intset":   true,
@@ -165,11 +166,11 @@ func TestLayeringCatchesBadImports(t *testing.T) {
 		"internal/diag":    {"internal/textdist", "ir", "internal/par"},
 		"internal/hostmem": {"ir"},
 		// Sealed: no internal package beyond the list either.
-		"runtime/socket":    {"internal/par"},
+		"internal/socket":   {"internal/par"},
 		"runtime/bootstrap": {"internal/hostid", "internal/diag"},
 	}
 	want := []string{"compiler imports executor/cuda", "executor/cpu imports runtime/cuda", "internal/diag imports internal/par", "internal/diag imports ir",
-		"ir imports compiler", "runtime/bootstrap imports internal/diag", "runtime/socket imports internal/par"}
+		"internal/socket imports internal/par", "ir imports compiler", "runtime/bootstrap imports internal/diag"}
 	if got := layerViolations(g); strings.Join(got, "; ") != strings.Join(want, "; ") {
 		t.Fatalf("got %q, want %q", got, want)
 	}

@@ -10,9 +10,9 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/msccl-go/msccl-go/internal/socket"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/comm"
-	"github.com/msccl-go/msccl-go/runtime/socket"
 )
 
 // Options configure Open.

@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/msccl-go/msccl-go/runtime/socket"
+	"github.com/msccl-go/msccl-go/internal/socket"
 )
 
 // proxy serves one rank's port-channel requests strictly in order, as a

@@ -6,8 +6,8 @@ import (
 	"crypto/sha256"
 	"fmt"
 
+	"github.com/msccl-go/msccl-go/internal/socket"
 	"github.com/msccl-go/msccl-go/ir"
-	"github.com/msccl-go/msccl-go/runtime/socket"
 )
 
 // WordBytes is the size of one semaphore word in a sync region.

@@ -9,8 +9,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/msccl-go/msccl-go/internal/socket"
 	"github.com/msccl-go/msccl-go/ir"
-	"github.com/msccl-go/msccl-go/runtime/socket"
 )
 
 // NetTarget receives what peers on other nodes send through the socket
