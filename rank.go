@@ -251,7 +251,9 @@ func (e *RankExec) Start(ctx context.Context, b *RankBuffers, dt DType, red Redu
 // Prepare builds what a collective of (dt, red) on b needs on the cuda
 // device (op tables, the kernel) without running it, so that Enqueue
 // makes nothing but the launch (legal inside a CUDA graph capture); on
-// the cpu device it does nothing.
+// the cpu device it does nothing. Collective on the cuda device, as the
+// first Run, Start or Enqueue of (dt, red) on b is: every rank prepares
+// the same at the same point of its sequence of collectives.
 func (e *RankExec) Prepare(b *RankBuffers, dt DType, red ReduceOp) error {
 	if e.gpu == nil {
 		return nil

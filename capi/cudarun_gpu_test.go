@@ -81,8 +81,24 @@ func gpuRank(uid string, r, world int, plans map[string]int64) (err error) {
 		}
 		return s
 	}
+	// The test's device buffers, allocated once for the largest call: in
+	// one process a driver call that frees (or may allocate) device memory
+	// waits for the GPU to drain, and between collectives a peer's kernel
+	// may still spin on this rank (executor/cuda's rankload.go).
+	sizes := []int64{1, 1000, 1003}
+	most := 4 * w * sizes[len(sizes)-1]
+	din, err := cuda.Malloc(most)
+	if err != nil {
+		return err
+	}
+	defer cuda.Free(din)
+	dout, err := cuda.Malloc(most)
+	if err != nil {
+		return err
+	}
+	defer cuda.Free(dout)
 	var wrong []error
-	for _, n := range []int64{1, 1000, 1003} {
+	for _, n := range sizes {
 		for _, tc := range []struct {
 			algo      string
 			inN, outN int64
@@ -102,7 +118,7 @@ func gpuRank(uid string, r, world int, plans map[string]int64) (err error) {
 			// with the others' collective calls (returning here would
 			// leave them in a call this rank never makes: run6's "rank 3
 			// broke the protocol" after ranks 0-2 found wrong sums).
-			if err := gpuCall(ch, plans[tc.algo], s, tc.inN, tc.outN, tc.in, tc.want); err != nil {
+			if err := gpuCall(ch, plans[tc.algo], s, din, dout, tc.inN, tc.outN, tc.in, tc.want); err != nil {
 				var w wrongResult
 				if !errors.As(err, &w) {
 					return errors.Join(append(wrong, fmt.Errorf("%s n=%d: %w", tc.algo, n, err))...)
@@ -119,11 +135,9 @@ func gpuRank(uid string, r, world int, plans map[string]int64) (err error) {
 	if err != nil {
 		return err
 	}
-	buf, err := cuda.Malloc(4 * 50000)
-	if err != nil {
-		return err
-	}
-	defer cuda.Free(buf)
+	// din holds the 1000 elements; the refused call below queues nothing,
+	// so its larger size needs no buffer of that size.
+	buf := din
 	if err := s.BeginCapture(); err != nil {
 		return err
 	}
@@ -157,9 +171,9 @@ func gpuRank(uid string, r, world int, plans map[string]int64) (err error) {
 	return nil
 }
 
-// gpuCall runs one collective through runCUDA on device memory and
-// checks every element of the output.
-func gpuCall(ch, h int64, s *cuda.Stream, inN, outN int64, in, want func(int64) uint32) error {
+// gpuCall runs one collective through runCUDA on device memory (din and
+// dout, large enough) and checks every element of the output.
+func gpuCall(ch, h int64, s *cuda.Stream, din, dout cuda.DevicePtr, inN, outN int64, in, want func(int64) uint32) error {
 	c, cl, err := lookupCall(ch, h, 4*inN, 4*outN, "i32", "sum")
 	if err != nil {
 		return err
@@ -168,16 +182,6 @@ func gpuCall(ch, h int64, s *cuda.Stream, inN, outN int64, in, want func(int64) 
 	for i := int64(0); i < inN; i++ {
 		binary.LittleEndian.PutUint32(host[4*i:], in(i))
 	}
-	din, err := cuda.Malloc(4 * inN)
-	if err != nil {
-		return err
-	}
-	defer cuda.Free(din)
-	dout, err := cuda.Malloc(4 * outN)
-	if err != nil {
-		return err
-	}
-	defer cuda.Free(dout)
 	if err := cuda.MemcpyHtoD(din, host[:4*inN]); err != nil {
 		return err
 	}

@@ -305,30 +305,56 @@ func (e *Executor) setupRanks() error {
 // function returns the kernel for a data type and packet width, compiling
 // it with NVRTC (cached on disk) on first use.
 func (e *Executor) function(dt ir.DType, ll int) (*fnEntry, error) {
-	k := fnKey{dt, ll}
-	if f := e.fns[k]; f != nil {
+	if f := e.fns[fnKey{dt, ll}]; f != nil {
 		return f, nil
 	}
+	name, img, err := e.kernelImage(dt, ll)
+	if err != nil {
+		return nil, err
+	}
+	return e.loadKernel(dt, ll, name, img)
+}
+
+// kernelImage compiles the kernel for (dt, ll) with NVRTC (cached on
+// disk) without loading it: host work only, no driver call, so that
+// OpenRank's ranks can do it before the step in which they load
+// (rankload.go).
+func (e *Executor) kernelImage(dt ir.DType, ll int) (name string, img []byte, err error) {
 	src, err := kernels.SourceFor(dt, ll)
-	name, _ := kernels.KernelName(dt, ll)
+	name, _ = kernels.KernelName(dt, ll)
 	if e.opt.Trace > 0 {
 		src, err = kernels.TraceSourceFor(dt, ll)
 		name += "_trace"
 	}
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	f, err := e.compile(name, src)
+	img, err = e.image(name, src)
+	return name, img, err
+}
+
+// loadKernel loads a compiled image as the kernel of (dt, ll).
+func (e *Executor) loadKernel(dt ir.DType, ll int, name string, img []byte) (*fnEntry, error) {
+	f, err := loadEntry(name, img)
 	if err != nil {
 		return nil, err
 	}
-	e.fns[k] = f
+	e.fns[fnKey{dt, ll}] = f
 	return f, nil
 }
 
 // compile builds entry point name of src for the device (NVRTC, cached on
 // disk) and loads it.
 func (e *Executor) compile(name, src string) (*fnEntry, error) {
+	img, err := e.image(name, src)
+	if err != nil {
+		return nil, err
+	}
+	return loadEntry(name, img)
+}
+
+// image compiles src for the device (NVRTC, cached on disk).
+func (e *Executor) image(name, src string) ([]byte, error) {
 	var err error
 	dir := e.opt.CacheDir
 	if dir == "" {
@@ -340,6 +366,11 @@ func (e *Executor) compile(name, src string) (*fnEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compiling %s for %s: %w", name, e.arch, err)
 	}
+	return img, nil
+}
+
+// loadEntry loads img and finds its entry point name.
+func loadEntry(name string, img []byte) (*fnEntry, error) {
 	mod, err := cuda.LoadModule(img)
 	if err != nil {
 		return nil, err

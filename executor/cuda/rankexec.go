@@ -449,28 +449,65 @@ func (b *RankBuffers) free() error {
 
 // bind returns the binding of (dt, ll, red) on b, building the op tables
 // (the same builder as Executor's, over the peers' addresses as mapped
-// here) and launch arguments on first use.
+// here) and launch arguments on first use. Building one is collective:
+// the driver calls it makes (loading the kernel, allocating and
+// uploading the tables) run in a step of every rank (inStep,
+// rankload.go), because in one process they may wait for the GPU to
+// drain, peers' spinning kernels included. Every rank makes the same
+// bindings in the same order (it runs the same collectives), so every
+// rank reaches the step.
 func (e *RankExecutor) bind(b *RankBuffers, dt ir.DType, ll int, red ir.ReduceOp) (*rankBinding, error) {
 	key := rankBindKey{dt, ll, red}
 	if rb := b.binds[key]; rb != nil {
 		return rb, nil
 	}
+	// Refused alike by every rank, before anything collective.
 	if err := checkReduce(red, dt); err != nil {
 		return nil, err
 	}
-	fn, err := e.k.function(dt, ll)
+	// Host work first, outside the step (an NVRTC compile may take
+	// seconds, which the step's timeout is not for); its error goes
+	// through the step so that the peers learn of it instead of waiting.
+	var name string
+	var img []byte
+	var blob []byte
+	var offsAt, argsAt int64
+	var smem uint32
+	var hostErr error
+	if e.k.fns[fnKey{dt, ll}] == nil {
+		name, img, hostErr = e.k.kernelImage(dt, ll)
+	}
+	if hostErr == nil {
+		tb := &tableBuilder{p: e.k.p, rank: e.rank, lay: b.lay, bufs: b.bufs, reduce: red}
+		var tables []kernels.Table
+		if tables, hostErr = tb.build(); hostErr == nil {
+			blob, offsAt, argsAt, smem, hostErr = packTables(tables, e.rank)
+		}
+	}
+	var rb *rankBinding
+	err := inStep(e.c, e.rank, fmt.Sprintf("loading its kernel and op tables (%s, %s, LL%d)", dt, red, ll), func() error {
+		if hostErr != nil {
+			return hostErr
+		}
+		if img != nil {
+			if _, err := e.k.loadKernel(dt, ll, name, img); err != nil {
+				return err
+			}
+		}
+		var err error
+		rb, err = e.upload(b, e.k.fns[fnKey{dt, ll}], blob, offsAt, argsAt, smem)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	tb := &tableBuilder{p: e.k.p, rank: e.rank, lay: b.lay, bufs: b.bufs, reduce: red}
-	tables, err := tb.build()
-	if err != nil {
-		return nil, err
-	}
-	blob, offsAt, argsAt, smem, err := packTables(tables, e.rank)
-	if err != nil {
-		return nil, err
-	}
+	b.binds[key] = rb
+	return rb, nil
+}
+
+// upload puts a binding's packed tables and launch arguments in device
+// memory and sizes the kernel's shared memory for them.
+func (e *RankExecutor) upload(b *RankBuffers, fn *fnEntry, blob []byte, offsAt, argsAt int64, smem uint32) (*rankBinding, error) {
 	dev, err := cuda.Malloc(int64(len(blob)))
 	if err != nil {
 		return nil, err
@@ -507,7 +544,6 @@ func (e *RankExecutor) bind(b *RankBuffers, dt ir.DType, ll int, red ir.ReduceOp
 	if err := residentError(e.k.p.Name, 1, rs.nblocks, int(rb.threads), int(smem), per, e.k.sms); err != nil {
 		return fail(err)
 	}
-	b.binds[key] = rb
 	return rb, nil
 }
 
@@ -535,7 +571,9 @@ func (e *RankExecutor) Start(ctx context.Context, b *RankBuffers, dt ir.DType, r
 
 // Prepare builds what a launch of (dt, red, ll) on b needs (op tables,
 // the kernel) without launching, so that Enqueue makes no other driver
-// call than the launch: legal inside a CUDA graph capture.
+// call than the launch: legal inside a CUDA graph capture. Building is
+// collective (bind): every rank prepares, or first launches, the same
+// (b, dt, red, ll) at the same point of its sequence of collectives.
 func (e *RankExecutor) Prepare(b *RankBuffers, dt ir.DType, red ir.ReduceOp, ll int) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -194,26 +194,40 @@ func oracleLaunches(ctx context.Context, c *comm.Comm, ex *RankExecutor, b *Rank
 // aliasCheck runs before any launch on b: each rank writes a word of its
 // own into the first word of its sync region and the first bytes of its
 // output, through its own address; after a barrier every rank reads both
-// of every node-local rank through its mapping here; then each restores
-// zeros (a kernel expects its inbound words at 0, the CPU oracle zeroed
-// outputs). A rank whose mapping of a peer is other memory, the suspected
-// cause of one rank's isolation in earlier in-process runs, fails here
-// with the rank, the address and the kind of mapping.
+// of every node-local rank through its mapping here; then each puts back
+// what the two words held. Not zeros: the sync word is memory channel
+// 0's inbound counter, which at the second buffer set holds every signal
+// of the first, and the rank's expected counter went on with them (zeros
+// there left every 1 MiB case waiting for token 27 on a word that read
+// 2). A rank whose mapping of a peer is other memory fails here with the
+// rank, the address and the kind of mapping. (A guard: the one rank
+// isolated in earlier in-process runs saw the right memory; it had
+// launched before its peers, whose kernel loads then waited for its
+// kernel's watchdog, rankload.go.)
 func aliasCheck(ctx context.Context, c *comm.Comm, ex *RankExecutor, b *RankBuffers) error {
 	r := c.Rank()
 	word := func(q int) uint64 { return 0x5a5a000000000000 | uint64(q)<<8 | uint64(b.Size()&0xff) }
-	put := func(v uint64) error {
-		w := binary.LittleEndian.AppendUint64(nil, v)
-		sp, err := devPtr(comm.Loc{Mem: ex.conns.Sync[r], Off: 0})
-		if err != nil {
-			return err
-		}
-		if err := cuda.MemcpyHtoD(sp, w); err != nil {
-			return err
-		}
-		return cuda.MemcpyHtoD(b.Output(), w)
+	sp, err := devPtr(comm.Loc{Mem: ex.conns.Sync[r], Off: 0})
+	if err != nil {
+		return err
 	}
-	if err := put(word(r)); err != nil {
+	// No kernel of this rank runs now (the previous buffers' Free waited
+	// for every rank's), so the two words hold still while saved.
+	var was [2][]byte
+	for i, p := range []cuda.DevicePtr{sp, b.Output()} {
+		was[i] = make([]byte, 8)
+		if err := cuda.MemcpyDtoH(was[i], p); err != nil {
+			return err
+		}
+	}
+	put := func(sync, out []byte) error {
+		if err := cuda.MemcpyHtoD(sp, sync); err != nil {
+			return err
+		}
+		return cuda.MemcpyHtoD(b.Output(), out)
+	}
+	w := binary.LittleEndian.AppendUint64(nil, word(r))
+	if err := put(w, w); err != nil {
 		return err
 	}
 	if err := c.Bootstrap().Barrier(ctx); err != nil {
@@ -245,7 +259,7 @@ func aliasCheck(ctx context.Context, c *comm.Comm, ex *RankExecutor, b *RankBuff
 	if err := c.Bootstrap().Barrier(ctx); err != nil {
 		return err
 	}
-	if err := put(0); err != nil {
+	if err := put(was[0], was[1]); err != nil {
 		return err
 	}
 	// Every rank learns every verdict, so all stop here together.

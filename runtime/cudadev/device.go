@@ -205,8 +205,8 @@ const (
 // several ranks as threads). Such a peer uses the owner's address itself:
 // legacy IPC handles cannot be opened by their own process at all, and a
 // VMM allocation imported by its own exporter is a second mapping of the
-// same memory at another address, which the tests of one process saw
-// misbehave (docs/rationale.md) while every multi-process run was right.
+// same memory at another address, which the CUDA guide calls incoherent
+// with the first while a grid writing through it runs (docs/rationale.md).
 // The owner's memory then lives until the owner and every such alias
 // have closed it, as a VMM import keeps the memory of a peer that freed
 // its own.
