@@ -7,7 +7,7 @@
 # the repo root after scripts/gpu-pack ./cmd/msccl-bench.
 # Since executor/cuda refuses port-channel plans whose streams outnumber
 # the queues (queues.go), those now end at once with that error; the
-# hangs the guard is based on are in testdata/gpu/probe_connections_before_guard.log.
+# hangs the guard is based on are in docs/evidence/probe_connections_before_guard.log.
 # Environment: CONNS (default "1 2 4 8 12 16").
 B=.gpu/bin/msccl-bench
 for conn in ${CONNS:-1 2 4 8 12 16}; do
