@@ -145,6 +145,7 @@ func diffOne(t *testing.T, st *diffStats, p *ir.Plan, src string, size int64, la
 	st.sizes++
 	st.runs++
 	st.verdicts[sym.Verdict]++
+	rangesAgree(t, p, src, size, launches)
 	for _, dt := range diffDTypes {
 		for _, red := range diffReduces {
 			if red == ir.ReduceProd && dt != cpu.I32 {
@@ -486,5 +487,30 @@ func mutate(rng *rand.Rand, g *gProg) {
 		g.stmts[i] = s
 	default:
 		g.stmts = append(g.stmts[:i], append([]gStmt{randStmt(rng, g)}, g.stmts[i:]...)...)
+	}
+}
+
+// rangesAgree: the symbolic run on byte ranges (without the per-element
+// rerun that words wrong results) and the one per element find the same:
+// verdict, synchronisation findings, wrong elements with their writers,
+// clobbered input.
+func rangesAgree(t *testing.T, p *ir.Plan, src string, size int64, launches int) {
+	t.Helper()
+	rr, err1 := cpu.Run(p, cpu.Options{Size: size, Symbolic: true, RangesOnly: true, Launches: launches})
+	er, err2 := cpu.Run(p, cpu.Options{Size: size, Symbolic: true, PerElement: true, Launches: launches})
+	if err1 != nil || err2 != nil {
+		t.Fatalf("at %d bytes: range mode error %v, element mode error %v\n%s", size, err1, err2, src)
+	}
+	writers := func(r *cpu.Report) string {
+		var b strings.Builder
+		for _, m := range r.Wrong {
+			fmt.Fprintf(&b, "%d/%d/%d/%v/%d;", m.Launch, m.Rank, m.Off, m.Writer, m.WriterLaunch)
+		}
+		return b.String()
+	}
+	a := fmt.Sprint(rr.Verdict, rr.WrongTotal, rr.ClobberedBytes, rr.Clobbered, rr.Races, rr.Deadlocks, rr.Unbalanced, writers(rr))
+	b := fmt.Sprint(er.Verdict, er.WrongTotal, er.ClobberedBytes, er.Clobbered, er.Races, er.Deadlocks, er.Unbalanced, writers(er))
+	if a != b {
+		t.Fatalf("at %d bytes, %d launches the symbolic modes disagree:\nranges:   %s\nelements: %s\nelement report:\n%s\nsource:\n%s", size, launches, a, b, er, src)
 	}
 }

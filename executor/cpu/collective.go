@@ -306,6 +306,12 @@ func (s *sim) checkSizes() error {
 // check compares every launch still held with the definition (a
 // streaming run has checked and dropped its launches already).
 func (s *sim) check() {
+	if s.field != nil {
+		for l := range s.vout {
+			s.checkRanges(l)
+		}
+		return
+	}
 	for l := range s.report.Outputs {
 		if s.report.Outputs[l] != nil {
 			s.checkLaunch(l)

@@ -61,26 +61,19 @@ func (s *sim) locate(rank int, typ ir.BufferType, off int64, packet bool, launch
 	return arrScratch, h + off, h
 }
 
-// mem returns n data bytes at (rank, typ, off) and records the access.
-func (s *sim) mem(ctx agentCtx, place int32, rank int, typ ir.BufferType, off, n int64, launch int, write bool) []byte {
-	arr, raw, base := s.locate(rank, typ, off, false, launch)
-	a := acc{agent: int32(ctx.agent), epoch: ctx.epoch, exec: s.exec, place: place, write: write, typ: typ, base: base, pubAgent: int32(ctx.pubAgent), pubEpoch: ctx.pubEpoch}
-	s.det.access(rank, arr, raw, raw+n, a, ctx.clk)
-	if write {
-		s.noteWrite(rank, arr, raw, raw+n, place, launch)
-	}
-	return s.ranks[rank].arrs[arr][raw : raw+n]
-}
-
 // pktWrite stores data as packets of this launch's flag at (rank, off).
-func (s *sim) pktWrite(ctx agentCtx, place int32, rank int, off int64, data []byte, launch int, t float64) {
+func (s *sim) pktWrite(ctx agentCtx, place int32, rank int, off int64, data payload, launch int, t float64) {
 	arr, raw, base := s.locate(rank, ir.BufScratch, off, true, launch)
-	n := int64(len(data))
+	n := data.len()
 	a := acc{agent: int32(ctx.agent), epoch: ctx.epoch, exec: s.exec, place: place, write: true, typ: ir.BufScratch, base: base, pubAgent: int32(ctx.pubAgent), pubEpoch: ctx.pubEpoch}
 	s.det.access(rank, arr, raw, raw+2*n, a, ctx.clk)
 	rs := s.ranks[rank]
 	p := raw / 2
-	copy(rs.pkt[p:p+n], data)
+	if s.field != nil {
+		rs.vpkt.set(s.field, p, data.v)
+	} else {
+		copy(rs.pkt[p:p+n], data.b)
+	}
 	// The packet carries the writer's execution clock including the write
 	// itself: a reader that sees the flag is ordered after it.
 	c := clocks{E: s.none.E}
@@ -111,7 +104,7 @@ func (s *sim) pktReady(b *block, rank int, off, n int64) (bool, string) {
 // pktRead returns the payload of ready packets and records the read as
 // ordered after the packets' writes; the block learns their execution
 // order at its next nop.
-func (s *sim) pktRead(b *block, ctx agentCtx, place int32, rank int, off, n int64) []byte {
+func (s *sim) pktRead(b *block, ctx agentCtx, place int32, rank int, off, n int64) payload {
 	arr, raw, base := s.locate(rank, ir.BufScratch, off, true, b.launch)
 	rs := s.ranks[rank]
 	c := s.tmpClk
@@ -122,7 +115,10 @@ func (s *sim) pktRead(b *block, ctx agentCtx, place int32, rank int, off, n int6
 	b.t = max(b.t, t)
 	a := acc{agent: int32(b.agent), epoch: b.ph, exec: s.exec, place: place, typ: ir.BufScratch, base: base, pubAgent: int32(s.ranks[b.rank].host), pubEpoch: uint32(b.launch + 2)}
 	s.det.access(rank, arr, raw, raw+2*n, a, c)
-	return rs.pkt[raw/2 : raw/2+n]
+	if s.field != nil {
+		return payload{v: rs.vpkt.get(s.field, raw/2, raw/2+n, nil)}
+	}
+	return payload{b: rs.pkt[raw/2 : raw/2+n]}
 }
 
 func (s *sim) scratchBuf(n int64) []byte {
@@ -180,8 +176,8 @@ func (s *sim) data(b *block, op *rop, w, unit int64) (bool, string) {
 					c = s.proxyCtx(rs)
 					rs.proxyT += topo.PortLatencyUs + float64(n)/topo.PortGBps/1e3
 				}
-				data := s.mem(c, pl, src.rank, src.typ, so, n, b.launch, false)
-				copy(s.mem(c, pl, dst.rank, dst.typ, do, n, b.launch, true), data)
+				data := s.load(c, pl, src.rank, src.typ, so, n, b.launch)
+				s.store(c, pl, dst.rank, dst.typ, do, data, b.launch)
 				move(n, src.rank) // get reads remotely
 				move(n, dst.rank) // put writes remotely
 			}
@@ -204,8 +200,8 @@ func (s *sim) data(b *block, op *rop, w, unit int64) (bool, string) {
 		if n > 0 {
 			so, _ := clip(&op.src[0], w, unit)
 			do, _ := clip(&op.dst[0], w, unit)
-			data := s.mem(ctx, pl, op.src[0].rank, op.src[0].typ, so, n, b.launch, false)
-			copy(s.mem(ctx, pl, op.dst[0].rank, op.dst[0].typ, do, n, b.launch, true), data)
+			data := s.load(ctx, pl, op.src[0].rank, op.src[0].typ, so, n, b.launch)
+			s.store(ctx, pl, op.dst[0].rank, op.dst[0].typ, do, data, b.launch)
 			local += 2 * n
 		}
 		s.cost(b, local, 0, 0, topo)
@@ -213,17 +209,16 @@ func (s *sim) data(b *block, op *rop, w, unit int64) (bool, string) {
 	case ir.OpRe, ir.OpRes, ir.OpRre, ir.OpRres:
 		n := opBytes(op, w, unit)
 		if n > 0 {
-			srcs := make([][]byte, len(op.src))
+			srcs := make([]payload, len(op.src))
 			for k := range op.src {
 				o, _ := clip(&op.src[k], w, unit)
-				srcs[k] = s.mem(ctx, pl, op.src[k].rank, op.src[k].typ, o, n, b.launch, false)
+				srcs[k] = s.load(ctx, pl, op.src[k].rank, op.src[k].typ, o, n, b.launch)
 				move(n, op.src[k].rank)
 			}
-			out := s.scratchBuf(n)
-			s.rd.reduce(s.opt.DType, op.reduce, out, srcs)
+			out := s.reduce(op.reduce, srcs, n)
 			for k := range op.dst {
 				o, _ := clip(&op.dst[k], w, unit)
-				copy(s.mem(ctx, pl, op.dst[k].rank, op.dst[k].typ, o, n, b.launch, true), out)
+				s.store(ctx, pl, op.dst[k].rank, op.dst[k].typ, o, out, b.launch)
 				move(n, op.dst[k].rank)
 			}
 		}
@@ -269,11 +264,11 @@ func (s *sim) packetOp(b *block, op *rop, w, unit int64) (bool, string) {
 			src, dst := &op.src[ir.PairedSrc(k, len(op.src))], &op.dst[k]
 			so, _ := clip(src, w, unit)
 			do, _ := clip(dst, w, unit)
-			var data []byte
+			var data payload
 			if src.packet {
 				data = s.pktRead(b, ctx, pl, src.rank, so, n)
 			} else {
-				data = s.mem(ctx, pl, src.rank, src.typ, so, n, b.launch, false)
+				data = s.load(ctx, pl, src.rank, src.typ, so, n, b.launch)
 			}
 			c := ctx
 			t := b.t + topo.OpLatencyUs + float64(2*n)/topo.NVLinkGBps/1e3
@@ -292,7 +287,7 @@ func (s *sim) packetOp(b *block, op *rop, w, unit int64) (bool, string) {
 		if n > 0 {
 			so, _ := clip(&op.src[0], w, unit)
 			do, _ := clip(&op.dst[0], w, unit)
-			data := s.mem(ctx, pl, op.src[0].rank, op.src[0].typ, so, n, b.launch, false)
+			data := s.load(ctx, pl, op.src[0].rank, op.src[0].typ, so, n, b.launch)
 			s.pktWrite(ctx, pl, op.dst[0].rank, do, data, b.launch, b.t)
 			local += 3 * n
 		}
@@ -301,26 +296,25 @@ func (s *sim) packetOp(b *block, op *rop, w, unit int64) (bool, string) {
 			so, _ := clip(&op.src[0], w, unit)
 			do, _ := clip(&op.dst[0], w, unit)
 			data := s.pktRead(b, ctx, pl, op.src[0].rank, so, n)
-			copy(s.mem(ctx, pl, op.dst[0].rank, op.dst[0].typ, do, n, b.launch, true), data)
+			s.store(ctx, pl, op.dst[0].rank, op.dst[0].typ, do, data, b.launch)
 			local += 3 * n
 		}
 	default: // repkt, respkt, recpkt, recspkt
 		if n > 0 {
-			srcs := make([][]byte, len(op.src))
+			srcs := make([]payload, len(op.src))
 			for k := range op.src {
 				o, _ := clip(&op.src[k], w, unit)
 				if pktSrc(k) {
 					srcs[k] = s.pktRead(b, ctx, pl, op.src[k].rank, o, n)
 					local += 2 * n
 				} else {
-					srcs[k] = s.mem(ctx, pl, op.src[k].rank, op.src[k].typ, o, n, b.launch, false)
+					srcs[k] = s.load(ctx, pl, op.src[k].rank, op.src[k].typ, o, n, b.launch)
 					local += n
 				}
 			}
-			out := s.scratchBuf(n)
-			s.rd.reduce(s.opt.DType, op.reduce, out, srcs)
+			out := s.reduce(op.reduce, srcs, n)
 			d0, _ := clip(&op.dst[0], w, unit)
-			copy(s.mem(ctx, pl, op.dst[0].rank, op.dst[0].typ, d0, n, b.launch, true), out)
+			s.store(ctx, pl, op.dst[0].rank, op.dst[0].typ, d0, out, b.launch)
 			local += n
 			t := b.t + topo.OpLatencyUs + float64(2*n)/topo.NVLinkGBps/1e3
 			for k := 1; k < len(op.dst); k++ {
@@ -352,20 +346,17 @@ func (s *sim) switchOp(b *block, op *rop, w, unit int64) (bool, string) {
 		s.cost(b, 0, 0, 0, topo)
 		return true, ""
 	}
-	var data []byte
+	var data payload
 	so, _ := clip(&op.src[0], w, unit)
 	if op.code == ir.OpGlres {
 		g := op.src[0].group
-		srcs := make([][]byte, len(g))
+		srcs := make([]payload, len(g))
 		for i, m := range g {
-			srcs[i] = s.mem(ctx, pl, m, op.src[0].typ, so, n, b.launch, false)
+			srcs[i] = s.load(ctx, pl, m, op.src[0].typ, so, n, b.launch)
 		}
-		data = s.scratchBuf(n)
-		if len(srcs) > 0 {
-			s.rd.reduce(s.opt.DType, op.reduce, data, srcs)
-		}
+		data = s.reduce(op.reduce, srcs, n)
 	} else {
-		data = s.mem(ctx, pl, op.src[0].rank, op.src[0].typ, so, n, b.launch, false)
+		data = s.load(ctx, pl, op.src[0].rank, op.src[0].typ, so, n, b.launch)
 	}
 	do, _ := clip(&op.dst[0], w, unit)
 	for _, m := range op.dst[0].group {
@@ -373,7 +364,7 @@ func (s *sim) switchOp(b *block, op *rop, w, unit int64) (bool, string) {
 			s.pktWrite(ctx, pl, m, do, data, b.launch, b.t+topo.OpLatencyUs+float64(2*n)/topo.SwitchGBps/1e3)
 			continue
 		}
-		copy(s.mem(ctx, pl, m, op.dst[0].typ, do, n, b.launch, true), data)
+		s.store(ctx, pl, m, op.dst[0].typ, do, data, b.launch)
 	}
 	s.cost(b, 0, 0, n*int64(len(op.dst[0].group)), topo)
 	return true, ""

@@ -61,6 +61,8 @@ type rankState struct {
 	r               int
 	lay             *ir.Layout
 	arrs            [numArrs][]byte
+	vm              [numArrs]vmap // the range mode's arrays (arrs stay nil)
+	vpkt            vmap          // the range mode's packet payload store
 	inArr, outArr   int
 	inBase, outBase int64
 	half            int64 // raw scratch bytes of one half (double scratch) or all of it
@@ -124,7 +126,11 @@ func (s *sim) setup() error {
 			return fmt.Errorf("gpus[%d]: %w", r, err)
 		}
 		// Buffers, the packet store and a snapshot per launch.
-		total += (in+out)*(1+2*kept) + lay.ScratchAlloc*3/2
+		if s.field == nil {
+			// The range mode holds runs, not bytes: its memory grows
+			// with the ops, not with the size.
+			total += (in+out)*(1+2*kept) + lay.ScratchAlloc*3/2
+		}
 		if lay.ScratchAlloc < 0 || total > limit || total < 0 {
 			return fmt.Errorf("gpus[%d]: simulating this plan at %d bytes needs more than %d bytes of memory (scratch_chunks %d)", r, s.opt.Size, limit, p.GPUs[r].ScratchChunks)
 		}
@@ -139,26 +145,37 @@ func (s *sim) setup() error {
 			return fmt.Errorf("gpus[%d]: chunks of %d bytes exceed the reuse_resources scratch share (%d bytes); the simulator does not wrap scratch offsets", r, lay.MaxChunk(), predefinedScratch/int64(g.ScratchChunks))
 		}
 		rs := &rankState{r: r, lay: lay, barriers: map[int]*barrier{}}
+		var lens [numArrs]int64
 		switch {
 		case !p.InPlace:
-			rs.arrs[arrMain] = make([]byte, in)
-			rs.arrs[arrOut] = make([]byte, out)
+			lens[arrMain], lens[arrOut] = in, out
 			rs.inArr, rs.outArr = arrMain, arrOut
 		case p.Collective.Gathers():
-			rs.arrs[arrMain] = make([]byte, out)
+			lens[arrMain] = out
 			rs.inBase = int64(r) * in
 		case p.Collective.Scatters():
-			rs.arrs[arrMain] = make([]byte, in)
+			lens[arrMain] = in
 			rs.outBase = int64(r) * out
 		default:
-			rs.arrs[arrMain] = make([]byte, max(in, out))
+			lens[arrMain] = max(in, out)
 		}
-		rs.arrs[arrScratch] = make([]byte, lay.ScratchAlloc)
+		lens[arrScratch] = lay.ScratchAlloc
+		if s.field != nil {
+			s.setupRanges(rs, lens)
+		} else {
+			rs.arrs[arrMain] = make([]byte, lens[arrMain])
+			if lens[arrOut] > 0 {
+				rs.arrs[arrOut] = make([]byte, lens[arrOut])
+			}
+		}
+		if s.field == nil {
+			rs.arrs[arrScratch] = make([]byte, lay.ScratchAlloc)
+			rs.pkt = make([]byte, lay.ScratchAlloc/2)
+		}
 		rs.half = lay.ScratchAlloc
 		if p.DoubleScratch {
 			rs.half /= 2
 		}
-		rs.pkt = make([]byte, lay.ScratchAlloc/2)
 		for _, c := range g.Channels {
 			if c.Type == ir.ChanSwitch {
 				for _, grp := range c.RankGroups {

@@ -33,6 +33,8 @@ type sim struct {
 	stream   streamer
 	expArena []byte
 	sym      *symState // writers and explanation state (symbolic.go, writers.go)
+	field    *field    // the range mode's arithmetic (symrange.go); nil in the other modes
+	vout     [][]vdata // range mode: [launch][rank] outputs at the end of each launch
 }
 
 // block is one thread block of one rank, run as a state machine.
@@ -60,7 +62,16 @@ func Run(p *ir.Plan, opt Options) (*Report, error) {
 	if p == nil {
 		return nil, fmt.Errorf("no plan")
 	}
+	if opt.Symbolic && !opt.PerElement && opt.OnLaunch == nil {
+		return runRanges(p, opt)
+	}
 	s := &sim{p: p, opt: opt}
+	return s.start()
+}
+
+// start is Run once the mode is chosen (s.field set: the range mode).
+func (s *sim) start() (*Report, error) {
+	opt := s.opt
 	if err := s.options(); err != nil {
 		return nil, err
 	}
@@ -70,8 +81,8 @@ func Run(p *ir.Plan, opt Options) (*Report, error) {
 	if err := s.checkSizes(); err != nil {
 		return nil, err
 	}
-	if opt.Symbolic {
-		s.poison()
+	if opt.Symbolic && s.field == nil {
+		s.poison() // the range mode's arrays start as poison (setupRanges)
 	}
 	s.report = &Report{}
 	s.det = detector{mem: make([][numArrs]shadow, len(s.ranks)), seen: map[raceKey]int{}, s: s}
@@ -170,18 +181,26 @@ func (s *sim) boundary(rs *rankState, l int, place int32) {
 	if l >= 0 {
 		a.typ, a.base = ir.BufOutput, rs.outBase
 		s.det.access(rs.r, rs.outArr, rs.outBase, rs.outBase+s.out, a, j)
-		o := s.stream.buf(s.out)
-		copy(o, rs.arrs[rs.outArr][rs.outBase:])
-		s.report.Outputs[l][rs.r] = o
+		if s.field != nil {
+			s.vout[l][rs.r] = rs.vm[rs.outArr].get(s.field, rs.outBase, rs.outBase+s.out, nil)
+		} else {
+			o := s.stream.buf(s.out)
+			copy(o, rs.arrs[rs.outArr][rs.outBase:])
+			s.report.Outputs[l][rs.r] = o
+		}
 		s.endLaunch(rs, l)
 		s.launchDone(l)
 	}
 	next := l + 1
 	rs.launch = next
-	if next < s.launches {
+	if next < s.launches && s.field != nil {
+		rs.vm[rs.inArr].set(s.field, rs.inBase, s.inputRuns(rs.r, next))
+	} else if next < s.launches {
 		in := fillInput(s.opt.DType, s.opt.Seed, next, rs.r, s.stream.buf(s.in))
 		copy(rs.arrs[rs.inArr][rs.inBase:], in)
 		s.report.Inputs[next][rs.r] = in
+	}
+	if next < s.launches {
 		a.typ, a.base, a.write = ir.BufInput, rs.inBase, true
 		s.det.access(rs.r, rs.inArr, rs.inBase, rs.inBase+s.in, a, j)
 	}

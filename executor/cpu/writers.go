@@ -123,16 +123,25 @@ func (s *sim) endLaunch(rs *rankState, l int) {
 	if s.p.InPlace {
 		return
 	}
+	if s.field != nil {
+		s.clobberedRanges(rs, l)
+		return
+	}
 	fed := s.report.Inputs[l][rs.r]
 	now := rs.arrs[rs.inArr][rs.inBase : rs.inBase+s.in]
 	if fed == nil || bytes.Equal(fed, now) {
 		return
 	}
-	// Report what each op that wrote changed bytes wrote: its whole
-	// range, since bytes it happened to store unchanged (equal small
-	// integers are common at the byte level) are no less overwritten.
+	s.reportClobbers(rs, l, func(lo, hi int64) bool { return !bytes.Equal(fed[lo:hi], now[lo:hi]) })
+}
+
+// reportClobbers reports what each op that wrote changed bytes of rank
+// rs's input in launch l wrote: its whole range, since bytes it happened
+// to store unchanged (equal small integers are common at the byte level)
+// are no less overwritten.
+func (s *sim) reportClobbers(rs *rankState, l int, changed func(lo, hi int64) bool) {
+	iw := &s.symState().writers[rs.r][rs.inArr]
 	r := s.report
-	changed := func(lo, hi int64) bool { return !bytes.Equal(fed[lo:hi], now[lo:hi]) }
 	for _, g := range iw.within(rs.inBase, rs.inBase+s.in).segs {
 		lo, hi := g.lo-rs.inBase, g.hi-rs.inBase
 		if !changed(lo, hi) {
