@@ -78,7 +78,14 @@
 // modulo 2^64 whatever reduce_op says, so an output equals the definition
 // only if it holds each expected contribution exactly once (collision odds
 // about 2^-64), which implies correctness for sum, min, max and prod in
-// every type. Wrong elements are decoded back into terms (missing,
+// every type. That is the per-element mode (Options.PerElement), whose
+// cost grows with the message size; by default a symbolic run holds the
+// same proof on byte ranges instead (symrange.go): runs of affine
+// fingerprints V·g^x over the prime field 2^61−1, one run per input,
+// output and scratch array to begin with, split only where ops touch, so
+// its cost grows with the ops. It agrees with the per-element mode on
+// every finding (differential tests), and reruns it, where affordable,
+// to word wrong results. Wrong elements are decoded back into terms (missing,
 // doubled, wrong chunk, stale launch, poison read) and words
 // (Mismatch.Terms and Explain, folded into Report.Findings), each with
 // the op that last wrote the element (Mismatch.Writer) so the compiler can
