@@ -35,12 +35,11 @@ func (s *sim) proxyCtx(rs *rankState) agentCtx {
 
 // clip narrows a reference to a pipeline window.
 func clip(r *rref, w, unit int64) (off, n int64) {
-	n = min(r.n-w, unit)
-	if n <= 0 {
-		return r.off, 0
-	}
-	return r.off + w, n
+	return ir.Window(r.off, r.n, w, unit)
 }
+
+// size is the reference's payload bytes, for ir.WindowBytes.
+func (r *rref) size() int64 { return r.n }
 
 // locate maps bytes of a referenced buffer to its backing array.
 func (s *sim) locate(rank int, typ ir.BufferType, off int64, packet bool, launch int) (arr int, raw, base int64) {
@@ -136,16 +135,7 @@ func (s *sim) pktBytes(n int64) int64 {
 // opBytes is the byte count an op moves in this window: the smallest of
 // its references (they agree in every well-formed plan).
 func opBytes(op *rop, w, unit int64) int64 {
-	n := int64(1 << 62)
-	for i := range op.src {
-		_, k := clip(&op.src[i], w, unit)
-		n = min(n, k)
-	}
-	for i := range op.dst {
-		_, k := clip(&op.dst[i], w, unit)
-		n = min(n, k)
-	}
-	return max(n, 0)
+	return ir.WindowBytes(op.src, op.dst, (*rref).size, w, unit)
 }
 
 // data runs a data, packet or switch op.

@@ -228,26 +228,16 @@ func (rn *run) await(bl *blk, x *xop, ready func() bool, what func() string) err
 
 // clip narrows a reference to a pipeline window.
 func clip(r *ref, w, unit int64) (off, n int64) {
-	n = min(r.n-w, unit)
-	if n <= 0 {
-		return r.off, 0
-	}
-	return r.off + w, n
+	return ir.Window(r.off, r.n, w, unit)
 }
+
+// size is the reference's payload bytes, for ir.WindowBytes.
+func (r *ref) size() int64 { return r.n }
 
 // opBytes is what an op moves in this window: the smallest of its
 // references (they agree in every well-formed plan).
 func opBytes(x *xop, w, unit int64) int64 {
-	n := int64(1 << 62)
-	for i := range x.src {
-		_, k := clip(&x.src[i], w, unit)
-		n = min(n, k)
-	}
-	for i := range x.dst {
-		_, k := clip(&x.dst[i], w, unit)
-		n = min(n, k)
-	}
-	return max(n, 0)
+	return ir.WindowBytes(x.src, x.dst, (*ref).size, w, unit)
 }
 
 // mem is n data bytes of a rank's buffer at payload offset off.
