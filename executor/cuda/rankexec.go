@@ -242,7 +242,11 @@ func (e *RankExecutor) Close() error {
 		}
 	}
 	rs := e.rs
-	keep(e.drain())
+	if err := e.drain(); err != nil {
+		keep(err)
+	} else {
+		keep(e.unreported())
+	}
 	// The peers' kernels use this rank's sync region (and any buffers
 	// left) until they end: wait for every rank's Close before they go.
 	if e.conns != nil {
@@ -410,7 +414,23 @@ func (b *RankBuffers) Free() error {
 		return nil
 	}
 	err := b.e.drain()
+	if err == nil {
+		err = b.e.unreported()
+	}
 	return errors.Join(err, b.e.settle("freeing buffers"), b.free())
+}
+
+// unreported reports a hang of a launch nobody waited for: Start's
+// without a Wait, or the last Enqueue (an enqueued launch's watchdog is
+// read by the next launch, and the last one has none). Unread, such a
+// hang and the wrong results it left went unnoticed: the capi GPU test's
+// collectives each waited out a watchdog and returned partial sums with
+// no error anywhere. Called after drain, by Free and Close.
+func (e *RankExecutor) unreported() error {
+	if e.broken != nil || e.rs == nil || e.rs.watch == nil {
+		return nil // reported already, or nothing ever launched
+	}
+	return e.watchdog()
 }
 
 // settle is the barrier before this rank frees memory its peers map,

@@ -2,6 +2,7 @@ package cudaexec
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -9,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msccl-go/msccl-go/kernels"
 	"github.com/msccl-go/msccl-go/runtime/comm"
+	"github.com/msccl-go/msccl-go/runtime/cuda"
 )
 
 // inStep, the step in which OpenRank's ranks load kernels and upload op
@@ -74,5 +77,38 @@ func TestInStepFailure(t *testing.T) {
 	}
 	if d := time.Since(start); d > 4*time.Second {
 		t.Errorf("took %v: a rank waited for a timeout (joinCPU's is 5 s)", d)
+	}
+}
+
+// A hang of a launch nobody waited for (the last Enqueue, or Start
+// without Wait) is reported once, by Free or Close, from the watchdog's
+// records; a clean run's records report nothing.
+func TestUnreportedHang(t *testing.T) {
+	errs := joinCPU(t, []string{"n0"}, func(ctx context.Context, c *comm.Comm) error {
+		watch := &cuda.HostMem{Bytes: make([]byte, 2*kernels.WatchBytes)}
+		e := &RankExecutor{c: c, rs: &rankRes{nblocks: 2, watch: watch}}
+		if err := e.unreported(); err != nil {
+			return fmt.Errorf("clean records: %v", err)
+		}
+		// Block 1 gave up waiting for a packet (struct WatchRecord).
+		w := watch.Bytes[kernels.WatchBytes:]
+		binary.LittleEndian.PutUint32(w[0:], uint32(kernels.WatchPacket))
+		binary.LittleEndian.PutUint32(w[8:], 1)
+		binary.LittleEndian.PutUint32(w[24:], ^uint32(0))
+		binary.LittleEndian.PutUint64(w[32:], 7)
+		err := e.unreported()
+		if err == nil || !strings.Contains(err.Error(), "rank 0 block 1 op 0: packet wait: expected flag 7, saw 0") {
+			return fmt.Errorf("a stuck block: %v", err)
+		}
+		if err := e.unreported(); err != nil {
+			return fmt.Errorf("reported twice: %v", err)
+		}
+		if e.broken == nil {
+			return errors.New("the executor is not marked unusable")
+		}
+		return nil
+	})
+	if errs[0] != nil {
+		t.Error(errs[0])
 	}
 }
