@@ -325,15 +325,26 @@ func (d *decoder) bytes(n int) []byte {
 // blob reads a length-prefixed byte string; its length must fit in what
 // is left of the frame.
 func (d *decoder) blob() []byte {
+	n, ok := d.count("byte string of %d bytes")
+	if !ok {
+		return nil
+	}
+	return d.bytes(n)
+}
+
+// count reads a length or count that cannot exceed the bytes left in the
+// frame (each unit takes at least one byte), so that a hostile count
+// allocates nothing; what names it in the error ("list of %d items").
+func (d *decoder) count(what string) (int, bool) {
 	n := d.uvarint()
 	if d.err != nil {
-		return nil
+		return 0, false
 	}
 	if n > uint64(len(d.p)) {
-		d.fail("byte string of %d bytes overruns the frame (%d left)", n, len(d.p))
-		return nil
+		d.fail(what+" overruns the frame (%d bytes left)", n, len(d.p))
+		return 0, false
 	}
-	return d.bytes(int(n))
+	return int(n), true
 }
 
 func (d *decoder) str(limit int) string {
@@ -347,16 +358,12 @@ func (d *decoder) str(limit int) string {
 // list reads a count and that many byte strings; every string takes at
 // least one byte, which bounds the count by what is left.
 func (d *decoder) list() [][]byte {
-	n := d.uvarint()
-	if d.err != nil {
-		return nil
-	}
-	if n > uint64(len(d.p)) {
-		d.fail("list of %d items overruns the frame (%d bytes left)", n, len(d.p))
+	n, ok := d.count("list of %d items")
+	if !ok {
 		return nil
 	}
 	out := make([][]byte, 0, n)
-	for i := uint64(0); i < n && d.err == nil; i++ {
+	for i := 0; i < n && d.err == nil; i++ {
 		out = append(out, d.blob())
 	}
 	return out
