@@ -48,7 +48,8 @@ func TestSyntaxErrorPositions(t *testing.T) {
 }
 
 // FuzzParse: any input parses or fails with positioned diagnostics, never
-// panics; what parses formats to a fixed point.
+// panics; what parses formats to a fixed point; the hand-written parser
+// agrees with participle run on the grammar's tags (oracle_test.go).
 func FuzzParse(f *testing.F) {
 	files, _ := filepath.Glob("../algorithms/*.msccl")
 	for _, p := range files {
@@ -66,7 +67,13 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	}
+	for _, s := range oracleSnippets {
+		f.Add([]byte(s))
+	}
 	f.Fuzz(func(t *testing.T, src []byte) {
+		if d := compareWithOracle(src); d != "" {
+			t.Fatalf("the parser and its grammar's oracle (participle) disagree: %s", d)
+		}
 		file, ds := Parse("fuzz.msccl", src)
 		if file == nil {
 			if !ds.HasErrors() {
@@ -124,5 +131,24 @@ func TestOperatorsAndRequire(t *testing.T) {
 		if !strings.Contains(ds.String(), c.want) {
 			t.Errorf("%q:\n got %s\nwant %s", c.src, ds, c.want)
 		}
+	}
+}
+
+// TestDeepNesting: nesting past the parser's bound is a syntax error, not
+// a stack overflow.
+func TestDeepNesting(t *testing.T) {
+	for _, c := range []struct{ open, close string }{{"(", ")"}, {"f(", ")"}, {"if 1 {", "}"}} {
+		src := "let x = " + strings.Repeat(c.open, 20000) + "1" + strings.Repeat(c.close, 20000)
+		if c.open == "if 1 {" {
+			src = strings.Repeat(c.open, 20000) + strings.Repeat(c.close, 20000)
+		}
+		_, ds := Parse("x.msccl", []byte(src))
+		if !strings.Contains(ds.String(), "levels of nesting") {
+			t.Errorf("%s x 20000: %.200s", c.open, ds)
+		}
+	}
+	// Within the bound, it parses.
+	if _, ds := Parse("x.msccl", []byte("let x = "+strings.Repeat("(", 900)+"1"+strings.Repeat(")", 900))); ds.HasErrors() {
+		t.Error(ds)
 	}
 }
