@@ -11,11 +11,13 @@ import (
 // (issue 17's goal: at most 2 µs above bare cuLaunchKernel calls, and no
 // allocations). "run" times Run on a prepared call; "bare" launches the
 // same kernels with the same arguments on the same streams directly, the
-// floor any executor pays. Only the enqueueing is timed: the GPU drains
-// the streams every 64 calls with the timer stopped, so a full launch
-// queue never turns host time into GPU time. Compare the two µs/call
-// figures of one run (bash .gpu/run -test.run XXX -test.bench HostCost
-// -test.benchmem).
+// floor any executor pays; "run-stream" is Run ordered on a caller's
+// stream (PyTorch's case): the fork and join add 1 + 3·ranks event calls.
+// Only the enqueueing is timed: the GPU drains the streams every 64 calls
+// with the timer stopped, so a full launch queue never turns host time
+// into GPU time. The last line logs run − bare per call, the goal's
+// figure (bash .gpu/run -test.run XXX -test.bench HostCost -test.benchmem
+// -test.v).
 func BenchmarkHostCost(b *testing.B) {
 	if err := cuda.Init(); err != nil {
 		b.Skipf("no CUDA: %v", err)
@@ -36,18 +38,25 @@ func BenchmarkHostCost(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	st, err := cuda.NewStream(true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Destroy()
 	drain := func(b *testing.B, i int) {
 		if i%64 != 63 {
 			return
 		}
 		b.StopTimer()
-		if err := e.Wait(nil); err != nil {
+		if err := e.Wait(st); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()
 	}
-	perCall := func(b *testing.B) {
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(b.N), "µs/call")
+	us := map[string]float64{}
+	perCall := func(b *testing.B, name string) {
+		us[name] = float64(b.Elapsed().Nanoseconds()) / 1e3 / float64(b.N)
+		b.ReportMetric(us[name], "µs/call")
 	}
 	b.Run("run", func(b *testing.B) {
 		b.ReportAllocs()
@@ -57,7 +66,19 @@ func BenchmarkHostCost(b *testing.B) {
 			}
 			drain(b, i)
 		}
-		perCall(b)
+		perCall(b, "run")
+	})
+	b.Run("run-stream", func(b *testing.B) {
+		c := call
+		c.Stream = st
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if err := e.Run(c); err != nil {
+				b.Fatal(err)
+			}
+			drain(b, i)
+		}
+		perCall(b, "run-stream")
 	})
 	b.Run("bare", func(b *testing.B) {
 		b.ReportAllocs()
@@ -69,9 +90,54 @@ func BenchmarkHostCost(b *testing.B) {
 			}
 			drain(b, i)
 		}
-		perCall(b)
+		perCall(b, "bare")
 	})
-	if err := e.Wait(nil); err != nil {
+	if err := e.Wait(st); err != nil {
 		b.Fatal(err)
+	}
+	if len(us) == 3 {
+		b.Logf("host cost above bare launches (%d ranks): run %.2f µs/call, run-stream %.2f µs/call (goal: at most 2)",
+			len(e.ranks), us["run"]-us["bare"], us["run-stream"]-us["bare"])
+	}
+}
+
+// TestGPURunAllocs: a Run of a cached plan allocates nothing, with and
+// without a caller's stream (issue 17's zero-allocation goal, checked
+// rather than read off a benchmark).
+func TestGPURunAllocs(t *testing.T) {
+	needGPU(t)
+	p, err := compileWith("../../algorithms/allreduce_allpairs_packet.msccl", map[string]int64{"ranks": 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpuMu.Lock()
+	defer gpuMu.Unlock()
+	e, bufs, done := openAlloc(t, p, Options{}, 1024)
+	defer done()
+	st, err := cuda.NewStream(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Destroy()
+	for _, s := range []*cuda.Stream{nil, st} {
+		call := Call{Buffers: bufs, DType: ir.F16, Reduce: ir.ReduceSum, Stream: s}
+		if err := e.Prepare(call); err != nil {
+			t.Fatal(err)
+		}
+		var runErr error
+		allocs := testing.AllocsPerRun(50, func() {
+			if err := e.Run(call); err != nil && runErr == nil {
+				runErr = err
+			}
+		})
+		if err := e.Wait(s); err != nil {
+			t.Fatal(err)
+		}
+		if runErr != nil {
+			t.Fatal(runErr)
+		}
+		if allocs != 0 {
+			t.Errorf("stream %v: %.1f allocations per Run of a cached plan, want 0", s != nil, allocs)
+		}
 	}
 }

@@ -87,7 +87,7 @@ for part in $parts; do
     step pingpong16 "$bench" --plan "$tmp/pingpong.json" --ranks 2 -b 1K -e 1K -d f32 -G -n 200 -w 20
     step allgather_ring8 "$bench" --algo allgather_ring --ranks 8 -b 1K -e 1K -d f32 -G -n 200 -w 20
     step allreduce_ring8 "$bench" --algo allreduce_ring --ranks 8 -b 1K -e 1K -d f32 -G -n 200 -w 20
-    step hostcost bash "$root/.gpu/run" -test.run XXX -test.bench 'HostCost|^BenchmarkLaunch$' -test.benchmem
+    step hostcost bash "$root/.gpu/run" -test.run 'GPURunAllocs' -test.bench 'HostCost|^BenchmarkLaunch$' -test.benchmem
     ;;
   *)
     echo "perf.sh: unknown part $part (want tests, ref, trace, kernel, large, tune, latency)"; exit 2
