@@ -2,8 +2,11 @@ package compiler
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -11,8 +14,12 @@ import (
 	"github.com/msccl-go/msccl-go/executor/cpu"
 )
 
-// A shape is a world a library algorithm is compiled for.
-type shape struct{ ranks, nodes, gpn, instances int64 }
+// A shape is a world a library algorithm is compiled for; defs are a
+// selection row's other defines, spelled "k=v,..." in key order.
+type shape struct {
+	ranks, nodes, gpn, instances int64
+	defs                         string
+}
 
 func (s shape) String() string {
 	out := fmt.Sprint(s.ranks)
@@ -21,6 +28,9 @@ func (s shape) String() string {
 	}
 	if s.instances > 1 {
 		out += fmt.Sprintf("i%d", s.instances)
+	}
+	if s.defs != "" {
+		out += " with " + s.defs
 	}
 	return out
 }
@@ -33,7 +43,21 @@ func (s shape) defines() map[string]int64 {
 	if s.instances > 1 {
 		d["instances"] = s.instances
 	}
+	for _, kv := range strings.Split(s.defs, ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			d[k], _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
 	return d
+}
+
+// spellDefines is a row's defines as a shape's defs.
+func spellDefines(d map[string]int64) string {
+	var kvs []string
+	for _, k := range slices.Sorted(maps.Keys(d)) {
+		kvs = append(kvs, fmt.Sprintf("%s=%d", k, d[k]))
+	}
+	return strings.Join(kvs, ",")
 }
 
 // verdict is what proving one (algorithm, shape) found: whether the
@@ -138,16 +162,25 @@ func TestLibraryProven(t *testing.T) {
 // rows claim only proven ranges, and the world sizes of a row are all
 // proven one by one, so a row may not span more than the test can prove.
 func TestSelectionClaimsProven(t *testing.T) {
-	rows, err := loadSelection("../algorithms/selection.yaml")
+	// MSCCL_SELECTION=/abs/path/tuned.yaml holds a table that is to
+	// replace the shipped one (msccl-bench --tune's output) to the same
+	// bar.
+	table := "../algorithms/selection.yaml"
+	if p := os.Getenv("MSCCL_SELECTION"); p != "" {
+		table = p
+	}
+	rows, err := loadSelection(table)
 	if err != nil {
 		t.Fatal(err)
 	}
+	name := filepath.Base(table)
 	for _, row := range rows {
 		file := filepath.Join("../algorithms", row.Algorithm)
+		defs := spellDefines(row.Defines)
 		var shapes []shape
 		if row.MultiNode {
 			if row.Nodes == nil || row.RanksPerNode == nil {
-				t.Errorf("selection.yaml:%d: a multi-node row must bound nodes and ranks_per_node", row.Line)
+				t.Errorf("%s:%d: a multi-node row must bound nodes and ranks_per_node", name, row.Line)
 				continue
 			}
 			for nodes := row.Nodes[0]; nodes <= row.Nodes[1]; nodes++ {
@@ -159,7 +192,7 @@ func TestSelectionClaimsProven(t *testing.T) {
 			}
 		} else {
 			if row.Ranks == nil || row.Ranks[1]-row.Ranks[0] > 40 {
-				t.Errorf("selection.yaml:%d: ranks %v: a row must name a range of at most 41 world sizes, each proven here", row.Line, row.Ranks)
+				t.Errorf("%s:%d: ranks %v: a row must name a range of at most 41 world sizes, each proven here", name, row.Line, row.Ranks)
 				continue
 			}
 			for n := row.Ranks[0]; n <= row.Ranks[1]; n++ {
@@ -172,12 +205,13 @@ func TestSelectionClaimsProven(t *testing.T) {
 			if testing.Short() && s.ranks > 32 {
 				continue
 			}
+			s.defs = defs
 			v := prove(file, s)
 			switch {
 			case !v.accepted:
-				t.Errorf("selection.yaml:%d claims %s at %s, which it refuses: %s", row.Line, row.Algorithm, s, firstLine(v.refusal))
+				t.Errorf("%s:%d claims %s at %s, which it refuses: %s", name, row.Line, row.Algorithm, s, firstLine(v.refusal))
 			case v.proof != "":
-				t.Errorf("selection.yaml:%d claims %s at %s, which is not proven:\n%s", row.Line, row.Algorithm, s, v.proof)
+				t.Errorf("%s:%d claims %s at %s, which is not proven:\n%s", name, row.Line, row.Algorithm, s, v.proof)
 			}
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/msccl-go/msccl-go/compiler"
 	cudaexec "github.com/msccl-go/msccl-go/executor/cuda"
 	"github.com/msccl-go/msccl-go/internal/size"
+	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
 	"gopkg.in/yaml.v3"
 )
@@ -32,6 +33,7 @@ type tuneConfig struct {
 	algos      string
 	instances  intList
 	threads    intList
+	budget     time.Duration
 }
 
 // intList is a comma-separated list of positive integers.
@@ -67,14 +69,15 @@ func tuneFlags(fs *flag.FlagSet, t *tuneConfig) {
 	fs.StringVar(&t.algos, "tune-algos", "", "with --tune: comma-separated library algorithms to try (default: those the built-in selection table names for the collective on one node)")
 	fs.Var(&t.instances, "tune-instances", "with --tune: values of -D instances to try")
 	fs.Var(&t.threads, "tune-threads", "with --tune: values of -D threads (threads per block) to try")
+	fs.DurationVar(&t.budget, "tune-budget", 0, "with --tune: start no candidate after this much time (e.g. 5m), so that a run under a time limit still writes rows from what it timed; 0: no limit")
 }
 
 // check refuses --tune combined with what it does not do, before any
 // file is read or the GPU opened.
 func (t *tuneConfig) check(c *config, pf *procFlags) error {
 	if !t.on {
-		if t.collective != "" || t.out != "" || t.algos != "" {
-			return usagef("--collective, --tune-out and --tune-algos go with --tune")
+		if t.collective != "" || t.out != "" || t.algos != "" || t.budget != 0 {
+			return usagef("--collective, --tune-out, --tune-algos and --tune-budget go with --tune")
 		}
 		return nil
 	}
@@ -91,6 +94,8 @@ func (t *tuneConfig) check(c *config, pf *procFlags) error {
 		return usagef("--tune only times plans on the GPU: drop -c, --reference, --trace, --procs and --device cpu (check the chosen rows with msccl-bench -c --algo NAME -D ...)")
 	case len(c.defs) > 0:
 		return usagef("--tune sets -D itself (instances, threads): drop -D")
+	case t.budget < 0:
+		return usagef("--tune-budget: %v is negative", t.budget)
 	}
 	for _, v := range t.threads {
 		if v < 32 || v > 1024 {
@@ -178,26 +183,31 @@ func runTune(c *config, t *tuneConfig, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var cands []candidate
-	for _, a := range algos {
-		for _, in := range t.instances {
-			for _, th := range t.threads {
-				cands = append(cands, candidate{a, in, th})
-			}
-		}
-	}
+	cands := candidates(algos, t.instances, t.threads)
 	// Without a GPU every candidate would fail alike: say so once.
 	if err := cuda.Init(); err != nil {
 		return err
 	}
 	devName, _ := cuda.Device(0).Name()
 	sizes := sweep(c.minB, c.maxB, c.factor)
+	fit, err := deviceFit()
+	if err != nil {
+		return err
+	}
 	prog := newProgress(os.Stderr, len(cands))
 	var results []tuneResult
 	var hang error
+	var untimed []string
 	for i, cand := range cands {
+		if t.budget > 0 && time.Since(prog.start) > t.budget {
+			for _, u := range cands[i:] {
+				untimed = append(untimed, u.label())
+			}
+			prog.note(fmt.Sprintf("--tune-budget %v spent: %d candidates not timed", t.budget, len(untimed)))
+			break
+		}
 		prog.step(i, cand.label())
-		rs, err := tuneOne(c, cand, sizes, w)
+		rs, err := tuneOne(c, cand, sizes, fit, w)
 		var h *cudaexec.HangError
 		if errors.As(err, &h) {
 			// A hung kernel keeps its SMs: later candidates could not be
@@ -232,6 +242,9 @@ func runTune(c *config, t *tuneConfig, w io.Writer) error {
 	rows := tunedRows(t.collective, c.ranks, best)
 	head := fmt.Sprintf("# Tuned by msccl-bench --tune on one %s, %d ranks in one process, %s %s, %s (%s).\n",
 		devName, c.ranks, c.dtype, c.redop, time.Now().UTC().Format("2006-01-02 15:04 MST"), strings.Join(os.Args[1:], " "))
+	if len(untimed) > 0 {
+		head += fmt.Sprintf("# Not timed (--tune-budget %v spent): %s.\n", t.budget, strings.Join(untimed, "; "))
+	}
 	if err := os.WriteFile(t.out, []byte(head+formatRows(rows)), 0o644); err != nil {
 		return err
 	}
@@ -243,7 +256,7 @@ func runTune(c *config, t *tuneConfig, w io.Writer) error {
 
 // tuneOne compiles one candidate and times it at the sizes its rule
 // admits.
-func tuneOne(c *config, cand candidate, sizes []int64, w io.Writer) ([]tuneResult, error) {
+func tuneOne(c *config, cand candidate, sizes []int64, fit residency, w io.Writer) ([]tuneResult, error) {
 	src, err := algorithms.Source(cand.algo)
 	if err != nil {
 		return nil, err
@@ -252,6 +265,9 @@ func tuneOne(c *config, cand candidate, sizes []int64, w io.Writer) ([]tuneResul
 	p, _, ds := compiler.CompileSource("algorithms/"+cand.algo+".msccl", src, defs, compiler.Options{})
 	if ds.HasErrors() {
 		return nil, errors.New(ds.String())
+	}
+	if err := fit.check(p); err != nil {
+		return nil, err
 	}
 	rule, err := p.SizeRule()
 	if err != nil {
@@ -287,6 +303,61 @@ func tuneOne(c *config, cand candidate, sizes []int64, w io.Writer) ([]tuneResul
 		return nil, errors.New(rows[0].Skipped)
 	}
 	return out, nil
+}
+
+// candidates lists the configurations to time, the algorithms
+// interleaved (every algorithm at a shape before the next shape), so that
+// a sweep cut short by --tune-budget loses the same shapes of each rather
+// than whole algorithms.
+func candidates(algos []string, instances, threads intList) []candidate {
+	var out []candidate
+	for _, in := range instances {
+		for _, th := range threads {
+			for _, a := range algos {
+				out = append(out, candidate{a, in, th})
+			}
+		}
+	}
+	return out
+}
+
+// residency is what device 0 can hold at once: every block of every rank
+// must be resident (they wait on each other), so a candidate past these
+// bounds is refused by the executor at every size; checking it first
+// skips the executor's setup and buffers for it.
+type residency struct{ sms, threadsPerSM, blocksPerSM int }
+
+func deviceFit() (residency, error) {
+	var f residency
+	var err error
+	d := cuda.Device(0)
+	if f.sms, err = d.Attribute(cuda.AttrMultiprocessorCount); err != nil {
+		return f, err
+	}
+	if f.threadsPerSM, err = d.Attribute(cuda.AttrMaxThreadsPerMultiprocessor); err != nil {
+		return f, err
+	}
+	f.blocksPerSM, err = d.Attribute(cuda.AttrMaxBlocksPerMultiprocessor)
+	return f, err
+}
+
+// check refuses a plan that cannot be resident whatever its registers
+// and shared memory: more threads or blocks than the multiprocessors
+// hold (the executor's exact check, with the kernel's occupancy, still
+// runs for the rest).
+func (f residency) check(p *ir.Plan) error {
+	var blocks int64
+	for _, g := range p.GPUs {
+		blocks += int64(len(g.ThreadBlocks))
+	}
+	threads := blocks * int64(p.NumThreadsPerBlock)
+	switch {
+	case blocks > int64(f.sms*f.blocksPerSM):
+		return fmt.Errorf("cannot be resident: %d blocks on %d multiprocessors of at most %d blocks", blocks, f.sms, f.blocksPerSM)
+	case threads > int64(f.sms*f.threadsPerSM):
+		return fmt.Errorf("cannot be resident: %d blocks of %d threads on %d multiprocessors of at most %d threads", blocks, p.NumThreadsPerBlock, f.sms, f.threadsPerSM)
+	}
+	return nil
 }
 
 // winners keeps the fastest result of each size, in size order.

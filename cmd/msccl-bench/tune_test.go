@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io/fs"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/msccl-go/msccl-go/algorithms"
 	"github.com/msccl-go/msccl-go/compiler"
+	"github.com/msccl-go/msccl-go/executor/cpu"
 )
 
 func TestTuneFlags(t *testing.T) {
@@ -26,7 +28,9 @@ func TestTuneFlags(t *testing.T) {
 		{[]string{"--tune", "--ranks", "8", "--collective", "allreduce", "--tune-out", "t.yaml", "--tune-instances", "2,x"}, `want positive integers separated by commas, got "2,x"`},
 		{[]string{"--tune", "--ranks", "8", "--collective", "allreduce", "--tune-out", "t.yaml", "--tune-algos", "allreduce_twoshto"}, "did you mean allreduce_twoshot"},
 		{[]string{"--tune", "--ranks", "8", "--collective", "allreduc", "--tune-out", "t.yaml"}, "--collective allreduc: the built-in selection table names no algorithm for it"},
-		{[]string{"--collective", "allreduce", "--algo", "allreduce_ring"}, "--collective, --tune-out and --tune-algos go with --tune"},
+		{[]string{"--collective", "allreduce", "--algo", "allreduce_ring"}, "--collective, --tune-out, --tune-algos and --tune-budget go with --tune"},
+		{[]string{"--tune-budget", "5m", "--algo", "allreduce_ring"}, "--tune-budget go with --tune"},
+		{[]string{"--tune", "--ranks", "8", "--collective", "allreduce", "--tune-out", "t.yaml", "--tune-budget", "-1s"}, "--tune-budget: -1s is negative"},
 	} {
 		err := run(c.args, &bytes.Buffer{})
 		if err == nil || exitCode(err) != 2 || !strings.Contains(err.Error(), c.want) {
@@ -112,6 +116,84 @@ func TestTunedRowsCompile(t *testing.T) {
 	}
 	if len(plans) != 3 || plans[1].Plan.NumThreadsPerBlock != 512 || len(plans[2].Plan.GPUs[0].ThreadBlocks) != 64 {
 		t.Errorf("compiled %d plans; allpairs threads %d, twoshot blocks %d", len(plans), plans[1].Plan.NumThreadsPerBlock, len(plans[2].Plan.GPUs[0].ThreadBlocks))
+	}
+	// A tuned table replaces the shipped one only if every row is proven
+	// with its defines at the world it claims (the shipped table's own
+	// test, compiler's TestSelectionClaimsProven, takes a tuned file as
+	// MSCCL_SELECTION).
+	if testing.Short() {
+		return
+	}
+	// The proof is of the algorithm at the row's world and defines, for
+	// every size its plan's own rule admits (which covers the row's range
+	// and is proven at small sizes), as TestSelectionClaimsProven does.
+	for _, r := range rows {
+		algo := strings.TrimSuffix(r.Algorithm, ".msccl")
+		src, err := algorithms.Source(algo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defs := map[string]int64{"ranks": r.Ranks[0]}
+		for k, v := range r.Defines {
+			defs[k] = v
+		}
+		p, sm, ds := compiler.CompileSource(r.Algorithm, src, defs, compiler.Options{})
+		if ds.HasErrors() {
+			t.Fatalf("%s with %v: %s", algo, defs, ds)
+		}
+		if vds := compiler.Verify(p, sm, nil, []cpu.DType{cpu.F32}); vds.HasErrors() {
+			t.Errorf("%s with %v is not proven:\n%s", algo, defs, vds)
+		}
+	}
+}
+
+// TestCandidatesInterleaved: a sweep cut short by --tune-budget has timed
+// the same shapes of every algorithm.
+func TestCandidatesInterleaved(t *testing.T) {
+	got := candidates([]string{"a", "b"}, intList{1, 4}, intList{1024, 512})
+	var labels []string
+	for _, c := range got {
+		labels = append(labels, fmt.Sprintf("%s/%d/%d", c.algo, c.instances, c.threads))
+	}
+	if s := strings.Join(labels, " "); s != "a/1/1024 b/1/1024 a/1/512 b/1/512 a/4/1024 b/4/1024 a/4/512 b/4/512" {
+		t.Errorf("order %s", s)
+	}
+}
+
+// TestResidencyFilter: candidates that cannot be resident on the device
+// are refused before the executor is opened; the rest pass.
+func TestResidencyFilter(t *testing.T) {
+	h200 := residency{sms: 132, threadsPerSM: 2048, blocksPerSM: 32}
+	tiny := residency{sms: 1, threadsPerSM: 1 << 20, blocksPerSM: 32}
+	for _, c := range []struct {
+		fit       residency
+		algo      string
+		instances int64
+		threads   int64
+		want      string
+	}{
+		// 8 ranks × 32 blocks × 1024 threads = 262144 of 270336 threads.
+		{h200, "allreduce_twoshot", 4, 1024, ""},
+		{h200, "allreduce_allpairs", 32, 1024, ""},
+		// 512 blocks of 1024, 2048 blocks of 256: twice what it holds.
+		{h200, "allreduce_twoshot", 8, 1024, "cannot be resident: 512 blocks of 1024 threads"},
+		{h200, "allreduce_twoshot", 32, 256, "cannot be resident: 2048 blocks of 256 threads"},
+		// 64 blocks on one multiprocessor of 32.
+		{tiny, "allreduce_twoshot", 1, 64, "cannot be resident: 64 blocks on 1 multiprocessors of at most 32 blocks"},
+		{tiny, "allreduce_allpairs", 1, 64, ""},
+	} {
+		src, err := algorithms.Source(c.algo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _, ds := compiler.CompileSource(c.algo, src, map[string]int64{"ranks": 8, "instances": c.instances, "threads": c.threads}, compiler.Options{})
+		if ds.HasErrors() {
+			t.Fatal(ds)
+		}
+		err = c.fit.check(p)
+		if got := fmt.Sprint(err); (c.want == "") != (err == nil) || (c.want != "" && !strings.Contains(got, c.want)) {
+			t.Errorf("%s i%d t%d: %v, want %q", c.algo, c.instances, c.threads, err, c.want)
+		}
 	}
 }
 

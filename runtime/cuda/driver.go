@@ -181,15 +181,17 @@ type Device int
 
 // Device attributes (CUdevice_attribute) used by this project.
 const (
-	AttrMaxThreadsPerBlock         = 1
-	AttrMaxSharedMemoryPerBlock    = 8
-	AttrMultiprocessorCount        = 16
-	AttrPCIBusID                   = 33
-	AttrPCIDeviceID                = 34
-	AttrUnifiedAddressing          = 41
-	AttrComputeCapabilityMajor     = 75
-	AttrComputeCapabilityMinor     = 76
-	AttrMaxSharedMemoryPerBlockOpt = 97
+	AttrMaxThreadsPerBlock          = 1
+	AttrMaxSharedMemoryPerBlock     = 8
+	AttrMultiprocessorCount         = 16
+	AttrPCIBusID                    = 33
+	AttrPCIDeviceID                 = 34
+	AttrMaxThreadsPerMultiprocessor = 39
+	AttrUnifiedAddressing           = 41
+	AttrComputeCapabilityMajor      = 75
+	AttrComputeCapabilityMinor      = 76
+	AttrMaxSharedMemoryPerBlockOpt  = 97
+	AttrMaxBlocksPerMultiprocessor  = 106
 )
 
 func (d Device) handle() (C.int, error) {
