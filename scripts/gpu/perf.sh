@@ -23,7 +23,11 @@
 #          then the shapes that fit 8 ranks on one H200 with more blocks
 #   tune   msccl-bench --tune over allreduce, 1K..256M: the fastest
 #          algorithm × instances × threads per size, written as selection
-#          rows to $OUT/tuned-allreduce-8r.yaml
+#          rows to $OUT/tuned-allreduce-8r.yaml; --tune-budget 300s
+#          starts no candidate after 5 minutes, so the file is written
+#          within the step's 7 (check it on the CPU machine with
+#          MSCCL_SELECTION=$PWD/tuned-allreduce-8r.yaml go test -run
+#          TestSelectionClaimsProven ./compiler)
 # scripts/plot-bench.py draws docs/ plots from perf-large.log and
 # perf-tune.log.
 # $OUT gets few files (the device tool returns at most 8): perf-PART.log
@@ -77,7 +81,7 @@ for part in $parts; do
   tune)
     STEP_TIMEOUT=420 step tune "$bench" --tune --collective allreduce --ranks "$ranks" -b 1K -e 256M -f 4 -d f16 -G -n 5 -w 2 \
       --tune-algos allreduce_allpairs_packet,allreduce_allpairs,allreduce_twoshot --tune-instances 1,2,4,8,16,32 \
-      --tune-out "$OUT/tuned-allreduce-${ranks}r.yaml"
+      --tune-budget 300s --tune-out "$OUT/tuned-allreduce-${ranks}r.yaml"
     ;;
   latency)
     # Issue 17's ring-step goal: time(ring at 8 ranks) / 7 steps against
