@@ -3,16 +3,14 @@ package cudaexec
 import (
 	"fmt"
 	"os"
-	"strconv"
 )
 
 // PortCopy chooses what moves a port channel's bytes.
 type PortCopy int
 
 const (
-	// PortCopyAuto picks PortCopyProxy when the context has its 32
-	// hardware queues and PortCopySM when CUDA_DEVICE_MAX_CONNECTIONS is
-	// lower (Megatron-LM sets 1); MSCCL_PORT_COPY=proxy|sm overrides it.
+	// PortCopyAuto picks PortCopySM (resolvePortCopy says why);
+	// MSCCL_PORT_COPY=proxy|sm overrides it.
 	PortCopyAuto PortCopy = iota
 	// PortCopyProxy: the host proxy's copy engines (cuMemcpyPeerAsync from
 	// a context of its own), as MSCCL++ port channels do; SMs stay free.
@@ -35,7 +33,17 @@ func (c PortCopy) String() string {
 	return "auto"
 }
 
-// resolvePortCopy turns Auto into a mode. Why not the proxy under fewer
+// resolvePortCopy turns Auto into a mode: SMs, always, since the
+// session of 2026-12-03 (docs/evidence/gpu_port_proxy_late.log): the
+// default oracle matrix at 32 queues hung twice in proxy mode
+// (allreduce_hierarchical@8 at 129200 B bf16 min, @2 at 1 MiB f16 min,
+// after 4 and 7 clean cases), and the proxy's own account at the report
+// had every request pushed, taken and its copies complete, with nothing
+// held: the signals and flushes arrived, but after the 3 s watchdog, or
+// unseen. Which driver call or visibility rule delayed them is not
+// settled, so the proxy is opt-in (MSCCL_PORT_COPY=proxy, Options.PortCopy)
+// until it is; every port configuration of the matrices ran bit-identical
+// with SM copies. The older finding stands as well: Why not the proxy under fewer
 // queues: measured on an H200 (docs/evidence), with
 // CUDA_DEVICE_MAX_CONNECTIONS=1 and a second launch already queued behind
 // the running one on a rank's stream, the proxy's first copy never
@@ -60,13 +68,10 @@ func resolvePortCopy(c PortCopy) (PortCopy, error) {
 	default:
 		return 0, fmt.Errorf("cudaexec: MSCCL_PORT_COPY=%q: want proxy, sm or auto", v)
 	}
-	// The executor's package init sets 32 when the user set nothing, except
-	// for MPS clients, which keep the driver's default of fewer queues.
-	v := os.Getenv("CUDA_DEVICE_MAX_CONNECTIONS")
-	if n, err := strconv.Atoi(v); (err == nil && n < 32) || v == "" {
-		return PortCopySM, nil
-	}
-	return PortCopyProxy, nil
+	// Every peer this executor reaches is on a device its SMs can store
+	// to (one process, one device), so SMs copy unless asked otherwise:
+	// the proxy path still hangs now and then at 32 queues (below).
+	return PortCopySM, nil
 }
 
 // PortCopy reports how this executor moves port channels' bytes.

@@ -15,11 +15,11 @@ func TestResolvePortCopy(t *testing.T) {
 		want       PortCopy
 		bad        bool
 	}{
-		{PortCopyAuto, "", "32", PortCopyProxy, false},
+		{PortCopyAuto, "", "32", PortCopySM, false},
 		{PortCopyAuto, "", "1", PortCopySM, false},
 		{PortCopyAuto, "", "8", PortCopySM, false},
 		{PortCopyAuto, "", "", PortCopySM, false}, // an MPS client keeps the driver's default
-		{PortCopyAuto, "", "many", PortCopyProxy, false},
+		{PortCopyAuto, "", "many", PortCopySM, false},
 		{PortCopyAuto, "proxy", "1", PortCopyProxy, false},
 		{PortCopyAuto, "sm", "32", PortCopySM, false},
 		{PortCopyAuto, "auto", "1", PortCopySM, false},

@@ -161,8 +161,10 @@ func (p *proxy) describe() []string {
 			seq := st.NextTag & (1<<kernels.FifoSeqBits - 1)
 			next = fmt.Sprintf("written, sequence %d (want %d)", seq, (st.Taken+1)&(1<<kernels.FifoSeqBits-1))
 		}
-		out = append(out, fmt.Sprintf("port proxy queue %d: pushed %s, taken %d, copies complete %d, %d signals/flushes held; stream query %d, not ready %d times in a row; next entry %s",
-			i, pushed, st.Taken, st.Done, st.Pending, st.LastQuery, st.NotReady, next))
+		// The word a flush waits on, as the kernel would read it now.
+		flushed := binary.LittleEndian.Uint64(pr.fifo[(4*pr.size+1)*8:])
+		out = append(out, fmt.Sprintf("port proxy queue %d: pushed %s, taken %d, copies complete %d, %d signals/flushes held, flushed word %d; stream query %d, not ready %d times in a row; next entry %s",
+			i, pushed, st.Taken, st.Done, st.Pending, flushed, st.LastQuery, st.NotReady, next))
 	}
 	return out
 }
