@@ -34,6 +34,7 @@ type tuneConfig struct {
 	instances  intList
 	threads    intList
 	budget     time.Duration
+	table      string
 }
 
 // intList is a comma-separated list of positive integers.
@@ -69,6 +70,7 @@ func tuneFlags(fs *flag.FlagSet, t *tuneConfig) {
 	fs.StringVar(&t.algos, "tune-algos", "", "with --tune: comma-separated library algorithms to try (default: those the built-in selection table names for the collective on one node)")
 	fs.Var(&t.instances, "tune-instances", "with --tune: values of -D instances to try")
 	fs.Var(&t.threads, "tune-threads", "with --tune: values of -D threads (threads per block) to try")
+	fs.StringVar(&t.table, "tune-table", "", "with --tune: also write the built-in selection table with this world's rows of --collective handed to the tuned ones, every other line kept (a drop-in for algorithms/selection.yaml)")
 	fs.DurationVar(&t.budget, "tune-budget", 0, "with --tune: start no candidate after this much time (e.g. 5m), so that a run under a time limit still writes rows from what it timed; 0: no limit")
 }
 
@@ -76,8 +78,8 @@ func tuneFlags(fs *flag.FlagSet, t *tuneConfig) {
 // file is read or the GPU opened.
 func (t *tuneConfig) check(c *config, pf *procFlags) error {
 	if !t.on {
-		if t.collective != "" || t.out != "" || t.algos != "" || t.budget != 0 {
-			return usagef("--collective, --tune-out, --tune-algos and --tune-budget go with --tune")
+		if t.collective != "" || t.out != "" || t.algos != "" || t.budget != 0 || t.table != "" {
+			return usagef("--collective, --tune-out, --tune-table, --tune-algos and --tune-budget go with --tune")
 		}
 		return nil
 	}
@@ -247,6 +249,21 @@ func runTune(c *config, t *tuneConfig, w io.Writer) error {
 	}
 	if err := os.WriteFile(t.out, []byte(head+formatRows(rows)), 0o644); err != nil {
 		return err
+	}
+	if t.table != "" {
+		shipped, err := fs.ReadFile(algorithms.FS(), algorithms.Selection)
+		if err != nil {
+			return err
+		}
+		note := fmt.Sprintf("# %s at %d ranks: tuned by msccl-bench --tune on one %s, %s %s, %s.\n",
+			t.collective, c.ranks, devName, c.dtype, c.redop, time.Now().UTC().Format("2006-01-02"))
+		merged, err := mergeTable(shipped, t.collective, int64(c.ranks), rows, note)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(t.table, merged, 0o644); err != nil {
+			return err
+		}
 	}
 	if !c.asJSON {
 		fmt.Fprintf(w, "# wrote %d selection rows to %s\n", len(rows), t.out)

@@ -3,10 +3,8 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"io/fs"
 	"strings"
 	"testing"
-	"testing/fstest"
 
 	"github.com/msccl-go/msccl-go/algorithms"
 	"github.com/msccl-go/msccl-go/compiler"
@@ -28,7 +26,7 @@ func TestTuneFlags(t *testing.T) {
 		{[]string{"--tune", "--ranks", "8", "--collective", "allreduce", "--tune-out", "t.yaml", "--tune-instances", "2,x"}, `want positive integers separated by commas, got "2,x"`},
 		{[]string{"--tune", "--ranks", "8", "--collective", "allreduce", "--tune-out", "t.yaml", "--tune-algos", "allreduce_twoshto"}, "did you mean allreduce_twoshot"},
 		{[]string{"--tune", "--ranks", "8", "--collective", "allreduc", "--tune-out", "t.yaml"}, "--collective allreduc: the built-in selection table names no algorithm for it"},
-		{[]string{"--collective", "allreduce", "--algo", "allreduce_ring"}, "--collective, --tune-out, --tune-algos and --tune-budget go with --tune"},
+		{[]string{"--collective", "allreduce", "--algo", "allreduce_ring"}, "--collective, --tune-out, --tune-table, --tune-algos and --tune-budget go with --tune"},
 		{[]string{"--tune-budget", "5m", "--algo", "allreduce_ring"}, "--tune-budget go with --tune"},
 		{[]string{"--tune", "--ranks", "8", "--collective", "allreduce", "--tune-out", "t.yaml", "--tune-budget", "-1s"}, "--tune-budget: -1s is negative"},
 	} {
@@ -98,19 +96,7 @@ func TestTunedRowsCompile(t *testing.T) {
 	if text != want {
 		t.Fatalf("rows:\n%s\nwant:\n%s", text, want)
 	}
-	mfs := fstest.MapFS{"tuned.yaml": {Data: []byte("# head\n" + text)}}
-	err := fs.WalkDir(algorithms.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := fs.ReadFile(algorithms.FS(), p)
-		mfs[p] = &fstest.MapFile{Data: data}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	plans, err := compiler.PlansFS(mfs, "tuned.yaml", map[string]int64{"ranks": 8})
+	plans, err := compiler.PlansFS(libraryWith(t, []byte("# head\n"+text)), algorithms.Selection, map[string]int64{"ranks": 8})
 	if err != nil {
 		t.Fatal(err)
 	}

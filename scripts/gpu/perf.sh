@@ -23,11 +23,14 @@
 #          then the shapes that fit 8 ranks on one H200 with more blocks
 #   tune   msccl-bench --tune over allreduce, 1K..256M: the fastest
 #          algorithm × instances × threads per size, written as selection
-#          rows to $OUT/tuned-allreduce-8r.yaml; --tune-budget 300s
-#          starts no candidate after 5 minutes, so the file is written
-#          within the step's 7 (check it on the CPU machine with
-#          MSCCL_SELECTION=$PWD/tuned-allreduce-8r.yaml go test -run
-#          TestSelectionClaimsProven ./compiler)
+#          rows to $OUT/tuned-allreduce-8r.yaml, and the built-in table
+#          with its 8-rank allreduce rows handed to them to
+#          $OUT/selection-tuned.yaml (a drop-in for
+#          algorithms/selection.yaml); --tune-budget 300s starts no
+#          candidate after 5 minutes, so both are written within the
+#          step's 7. Check on the CPU machine with
+#          MSCCL_SELECTION=$PWD/selection-tuned.yaml go test -run
+#          TestSelectionClaimsProven ./compiler
 # scripts/plot-bench.py draws docs/ plots from perf-large.log and
 # perf-tune.log.
 # $OUT gets few files (the device tool returns at most 8): perf-PART.log
@@ -81,7 +84,7 @@ for part in $parts; do
   tune)
     STEP_TIMEOUT=420 step tune "$bench" --tune --collective allreduce --ranks "$ranks" -b 1K -e 256M -f 4 -d f16 -G -n 5 -w 2 \
       --tune-algos allreduce_allpairs_packet,allreduce_allpairs,allreduce_twoshot --tune-instances 1,2,4,8,16,32 \
-      --tune-budget 300s --tune-out "$OUT/tuned-allreduce-${ranks}r.yaml"
+      --tune-budget 300s --tune-out "$OUT/tuned-allreduce-${ranks}r.yaml" --tune-table "$OUT/selection-tuned.yaml"
     ;;
   latency)
     # Issue 17's ring-step goal: time(ring at 8 ranks) / 7 steps against
