@@ -20,15 +20,18 @@ import (
 // tags beside it, as an oracle: both must accept the same programs with
 // the same trees and positions.
 
+// oracleRules are lex.go's rules as participle's regexp lexer.
+var oracleRules = []lexer.SimpleRule{
+	{Name: "Comment", Pattern: `//[^\n]*`},
+	{Name: "String", Pattern: `"(\\.|[^"\\\n])*"`},
+	{Name: "Int", Pattern: `0[xX][0-9a-fA-F]+|[0-9]+(KiB|MiB|GiB|K|M|G)?`},
+	{Name: "Ident", Pattern: `[A-Za-z_][A-Za-z0-9_]*`},
+	{Name: "Op", Pattern: `\.\.|->|==|!=|<=|>=|<<|>>|\*\*|&&|\|\||[-+*/%<>!=^(){}\[\],.:;@]`},
+	{Name: "Whitespace", Pattern: `[ \t\r\n]+`},
+}
+
 var oracleLexer = sync.OnceValue(func() *lexer.StatefulDefinition {
-	return lexer.MustSimple([]lexer.SimpleRule{
-		{Name: "Comment", Pattern: `//[^\n]*`},
-		{Name: "String", Pattern: `"(\\.|[^"\\\n])*"`},
-		{Name: "Int", Pattern: `0[xX][0-9a-fA-F]+|[0-9]+(KiB|MiB|GiB|K|M|G)?`},
-		{Name: "Ident", Pattern: `[A-Za-z_][A-Za-z0-9_]*`},
-		{Name: "Op", Pattern: `\.\.|->|==|!=|<=|>=|<<|>>|\*\*|&&|\|\||[-+*/%<>!=^(){}\[\],.:;@]`},
-		{Name: "Whitespace", Pattern: `[ \t\r\n]+`},
-	})
+	return lexer.MustSimple(oracleRules)
 })
 
 var oracleParser = sync.OnceValue(func() *participle.Parser[File] {
@@ -235,4 +238,39 @@ func TestParserMatchesOracle(t *testing.T) {
 			t.Errorf("%q: %s", src, d)
 		}
 	}
+}
+
+// BenchmarkParse times the parser that runs (lexer included) against
+// participle on the same grammar, its parser built before the clock
+// starts (building it is the other cost the hand-written parser removes:
+// the "build" sub-benchmark), on the library's all-pairs LL allreduce.
+func BenchmarkParse(b *testing.B) {
+	src, err := os.ReadFile("../algorithms/allreduce_allpairs_packet.msccl")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("descent", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if _, ds := Parse("p.msccl", src); ds.HasErrors() {
+				b.Fatal(ds)
+			}
+		}
+	})
+	b.Run("participle", func(b *testing.B) {
+		p := oracleParser()
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, err := p.ParseBytes("p.msccl", src); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("participle-build", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			participle.MustBuild[File](participle.Lexer(lexer.MustSimple(oracleRules)), participle.Elide("Whitespace", "Comment"), participle.UseLookahead(lookahead))
+		}
+	})
 }
