@@ -31,6 +31,11 @@
 #          step's 7. Check on the CPU machine with
 #          MSCCL_SELECTION=$PWD/selection-tuned.yaml go test -run
 #          TestSelectionClaimsProven ./compiler
+#   startup  msccl-compile's process times on this machine (issue 17's
+#          CPU goals: start in under 1.5 ms, an 8-rank compile under
+#          3 ms): 200 runs each of /bin/true (the exec floor),
+#          --version, an 8-rank compile without and with the proof;
+#          per-run ms = real / 200
 # scripts/plot-bench.py draws docs/ plots from perf-large.log and
 # perf-tune.log.
 # $OUT gets few files (the device tool returns at most 8): perf-PART.log
@@ -96,8 +101,15 @@ for part in $parts; do
     step allreduce_ring8 "$bench" --algo allreduce_ring --ranks 8 -b 1K -e 1K -d f32 -G -n 200 -w 20
     step hostcost bash "$root/.gpu/run" -test.run 'GPURunAllocs' -test.bench 'HostCost|^BenchmarkLaunch$' -test.benchmem
     ;;
+  startup)
+    mc="$root/.gpu/bin/msccl-compile"
+    ar="$root/algorithms/allreduce_allpairs_packet.msccl"
+    for c in "/bin/true" "$mc --version" "$mc compile $ar -D ranks=8 --no-verify -o /dev/null" "$mc compile $ar -D ranks=8 -o /dev/null"; do
+      step "200x $c" bash -c "time (for i in \$(seq 200); do $c >/dev/null 2>&1; done)"
+    done
+    ;;
   *)
-    echo "perf.sh: unknown part $part (want tests, ref, trace, kernel, large, tune, latency)"; exit 2
+    echo "perf.sh: unknown part $part (want tests, ref, trace, kernel, large, tune, latency, startup)"; exit 2
     ;;
   esac
 done
