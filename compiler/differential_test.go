@@ -490,13 +490,12 @@ func mutate(rng *rand.Rand, g *gProg) {
 	}
 }
 
-// rangesAgree: the symbolic run on byte ranges (without the per-element
-// rerun that words wrong results) and the one per element find the same:
-// verdict, synchronisation findings, wrong elements with their writers,
-// clobbered input.
+// rangesAgree: the symbolic run on byte ranges and the one per element
+// find the same: verdict, synchronisation findings, wrong elements with
+// their writers and words, clobbered input.
 func rangesAgree(t *testing.T, p *ir.Plan, src string, size int64, launches int) {
 	t.Helper()
-	rr, err1 := cpu.Run(p, cpu.Options{Size: size, Symbolic: true, RangesOnly: true, Launches: launches})
+	rr, err1 := cpu.Run(p, cpu.Options{Size: size, Symbolic: true, Launches: launches})
 	er, err2 := cpu.Run(p, cpu.Options{Size: size, Symbolic: true, PerElement: true, Launches: launches})
 	if err1 != nil || err2 != nil {
 		t.Fatalf("at %d bytes: range mode error %v, element mode error %v\n%s", size, err1, err2, src)
@@ -504,7 +503,7 @@ func rangesAgree(t *testing.T, p *ir.Plan, src string, size int64, launches int)
 	writers := func(r *cpu.Report) string {
 		var b strings.Builder
 		for _, m := range r.Wrong {
-			fmt.Fprintf(&b, "%d/%d/%d/%v/%d;", m.Launch, m.Rank, m.Off, m.Writer, m.WriterLaunch)
+			fmt.Fprintf(&b, "%d/%d/%d/%v/%d/%v/%s;", m.Launch, m.Rank, m.Off, m.Writer, m.WriterLaunch, m.Terms, m.Explain)
 		}
 		return b.String()
 	}

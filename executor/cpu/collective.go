@@ -380,11 +380,11 @@ func (s *sim) checkLaunch(l int) {
 					}
 					base, sh = nil, "undecoded"
 					exp := s.expTerms(l, rank, i)
-					fps := make([]uint64, len(exp))
+					fps := make([]fv, len(exp))
 					for k, t := range exp {
-						fps[k] = s.termFP(t)
+						fps[k] = s.termKey(t)
 					}
-					if diff, ok := dec.decode(binary.LittleEndian.Uint64(got[off:]), exp, fps, dec.near(exp[0].elem)); ok {
+					if diff, ok := dec.decode(fv{binary.LittleEndian.Uint64(got[off:])}, exp, fps, dec.near(exp[0].elem)); ok {
 						base, baseI = toTerms(diff), i
 						sh = shapeOf(base, i)
 						baseShape = sh

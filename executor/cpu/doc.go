@@ -84,9 +84,9 @@
 // fingerprints V·g^x over the prime field 2^61−1, one run per input,
 // output and scratch array to begin with, split only where ops touch, so
 // its cost grows with the ops. It agrees with the per-element mode on
-// every finding (differential tests), and reruns it, where affordable,
-// to word wrong results. Wrong elements are decoded back into terms (missing,
-// doubled, wrong chunk, stale launch, poison read) and words
+// every finding, words included (differential tests). Wrong elements
+// are decoded back into terms (missing, doubled, wrong chunk, stale
+// launch, poison read) and words
 // (Mismatch.Terms and Explain, folded into Report.Findings), each with
 // the op that last wrote the element (Mismatch.Writer) so the compiler can
 // point at the source. In both modes an out-of-place collective must leave

@@ -54,15 +54,11 @@ type Options struct {
 	// PerElement runs Symbolic the original way, one fingerprint per
 	// element (symbolic.go): memory and time grow with the size. By
 	// default a symbolic run holds runs of affine fingerprints over byte
-	// ranges instead (symrange.go), whose cost grows with the ops; it
-	// reruns per element only to word wrong results (Mismatch.Terms and
-	// Explain), when that fits in wordsBudget. Streaming (OnLaunch) and
-	// Inputs/Outputs need the per-element mode: the range mode leaves
-	// them nil.
+	// ranges instead (symrange.go), whose cost grows with the ops and
+	// which finds and words the same (the differential tests hold both
+	// to it). Streaming (OnLaunch) and Inputs/Outputs need the
+	// per-element mode: the range mode leaves Inputs and Outputs nil.
 	PerElement bool
-	// RangesOnly skips that rerun: a wrong result keeps the range mode's
-	// findings (ranges and writers, no decoded terms).
-	RangesOnly bool
 	// NoRaces skips the happens-before analysis: no clocks travel between
 	// ranks and no access is checked for races, so the run finds wrong
 	// results, clobbered inputs, deadlocks and unbalanced signals only.

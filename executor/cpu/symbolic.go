@@ -163,10 +163,10 @@ type famKey struct {
 type decoder struct {
 	s        *sim
 	l        int
-	single   map[uint64]tkey
-	fam      map[uint64]famKey // nil until families runs
-	nearFP   map[uint64]tkey   // the element's near terms (decode)
-	launches []int             // the launches the tables cover
+	single   map[fv]tkey
+	fam      map[fv]famKey // nil until families runs
+	nearFP   map[fv]tkey   // the element's near terms (decode)
+	launches []int         // the launches the tables cover
 }
 
 // Table budgets: explanations are for reports, and a 64 MiB run must not
@@ -193,15 +193,15 @@ func (s *sim) newDecoder(l int) *decoder {
 	// several times over.
 	words := int64(0)
 	for _, rs := range s.ranks {
-		words += int64(len(rs.arrs[arrScratch])+len(rs.arrs[arrOut])+len(rs.arrs[arrMain])) / 8
+		words += (s.arrLen(rs, arrScratch) + s.arrLen(rs, arrOut) + s.arrLen(rs, arrMain)) / 8
 	}
 	nSingle := int64(len(launches))*int64(n)*elems + min(words, decodeBudget)
-	d := &decoder{s: s, l: l, single: make(map[uint64]tkey, nSingle)}
+	d := &decoder{s: s, l: l, single: make(map[fv]tkey, nSingle)}
 	for _, x := range launches {
 		for q := range n {
-			h := fpPrefix(s.opt.Seed, fpInput, q, x)
 			for i := range elems {
-				d.single[fmix(h^uint64(i))] = tkey{rank: q, launch: x, elem: i}
+				k := tkey{rank: q, launch: x, elem: i}
+				d.single[s.termKey(k)] = k
 			}
 		}
 	}
@@ -211,10 +211,9 @@ func (s *sim) newDecoder(l int) *decoder {
 			buf ir.BufferType
 		}{{arrScratch, ir.BufScratch}, {s.poisonArr(ir.BufOutput), ir.BufOutput}}
 		for _, a := range arrs {
-			b := rs.arrs[a.arr]
-			h := fpPrefix(s.opt.Seed, fpPoison, rs.r, a.arr)
-			for x := int64(0); x+8 <= int64(len(b)) && int64(len(d.single)) < nSingle; x += 8 {
-				d.single[fmix(h^uint64(x))] = tkey{rank: rs.r, launch: -1, elem: x, buf: a.buf}
+			for x := int64(0); x+8 <= s.arrLen(rs, a.arr) && int64(len(d.single)) < nSingle; x += 8 {
+				k := tkey{rank: rs.r, launch: -1, elem: x, buf: a.buf}
+				d.single[s.termKey(k)] = k
 			}
 		}
 	}
@@ -233,7 +232,7 @@ func (d *decoder) families() {
 	s := d.s
 	n := len(s.ranks)
 	elems := s.in / 8
-	d.fam = map[uint64]famKey{}
+	d.fam = map[fv]famKey{}
 	c := s.p.Collective
 	if c != ir.AllReduce && c != ir.ReduceScatter && c != ir.Reduce || n > 16 {
 		return
@@ -241,18 +240,18 @@ func (d *decoder) families() {
 	full := uint64(1)<<n - 1
 	subsets := n <= 10 && int64(len(d.launches))*elems<<n <= decodeBudget
 	if subsets {
-		d.fam = make(map[uint64]famKey, int64(len(d.launches))*elems<<n)
+		d.fam = make(map[fv]famKey, int64(len(d.launches))*elems<<n)
 	}
-	fps := make([]uint64, n)
+	fps := make([]fv, n)
 	for _, x := range d.launches {
 		for i := range elems {
 			for q := range n {
-				fps[q] = inputFP(s.opt.Seed, q, x, i)
+				fps[q] = s.termKey(tkey{rank: q, launch: x, elem: i})
 			}
 			if !subsets {
-				sum := uint64(0)
+				var sum fv
 				for _, f := range fps {
-					sum += f
+					sum = s.fpAdd(sum, f)
 				}
 				d.fam[sum] = famKey{launch: x, elem: i, mask: full}
 				continue
@@ -261,10 +260,10 @@ func (d *decoder) families() {
 				if m&(m-1) == 0 {
 					continue // single terms are in d.single
 				}
-				sum := uint64(0)
+				var sum fv
 				for q := range n {
 					if m>>q&1 == 1 {
-						sum += fps[q]
+						sum = s.fpAdd(sum, fps[q])
 					}
 				}
 				d.fam[sum] = famKey{launch: x, elem: i, mask: m}
@@ -359,27 +358,30 @@ var coefCache sync.Map
 // same offset in another chunk (input of any rank and nearby launch,
 // poison of scratch and output): two defects in one element, such as a
 // wrong chunk and an unwritten slot.
-func (d *decoder) decode(got uint64, exp []tkey, fps []uint64, near []tkey) (map[tkey]int, bool) {
+func (d *decoder) decode(got fv, exp []tkey, fps []fv, near []tkey) (map[tkey]int, bool) {
+	s := d.s
 	vecs := d.coefVecs(len(exp))
-	sums := make([]uint64, len(vecs))
+	sums := make([]fv, len(vecs))
 	for k, v := range vecs {
 		for i, c := range v {
-			sums[k] += uint64(c) * fps[i]
+			for range c { // c is 0, 1 or 2: adding is cheaper than scaling
+				sums[k] = s.fpAdd(sums[k], fps[i])
+			}
 		}
 	}
 	// Cheap hypotheses for every coefficient vector first, then the
 	// family sums, built only now.
 	// The near terms are looked up in their own small table: at large
 	// sizes the global one leaves out input terms (decodeBudget).
-	d.nearFP = make(map[uint64]tkey, len(near))
-	nearFPs := make([]uint64, len(near))
+	d.nearFP = make(map[fv]tkey, len(near))
+	nearFPs := make([]fv, len(near))
 	for k, y := range near {
-		nearFPs[k] = d.s.keyFP(y)
+		nearFPs[k] = s.termKey(y)
 		d.nearFP[nearFPs[k]] = y
 	}
 	for k, v := range vecs {
-		rem := got - sums[k]
-		if rem == 0 {
+		rem := s.fpSub(got, sums[k])
+		if rem == (fv{}) {
 			return d.diff(exp, v, nil), true
 		}
 		if x, ok := d.lookup(rem); ok {
@@ -388,7 +390,7 @@ func (d *decoder) decode(got uint64, exp []tkey, fps []uint64, near []tkey) (map
 	}
 	d.families()
 	for k, v := range vecs {
-		if extra, ok := d.rest(got - sums[k]); ok {
+		if extra, ok := d.rest(s.fpSub(got, sums[k])); ok {
 			return d.diff(exp, v, extra), true
 		}
 	}
@@ -402,7 +404,7 @@ func (d *decoder) decode(got uint64, exp []tkey, fps []uint64, near []tkey) (map
 			return nil, false
 		}
 		for k, v := range few {
-			if extra, ok := d.rest(got - sums[k] - nearFPs[j]); ok {
+			if extra, ok := d.rest(s.fpSub(s.fpSub(got, sums[k]), nearFPs[j])); ok {
 				return d.diff(exp, v, append(extra, y)), true
 			}
 		}
@@ -410,7 +412,7 @@ func (d *decoder) decode(got uint64, exp []tkey, fps []uint64, near []tkey) (map
 	return nil, false
 }
 
-func (d *decoder) lookup(v uint64) (tkey, bool) {
+func (d *decoder) lookup(v fv) (tkey, bool) {
 	if x, ok := d.single[v]; ok {
 		return x, true
 	}
@@ -419,8 +421,8 @@ func (d *decoder) lookup(v uint64) (tkey, bool) {
 }
 
 // rest decodes rem as nothing, one term or one family sum.
-func (d *decoder) rest(rem uint64) ([]tkey, bool) {
-	if rem == 0 {
+func (d *decoder) rest(rem fv) ([]tkey, bool) {
+	if rem == (fv{}) {
 		return nil, true
 	}
 	if x, ok := d.lookup(rem); ok {
@@ -490,11 +492,11 @@ func (d *decoder) near(e int64) []tkey {
 					out = append(out, tkey{rank: rs.r, launch: x, elem: off / 8})
 				}
 			}
-			if o := rs.outBase + off; o+8 <= int64(len(rs.arrs[s.poisonArr(ir.BufOutput)])) {
+			if o := rs.outBase + off; o+8 <= s.arrLen(rs, s.poisonArr(ir.BufOutput)) {
 				out = append(out, tkey{rank: rs.r, launch: -1, elem: o, buf: ir.BufOutput})
 			}
 			for _, raw := range []int64{soff, 2 * soff, rs.half + soff, rs.half + 2*soff} {
-				if raw%8 == 0 && raw+8 <= int64(len(rs.arrs[arrScratch])) {
+				if raw%8 == 0 && raw+8 <= s.arrLen(rs, arrScratch) {
 					out = append(out, tkey{rank: rs.r, launch: -1, elem: raw, buf: ir.BufScratch})
 				}
 			}
@@ -522,9 +524,6 @@ func (s *sim) poisonArr(buf ir.BufferType) int {
 	}
 	return arrOut
 }
-
-func (d *decoder) hasSingle(v uint64) bool { _, ok := d.single[v]; return ok }
-func (d *decoder) hasFam(v uint64) bool    { _, ok := d.fam[v]; return ok }
 
 // expTerms lists the terms the definition puts into output element i of
 // rank r in launch l (collective.go's expected, term by term).
@@ -601,7 +600,15 @@ func toTerms(diff map[tkey]int) []Term {
 		if x.Elem != y.Elem {
 			return x.Elem < y.Elem
 		}
-		return x.Rank < y.Rank
+		if x.Rank != y.Rank {
+			return x.Rank < y.Rank
+		}
+		// Two poison terms of one rank at one offset differ in buffer:
+		// order them too, or the words follow map order.
+		if x.Buffer != y.Buffer {
+			return x.Buffer < y.Buffer
+		}
+		return x.Count < y.Count
 	})
 	return ts
 }

@@ -488,7 +488,9 @@ func TestSymbolicStreams(t *testing.T) {
 	}
 	for _, name := range []string{"stale", "clobber", "missing", "poisoned"} {
 		t.Run(name, func(t *testing.T) {
-			opt := Options{Size: 256, Symbolic: true, Launches: 4}
+			// Streaming runs per element (it hands over bytes): compare it
+			// with the per-element run that keeps them.
+			opt := Options{Size: 256, Symbolic: true, PerElement: true, Launches: 4}
 			keep, err := Run(plans[name], opt)
 			if err != nil {
 				t.Fatal(err)

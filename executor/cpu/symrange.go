@@ -102,6 +102,7 @@ type field struct {
 	seed   uint64
 	g, gi  fv // generator and its inverse
 	powers map[int64]fv
+	mid    []vrun // vmap.set's scratch
 }
 
 func newField(seed uint64) *field {
@@ -194,7 +195,9 @@ func (m *vmap) set(f *field, lo int64, d vdata) {
 	}
 	hi := lo + d[len(d)-1].hi
 	sh := f.pow(-lo)
-	mid := make([]vrun, 0, len(d)+2)
+	// slices.Replace copies mid into m.runs: one buffer serves every set.
+	mid := f.mid[:0]
+	defer func() { f.mid = mid[:0] }()
 	i := m.find(lo)
 	j := i
 	for j < len(m.runs) && m.runs[j].lo < hi {

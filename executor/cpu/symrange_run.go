@@ -6,51 +6,10 @@ import (
 	"github.com/msccl-go/msccl-go/ir"
 )
 
-// wordsBudget bounds the memory of the per-element rerun that words a
-// range run's wrong results (about 1 MiB messages at 8 ranks): a proof
-// runs sizes far below it, and past it the findings keep their ranges
-// and writers without the decoded contributions.
-const wordsBudget = 256 << 20
-
-// runRanges runs p in the range mode. When it finds wrong results the
-// element mode, which can decode them into contributions and words, runs
-// again at the same size if that is affordable, and its report stands
-// when it agrees on the verdict; a disagreement (a bug in one mode)
-// keeps the range report, whose verdict is the stricter.
+// runRanges runs p in the range mode.
 func runRanges(p *ir.Plan, opt Options) (*Report, error) {
 	s := &sim{p: p, opt: opt, field: newField(opt.Seed)}
-	rep, err := s.start()
-	if err != nil || opt.RangesOnly || rep.WrongTotal == 0 && rep.ClobberedBytes == 0 {
-		return rep, err
-	}
-	if elementBytes(p, opt.Size, s.launches) > wordsBudget {
-		return rep, nil
-	}
-	eo := opt
-	eo.PerElement = true
-	erep, err := Run(p, eo)
-	if err != nil || erep.Verdict != rep.Verdict {
-		return rep, nil
-	}
-	return erep, nil
-}
-
-// elementBytes is about what the element mode allocates for p at size
-// (the estimate setup uses against MaxMemory).
-func elementBytes(p *ir.Plan, size int64, launches int) int64 {
-	in, out, err := p.BufferBytes(size)
-	if err != nil {
-		return 1 << 62
-	}
-	total := int64(0)
-	for r := range p.GPUs {
-		lay, err := p.Layout(r, in, out)
-		if err != nil || lay.ScratchAlloc < 0 {
-			return 1 << 62
-		}
-		total += (in+out)*int64(1+2*launches) + lay.ScratchAlloc*3/2
-	}
-	return total
+	return s.start()
 }
 
 // setupRanges gives rank rs its arrays (lens bytes each) as poison runs
@@ -143,29 +102,44 @@ func (s *sim) expRanges(l, r int) vdata {
 	return nil
 }
 
-// valueAt is lane 0 of byte x's fingerprint in d, for reports.
-func (s *sim) valueAt(d vdata, x int64) string {
+// fpAt is the fingerprint of byte x of d (output coordinates).
+func (s *sim) fpAt(d vdata, x int64) (fv, bool) {
 	for _, r := range d {
 		if r.lo <= x && x < r.hi {
-			return fmt.Sprintf("%#016x", mpMul(r.v[0], s.field.pow(x)[0]))
+			return r.v.mul(s.field.pow(x)), true
 		}
 	}
-	return "undefined"
+	return fv{}, false
+}
+
+// fpString prints lane 0 of a fingerprint, for Mismatch.Got and Want.
+func fpString(v fv, ok bool) string {
+	if !ok {
+		return "undefined"
+	}
+	return fmt.Sprintf("%#016x", v[0])
 }
 
 // checkRanges compares one launch's outputs with the definition run by
-// run, and reports the wrong elements (8 bytes, as in the element mode)
-// folded by their last writer.
+// run, and reports the wrong elements (8 bytes, as in the element mode):
+// each piece of a wrong range with one last writer and one run of got
+// is decoded once, at its first element, and the words hold for every
+// element of it (its content is the same shifted by one element per
+// element). Pieces fold into a finding while writer and decoded shape
+// stay the same, as the element mode folds elements.
 func (s *sim) checkRanges(l int) {
 	r := s.report
 	st := s.symState()
 	defer func() { st.outWriters[l] = nil }()
 	const sz = 8
+	var dec *decoder
 	for rank, got := range s.vout[l] {
 		want := s.expRanges(l, rank)
 		if got == nil || want == nil {
 			continue
 		}
+		first := len(r.Findings)
+		open, openWP, openWL, openShape := -1, int32(-1), -1, ""
 		counted := int64(-1) // the last element counted
 		writers := st.outWriters[l][rank]
 		diffRanges(got, want, func(lo, hi int64) {
@@ -174,21 +148,84 @@ func (s *sim) checkRanges(l int) {
 				return
 			}
 			counted = e1 - 1
-			r.WrongTotal += int(e1 - e0)
-			// Split at the writers' boundaries.
 			for x := e0 * sz; x < e1*sz; {
+				// The piece ends where the writer or the run of got or want
+				// changes.
 				end := e1 * sz
 				wp, wl := int32(-1), -1
 				if g, ok := writers.at(x); ok {
 					wp, wl = g.place, int(g.launch)
-					end = min(end, (g.hi+sz-1)/sz*sz)
+					end = min(end, max((g.hi+sz-1)/sz*sz, x+sz))
 				} else if k := nextWriter(&writers, x); k < end {
 					end = max(k/sz*sz, x+sz)
 				}
-				s.rangeFinding(l, rank, x, end, wp, wl, got, want)
+				for _, d := range []vdata{got, want} {
+					for _, gr := range d {
+						if gr.lo <= x && x < gr.hi {
+							end = min(end, max((gr.hi+sz-1)/sz*sz, x+sz))
+							break
+						}
+					}
+				}
+				i, n := x/sz, (end-x)/sz
+				r.WrongTotal += int(n)
+				keep := len(r.Wrong) < maxMismatches
+				if !keep && open < 0 && len(r.Findings) >= maxFindings {
+					x = end
+					continue
+				}
+				var base []Term
+				sh := "undecoded"
+				if st.explained < explainBudget {
+					st.explained++
+					if dec == nil {
+						dec = s.newDecoder(l)
+					}
+					exp := s.expTerms(l, rank, i)
+					fps := make([]fv, len(exp))
+					for k, t := range exp {
+						fps[k] = s.termKey(t)
+					}
+					gv, _ := s.fpAt(got, x)
+					if diff, ok := dec.decode(gv, exp, fps, dec.near(exp[0].elem)); ok {
+						base = toTerms(diff)
+						sh = shapeOf(base, i)
+					}
+				}
+				var writer *Place
+				if wp >= 0 {
+					pl := s.places[wp]
+					writer = &pl
+				}
+				if open >= 0 && !(r.Findings[open].End == x && sh == openShape && wp == openWP && wl == openWL) {
+					open = -1
+				}
+				if open >= 0 {
+					r.Findings[open].End = end
+					r.Findings[open].Elems += int(n)
+				} else if len(r.Findings) < maxFindings {
+					r.Findings = append(r.Findings, Finding{Launch: l, Rank: rank, Off: x, End: end, Elems: int(n),
+						Writer: writer, WriterLaunch: wl, Terms: base})
+					open, openWP, openWL, openShape = len(r.Findings)-1, wp, wl, sh
+				}
+				for y := x; y < end && len(r.Wrong) < maxMismatches; y += sz {
+					var terms []Term
+					if base != nil {
+						terms = shiftTerms(base, y/sz-i)
+					}
+					gv, gok := s.fpAt(got, y)
+					wv, wok := s.fpAt(want, y)
+					r.Wrong = append(r.Wrong, Mismatch{Launch: l, Rank: rank, Off: y, Elem: y / sz, Chunk: s.chunkAt(rank, y), Writer: writer, WriterLaunch: wl,
+						Got: fpString(gv, gok), Want: fpString(wv, wok), Terms: terms,
+						Explain: s.explainAt(terms, span{rank: rank, i0: y / sz, n: 1, launch: l}, writer, wl)})
+				}
 				x = end
 			}
 		})
+		for k := first; k < len(r.Findings); k++ {
+			f := &r.Findings[k]
+			f.Explain = s.explainAt(f.Terms, span{rank: rank, i0: f.Off / sz, n: int64(f.Elems), launch: l}, f.Writer, f.WriterLaunch)
+		}
 	}
 }
 
@@ -200,48 +237,6 @@ func nextWriter(m *writerMap, x int64) int64 {
 		}
 	}
 	return 1 << 62
-}
-
-// rangeFinding reports output bytes [lo, hi) of rank in launch l, wrong
-// and last written by place wp in launch wl (wp < 0: by nobody).
-func (s *sim) rangeFinding(l, rank int, lo, hi int64, wp int32, wl int, got, want vdata) {
-	r := s.report
-	var writer *Place
-	if wp >= 0 {
-		pl := s.places[wp]
-		writer = &pl
-	}
-	const sz = 8
-	sp := span{rank: rank, i0: lo / sz, n: (hi - lo) / sz, launch: l}
-	words := s.rangeExplain(sp, writer, wl)
-	if n := len(r.Findings); n > 0 {
-		f := &r.Findings[n-1]
-		if f.Launch == l && f.Rank == rank && f.End == lo && samePlace(f.Writer, writer) && f.WriterLaunch == wl {
-			f.End, f.Elems = hi, f.Elems+int(sp.n)
-			f.Explain = s.rangeExplain(span{rank: rank, i0: f.Off / sz, n: (hi - f.Off) / sz, launch: l}, writer, wl)
-			goto mismatches
-		}
-	}
-	if len(r.Findings) < maxFindings {
-		r.Findings = append(r.Findings, Finding{Launch: l, Rank: rank, Off: lo, End: hi, Elems: int(sp.n), Writer: writer, WriterLaunch: wl, Explain: words})
-	}
-mismatches:
-	for x := lo; x < hi && len(r.Wrong) < maxMismatches; x += sz {
-		r.Wrong = append(r.Wrong, Mismatch{Launch: l, Rank: rank, Off: x, Elem: x / sz, Chunk: s.chunkAt(rank, x), Writer: writer, WriterLaunch: wl,
-			Got: s.valueAt(got, x), Want: s.valueAt(want, x), Explain: s.rangeExplain(span{rank: rank, i0: x / sz, n: 1, launch: l}, writer, wl)})
-	}
-}
-
-// rangeExplain words a wrong range without decoding it.
-func (s *sim) rangeExplain(sp span, writer *Place, wl int) string {
-	pre := ""
-	switch {
-	case writer == nil:
-		pre = "no op wrote it; "
-	case wl != sp.launch:
-		pre = fmt.Sprintf("no op wrote it in launch %d (last written in launch %d); ", sp.launch, wl)
-	}
-	return pre + fmt.Sprintf("output %s holds other contributions than the definition (not decoded: the per-element run that says which is skipped above %d MiB of simulated memory; rerun at a smaller size for the words)", s.elems(sp.rank, sp.i0, sp.n), wordsBudget>>20)
 }
 
 // clobberedRanges reports the input bytes of rank rs that launch l
@@ -261,4 +256,51 @@ func (s *sim) clobberedRanges(rs *rankState, l int) {
 		}
 		return false
 	})
+}
+
+// arrLen is the length of one of rank rs's backing arrays in either mode.
+func (s *sim) arrLen(rs *rankState, arr int) int64 {
+	if s.field != nil {
+		if m := rs.vm[arr].runs; len(m) > 0 {
+			return m[len(m)-1].hi
+		}
+		return 0
+	}
+	return int64(len(rs.arrs[arr]))
+}
+
+// The decoder (symbolic.go) works in either mode's arithmetic: the
+// element mode adds fingerprints modulo 2^64 in lane 0, the range mode
+// in the prime field, lane by lane. A term's key is the fingerprint it
+// gives the byte it lands on: in the range mode input element e of
+// (q, l) is R(q, l)·g^(8e) in output coordinates shifted to byte 8e, so
+// every term is compared at the same byte as the element it explains.
+
+func (s *sim) fpAdd(a, b fv) fv {
+	if s.field != nil {
+		return a.add(b)
+	}
+	return fv{a[0] + b[0]}
+}
+
+func (s *sim) fpSub(a, b fv) fv {
+	if s.field != nil {
+		for i := range a {
+			a[i] = mpAdd(a[i], mp-b[i])
+		}
+		return a
+	}
+	return fv{a[0] - b[0]}
+}
+
+// termKey is the fingerprint of a term at its own byte: input element e
+// of (q, l) at byte 8e, poison at its byte.
+func (s *sim) termKey(k tkey) fv {
+	if s.field == nil {
+		return fv{s.keyFP(k)}
+	}
+	if k.poison() {
+		return s.field.poison(k.rank, s.poisonArr(k.buf)).mul(s.field.pow(k.elem))
+	}
+	return s.field.input(k.rank, k.launch).mul(s.field.pow(8 * k.elem))
 }
