@@ -87,7 +87,7 @@ for part in $parts; do
     step allpairs_i32_t512 "$bench" --algo allreduce_allpairs --ranks "$ranks" -D instances=32 -D threads=512 $large --reference allreduce_twoshot
     ;;
   tune)
-    STEP_TIMEOUT=420 step tune "$bench" --tune --collective allreduce --ranks "$ranks" -b 1K -e 256M -f 4 -d f16 -G -n 5 -w 2 \
+    STEP_TIMEOUT=420 step tune "$bench" --tune --collective allreduce --ranks "$ranks" -b 1K -e 256M -f 4 -d f16 -G -n 10 -w 3 \
       --tune-algos allreduce_allpairs_packet,allreduce_allpairs,allreduce_twoshot --tune-instances 1,2,4,8,16,32 \
       --tune-budget 300s --tune-out "$OUT/tuned-allreduce-${ranks}r.yaml" --tune-table "$OUT/selection-tuned.yaml"
     ;;
