@@ -187,16 +187,12 @@ func runTune(c *config, t *tuneConfig, w io.Writer) error {
 	}
 	cands := candidates(algos, t.instances, t.threads)
 	// Without a GPU every candidate would fail alike: say so once.
-	if err := cuda.Init(); err != nil {
-		return err
-	}
-	devName, _ := cuda.Device(0).Name()
-	sizes := sweep(c.minB, c.maxB, c.factor)
-	fit, err := deviceFit()
+	devName, fit, err := tuneGPU.open()
 	if err != nil {
 		return err
 	}
-	prog := newProgress(os.Stderr, len(cands))
+	sizes := sweep(c.minB, c.maxB, c.factor)
+	prog := newProgress(tuneGPU.log, len(cands))
 	var results []tuneResult
 	var hang error
 	var untimed []string
@@ -301,7 +297,7 @@ func tuneOne(c *config, cand candidate, sizes []int64, fit residency, w io.Write
 	}
 	cc := *c
 	cc.defs = defs
-	rows, err := bench(&cc, p, cand.label(), admitted, io.Discard)
+	rows, err := tuneGPU.time(&cc, p, cand.label(), admitted)
 	if err != nil {
 		return nil, err
 	}
@@ -343,6 +339,27 @@ func candidates(algos []string, instances, threads intList) []candidate {
 // bounds is refused by the executor at every size; checking it first
 // skips the executor's setup and buffers for it.
 type residency struct{ sms, threadsPerSM, blocksPerSM int }
+
+// tuneGPU is the device as the tuner uses it, apart so that a test can run
+// the whole sweep on a model of one (tunerun_test.go).
+var tuneGPU = struct {
+	open func() (name string, fit residency, err error)
+	time func(c *config, p *ir.Plan, label string, sizes []int64) ([]Row, error)
+	log  io.Writer // the progress
+}{
+	open: func() (string, residency, error) {
+		if err := cuda.Init(); err != nil {
+			return "", residency{}, err
+		}
+		name, _ := cuda.Device(0).Name()
+		fit, err := deviceFit()
+		return name, fit, err
+	},
+	time: func(c *config, p *ir.Plan, label string, sizes []int64) ([]Row, error) {
+		return bench(c, p, label, sizes, io.Discard)
+	},
+	log: os.Stderr,
+}
 
 func deviceFit() (residency, error) {
 	var f residency
@@ -514,9 +531,13 @@ type progress struct {
 	start time.Time
 }
 
-func newProgress(w *os.File, n int) *progress {
-	st, err := w.Stat()
-	return &progress{w: w, n: n, tty: err == nil && st.Mode()&os.ModeCharDevice != 0, start: time.Now()}
+func newProgress(w io.Writer, n int) *progress {
+	p := &progress{w: w, n: n, start: time.Now()}
+	if f, ok := w.(*os.File); ok {
+		st, err := f.Stat()
+		p.tty = err == nil && st.Mode()&os.ModeCharDevice != 0
+	}
+	return p
 }
 
 func (p *progress) step(i int, what string) {

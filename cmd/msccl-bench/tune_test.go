@@ -8,7 +8,6 @@ import (
 
 	"github.com/msccl-go/msccl-go/algorithms"
 	"github.com/msccl-go/msccl-go/compiler"
-	"github.com/msccl-go/msccl-go/executor/cpu"
 )
 
 func TestTuneFlags(t *testing.T) {
@@ -107,30 +106,7 @@ func TestTunedRowsCompile(t *testing.T) {
 	// with its defines at the world it claims (the shipped table's own
 	// test, compiler's TestSelectionClaimsProven, takes a tuned file as
 	// MSCCL_SELECTION).
-	if testing.Short() {
-		return
-	}
-	// The proof is of the algorithm at the row's world and defines, for
-	// every size its plan's own rule admits (which covers the row's range
-	// and is proven at small sizes), as TestSelectionClaimsProven does.
-	for _, r := range rows {
-		algo := strings.TrimSuffix(r.Algorithm, ".msccl")
-		src, err := algorithms.Source(algo)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defs := map[string]int64{"ranks": r.Ranks[0]}
-		for k, v := range r.Defines {
-			defs[k] = v
-		}
-		p, sm, ds := compiler.CompileSource(r.Algorithm, src, defs, compiler.Options{})
-		if ds.HasErrors() {
-			t.Fatalf("%s with %v: %s", algo, defs, ds)
-		}
-		if vds := compiler.Verify(p, sm, nil, []cpu.DType{cpu.F32}); vds.HasErrors() {
-			t.Errorf("%s with %v is not proven:\n%s", algo, defs, vds)
-		}
-	}
+	proveRows(t, rows)
 }
 
 // TestCandidatesInterleaved: a sweep cut short by --tune-budget has timed

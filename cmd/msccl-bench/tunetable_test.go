@@ -11,7 +11,8 @@ import (
 	"github.com/msccl-go/msccl-go/compiler"
 )
 
-// libraryWith is the algorithm library with the selection table replaced.
+// libraryWith is the algorithm library with the selection table replaced
+// (nil: the shipped one).
 func libraryWith(t *testing.T, table []byte) fstest.MapFS {
 	t.Helper()
 	mfs := fstest.MapFS{}
@@ -26,7 +27,9 @@ func libraryWith(t *testing.T, table []byte) fstest.MapFS {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mfs[algorithms.Selection] = &fstest.MapFile{Data: table}
+	if table != nil {
+		mfs[algorithms.Selection] = &fstest.MapFile{Data: table}
+	}
 	return mfs
 }
 
