@@ -33,6 +33,7 @@ func Decode(data []byte) (*Plan, Diagnostics) {
 	}
 	d := &decoder{diagSink{code: CodeSchema}}
 	p := &Plan{BufferAlignment: 16, MaxMessageSize: math.MaxUint64, NumThreadsPerBlock: 1024}
+	schemas()
 	decodeObject(d, &planSchema, root, "", p)
 	return p, d.ds
 }

@@ -41,6 +41,7 @@ func Encode(p *Plan) ([]byte, error) {
 // EncodeTo streams Encode's bytes to out, a batch of ranks at a time, so
 // that a large plan is never held twice.
 func EncodeTo(out io.Writer, p *Plan) error {
+	schemas()
 	w := jw{}
 	w.beginObj()
 	fields := planSchema.fields

@@ -2,6 +2,7 @@ package ir
 
 import (
 	"fmt"
+	"sync"
 	"unsafe"
 )
 
@@ -304,9 +305,36 @@ var (
 	protoThreadBlock     ThreadBlock
 )
 
-// The tables, outermost first. Those of ops and their buffer references
-// are filled in init: an op's pipeline body is a list of ops.
+// The tables, outermost first, built by buildSchemas.
 var (
+	planSchema            schema[Plan]
+	gpuSchema             schema[GPU]
+	channelSchema         schema[Channel]
+	rankGroupSchema       schema[RankGroup]
+	remoteBufferSchema    schema[RemoteBuffer]
+	semaphoreSchema       schema[Semaphore]
+	threadBlockSchema     schema[ThreadBlock]
+	tbChannelSchema       schema[TBChannel]
+	remoteBufferRefSchema schema[RemoteBufferRef]
+	iterContextSchema     schema[IterContext]
+	tbgInfoSchema         schema[TBGInfo]
+	opSchema              schema[Op]
+	bufRefSchema          schema[BufRef]
+
+	schemaOnce sync.Once
+)
+
+// schemas builds the tables on first use (Decode, EncodeTo), not at
+// package init: every process that links ir paid for them before main,
+// even msccl-compile --version (docs/BENCHMARKS.md, "msccl-compile
+// start-up").
+func schemas() { schemaOnce.Do(buildSchemas) }
+
+func buildSchemas() {
+	planGPUs := by(&protoPlan, &protoPlan.GPUs)
+	planPeers := by(&protoPlan, &protoPlan.Peers)
+	chanBuf := by(&protoChannel, &protoChannel.BufferType)
+	tbChanBuff := by(&protoTBChannel, &protoTBChannel.Buff)
 	planSchema = schema[Plan]{fields: []field[Plan]{
 		strField("name", by(&protoPlan, &protoPlan.Name)).required(),
 		custom("collective", func(o *obj, path string, v any, p *Plan) {
@@ -343,8 +371,6 @@ var (
 		intField("root", by(&protoPlan, &protoPlan.Root)).omitEmpty(),
 		intsField("peers", planPeers).omitEmpty(),
 	}}
-	planGPUs  = by(&protoPlan, &protoPlan.GPUs)
-	planPeers = by(&protoPlan, &protoPlan.Peers)
 
 	gpuSchema = schema[GPU]{fields: []field[GPU]{
 		intField("id", by(&protoGPU, &protoGPU.ID)).required(),
@@ -383,7 +409,6 @@ var (
 			}
 		},
 	}
-	chanBuf = by(&protoChannel, &protoChannel.BufferType)
 
 	rankGroupSchema = schema[RankGroup]{fields: []field[RankGroup]{
 		intField("size", by(&protoRankGroup, &protoRankGroup.Size)).required(),
@@ -430,7 +455,6 @@ var (
 		chanTypeField("channel_type", by(&protoTBChannel, &protoTBChannel.Type)).required(),
 		intsField("channel_ids", by(&protoTBChannel, &protoTBChannel.ChannelIDs)).required(),
 	}}
-	tbChanBuff = by(&protoTBChannel, &protoTBChannel.Buff)
 
 	remoteBufferRefSchema = schema[RemoteBufferRef]{fields: []field[RemoteBufferRef]{
 		chanTypeField("access_channel_type", by(&protoRemoteBufferRef, &protoRemoteBufferRef.AccessChannelType)).required(),
@@ -447,12 +471,8 @@ var (
 		intField("tbg_size", by(&protoTBGInfo, &protoTBGInfo.TBGSize)).required(),
 	}}
 
-	// Filled in init.
-	opSchema     schema[Op]
-	bufRefSchema schema[BufRef]
-)
-
-func init() {
+	// Ops and their buffer references last: an op's pipeline body is a
+	// list of ops.
 	info := func(op *Op) *OpInfo { return op.Code.Info() }
 	pipeline := func(f field[Op]) field[Op] { return onlyIfIs(f, &protoOp, &protoOp.Code, OpPipeline) }
 	barrier := func(f field[Op]) field[Op] { return onlyIfIs(f, &protoOp, &protoOp.Code, OpBarrier) }
