@@ -76,13 +76,14 @@ func FuzzRun(f *testing.F) {
 		f.Add(uint8(i), uint8(2), []byte{1, 0, 0, 3, 1})
 		f.Add(uint8(i), uint8(3), []byte{3, 1, 0, 2, 0, 7, 0, 1, 1, 12})
 		f.Add(uint8(i), uint8(0), []byte{8, 0, 0, 0, 5, 5, 1, 1, 1, 0})
+		f.Add(uint8(i), uint8(130), []byte{1, 0, 0, 3, 1}) // symbolic, on ranges
 	}
 	f.Fuzz(func(t *testing.T, which, sizeSel uint8, data []byte) {
 		p := plans[names[int(which)%len(names)]]
 		q := mutateBytes(p, data)
 		size := sizes(p)[0] * int64(sizeSel%8+1)
 		start := time.Now()
-		rep, err := Run(q, Options{Size: size, DType: DTypes[int(sizeSel)%len(DTypes)], MaxSteps: 200_000, Trace: sizeSel&1 == 1})
+		rep, err := Run(q, Options{Size: size, DType: DTypes[int(sizeSel)%len(DTypes)], MaxSteps: 200_000, Trace: sizeSel&1 == 1, Symbolic: sizeSel >= 128})
 		if d := time.Since(start); d > 5*time.Second {
 			t.Fatalf("run took %v", d)
 		}
