@@ -36,20 +36,19 @@ type Options struct {
 	// checked and handed over.
 	OnLaunch func(launch int, inputs, outputs [][]byte) error
 	// Symbolic proves the plan independently of the reduction and the
-	// data type (symbolic.go): every 8-byte element is a fingerprint,
-	// inputs hold keyed hashes of (rank, launch, element), scratch and
-	// unwritten output start as poison, and every reduction adds
-	// fingerprints modulo 2^64 whatever Reduce or the plan's reduce_op
-	// say. An output equals the definition only if it holds every
-	// expected contribution exactly once and nothing else (collision
-	// odds about 2^-64), which implies correctness under sum, min, max
-	// and prod in every type. DType is ignored (elements are 8 bytes);
+	// data type: inputs are fingerprints of (rank, launch, byte),
+	// scratch and unwritten output start as poison, and every reduction
+	// adds fingerprints whatever Reduce or the plan's reduce_op say. An
+	// output equals the definition only if it holds every expected
+	// contribution exactly once and nothing else (collision odds below
+	// 2^-58 per comparison, docs/rationale.md), which implies correctness
+	// under sum, min, max and prod in every type. DType is ignored;
 	// Reduce is still validated. A plan whose ops name min, max or prod
 	// explicitly is proven for its data flow only: it is right under
 	// that reduction alone, which the byte-level run checks. Wrong
-	// elements are decoded into
-	// Mismatch.Terms/Explain and Report.Findings. Inputs and Outputs
-	// (and OnLaunch's slices) hold fingerprints.
+	// elements (8 bytes) are decoded into Mismatch.Terms/Explain and
+	// Report.Findings. The run holds byte ranges (symrange.go) unless
+	// PerElement or OnLaunch asks for one fingerprint per element.
 	Symbolic bool
 	// PerElement runs Symbolic the original way, one fingerprint per
 	// element (symbolic.go): memory and time grow with the size. By
