@@ -38,7 +38,10 @@ type Options struct {
 type pass struct {
 	name string
 	doc  string
-	run  func(*state)
+	// in and out name the forms the pass takes and returns, for readers
+	// and --dump (see form).
+	in, out string
+	run     func(*state, form) form
 	// plan says the pass leaves st.plan valid, so Check may validate it.
 	plan bool
 }
@@ -73,10 +76,11 @@ func Compile(f *dsl.File, defines map[string]int64, opts Options) (p *ir.Plan, s
 		}
 	}()
 	st := &state{file: f, defines: defines, opts: opts}
+	var fm form
 	for _, ps := range passes {
 		t0 := time.Now()
 		st.code = diag.CompilePass(ps.name)
-		ps.run(st)
+		fm = ps.run(st, fm)
 		if opts.Timing != nil {
 			opts.Timing(ps.name, time.Since(t0))
 		}
@@ -85,7 +89,7 @@ func Compile(f *dsl.File, defines map[string]int64, opts Options) (p *ir.Plan, s
 			return nil, nil, st.diags
 		}
 		if opts.Check {
-			if msg := st.formCheck(ps); msg != "" {
+			if msg := st.formCheck(ps, fm); msg != "" {
 				st.diags = append(st.diags, diag.Diagnostic{Code: diag.CodeInternal,
 					Summary: fmt.Sprintf("internal compiler error after pass %s: %s", ps.name, msg),
 					Subject: diag.Range{Start: diag.Pos{Filename: f.Filename}}})
@@ -110,7 +114,7 @@ func Compile(f *dsl.File, defines map[string]int64, opts Options) (p *ir.Plan, s
 			}
 		}
 		if opts.Dump != nil && (opts.DumpAfter == ps.name || opts.DumpAfter == "all") {
-			opts.Dump(ps.name, st.dump(ps))
+			opts.Dump(ps.name, st.dump(ps, fm))
 		}
 	}
 	if st.plan != nil {
@@ -160,11 +164,11 @@ func joinDetail(parts ...string) string {
 
 // dump renders the state after a pass: the plan once there is one, the
 // action list before.
-func (st *state) dump(ps pass) string {
+func (st *state) dump(ps pass, f form) string {
 	if ps.plan && st.plan != nil {
 		return ir.Dump(st.plan)
 	}
-	return st.dumpActions()
+	return st.dumpActions(f)
 }
 
 // CompileSource parses and compiles in one step.
@@ -182,18 +186,18 @@ func CompileSource(filename string, src []byte, defines map[string]int64, opts O
 // actions in blocks, then the plan), each consuming the one before, so a
 // form left behind is a pass that did not finish its hand-off. Under
 // Options.Check, beside ir.Validate.
-func (st *state) formCheck(ps pass) string {
+func (st *state) formCheck(ps pass, f form) string {
 	switch {
 	case ps.name == "evaluate":
 		if st.actions != nil || st.blocks != nil || st.plan != nil {
 			return "evaluate left actions, blocks or a plan"
 		}
 	case !ps.plan:
-		if st.ops != nil || st.plan != nil {
+		if f.ops != nil || st.plan != nil {
 			return "evaluated ops or a plan beside the actions"
 		}
 	default:
-		if st.ops != nil || st.blocks != nil || st.plan == nil || (!st.explicit && st.actions != nil) {
+		if f.ops != nil || st.blocks != nil || st.plan == nil || (!st.explicit && st.actions != nil) {
 			return "a plan pass left evaluated ops, blocks or actions, or no plan"
 		}
 	}

@@ -507,7 +507,7 @@ func parseInt(s string, r dsl.Range, st *state) (int64, bool) {
 // opStmt evaluates one op statement's operands and clauses.
 func (ev *evaluator) opStmt(o *dsl.OpStmt, onRank, onTB int) *evOp {
 	st := ev.st
-	op := st.newEvOp()
+	op := ev.newEvOp()
 	*op = evOp{name: o.Name, rngp: ev.rangeOf(o), tb: -1, onRank: int32(onRank), onTB: int32(onTB), evExtra: noExtra}
 	ok := true
 	// Both operand lists from the evaluator's slab: no allocation per op.

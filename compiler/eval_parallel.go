@@ -102,7 +102,7 @@ func (ev *evaluator) forParallel(f *dsl.ForStmt, from, step, n int64) bool {
 			w.stmts(f.Body, -1, -1, false)
 			w.pop()
 		}
-		res[p] = result{ops: w.st.ops, nops: w.nops, iters: w.iters, ok: !w.stop && len(w.st.diags) == 0}
+		res[p] = result{ops: w.ops, nops: w.nops, iters: w.iters, ok: !w.stop && len(w.st.diags) == 0}
 	})
 	nops, iters, total := ev.nops, ev.iters, 0
 	for _, r := range res {
@@ -115,16 +115,16 @@ func (ev *evaluator) forParallel(f *dsl.ForStmt, from, step, n int64) bool {
 		return false // the serial loop reports where the limit is crossed
 	}
 	ev.nops, ev.iters = nops, iters
-	st.ops = slices.Grow(st.ops, total)
+	ev.ops = slices.Grow(ev.ops, total)
 	for _, r := range res {
-		st.ops = append(st.ops, r.ops...)
+		ev.ops = append(ev.ops, r.ops...)
 	}
 	return true
 }
 
 // fork returns an evaluator for a worker: the current scopes copied,
-// params and statement ranges shared read-only, a state of its own that
-// collects ops and diagnostics. Its limits are what is left of ev's, so a
+// params and statement ranges shared read-only, op lists of its own and a
+// state of its own that collects diagnostics. Its limits are what is left of ev's, so a
 // runaway body stops early (and the loop then runs serially).
 func (ev *evaluator) fork() *evaluator {
 	st := ev.st

@@ -17,24 +17,25 @@ func TestFormCheck(t *testing.T) {
 	for _, c := range []struct {
 		pass string
 		st   state
+		f    form
 		bad  bool
 	}{
-		{"evaluate", state{ops: []*evOp{{}}}, false},
-		{"evaluate", state{ops: []*evOp{{}}, actions: acts}, true},
-		{"lower", state{actions: acts}, false},
-		{"lower", state{actions: acts, ops: []*evOp{{}}}, true},
-		{"fuse", state{actions: acts, blocks: [][]*block{{}}}, false},
-		{"sync", state{plan: &ir.Plan{}}, false},
-		{"sync", state{plan: &ir.Plan{}, blocks: [][]*block{{}}}, true},
-		{"sync", state{plan: &ir.Plan{}, actions: acts}, true},
-		{"sync", state{plan: &ir.Plan{}, actions: acts, explicit: true}, false},
-		{"limits", state{}, true},
+		{"evaluate", state{}, form{ops: []*evOp{{}}}, false},
+		{"evaluate", state{actions: acts}, form{ops: []*evOp{{}}}, true},
+		{"lower", state{actions: acts}, form{}, false},
+		{"lower", state{actions: acts}, form{ops: []*evOp{{}}}, true},
+		{"fuse", state{actions: acts, blocks: [][]*block{{}}}, form{}, false},
+		{"sync", state{plan: &ir.Plan{}}, form{}, false},
+		{"sync", state{plan: &ir.Plan{}, blocks: [][]*block{{}}}, form{}, true},
+		{"sync", state{plan: &ir.Plan{}, actions: acts}, form{}, true},
+		{"sync", state{plan: &ir.Plan{}, actions: acts, explicit: true}, form{}, false},
+		{"limits", state{}, form{}, true},
 	} {
 		ps, ok := byName[c.pass]
 		if !ok {
 			t.Fatalf("no pass %s", c.pass)
 		}
-		if msg := c.st.formCheck(ps); (msg != "") != c.bad {
+		if msg := c.st.formCheck(ps, c.f); (msg != "") != c.bad {
 			t.Errorf("after %s with %+v: %q, want bad=%v", c.pass, c.st, msg, c.bad)
 		}
 	}

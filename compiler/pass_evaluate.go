@@ -28,28 +28,35 @@ var bufferNames = []string{"input", "output", "scratch"}
 
 // evaluate runs the program: it reads the header, binds parameters (the
 // defaults, overridden by defines), then executes let/for/if and records
-// every op statement with its evaluated operands.
-func evaluate(st *state) {
+// every op statement with its evaluated operands, which it returns in
+// program order.
+func evaluate(st *state) []*evOp {
 	ev := &evaluator{st: st, params: map[string]int64{}, names: map[string]bool{}, badParams: map[string]bool{}, maxOps: maxEvalOps, maxIt: maxLoopIters}
 	if st.opts.MaxOps > 0 {
 		ev.maxOps, ev.maxIt = st.opts.MaxOps, 4*st.opts.MaxOps
 	}
 	ev.header()
 	if st.diags.HasErrors() {
-		return
+		return nil
 	}
 	ev.vars, ev.marks = nil, nil
 	if !ev.requirements() {
-		return // the program does not support these parameters: say only that
+		return nil // the program does not support these parameters: say only that
 	}
 	ev.stmts(st.file.Stmts, -1, -1, true)
-	if len(st.ops) == 0 && !st.diags.HasErrors() {
+	if len(ev.ops) == 0 && !st.diags.HasErrors() {
 		st.errorf(st.hdr.pos, "add copy/reduce statements (chunk level) or an `on rank(r) tb N { ... }` block (channel level)", "the program has no operations")
 	}
+	return ev.ops
 }
 
 type evaluator struct {
-	st     *state
+	st *state
+	// ops are the evaluated ops so far, program order (evaluate's
+	// result); opSlab backs them, a thousand to an allocation rather than
+	// one each for the millions a large program makes.
+	ops    []*evOp
+	opSlab []evOp
 	params map[string]int64
 	names  map[string]bool // every declared param name, for suggestions
 	// vars is a stack of bindings (let, loop variables); marks remember
@@ -495,7 +502,7 @@ func (ev *evaluator) stmts(ss []*dsl.Stmt, onRank, onTB int, top bool) []*evOp {
 			ev.push()
 			ops := ev.stmts(s.On.Body, int(rk), int(tb), false)
 			ev.pop()
-			ev.st.ops = append(ev.st.ops, ops...)
+			ev.ops = append(ev.ops, ops...)
 		case s.Pipeline != nil:
 			if onRank < 0 {
 				ev.st.errorf(r(), "put it inside an `on rank(r) tb N { ... }` block", "pipeline is a channel-level op")
@@ -529,7 +536,7 @@ func (ev *evaluator) stmts(ss []*dsl.Stmt, onRank, onTB int, top bool) []*evOp {
 		}
 	}
 	if onRank < 0 && top {
-		ev.st.ops = append(ev.st.ops, out...)
+		ev.ops = append(ev.ops, out...)
 		return nil
 	}
 	return out
@@ -543,7 +550,7 @@ func (ev *evaluator) add(out []*evOp, op *evOp, onRank int) []*evOp {
 		return out
 	}
 	if onRank < 0 {
-		ev.st.ops = append(ev.st.ops, op)
+		ev.ops = append(ev.ops, op)
 		return out
 	}
 	return append(out, op)

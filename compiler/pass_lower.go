@@ -15,9 +15,9 @@ import (
 // with protocol LL, scratch chunks written by packet ops are tracked so
 // later reads use the packet ops (upkt, repkt, rppkt). Channel-level ops
 // are checked against the op table and passed through.
-func lower(st *state) {
+func lower(st *state, ops []*evOp) {
 	var chunkOp, chanOp *evOp
-	for _, o := range st.ops {
+	for _, o := range ops {
 		if o.name == "require" {
 			// A `require` with nothing after it on its line (at the end of
 			// a block or file) parses as an op statement of that name; say
@@ -45,12 +45,11 @@ func lower(st *state) {
 	lw := &lowerer{st: st, pkt: make([]map[int]bool, st.hdr.ranks)}
 	// One action per op at most: sized once, not grown through a dozen
 	// copies for a million ops.
-	st.actions = make([]*action, 0, len(st.ops))
-	if !st.explicit && lw.chunksParallel() {
-		st.ops, st.opSlab = nil, nil
+	st.actions = make([]*action, 0, len(ops))
+	if !st.explicit && lw.chunksParallel(ops) {
 		return
 	}
-	for _, o := range st.ops {
+	for _, o := range ops {
 		var a *action
 		if st.explicit {
 			a = lw.explicit(o)
@@ -63,12 +62,7 @@ func lower(st *state) {
 		}
 	}
 	if len(st.actions) == 0 {
-		st.actions = nil // as if never grown: dumps show the ops then
-	}
-	if len(st.actions) > 0 {
-		// Later passes work on actions; letting the evaluated ops go keeps
-		// the collector from marking them on every cycle to come.
-		st.ops, st.opSlab = nil, nil
+		st.actions = nil // as if never grown
 	}
 }
 

@@ -17,12 +17,12 @@ import (
 // minParallelLower: fewer ops are not worth the goroutines.
 const minParallelLower = 1 << 14
 
-// chunksParallel lowers st.ops into st.actions (empty, with room for
+// chunksParallel lowers ops into st.actions (empty, with room for
 // them) on several workers and reports whether it did; when it did not,
 // nothing was changed.
-func (lw *lowerer) chunksParallel() bool {
+func (lw *lowerer) chunksParallel(ops []*evOp) bool {
 	st := lw.st
-	n := len(st.ops)
+	n := len(ops)
 	workers := par.Workers(st.hdr.ranks)
 	if st.hdr.protocol != ir.Simple || workers <= 1 || n < minParallelLower {
 		return false
@@ -36,7 +36,7 @@ func (lw *lowerer) chunksParallel() bool {
 		w := &lowerer{st: &state{file: st.file, defines: st.defines, code: st.code, opts: st.opts, hdr: st.hdr}, pkt: lw.pkt}
 		good := true
 		for i := p * n / parts; i < (p+1)*n/parts; i++ {
-			a := w.chunk(st.ops[i])
+			a := w.chunk(ops[i])
 			if a == nil {
 				good = false // reported; the serial rerun reports it again
 				break

@@ -23,15 +23,13 @@ type state struct {
 	code string
 
 	hdr     header
-	ops     []*evOp // evaluate's output, program order
 	actions []*action
 	// explicit says the program is channel-level: no sync is inserted.
 	explicit bool
 	blocks   [][]*block // [rank][tb]; tb ids are dense after assign-tbs
 
-	// Slabs for the millions of ops and actions a large program makes:
-	// one allocation per thousand rather than one each.
-	opSlab  []evOp
+	// The slab for the millions of actions a large program makes: one
+	// allocation per thousand rather than one each.
 	actSlab []action
 
 	plan *ir.Plan
@@ -314,12 +312,12 @@ func writeRefs(b *strings.Builder, label string, refs []aref) {
 	}
 }
 
-func (st *state) dumpActions() string {
+func (st *state) dumpActions(f form) string {
 	var b strings.Builder
 	h := &st.hdr
 	fmt.Fprintf(&b, "%s %s ranks=%d nodes=%d chunks in=%d out=%d instances=%d\n", h.collective, h.protocol, h.ranks, h.nodes, h.inChunks, h.outChunks, h.instances)
 	if st.actions == nil {
-		for _, o := range st.ops {
+		for _, o := range f.ops {
 			fmt.Fprintf(&b, "%s %v -> %v  // %d:%d\n", o.name, o.src, o.dst, o.rng().Start.Line, o.rng().Start.Col)
 		}
 		return b.String()
@@ -360,12 +358,12 @@ func (st *state) errorc(code string, r dsl.Range, detail, format string, args ..
 	st.diags = append(st.diags, d)
 }
 
-func (st *state) newEvOp() *evOp {
-	if len(st.opSlab) == cap(st.opSlab) {
-		st.opSlab = make([]evOp, 0, slabSize(cap(st.opSlab), 1024))
+func (ev *evaluator) newEvOp() *evOp {
+	if len(ev.opSlab) == cap(ev.opSlab) {
+		ev.opSlab = make([]evOp, 0, slabSize(cap(ev.opSlab), 1024))
 	}
-	st.opSlab = st.opSlab[:len(st.opSlab)+1]
-	return &st.opSlab[len(st.opSlab)-1]
+	ev.opSlab = ev.opSlab[:len(ev.opSlab)+1]
+	return &ev.opSlab[len(ev.opSlab)-1]
 }
 
 func (st *state) newAction() *action {

@@ -91,7 +91,7 @@ func (st *state) trialBlocks(budget map[tbGroup]int) map[tbGroup]int {
 			break
 		}
 		if after {
-			ps.run(t)
+			ps.run(t, form{})
 			if t.diags.HasErrors() {
 				return nil
 			}
