@@ -2,6 +2,12 @@ package dsl
 
 import "github.com/alecthomas/participle/v2/lexer"
 
+// The `parser` struct tags below are the grammar. dsl/descent.go
+// implements them by hand (participle's reflection cost every compile
+// process milliseconds); dsl/oracle_test.go runs participle on the tags
+// and holds the two to the same trees, so a grammar change is an edit to
+// both.
+
 // File is a parsed program. Statements appear in source order; the header
 // statements (collective, param, option) may be interleaved with the body
 // but are conventionally first.
