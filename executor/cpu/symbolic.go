@@ -157,16 +157,25 @@ type famKey struct {
 	launch int
 	elem   int64
 	mask   uint64
+	v      fv // the sum, to check a hit on lane 0 against
+}
+
+// keyed is a term with its fingerprint. The decoder's tables are keyed
+// by lane 0 (a uint64 key is Go's fast map path, and the lookups of a
+// hard element run into millions) and a hit is checked on every lane.
+type keyed struct {
+	k tkey
+	v fv
 }
 
 // decoder turns an output fingerprint back into terms for one launch.
 type decoder struct {
 	s        *sim
 	l        int
-	single   map[fv]tkey
-	fam      map[fv]famKey // nil until families runs
-	nearFP   map[fv]tkey   // the element's near terms (decode)
-	launches []int         // the launches the tables cover
+	single   map[uint64]keyed
+	fam      map[uint64]famKey // nil until families runs
+	nearFP   map[uint64]keyed  // the element's near terms (decode)
+	launches []int             // the launches the tables cover
 }
 
 // Table budgets: explanations are for reports, and a 64 MiB run must not
@@ -196,12 +205,13 @@ func (s *sim) newDecoder(l int) *decoder {
 		words += (s.arrLen(rs, arrScratch) + s.arrLen(rs, arrOut) + s.arrLen(rs, arrMain)) / 8
 	}
 	nSingle := int64(len(launches))*int64(n)*elems + min(words, decodeBudget)
-	d := &decoder{s: s, l: l, single: make(map[fv]tkey, nSingle)}
+	d := &decoder{s: s, l: l, single: make(map[uint64]keyed, nSingle)}
 	for _, x := range launches {
 		for q := range n {
 			for i := range elems {
 				k := tkey{rank: q, launch: x, elem: i}
-				d.single[s.termKey(k)] = k
+				v := s.termKey(k)
+				d.single[v[0]] = keyed{k, v}
 			}
 		}
 	}
@@ -213,7 +223,8 @@ func (s *sim) newDecoder(l int) *decoder {
 		for _, a := range arrs {
 			for x := int64(0); x+8 <= s.arrLen(rs, a.arr) && int64(len(d.single)) < nSingle; x += 8 {
 				k := tkey{rank: rs.r, launch: -1, elem: x, buf: a.buf}
-				d.single[s.termKey(k)] = k
+				v := s.termKey(k)
+				d.single[v[0]] = keyed{k, v}
 			}
 		}
 	}
@@ -232,7 +243,7 @@ func (d *decoder) families() {
 	s := d.s
 	n := len(s.ranks)
 	elems := s.in / 8
-	d.fam = map[fv]famKey{}
+	d.fam = map[uint64]famKey{}
 	c := s.p.Collective
 	if c != ir.AllReduce && c != ir.ReduceScatter && c != ir.Reduce || n > 16 {
 		return
@@ -240,7 +251,7 @@ func (d *decoder) families() {
 	full := uint64(1)<<n - 1
 	subsets := n <= 10 && int64(len(d.launches))*elems<<n <= decodeBudget
 	if subsets {
-		d.fam = make(map[fv]famKey, int64(len(d.launches))*elems<<n)
+		d.fam = make(map[uint64]famKey, int64(len(d.launches))*elems<<n)
 	}
 	fps := make([]fv, n)
 	for _, x := range d.launches {
@@ -253,7 +264,7 @@ func (d *decoder) families() {
 				for _, f := range fps {
 					sum = s.fpAdd(sum, f)
 				}
-				d.fam[sum] = famKey{launch: x, elem: i, mask: full}
+				d.fam[sum[0]] = famKey{launch: x, elem: i, mask: full, v: sum}
 				continue
 			}
 			for m := uint64(3); m <= full; m++ {
@@ -266,7 +277,7 @@ func (d *decoder) families() {
 						sum = s.fpAdd(sum, fps[q])
 					}
 				}
-				d.fam[sum] = famKey{launch: x, elem: i, mask: m}
+				d.fam[sum[0]] = famKey{launch: x, elem: i, mask: m, v: sum}
 			}
 		}
 	}
@@ -361,36 +372,45 @@ var coefCache sync.Map
 func (d *decoder) decode(got fv, exp []tkey, fps []fv, near []tkey) (map[tkey]int, bool) {
 	s := d.s
 	vecs := d.coefVecs(len(exp))
-	sums := make([]fv, len(vecs))
+	// Lane 0 of every hypothesis's sum (6561 of them at 8 terms): the
+	// search runs on lane 0, and a hit is checked on every lane.
+	sums := make([]uint64, len(vecs))
 	for k, v := range vecs {
+		a := uint64(0)
 		for i, c := range v {
-			for range c { // c is 0, 1 or 2: adding is cheaper than scaling
-				sums[k] = s.fpAdd(sums[k], fps[i])
+			for range c { // c is 0, 1 or 2
+				a = s.add0(a, fps[i][0])
 			}
 		}
+		sums[k] = a
+	}
+	full := func(k int) fv {
+		var a fv
+		for i, c := range vecs[k] {
+			for range c {
+				a = s.fpAdd(a, fps[i])
+			}
+		}
+		return a
 	}
 	// Cheap hypotheses for every coefficient vector first, then the
 	// family sums, built only now.
 	// The near terms are looked up in their own small table: at large
 	// sizes the global one leaves out input terms (decodeBudget).
-	d.nearFP = make(map[fv]tkey, len(near))
+	d.nearFP = make(map[uint64]keyed, len(near))
 	nearFPs := make([]fv, len(near))
 	for k, y := range near {
 		nearFPs[k] = s.termKey(y)
-		d.nearFP[nearFPs[k]] = y
+		d.nearFP[nearFPs[k][0]] = keyed{y, nearFPs[k]}
 	}
 	for k, v := range vecs {
-		rem := s.fpSub(got, sums[k])
-		if rem == (fv{}) {
-			return d.diff(exp, v, nil), true
-		}
-		if x, ok := d.lookup(rem); ok {
-			return d.diff(exp, v, []tkey{x}), true
+		if extra, ok := d.rest(s.sub0(got[0], sums[k]), func() fv { return s.fpSub(got, full(k)) }, false); ok {
+			return d.diff(exp, v, extra), true
 		}
 	}
 	d.families()
 	for k, v := range vecs {
-		if extra, ok := d.rest(s.fpSub(got, sums[k])); ok {
+		if extra, ok := d.rest(s.sub0(got[0], sums[k]), func() fv { return s.fpSub(got, full(k)) }, true); ok {
 			return d.diff(exp, v, extra), true
 		}
 	}
@@ -404,7 +424,8 @@ func (d *decoder) decode(got fv, exp []tkey, fps []fv, near []tkey) (map[tkey]in
 			return nil, false
 		}
 		for k, v := range few {
-			if extra, ok := d.rest(s.fpSub(s.fpSub(got, sums[k]), nearFPs[j])); ok {
+			r0 := s.sub0(s.sub0(got[0], sums[k]), nearFPs[j][0])
+			if extra, ok := d.rest(r0, func() fv { return s.fpSub(s.fpSub(got, full(k)), nearFPs[j]) }, true); ok {
 				return d.diff(exp, v, append(extra, y)), true
 			}
 		}
@@ -412,24 +433,23 @@ func (d *decoder) decode(got fv, exp []tkey, fps []fv, near []tkey) (map[tkey]in
 	return nil, false
 }
 
-func (d *decoder) lookup(v fv) (tkey, bool) {
-	if x, ok := d.single[v]; ok {
-		return x, true
-	}
-	x, ok := d.nearFP[v]
-	return x, ok
-}
-
-// rest decodes rem as nothing, one term or one family sum.
-func (d *decoder) rest(rem fv) ([]tkey, bool) {
-	if rem == (fv{}) {
+// rest decodes a remainder as nothing, one term or (with fam) one family
+// sum: r0 is its lane 0, rem computes every lane to check a hit.
+func (d *decoder) rest(r0 uint64, rem func() fv, fam bool) ([]tkey, bool) {
+	if r0 == 0 && rem() == (fv{}) {
 		return nil, true
 	}
-	if x, ok := d.lookup(rem); ok {
-		return []tkey{x}, true
+	if x, ok := d.single[r0]; ok && x.v == rem() {
+		return []tkey{x.k}, true
 	}
-	f, ok := d.fam[rem]
-	if !ok {
+	if x, ok := d.nearFP[r0]; ok && x.v == rem() {
+		return []tkey{x.k}, true
+	}
+	if !fam {
+		return nil, false
+	}
+	f, ok := d.fam[r0]
+	if !ok || f.v != rem() {
 		return nil, false
 	}
 	var extra []tkey

@@ -293,6 +293,21 @@ func (s *sim) fpSub(a, b fv) fv {
 	return fv{a[0] - b[0]}
 }
 
+// add0 and sub0 are fpAdd and fpSub on lane 0 alone.
+func (s *sim) add0(a, b uint64) uint64 {
+	if s.field != nil {
+		return mpAdd(a, b)
+	}
+	return a + b
+}
+
+func (s *sim) sub0(a, b uint64) uint64 {
+	if s.field != nil {
+		return mpAdd(a, mp-b)
+	}
+	return a - b
+}
+
 // termKey is the fingerprint of a term at its own byte: input element e
 // of (q, l) at byte 8e, poison at its byte.
 func (s *sim) termKey(k tkey) fv {
