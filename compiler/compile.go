@@ -181,23 +181,27 @@ func CompileSource(filename string, src []byte, defines map[string]int64, opts O
 	return p, sm, append(ds, ds2...)
 }
 
-// formCheck says what is wrong with the forms a pass left in st, "" when
+// formCheck says what is wrong with the form a pass returned, "" when
 // nothing: the passes hand on one form at a time (evaluated ops, then
-// actions in blocks, then the plan), each consuming the one before, so a
-// form left behind is a pass that did not finish its hand-off. Under
-// Options.Check, beside ir.Validate.
+// actions, then actions in blocks, then the plan), each consuming the one
+// before, so a form left behind is a pass that did not finish its
+// hand-off. Under Options.Check, beside ir.Validate.
 func (st *state) formCheck(ps pass, f form) string {
 	switch {
 	case ps.name == "evaluate":
-		if st.actions != nil || st.blocks != nil || st.plan != nil {
-			return "evaluate left actions, blocks or a plan"
+		if f.prog != nil || st.plan != nil {
+			return "evaluate left actions or a plan"
 		}
 	case !ps.plan:
-		if f.ops != nil || st.plan != nil {
-			return "evaluated ops or a plan beside the actions"
+		if f.ops != nil || f.prog == nil || st.plan != nil {
+			return "evaluated ops or a plan beside the actions, or no actions"
+		}
+		if (f.prog.blocks != nil) != (ps.out == "actions in blocks") {
+			return fmt.Sprintf("%s returned actions with blocks %v, want %s", ps.name, f.prog.blocks != nil, ps.out)
 		}
 	default:
-		if f.ops != nil || st.blocks != nil || st.plan == nil || (!st.explicit && st.actions != nil) {
+		// A channel-level program keeps its actions for the balance check.
+		if f.ops != nil || st.plan == nil || (f.prog != nil && (f.prog.blocks != nil || (!f.prog.explicit && f.prog.actions != nil))) {
 			return "a plan pass left evaluated ops, blocks or actions, or no plan"
 		}
 	}

@@ -21,14 +21,17 @@ func TestFormCheck(t *testing.T) {
 		bad  bool
 	}{
 		{"evaluate", state{}, form{ops: []*evOp{{}}}, false},
-		{"evaluate", state{actions: acts}, form{ops: []*evOp{{}}}, true},
-		{"lower", state{actions: acts}, form{}, false},
-		{"lower", state{actions: acts}, form{ops: []*evOp{{}}}, true},
-		{"fuse", state{actions: acts, blocks: [][]*block{{}}}, form{}, false},
+		{"evaluate", state{}, form{ops: []*evOp{{}}, prog: &program{actions: acts}}, true},
+		{"lower", state{}, form{prog: &program{actions: acts}}, false},
+		{"lower", state{}, form{prog: &program{actions: acts}, ops: []*evOp{{}}}, true},
+		{"lower", state{}, form{}, true},
+		{"lower", state{}, form{prog: &program{actions: acts, blocks: [][]*block{{}}}}, true},
+		{"assign-tbs", state{}, form{prog: &program{actions: acts}}, true},
+		{"fuse", state{}, form{prog: &program{actions: acts, blocks: [][]*block{{}}}}, false},
 		{"sync", state{plan: &ir.Plan{}}, form{}, false},
-		{"sync", state{plan: &ir.Plan{}, blocks: [][]*block{{}}}, form{}, true},
-		{"sync", state{plan: &ir.Plan{}, actions: acts}, form{}, true},
-		{"sync", state{plan: &ir.Plan{}, actions: acts, explicit: true}, form{}, false},
+		{"sync", state{plan: &ir.Plan{}}, form{prog: &program{blocks: [][]*block{{}}}}, true},
+		{"sync", state{plan: &ir.Plan{}}, form{prog: &program{actions: acts}}, true},
+		{"sync", state{plan: &ir.Plan{}}, form{prog: &program{actions: acts, explicit: true}}, false},
 		{"limits", state{}, form{}, true},
 	} {
 		ps, ok := byName[c.pass]

@@ -14,10 +14,10 @@ import (
 // the plan. Channels between two ranks are ordered the same way on both
 // sides (by the blocks at either end), which is what makes the k-th
 // channel from A to B pair with the k-th from B to A.
-func buildPlan(st *state, syn *synced) {
+func buildPlan(st *state, prog *program, syn *synced) {
 	h := &st.hdr
-	b := &planBuilder{st: st, syn: syn}
-	if st.explicit {
+	b := &planBuilder{st: st, prog: prog, syn: syn}
+	if prog.explicit {
 		// Chunk-level actions name no channels themselves.
 		b.collectExplicitPairs()
 	}
@@ -57,9 +57,9 @@ func buildPlan(st *state, syn *synced) {
 	// tables (hundreds of megabytes for a large program) spares the
 	// collector from marking them again; a channel-level program keeps
 	// its actions for the balance check.
-	st.blocks = nil
-	if !st.explicit {
-		st.actions, st.actSlab = nil, nil
+	prog.blocks = nil
+	if !prog.explicit {
+		prog.actions = nil
 	}
 }
 
@@ -165,7 +165,7 @@ func (w *rankWorker) layout(r, tb int, k *opSink) {
 
 // buildRank writes rank r's GPU entry and its row of the source map.
 func (w *rankWorker) buildRank(p *ir.Plan, sm *SourceMap, r int) {
-	b, st, h := w.b, w.b.st, &w.b.st.hdr
+	b, prog, h := w.b, w.b.prog, &w.b.st.hdr
 	g := &p.GPUs[r]
 	g.ID, g.InputChunks, g.OutputChunks = r, h.inChunks, h.outChunks
 	for _, t := range []ir.ChannelType{ir.ChanMemory, ir.ChanPort} {
@@ -174,10 +174,10 @@ func (w *rankWorker) buildRank(p *ir.Plan, sm *SourceMap, r int) {
 		}
 	}
 	rb := &rankBuild{g: g, remote: map[[2]int]int{}, sems: map[int32]int{}}
-	sm.ops[r] = make([][]*dsl.Range, len(st.blocks[r]))
-	g.ThreadBlocks = make([]ir.ThreadBlock, 0, len(st.blocks[r]))
+	sm.ops[r] = make([][]*dsl.Range, len(prog.blocks[r]))
+	g.ThreadBlocks = make([]ir.ThreadBlock, 0, len(prog.blocks[r]))
 	k := opSink{w: w, r: r, lo: len(w.ops)}
-	for tb := range st.blocks[r] {
+	for tb := range prog.blocks[r] {
 		k.tb, k.tbb = tb, tbBuild{rb: rb}
 		w.layout(r, tb, &k)
 		ops, srcs := k.block()
@@ -200,6 +200,7 @@ func (w *rankWorker) buildRank(p *ir.Plan, sm *SourceMap, r int) {
 
 type planBuilder struct {
 	st    *state
+	prog  *program
 	syn   *synced    // what sync handed over
 	peers [][3][]int // [rank][type] connected_to
 	// flatOf[id]: the flat index of pair id on its (rankA, rankB) sides.
@@ -267,7 +268,7 @@ type lastRemote struct {
 
 // collectExplicitPairs adds the channels named by channel-level ops.
 func (b *planBuilder) collectExplicitPairs() {
-	st := b.st
+	prog := b.prog
 	var visit func(a *action)
 	visit = func(a *action) {
 		for _, in := range a.body() {
@@ -311,7 +312,7 @@ func (b *planBuilder) collectExplicitPairs() {
 			}
 		}
 	}
-	for _, a := range st.actions {
+	for _, a := range prog.actions {
 		visit(a)
 	}
 }

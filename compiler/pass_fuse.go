@@ -14,14 +14,14 @@ import "github.com/msccl-go/msccl-go/ir"
 // Moving the later action up is only allowed when nothing any block did in
 // between (in program order) touches what it accesses; the pass tracks the
 // last write and last access of every chunk to check that.
-func fuse(st *state) {
-	if st.explicit {
+func fuse(st *state, p *program) {
+	if p.explicit {
 		return
 	}
 	lastWrite, lastAny := newChunkTab(st.hdr.ranks), newChunkTab(st.hdr.ranks)
 	prev := make([][]*action, st.hdr.ranks) // [rank][tb] last live action
 	for r := range prev {
-		prev[r] = make([]*action, len(st.blocks[r]))
+		prev[r] = make([]*action, len(p.blocks[r]))
 	}
 	record := func(a *action, seq int) {
 		for _, s := range a.src {
@@ -53,7 +53,7 @@ func fuse(st *state) {
 		}
 		return true
 	}
-	for _, b := range st.actions {
+	for _, b := range p.actions {
 		a := prev[b.rank][b.tb]
 		if a != nil && free(b, int(a.seq)) && merge(a, b) {
 			b.dead = true
@@ -63,8 +63,8 @@ func fuse(st *state) {
 		prev[b.rank][b.tb] = b
 		record(b, int(b.seq))
 	}
-	live := st.actions[:0]
-	for _, a := range st.actions {
+	live := p.actions[:0]
+	for _, a := range p.actions {
 		if !a.dead {
 			live = append(live, a)
 		}
@@ -72,8 +72,8 @@ func fuse(st *state) {
 	for i, a := range live {
 		a.seq = int32(i)
 	}
-	st.actions = live
-	for _, row := range st.blocks {
+	p.actions = live
+	for _, row := range p.blocks {
 		for _, blk := range row {
 			acts := blk.acts[:0]
 			for _, a := range blk.acts {

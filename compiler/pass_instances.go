@@ -6,7 +6,7 @@ package compiler
 // references of equal size that named the same data still do. Blocks
 // become tb*I + i (peer block references alike), semaphores and barrier
 // ids likewise.
-func replicate(st *state) {
+func replicate(st *state, p *program) {
 	I := st.hdr.instances
 	if I <= 1 {
 		return
@@ -14,8 +14,8 @@ func replicate(st *state) {
 	h := &st.hdr
 	h.inChunks *= I
 	h.outChunks *= I
-	out := make([]*action, 0, len(st.actions)*I)
-	for _, a := range st.actions {
+	out := make([]*action, 0, len(p.actions)*I)
+	for _, a := range p.actions {
 		// Undo compaction's peer renumbering is unnecessary: it happened on
 		// dense ids, which we scale here consistently.
 		for i := 0; i < I; i++ {
@@ -24,11 +24,11 @@ func replicate(st *state) {
 			out = append(out, c)
 		}
 	}
-	st.actions = out
-	for _, a := range st.actions {
+	p.actions = out
+	for _, a := range p.actions {
 		a.tbHint = int32(a.tb)
 	}
-	st.compactBlocks()
+	compactBlocks(st, p)
 }
 
 func (a *action) instance(I, i int) *action {

@@ -15,14 +15,14 @@ import (
 // op, buffer refs per op) and reports each problem at the DSL statement
 // that produced the offending op. A limit exceeded the same way on many
 // ranks (the usual case: every rank runs the same loop) is one diagnostic.
-func checkLimits(st *state) {
-	if st.explicit {
-		st.checkBalance()
+func checkLimits(st *state, p *program) {
+	if p.explicit {
+		checkBalance(st, p.actions)
 	}
 	var hits []limitHit
 	for _, d := range ir.Validate(st.plan) {
 		if d.IsError() && d.IsLimit() {
-			hits = append(hits, st.limitHit(d))
+			hits = append(hits, st.limitHit(d, p.explicit))
 			continue
 		}
 		// The plan's finding, placed at the statement behind it; its code
@@ -51,7 +51,7 @@ type limitHit struct {
 
 // limitHit places and words an ir limit diagnostic from its code, count
 // and path; the ir message is prose and not read here.
-func (st *state) limitHit(d ir.Diagnostic) limitHit {
+func (st *state) limitHit(d ir.Diagnostic, explicit bool) limitHit {
 	pp := parsePlanPath(d.Path)
 	h := limitHit{rank: pp.rank, block: pp.block, count: d.Count, code: d.Code, max: d.Max}
 	var tb *ir.ThreadBlock
@@ -62,7 +62,7 @@ func (st *state) limitHit(d ir.Diagnostic) limitHit {
 	// block's tables the first op past them.
 	op, inner := pp.op, pp.inner
 	split := "split the loop over blocks with `tb`, or let automatic assignment do it (leave `tb` out)"
-	if st.explicit {
+	if explicit {
 		split = "move part of this work to another `on rank(r) tb N` block"
 	}
 	name := "op"
@@ -282,7 +282,7 @@ func usesRemote(o *ir.Op, t ir.ChannelType, limit int) bool {
 // each channel against the waits on its partner, and reports the ops of a
 // side with no counterpart at their source lines: the usual mistake of a
 // hand-written schedule.
-func (st *state) checkBalance() {
+func checkBalance(st *state, acts []*action) {
 	type end struct {
 		pair  chanPair
 		rankA bool // the signalling end is pair.rankA
@@ -317,7 +317,7 @@ func (st *state) checkBalance() {
 			first[e] = f
 		}
 	}
-	for _, a := range st.actions {
+	for _, a := range acts {
 		visit(a)
 	}
 	var ends []end

@@ -15,7 +15,7 @@ import (
 // with protocol LL, scratch chunks written by packet ops are tracked so
 // later reads use the packet ops (upkt, repkt, rppkt). Channel-level ops
 // are checked against the op table and passed through.
-func lower(st *state, ops []*evOp) {
+func lower(st *state, ops []*evOp) *program {
 	var chunkOp, chanOp *evOp
 	for _, o := range ops {
 		if o.name == "require" {
@@ -34,42 +34,46 @@ func lower(st *state, ops []*evOp) {
 		}
 	}
 	if st.diags.HasErrors() {
-		return
+		return nil
 	}
 	if chunkOp != nil && chanOp != nil {
 		st.errorf(chunkOp.rng(), fmt.Sprintf("the program also has channel-level ops (first at %s); the compiler cannot place synchronisation around hand-placed ops, so write it all at one level", chanOp.rng().Start),
 			"chunk-level %s outside `on` in a channel-level program", chunkOp.name)
-		return
+		return nil
 	}
-	st.explicit = chanOp != nil
+	p := &program{explicit: chanOp != nil}
 	lw := &lowerer{st: st, pkt: make([]map[int]bool, st.hdr.ranks)}
 	// One action per op at most: sized once, not grown through a dozen
 	// copies for a million ops.
-	st.actions = make([]*action, 0, len(ops))
-	if !st.explicit && lw.chunksParallel(ops) {
-		return
+	p.actions = make([]*action, 0, len(ops))
+	if !p.explicit && lw.chunksParallel(p, ops) {
+		return p
 	}
 	for _, o := range ops {
 		var a *action
-		if st.explicit {
+		if p.explicit {
 			a = lw.explicit(o)
 		} else {
 			a = lw.chunk(o)
 		}
 		if a != nil {
-			a.seq = int32(len(st.actions))
-			st.actions = append(st.actions, a)
+			a.seq = int32(len(p.actions))
+			p.actions = append(p.actions, a)
 		}
 	}
-	if len(st.actions) == 0 {
-		st.actions = nil // as if never grown
+	if len(p.actions) == 0 {
+		p.actions = nil // as if never grown
 	}
+	return p
 }
 
 type lowerer struct {
-	st   *state
-	refs []aref         // slab for copy operands
-	pkt  []map[int]bool // [rank] scratch chunk -> holds packets
+	st *state
+	// actSlab backs the actions, a thousand to an allocation rather than
+	// one each for the millions a large program makes.
+	actSlab []action
+	refs    []aref         // slab for copy operands
+	pkt     []map[int]bool // [rank] scratch chunk -> holds packets
 }
 
 // canon maps a reference through the in-place aliasing of the collective,
@@ -188,7 +192,7 @@ func (lw *lowerer) chunk(o *evOp) *action {
 			return nil
 		}
 	}
-	a := st.newAction()
+	a := lw.newAction()
 	*a = action{rank: -1, tb: -1, tbHint: o.tb, pos: o.posRef()}
 	a.setReduce(st.hdr.reduce)
 	if o.reduce != "" {

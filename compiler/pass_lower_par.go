@@ -17,10 +17,10 @@ import (
 // minParallelLower: fewer ops are not worth the goroutines.
 const minParallelLower = 1 << 14
 
-// chunksParallel lowers ops into st.actions (empty, with room for
+// chunksParallel lowers ops into p.actions (empty, with room for
 // them) on several workers and reports whether it did; when it did not,
 // nothing was changed.
-func (lw *lowerer) chunksParallel(ops []*evOp) bool {
+func (lw *lowerer) chunksParallel(p *program, ops []*evOp) bool {
 	st := lw.st
 	n := len(ops)
 	workers := par.Workers(st.hdr.ranks)
@@ -31,7 +31,7 @@ func (lw *lowerer) chunksParallel(ops []*evOp) bool {
 	ok := make([]bool, parts)
 	// Without a diagnostic every op makes one action, so action i is op
 	// i's: workers put theirs in place, numbered.
-	acts := st.actions[:n]
+	acts := p.actions[:n]
 	par.ForEach(workers, parts, func(_, p int) {
 		w := &lowerer{st: &state{file: st.file, defines: st.defines, code: st.code, opts: st.opts, hdr: st.hdr}, pkt: lw.pkt}
 		good := true
@@ -52,6 +52,6 @@ func (lw *lowerer) chunksParallel(ops []*evOp) bool {
 			return false
 		}
 	}
-	st.actions = acts
+	p.actions = acts
 	return true
 }

@@ -30,9 +30,9 @@ import (
 // Its result is not a form of its own but what channel building reads
 // (synced): the pass is one with buildPlan (passes.go), which it hands
 // that result to and nothing else.
-func insertSync(st *state) *synced {
-	s := newSyncer(st)
-	if st.explicit {
+func insertSync(st *state, p *program) *synced {
+	s := newSyncer(st, p)
+	if p.explicit {
 		return s.explicitItems()
 	}
 	s.run()
@@ -56,7 +56,7 @@ type synced struct {
 
 // syncAndBuild is the sync pass: dependencies to sync ops, then channels,
 // remote buffers and semaphores allocated and the plan written.
-func syncAndBuild(st *state) { buildPlan(st, insertSync(st)) }
+func syncAndBuild(st *state, p *program) { buildPlan(st, p, insertSync(st, p)) }
 
 // node is an access-making entity in program order: a host start, an
 // action, or a host end.
@@ -153,6 +153,7 @@ type edgeNeed struct {
 
 type syncer struct {
 	st        *state
+	p         *program  // the program it synchronises
 	sems      []semPair // the semaphore pairs sync items name by index
 	gid       [][]int32 // [rank][tb]
 	blkRank   []int
@@ -204,15 +205,15 @@ func b2k(full bool) int8 {
 	return 1
 }
 
-func newSyncer(st *state) *syncer {
-	s := &syncer{st: st, chunks: make([][4][]chunkInfo, st.hdr.ranks),
+func newSyncer(st *state, p *program) *syncer {
+	s := &syncer{st: st, p: p, chunks: make([][4][]chunkInfo, st.hdr.ranks),
 		pairs: newPairSet(), rankPairs: map[uint64]bool{}, semIDs: map[semPair]int32{}}
 	// A rank with no work may still have to serve its host (signal that a
 	// launch started, wait for peers' writes before it ends): give every
 	// rank a block up front, since block numbering must not change later.
-	for r := range st.blocks {
-		if len(st.blocks[r]) == 0 {
-			st.blocks[r] = []*block{{rank: r, tb: 0}}
+	for r := range p.blocks {
+		if len(p.blocks[r]) == 0 {
+			p.blocks[r] = []*block{{rank: r, tb: 0}}
 		}
 	}
 	s.regBlocks()
@@ -233,7 +234,7 @@ func newSyncer(st *state) *syncer {
 		}
 	}
 	s.touch = map[uint64][]int32{}
-	for _, a := range st.actions {
+	for _, a := range p.actions {
 		for _, refs := range [2][]aref{a.src, a.dst} {
 			for _, x := range refs {
 				if x.rank == a.rank {
@@ -254,10 +255,10 @@ func newSyncer(st *state) *syncer {
 func touchKey(r, p int) uint64 { return uint64(uint32(r))<<32 | uint64(uint32(p)) }
 
 func (s *syncer) regBlocks() {
-	st := s.st
+	st, p := s.st, s.p
 	s.gid = make([][]int32, st.hdr.ranks)
 	s.blkRank, s.blkTB = s.blkRank[:0], s.blkTB[:0]
-	for r, row := range st.blocks {
+	for r, row := range p.blocks {
 		s.gid[r] = make([]int32, len(row))
 		for tb := range row {
 			s.gid[r][tb] = int32(len(s.blkRank))
@@ -290,7 +291,7 @@ func (s *syncer) regBlocks() {
 // already paired with gid other; it creates an empty block if the rank has
 // none.
 func (s *syncer) blockOn(r int, other int32) int32 {
-	st := s.st
+	p := s.p
 	or, ot := s.blkRank[other], s.blkTB[other]
 	best := int32(-1)
 	for _, pt := range s.partners[other] {
@@ -319,7 +320,7 @@ func (s *syncer) blockOn(r int, other int32) int32 {
 	}
 	// No channel yet: the block with the same number is the likeliest
 	// partner of later edges (blocks often mirror each other across ranks).
-	if ot < len(st.blocks[r]) {
+	if ot < len(p.blocks[r]) {
 		return s.gid[r][ot]
 	}
 	return s.gid[r][0]

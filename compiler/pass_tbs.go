@@ -14,9 +14,9 @@ import (
 // break the executor's limits (64 ops, 16 channels per type) is split
 // over several blocks, consecutive runs of its ops each (see fitBlocks).
 // Block ids are then made dense per rank, keeping their order.
-func assignTBs(st *state) {
-	placeTBs(st, fitBlocks(st))
-	st.compactBlocks()
+func assignTBs(st *state, p *program) {
+	placeTBs(st, p, fitBlocks(st, p))
+	compactBlocks(st, p)
 }
 
 // tbGroup is the work one automatic block would get: a rank's ops with
@@ -27,13 +27,13 @@ type tbGroup struct{ rank, key int }
 // the ops of each block of a group (absent: one block for the group). It
 // returns, for each action, the index in groups of the automatic group
 // whose block it joined, -1 for a block named by `tb`.
-func placeTBs(st *state, budget map[tbGroup]int) (groupOf []int32, groups []tbGroup) {
+func placeTBs(st *state, p *program, budget map[tbGroup]int) (groupOf []int32, groups []tbGroup) {
 	n := st.hdr.ranks
 	maxHint := make([]int, n)
 	for i := range maxHint {
 		maxHint[i] = -1
 	}
-	for _, a := range st.actions {
+	for _, a := range p.actions {
 		if int(a.tbHint) > maxHint[a.rank] {
 			maxHint[a.rank] = int(a.tbHint)
 		}
@@ -51,8 +51,8 @@ func placeTBs(st *state, budget map[tbGroup]int) (groupOf []int32, groups []tbGr
 	cur := make([]map[int]*cell, n)    // [rank] key -> the group's open cell
 	cellOf := make([]map[int]*cell, n) // [rank] tb -> its cell; nil for `tb N` blocks
 	producer := make([]map[int64]int, n)
-	groupOf = make([]int32, len(st.actions))
-	for ai, a := range st.actions {
+	groupOf = make([]int32, len(p.actions))
+	for ai, a := range p.actions {
 		r := a.rank
 		groupOf[ai] = -1
 		switch {
@@ -133,20 +133,20 @@ func chunkKey(rank int, buf ir.BufferType, idx int) int64 {
 }
 
 // compactBlocks renumbers each rank's blocks densely and rebuilds
-// st.blocks; explicit peer block references are renumbered alike.
-func (st *state) compactBlocks() {
+// p.blocks; explicit peer block references are renumbered alike.
+func compactBlocks(st *state, p *program) {
 	n := st.hdr.ranks
 	// remap[r][tb] is block tb's dense number, -1 where rank r has no
 	// such block. Block numbers are small (at most 1023 from `tb`, one
 	// more per peer when assigned), so dense tables beat maps.
 	remap := make([][]int32, n)
-	for _, a := range st.actions {
+	for _, a := range p.actions {
 		if a.tb >= len(remap[a.rank]) {
 			remap[a.rank] = append(remap[a.rank], make([]int32, a.tb+1-len(remap[a.rank]))...)
 		}
 		remap[a.rank][a.tb] = 1
 	}
-	st.blocks = make([][]*block, n)
+	p.blocks = make([][]*block, n)
 	for r := range remap {
 		k := int32(0)
 		for tb, u := range remap[r] {
@@ -157,9 +157,9 @@ func (st *state) compactBlocks() {
 			remap[r][tb] = k
 			k++
 		}
-		st.blocks[r] = make([]*block, k)
-		for i := range st.blocks[r] {
-			st.blocks[r][i] = &block{rank: r, tb: i}
+		p.blocks[r] = make([]*block, k)
+		for i := range p.blocks[r] {
+			p.blocks[r][i] = &block{rank: r, tb: i}
 		}
 	}
 	lookup := func(r, tb int) (int, bool) {
@@ -210,18 +210,18 @@ func (st *state) compactBlocks() {
 	// Every block's list is a capped run of one array, sized by a count
 	// first: a large program has a hundred thousand blocks, and growing
 	// each list by appends made most of this pass's allocations.
-	for _, a := range st.actions {
+	for _, a := range p.actions {
 		fix(a)
-		st.blocks[a.rank][a.tb].n++
+		p.blocks[a.rank][a.tb].n++
 	}
-	all := make([]*action, len(st.actions))
-	for _, row := range st.blocks {
+	all := make([]*action, len(p.actions))
+	for _, row := range p.blocks {
 		for _, blk := range row {
 			blk.acts, all = all[:0:blk.n], all[blk.n:]
 		}
 	}
-	for _, a := range st.actions {
-		blk := st.blocks[a.rank][a.tb]
+	for _, a := range p.actions {
+		blk := p.blocks[a.rank][a.tb]
 		blk.acts = append(blk.acts, a)
 	}
 }

@@ -11,33 +11,34 @@ var passes = []pass{
 		run: func(st *state, _ form) form { return form{ops: evaluate(st)} }},
 	{name: "lower", in: "[]*evOp", out: "actions",
 		doc: "turn chunk moves into plan ops and pick channel types",
-		run: func(st *state, f form) form { lower(st, f.ops); return form{} }},
+		run: func(st *state, f form) form { return form{prog: lower(st, f.ops)} }},
 	{name: "assign-tbs", in: "actions", out: "actions in blocks",
 		doc: "place every op on a thread block of its rank",
-		run: func(st *state, f form) form { assignTBs(st); return f }},
+		run: func(st *state, f form) form { assignTBs(st, f.prog); return f }},
 	{name: "instances", in: "actions in blocks", out: "actions in blocks",
 		doc: "replicate blocks and split chunks for option instances",
-		run: func(st *state, f form) form { replicate(st); return f }},
+		run: func(st *state, f form) form { replicate(st, f.prog); return f }},
 	{name: "fuse", in: "actions in blocks", out: "actions in blocks",
 		doc: "merge reduce chains, reduce+send (res, rres, respkt, recpkt, recspkt) and multi-peer puts",
-		run: func(st *state, f form) form { fuse(st); return f }},
+		run: func(st *state, f form) form { fuse(st, f.prog); return f }},
 	// Sync and channel building are one pass: sync's result is no form of
 	// its own (a dump after it showed fuse's actions unchanged), only what
 	// channel building reads, and for chunk-level programs sync lays each
 	// block out while the plan is written.
 	{name: "sync", in: "actions in blocks", out: "plan",
 		doc: "insert nop, signal/wait, semaphores and flushes from data dependencies; allocate and pair channels, remote buffers, semaphores; build the plan",
-		run: func(st *state, f form) form { syncAndBuild(st); return f }, plan: true},
+		run: func(st *state, f form) form { syncAndBuild(st, f.prog); return f }, plan: true},
 	{name: "fuse-sync", in: "plan", out: "plan",
 		doc: "merge multi-channel signal/wait, put+signal(+flush) into pws/pwsf, drop redundant nops",
 		run: func(st *state, f form) form { fuseSync(st); return f }, plan: true},
 	{name: "limits", in: "plan", out: "plan",
 		doc: "check the plan against the executor's structural rules and limits",
-		run: func(st *state, f form) form { checkLimits(st); return f }, plan: true},
+		run: func(st *state, f form) form { checkLimits(st, f.prog); return f }, plan: true},
 }
 
 // form is what one pass hands the next. Exactly one of its fields is set
 // between passes (formCheck): a pass consumes the form it takes.
 type form struct {
-	ops []*evOp // evaluate's output
+	ops  []*evOp // evaluate's output
+	prog *program
 }

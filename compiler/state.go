@@ -9,10 +9,10 @@ import (
 	"github.com/msccl-go/msccl-go/ir"
 )
 
-// state is what the passes share: the program, the options, the
-// diagnostics, and the form the passes rewrite in turn (evaluated ops,
-// then actions, then blocks, then the plan). The sync pass's result is no
-// part of it: insertSync hands it to buildPlan directly (synced).
+// state is what the passes share besides the form they hand on (form,
+// passes.go): the program, the options, the diagnostics, the evaluated
+// header, and for now the plan. The sync pass's result is no part of it:
+// insertSync hands it to buildPlan directly (synced).
 type state struct {
 	file    *dsl.File
 	defines map[string]int64
@@ -22,20 +22,23 @@ type state struct {
 	// (diag.CompilePass) unless a check names a more precise one.
 	code string
 
-	hdr     header
-	actions []*action
-	// explicit says the program is channel-level: no sync is inserted.
-	explicit bool
-	blocks   [][]*block // [rank][tb]; tb ids are dense after assign-tbs
-
-	// The slab for the millions of actions a large program makes: one
-	// allocation per thousand rather than one each.
-	actSlab []action
+	hdr header
 
 	plan *ir.Plan
 	sm   *SourceMap
 	// emitted is the per-block op list with sources, built by buildPlan
 	// and rewritten by fuseSync.
+}
+
+// program is the action form: lower's result, placed on thread blocks
+// by assign-tbs, rewritten by instances and fuse, read by sync.
+type program struct {
+	actions []*action // program order
+	// blocks holds the same actions by thread block: [rank][tb], tb ids
+	// dense; nil until assign-tbs.
+	blocks [][]*block
+	// explicit says the program is channel-level: no sync is inserted.
+	explicit bool
 }
 
 // header is the evaluated collective header, params and options.
@@ -313,16 +316,20 @@ func writeRefs(b *strings.Builder, label string, refs []aref) {
 }
 
 func (st *state) dumpActions(f form) string {
+	var acts []*action
+	if f.prog != nil {
+		acts = f.prog.actions
+	}
 	var b strings.Builder
 	h := &st.hdr
 	fmt.Fprintf(&b, "%s %s ranks=%d nodes=%d chunks in=%d out=%d instances=%d\n", h.collective, h.protocol, h.ranks, h.nodes, h.inChunks, h.outChunks, h.instances)
-	if st.actions == nil {
+	if acts == nil {
 		for _, o := range f.ops {
 			fmt.Fprintf(&b, "%s %v -> %v  // %d:%d\n", o.name, o.src, o.dst, o.rng().Start.Line, o.rng().Start.Col)
 		}
 		return b.String()
 	}
-	for _, a := range st.actions {
+	for _, a := range acts {
 		if a.dead {
 			continue
 		}
@@ -366,12 +373,12 @@ func (ev *evaluator) newEvOp() *evOp {
 	return &ev.opSlab[len(ev.opSlab)-1]
 }
 
-func (st *state) newAction() *action {
-	if len(st.actSlab) == cap(st.actSlab) {
-		st.actSlab = make([]action, 0, slabSize(cap(st.actSlab), 1024))
+func (lw *lowerer) newAction() *action {
+	if len(lw.actSlab) == cap(lw.actSlab) {
+		lw.actSlab = make([]action, 0, slabSize(cap(lw.actSlab), 1024))
 	}
-	st.actSlab = st.actSlab[:len(st.actSlab)+1]
-	return &st.actSlab[len(st.actSlab)-1]
+	lw.actSlab = lw.actSlab[:len(lw.actSlab)+1]
+	return &lw.actSlab[len(lw.actSlab)-1]
 }
 
 // slabSize is the size of a slab following one of size prev: small

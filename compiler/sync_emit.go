@@ -290,14 +290,14 @@ func (s *syncer) mayNeedPairs(a *action) bool {
 // each block's op list to layoutBlock, which buildPlan calls block by
 // block: a plan of millions of ops never holds them all as items too.
 func (s *syncer) materialize() {
-	st := s.st
+	p := s.p
 	// Most data ops need nothing here: memory ops whose ranks the walk
 	// already connected (pairs are only ever added). Workers pick out, per
 	// rank and in block order, the ops that may need something; only
 	// those go through dataPairs, in the same order as all ops would.
-	todo := make([][]*action, len(st.blocks))
-	par.ForEach(par.Workers(len(st.blocks)), len(st.blocks), func(_, r int) {
-		for _, blk := range st.blocks[r] {
+	todo := make([][]*action, len(p.blocks))
+	par.ForEach(par.Workers(len(p.blocks)), len(p.blocks), func(_, r int) {
+		for _, blk := range p.blocks[r] {
 			for _, a := range blk.acts {
 				if s.mayNeedPairs(a) {
 					todo[r] = append(todo[r], a)
@@ -305,7 +305,7 @@ func (s *syncer) materialize() {
 			}
 		}
 	})
-	for r, row := range st.blocks {
+	for r, row := range p.blocks {
 		for _, a := range todo[r] {
 			s.dataPairs(a)
 		}
@@ -313,7 +313,7 @@ func (s *syncer) materialize() {
 			g := s.gid[r][0]
 			if len(row[0].acts) == 0 && len(s.start[g]) == 0 && len(s.startWait[g]) == 0 && len(s.end[g]) == 0 {
 				// The spare block of an idle rank was not needed.
-				st.blocks[r] = nil
+				p.blocks[r] = nil
 			}
 		}
 	}
@@ -333,7 +333,7 @@ func (s *syncer) release() {
 // action its waits, a nop, the op, then flushes, a nop and its signals; at
 // the end the remaining flushes and the waits that serve the host.
 func (s *syncer) layoutBlock(r, tb int, k *opSink) {
-	blk := s.st.blocks[r][tb]
+	blk := s.p.blocks[r][tb]
 	g := s.gid[r][tb]
 	k.putAll(s.start[g])
 	k.putAll(s.startWait[g])
@@ -420,9 +420,9 @@ func containsPair(ps []chanPair, p chanPair) bool {
 // explicitItems passes a channel-level program through: its ops are the
 // plan's ops, in order.
 func (s *syncer) explicitItems() *synced {
-	st := s.st
+	st, p := s.st, s.p
 	items := make([][][]item, st.hdr.ranks)
-	for r, row := range st.blocks {
+	for r, row := range p.blocks {
 		items[r] = make([][]item, len(row))
 		for tb, blk := range row {
 			for _, a := range blk.acts {
@@ -430,7 +430,7 @@ func (s *syncer) explicitItems() *synced {
 			}
 		}
 		if len(row) == 1 && len(items[r][0]) == 0 {
-			items[r], st.blocks[r] = nil, nil
+			items[r], p.blocks[r] = nil, nil
 		}
 	}
 	return &synced{items: items, pairs: newPairSet()}

@@ -119,7 +119,7 @@ func (s *syncer) merge(lists []chan []int32, full chan<- []int32) {
 
 // packetWrites says whether any action writes packets.
 func (s *syncer) packetWrites() bool {
-	for _, a := range s.st.actions {
+	for _, a := range s.p.actions {
 		for _, w := range a.dst {
 			if w.packet {
 				return true

@@ -10,13 +10,13 @@ import (
 )
 
 func (s *syncer) run() {
-	st := s.st
+	st, p := s.st, s.p
 	n := st.hdr.ranks
-	s.nodes = make([]node, 0, 2*n+len(st.actions))
+	s.nodes = make([]node, 0, 2*n+len(p.actions))
 	for r := 0; r < n; r++ {
 		s.nodes = append(s.nodes, node{rank: r, gid: -1, host: 1})
 	}
-	for _, a := range st.actions {
+	for _, a := range p.actions {
 		s.nodes = append(s.nodes, node{rank: a.rank, gid: s.gid[a.rank][a.tb], act: a})
 	}
 	for r := 0; r < n; r++ {

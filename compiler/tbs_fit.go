@@ -31,17 +31,17 @@ func init() { trialPasses = passes }
 
 // fitBlocks returns the per-group op budgets for placeTBs: nil when no op
 // is placed automatically, empty when the unsplit assignment fits.
-func fitBlocks(st *state) map[tbGroup]int {
+func fitBlocks(st *state, p *program) map[tbGroup]int {
 	auto := false
-	for _, a := range st.actions {
+	for _, a := range p.actions {
 		auto = auto || a.tbHint < 0
 	}
-	if !auto || st.explicit {
+	if !auto || p.explicit {
 		return nil
 	}
 	budget := map[tbGroup]int{}
 	for trial := 0; trial < maxFitTrials; trial++ {
-		over := st.trialBlocks(budget)
+		over := trialBlocks(st, p, budget)
 		changed := false
 		for g, b := range over {
 			if cur, ok := budget[g]; !ok || b < cur {
@@ -60,38 +60,39 @@ func fitBlocks(st *state) map[tbGroup]int {
 // the finished plan and returns a smaller budget for every group with a
 // block over the limits. It returns nil when the plan fits or the trial
 // fails for another reason (the real passes report that).
-func (st *state) trialBlocks(budget map[tbGroup]int) map[tbGroup]int {
-	t := &state{file: st.file, defines: st.defines, code: st.code, opts: Options{MaxOps: st.opts.MaxOps}, hdr: st.hdr, explicit: st.explicit}
-	t.actions = make([]*action, len(st.actions))
-	for i, a := range st.actions {
-		t.actions[i] = a.instance(1, 0) // a deep copy: later passes rewrite actions
+func trialBlocks(st *state, p *program, budget map[tbGroup]int) map[tbGroup]int {
+	t := &state{file: st.file, defines: st.defines, code: st.code, opts: Options{MaxOps: st.opts.MaxOps}, hdr: st.hdr}
+	tp := &program{explicit: p.explicit, actions: make([]*action, len(p.actions))}
+	for i, a := range p.actions {
+		tp.actions[i] = a.instance(1, 0) // a deep copy: later passes rewrite actions
 	}
-	groupOf, groups := placeTBs(t, budget)
-	t.compactBlocks()
+	groupOf, groups := placeTBs(t, tp, budget)
+	compactBlocks(t, tp)
 	// blockGroup[r][tb] is the group of rank r's dense block tb (-1: a
 	// `tb N` block), size its op count before sync.
 	n := t.hdr.ranks
 	blockGroup, size := make([][]int32, n), make([][]int, n)
 	for r := range blockGroup {
-		blockGroup[r] = make([]int32, len(t.blocks[r]))
-		size[r] = make([]int, len(t.blocks[r]))
+		blockGroup[r] = make([]int32, len(tp.blocks[r]))
+		size[r] = make([]int, len(tp.blocks[r]))
 		for i := range blockGroup[r] {
 			blockGroup[r][i] = -1
 		}
 	}
-	for i, a := range t.actions {
+	for i, a := range tp.actions {
 		size[a.rank][a.tb]++
 		if groupOf[i] >= 0 {
 			blockGroup[a.rank][a.tb] = groupOf[i]
 		}
 	}
 	after := false
+	f := form{prog: tp}
 	for _, ps := range trialPasses {
 		if ps.name == "limits" {
 			break
 		}
 		if after {
-			ps.run(t, form{})
+			f = ps.run(t, f)
 			if t.diags.HasErrors() {
 				return nil
 			}
