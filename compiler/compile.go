@@ -42,7 +42,7 @@ type pass struct {
 	// and --dump (see form).
 	in, out string
 	run     func(*state, form) form
-	// plan says the pass leaves st.plan valid, so Check may validate it.
+	// plan says the pass returns the plan form, so Check may validate it.
 	plan bool
 }
 
@@ -89,15 +89,15 @@ func Compile(f *dsl.File, defines map[string]int64, opts Options) (p *ir.Plan, s
 			return nil, nil, st.diags
 		}
 		if opts.Check {
-			if msg := st.formCheck(ps, fm); msg != "" {
+			if msg := formCheck(ps, fm); msg != "" {
 				st.diags = append(st.diags, diag.Diagnostic{Code: diag.CodeInternal,
 					Summary: fmt.Sprintf("internal compiler error after pass %s: %s", ps.name, msg),
 					Subject: diag.Range{Start: diag.Pos{Filename: f.Filename}}})
 				return nil, nil, st.diags
 			}
 		}
-		if ps.plan && opts.Check && st.plan != nil {
-			for _, d := range ir.Validate(st.plan).Errors() {
+		if ps.plan && opts.Check && fm.built != nil {
+			for _, d := range ir.Validate(fm.built.plan).Errors() {
 				if ps.name != passes[len(passes)-1].name && (d.IsLimit() || d.Code == ir.CodeUnsignaledWait) {
 					// Limits hold for the finished plan; fuse-sync is what
 					// brings op and channel counts down. An unpaired wait
@@ -107,7 +107,7 @@ func Compile(f *dsl.File, defines map[string]int64, opts Options) (p *ir.Plan, s
 				}
 				st.diags = append(st.diags, diag.Diagnostic{Code: diag.CodeInternal,
 					Summary: fmt.Sprintf("internal compiler error after pass %s: %s", ps.name, d.String()),
-					Subject: st.sm.rangeOfPath(d.Path, f.Filename)})
+					Subject: fm.built.sm.rangeOfPath(d.Path, f.Filename)})
 			}
 			if st.diags.HasErrors() {
 				return nil, nil, st.diags
@@ -117,30 +117,32 @@ func Compile(f *dsl.File, defines map[string]int64, opts Options) (p *ir.Plan, s
 			opts.Dump(ps.name, st.dump(ps, fm))
 		}
 	}
-	if st.plan != nil {
-		recordSizeRule(st)
-		if st.diags.HasErrors() {
-			st.diags.Sort()
-			return nil, nil, st.diags
-		}
+	if fm.built == nil {
+		st.diags.Sort()
+		return nil, nil, st.diags
+	}
+	recordSizeRule(st, fm.built)
+	if st.diags.HasErrors() {
+		st.diags.Sort()
+		return nil, nil, st.diags
 	}
 	st.diags.Sort()
-	return st.plan, st.sm, st.diags
+	return fm.built.plan, fm.built.sm, st.diags
 }
 
 // recordSizeRule writes the sizes the plan serves into it
 // (size_granularity, and min_message_size when the program set none
 // higher), so that a reader of the JSON, upstream's executor included,
 // sees the rule every entry point here enforces.
-func recordSizeRule(st *state) {
-	rule, err := st.plan.SizeRule()
+func recordSizeRule(st *state, b *built) {
+	rule, err := b.plan.SizeRule()
 	if err != nil {
 		st.diags = append(st.diags, diag.Diagnostic{Code: diag.CodeNoSize, Summary: "the plan serves no message size: " + err.Error(),
-			Subject: st.sm.header()})
+			Subject: b.sm.header()})
 		return
 	}
-	st.plan.SizeGranularity = uint64(rule.Granularity)
-	st.plan.MinMessageSize = max(st.plan.MinMessageSize, uint64(rule.Min))
+	b.plan.SizeGranularity = uint64(rule.Granularity)
+	b.plan.MinMessageSize = max(b.plan.MinMessageSize, uint64(rule.Min))
 }
 
 func knownPass(name string) bool {
@@ -165,8 +167,8 @@ func joinDetail(parts ...string) string {
 // dump renders the state after a pass: the plan once there is one, the
 // action list before.
 func (st *state) dump(ps pass, f form) string {
-	if ps.plan && st.plan != nil {
-		return ir.Dump(st.plan)
+	if ps.plan && f.built != nil {
+		return ir.Dump(f.built.plan)
 	}
 	return st.dumpActions(f)
 }
@@ -186,14 +188,14 @@ func CompileSource(filename string, src []byte, defines map[string]int64, opts O
 // actions, then actions in blocks, then the plan), each consuming the one
 // before, so a form left behind is a pass that did not finish its
 // hand-off. Under Options.Check, beside ir.Validate.
-func (st *state) formCheck(ps pass, f form) string {
+func formCheck(ps pass, f form) string {
 	switch {
 	case ps.name == "evaluate":
-		if f.prog != nil || st.plan != nil {
+		if f.prog != nil || f.built != nil {
 			return "evaluate left actions or a plan"
 		}
 	case !ps.plan:
-		if f.ops != nil || f.prog == nil || st.plan != nil {
+		if f.ops != nil || f.prog == nil || f.built != nil {
 			return "evaluated ops or a plan beside the actions, or no actions"
 		}
 		if (f.prog.blocks != nil) != (ps.out == "actions in blocks") {
@@ -201,8 +203,8 @@ func (st *state) formCheck(ps pass, f form) string {
 		}
 	default:
 		// A channel-level program keeps its actions for the balance check.
-		if f.ops != nil || st.plan == nil || (f.prog != nil && (f.prog.blocks != nil || (!f.prog.explicit && f.prog.actions != nil))) {
-			return "a plan pass left evaluated ops, blocks or actions, or no plan"
+		if f.ops != nil || f.prog != nil || f.built == nil || f.built.plan == nil || f.built.sm == nil || (!f.built.explicit && f.built.acts != nil) {
+			return "a plan pass left evaluated ops or actions, or no plan"
 		}
 	}
 	return ""

@@ -16,30 +16,30 @@ func TestFormCheck(t *testing.T) {
 	acts := []*action{{}}
 	for _, c := range []struct {
 		pass string
-		st   state
 		f    form
 		bad  bool
 	}{
-		{"evaluate", state{}, form{ops: []*evOp{{}}}, false},
-		{"evaluate", state{}, form{ops: []*evOp{{}}, prog: &program{actions: acts}}, true},
-		{"lower", state{}, form{prog: &program{actions: acts}}, false},
-		{"lower", state{}, form{prog: &program{actions: acts}, ops: []*evOp{{}}}, true},
-		{"lower", state{}, form{}, true},
-		{"lower", state{}, form{prog: &program{actions: acts, blocks: [][]*block{{}}}}, true},
-		{"assign-tbs", state{}, form{prog: &program{actions: acts}}, true},
-		{"fuse", state{}, form{prog: &program{actions: acts, blocks: [][]*block{{}}}}, false},
-		{"sync", state{plan: &ir.Plan{}}, form{}, false},
-		{"sync", state{plan: &ir.Plan{}}, form{prog: &program{blocks: [][]*block{{}}}}, true},
-		{"sync", state{plan: &ir.Plan{}}, form{prog: &program{actions: acts}}, true},
-		{"sync", state{plan: &ir.Plan{}}, form{prog: &program{actions: acts, explicit: true}}, false},
-		{"limits", state{}, form{}, true},
+		{"evaluate", form{ops: []*evOp{{}}}, false},
+		{"evaluate", form{ops: []*evOp{{}}, prog: &program{actions: acts}}, true},
+		{"lower", form{prog: &program{actions: acts}}, false},
+		{"lower", form{prog: &program{actions: acts}, ops: []*evOp{{}}}, true},
+		{"lower", form{}, true},
+		{"lower", form{prog: &program{actions: acts, blocks: [][]*block{{}}}}, true},
+		{"assign-tbs", form{prog: &program{actions: acts}}, true},
+		{"fuse", form{prog: &program{actions: acts, blocks: [][]*block{{}}}}, false},
+		{"sync", form{built: &built{plan: &ir.Plan{}, sm: &SourceMap{}}}, false},
+		{"sync", form{built: &built{plan: &ir.Plan{}, sm: &SourceMap{}}, prog: &program{blocks: [][]*block{{}}}}, true},
+		{"sync", form{built: &built{plan: &ir.Plan{}, sm: &SourceMap{}, acts: acts}}, true},
+		{"sync", form{built: &built{plan: &ir.Plan{}, sm: &SourceMap{}, acts: acts, explicit: true}}, false},
+		{"fuse-sync", form{built: &built{sm: &SourceMap{}}}, true},
+		{"limits", form{}, true},
 	} {
 		ps, ok := byName[c.pass]
 		if !ok {
 			t.Fatalf("no pass %s", c.pass)
 		}
-		if msg := c.st.formCheck(ps, c.f); (msg != "") != c.bad {
-			t.Errorf("after %s with %+v: %q, want bad=%v", c.pass, c.st, msg, c.bad)
+		if msg := formCheck(ps, c.f); (msg != "") != c.bad {
+			t.Errorf("after %s with %+v: %q, want bad=%v", c.pass, c.f, msg, c.bad)
 		}
 	}
 }

@@ -14,7 +14,7 @@ import (
 // the plan. Channels between two ranks are ordered the same way on both
 // sides (by the blocks at either end), which is what makes the k-th
 // channel from A to B pair with the k-th from B to A.
-func buildPlan(st *state, prog *program, syn *synced) {
+func buildPlan(st *state, prog *program, syn *synced) *built {
 	h := &st.hdr
 	b := &planBuilder{st: st, prog: prog, syn: syn}
 	if prog.explicit {
@@ -52,15 +52,15 @@ func buildPlan(st *state, prog *program, syn *synced) {
 			sm.setInner(in.rank, in.tb, in.op, in.srcs)
 		}
 	}
-	st.plan, st.sm = p, sm
-	// Later passes work on the plan. Dropping the actions and sync's
-	// tables (hundreds of megabytes for a large program) spares the
-	// collector from marking them again; a channel-level program keeps
-	// its actions for the balance check.
-	prog.blocks = nil
-	if !prog.explicit {
-		prog.actions = nil
+	// Later passes work on the plan. Handing on neither the actions nor
+	// sync's tables (hundreds of megabytes for a large program) spares
+	// the collector from marking them again; a channel-level program
+	// keeps its actions for the balance check.
+	out := &built{plan: p, sm: sm, explicit: prog.explicit}
+	if prog.explicit {
+		out.acts = prog.actions
 	}
+	return out
 }
 
 // rankWorker builds the ranks one worker is given.

@@ -13,35 +13,35 @@ import (
 // type become one multi-channel op; duplicate nops collapse; a port put
 // followed by a signal on exactly its channels becomes pws, and a flush of
 // them after that makes it pwsf.
-func fuseSync(st *state) {
-	n := len(st.plan.GPUs)
+func fuseSync(b *built) {
+	n := len(b.plan.GPUs)
 	workers := par.Workers(n)
-	if len(st.sm.inner) > 0 {
+	if len(b.sm.inner) > 0 {
 		// moveOp rewrites the shared map of pipeline body sources.
 		workers = 1
 	}
-	par.ForEach(workers, n, func(_, r int) { fuseRank(st, r) })
+	par.ForEach(workers, n, func(_, r int) { fuseRank(b, r) })
 }
 
-func fuseRank(st *state, r int) {
-	g := &st.plan.GPUs[r]
+func fuseRank(b *built, r int) {
+	g := &b.plan.GPUs[r]
 	for t := range g.ThreadBlocks {
 		tb := &g.ThreadBlocks[t]
 		// Compact in place: the write index never passes the read index.
 		n := 0
 		for i := range tb.Ops {
 			if n > 0 && fuseInto(&tb.Ops[n-1], &tb.Ops[i]) {
-				st.sm.moveOp(r, t, i, -1)
+				b.sm.moveOp(r, t, i, -1)
 				continue
 			}
 			if n != i {
 				tb.Ops[n] = tb.Ops[i]
-				st.sm.moveOp(r, t, i, n)
+				b.sm.moveOp(r, t, i, n)
 			}
 			n++
 		}
 		tb.Ops = tb.Ops[:n]
-		st.sm.ops[r][t] = st.sm.ops[r][t][:n]
+		b.sm.ops[r][t] = b.sm.ops[r][t][:n]
 	}
 }
 

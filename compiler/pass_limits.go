@@ -15,20 +15,20 @@ import (
 // op, buffer refs per op) and reports each problem at the DSL statement
 // that produced the offending op. A limit exceeded the same way on many
 // ranks (the usual case: every rank runs the same loop) is one diagnostic.
-func checkLimits(st *state, p *program) {
-	if p.explicit {
-		checkBalance(st, p.actions)
+func checkLimits(st *state, b *built) {
+	if b.explicit {
+		checkBalance(st, b.acts)
 	}
 	var hits []limitHit
-	for _, d := range ir.Validate(st.plan) {
+	for _, d := range ir.Validate(b.plan) {
 		if d.IsError() && d.IsLimit() {
-			hits = append(hits, st.limitHit(d, p.explicit))
+			hits = append(hits, st.limitHit(d, b))
 			continue
 		}
 		// The plan's finding, placed at the statement behind it; its code
 		// stays the plan's.
 		st.diags = append(st.diags, diag.Diagnostic{Severity: d.Severity, Code: d.Code, Summary: fmt.Sprintf("plan %s: %s", d.Path, d.Summary),
-			Subject: st.sm.rangeOfPath(d.Path, st.file.Filename)})
+			Subject: b.sm.rangeOfPath(d.Path, st.file.Filename)})
 	}
 	st.reportLimits(hits)
 }
@@ -51,18 +51,18 @@ type limitHit struct {
 
 // limitHit places and words an ir limit diagnostic from its code, count
 // and path; the ir message is prose and not read here.
-func (st *state) limitHit(d ir.Diagnostic, explicit bool) limitHit {
+func (st *state) limitHit(d ir.Diagnostic, b *built) limitHit {
 	pp := parsePlanPath(d.Path)
 	h := limitHit{rank: pp.rank, block: pp.block, count: d.Count, code: d.Code, max: d.Max}
 	var tb *ir.ThreadBlock
-	if pp.rank >= 0 && pp.rank < len(st.plan.GPUs) && pp.block >= 0 && pp.block < len(st.plan.GPUs[pp.rank].ThreadBlocks) {
-		tb = &st.plan.GPUs[pp.rank].ThreadBlocks[pp.block]
+	if pp.rank >= 0 && pp.rank < len(b.plan.GPUs) && pp.block >= 0 && pp.block < len(b.plan.GPUs[pp.rank].ThreadBlocks) {
+		tb = &b.plan.GPUs[pp.rank].ThreadBlocks[pp.block]
 	}
 	// The op the excess is charged to: the offending op itself, or for a
 	// block's tables the first op past them.
 	op, inner := pp.op, pp.inner
 	split := "split the loop over blocks with `tb`, or let automatic assignment do it (leave `tb` out)"
-	if explicit {
+	if b.explicit {
 		split = "move part of this work to another `on rank(r) tb N` block"
 	}
 	name := "op"
@@ -102,10 +102,10 @@ func (st *state) limitHit(d ir.Diagnostic, explicit bool) limitHit {
 		h.what = fmt.Sprintf(": %s names {n} semaphores; the upstream executor holds at most %d per op", name, d.Max)
 		h.detail = fmt.Sprintf("split it into %s ops of at most %d semaphores each", name, d.Max)
 	}
-	h.at = st.sm.header()
-	if rg, ok := st.sm.lookup(pp.rank, pp.block, op, inner); ok {
+	h.at = b.sm.header()
+	if rg, ok := b.sm.lookup(pp.rank, pp.block, op, inner); ok {
 		h.at = rg
-	} else if rg, ok := st.sm.lookup(pp.rank, pp.block, 0, -1); ok {
+	} else if rg, ok := b.sm.lookup(pp.rank, pp.block, 0, -1); ok {
 		// No op to charge (a channel in the table that no op uses): the
 		// block's first statement still names the block's loop.
 		h.at = rg

@@ -27,18 +27,19 @@ var passes = []pass{
 	// block out while the plan is written.
 	{name: "sync", in: "actions in blocks", out: "plan",
 		doc: "insert nop, signal/wait, semaphores and flushes from data dependencies; allocate and pair channels, remote buffers, semaphores; build the plan",
-		run: func(st *state, f form) form { syncAndBuild(st, f.prog); return f }, plan: true},
+		run: func(st *state, f form) form { return form{built: syncAndBuild(st, f.prog)} }, plan: true},
 	{name: "fuse-sync", in: "plan", out: "plan",
 		doc: "merge multi-channel signal/wait, put+signal(+flush) into pws/pwsf, drop redundant nops",
-		run: func(st *state, f form) form { fuseSync(st); return f }, plan: true},
+		run: func(_ *state, f form) form { fuseSync(f.built); return f }, plan: true},
 	{name: "limits", in: "plan", out: "plan",
 		doc: "check the plan against the executor's structural rules and limits",
-		run: func(st *state, f form) form { checkLimits(st, f.prog); return f }, plan: true},
+		run: func(st *state, f form) form { checkLimits(st, f.built); return f }, plan: true},
 }
 
 // form is what one pass hands the next. Exactly one of its fields is set
 // between passes (formCheck): a pass consumes the form it takes.
 type form struct {
-	ops  []*evOp // evaluate's output
-	prog *program
+	ops   []*evOp // evaluate's output
+	prog  *program
+	built *built
 }

@@ -10,9 +10,8 @@ import (
 )
 
 // state is what the passes share besides the form they hand on (form,
-// passes.go): the program, the options, the diagnostics, the evaluated
-// header, and for now the plan. The sync pass's result is no part of it:
-// insertSync hands it to buildPlan directly (synced).
+// passes.go): the program, the options, the diagnostics and the evaluated
+// header. No pass's result is part of it.
 type state struct {
 	file    *dsl.File
 	defines map[string]int64
@@ -23,11 +22,6 @@ type state struct {
 	code string
 
 	hdr header
-
-	plan *ir.Plan
-	sm   *SourceMap
-	// emitted is the per-block op list with sources, built by buildPlan
-	// and rewritten by fuseSync.
 }
 
 // program is the action form: lower's result, placed on thread blocks
@@ -39,6 +33,19 @@ type program struct {
 	blocks [][]*block
 	// explicit says the program is channel-level: no sync is inserted.
 	explicit bool
+}
+
+// built is the plan form: the plan sync writes and its source map (the
+// statement behind each op), which fuse-sync rewrites together and limits
+// checks.
+type built struct {
+	plan *ir.Plan
+	sm   *SourceMap
+	// explicit says the program was channel-level; acts are then its
+	// actions, which limits' balance check reads (nil for chunk-level
+	// programs, whose millions of actions the plan no longer needs).
+	explicit bool
+	acts     []*action
 }
 
 // header is the evaluated collective header, params and options.

@@ -99,15 +99,16 @@ func trialBlocks(st *state, p *program, budget map[tbGroup]int) map[tbGroup]int 
 		}
 		after = after || ps.name == "assign-tbs"
 	}
-	if t.plan == nil {
+	if f.built == nil {
 		return nil
 	}
+	plan := f.built.plan
 	// Option instances makes block tb into blocks tb*I .. tb*I+I-1.
 	I := max(st.hdr.instances, 1)
 	over := map[tbGroup]int{}
-	for r := range t.plan.GPUs {
-		for b := range t.plan.GPUs[r].ThreadBlocks {
-			tb := &t.plan.GPUs[r].ThreadBlocks[b]
+	for r := range plan.GPUs {
+		for b := range plan.GPUs[r].ThreadBlocks {
+			tb := &plan.GPUs[r].ThreadBlocks[b]
 			d := b / I
 			if r >= n || d >= len(blockGroup[r]) || blockGroup[r][d] < 0 {
 				continue
