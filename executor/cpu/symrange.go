@@ -103,6 +103,8 @@ type field struct {
 	g, gi  fv // generator and its inverse
 	powers map[int64]fv
 	mid    []vrun // vmap.set's scratch
+	lastE  int64  // the last power computed (0: none yet)
+	lastV  fv
 }
 
 func newField(seed uint64) *field {
@@ -124,13 +126,21 @@ func (f *field) pow(e int64) fv {
 		return v
 	}
 	var v fv
-	b, x := f.g, uint64(e)
-	if e < 0 {
-		b, x = f.gi, uint64(-e)
+	if d := e - f.lastE; d > 0 && d <= 64 && f.lastE != 0 {
+		// The decoder's tables walk offsets in order: one step from
+		// the last power, not a square-and-multiply.
+		last := f.lastV // pow(d) below may move lastV
+		v = last.mul(f.pow(d))
+	} else {
+		b, x := f.g, uint64(e)
+		if e < 0 {
+			b, x = f.gi, uint64(-e)
+		}
+		for i := range v {
+			v[i] = mpPow(b[i], x)
+		}
 	}
-	for i := range v {
-		v[i] = mpPow(b[i], x)
-	}
+	f.lastE, f.lastV = e, v
 	if len(f.powers) < 1<<16 {
 		f.powers[e] = v
 	}

@@ -233,6 +233,18 @@ func TestFieldArithmetic(t *testing.T) {
 			t.Errorf("g^%d·g^5 = %v, want %v", e, got, want)
 		}
 	}
+	// Powers walked in order (the decoder's tables) take one step from
+	// the last one; they must equal square-and-multiply.
+	g := newField(9)
+	for _, e := range []int64{8, 16, 24, 1 << 17, 1<<17 + 8, 1<<17 + 3, 1<<17 + 67, 5, 13, 1 << 40, 1<<40 + 64} {
+		var want fv
+		for i := range want {
+			want[i] = mpPow(g.g[i], uint64(e))
+		}
+		if got := g.pow(e); got != want {
+			t.Errorf("g^%d in order: %v, want %v", e, got, want)
+		}
+	}
 	if got := mpMul(mp-1, mp-1); got != 1 {
 		t.Errorf("(-1)·(-1) = %d", got)
 	}
