@@ -170,7 +170,7 @@ func (st *state) dump(ps pass, f form) string {
 	if ps.plan && f.built != nil {
 		return ir.Dump(f.built.plan)
 	}
-	return st.dumpActions(f)
+	return dumpActions(f)
 }
 
 // CompileSource parses and compiles in one step.
@@ -195,7 +195,7 @@ func formCheck(ps pass, f form) string {
 			return "evaluate left actions or a plan"
 		}
 	case !ps.plan:
-		if f.ops != nil || f.prog == nil || f.built != nil {
+		if f.ev != nil || f.prog == nil || f.built != nil {
 			return "evaluated ops or a plan beside the actions, or no actions"
 		}
 		if (f.prog.blocks != nil) != (ps.out == "actions in blocks") {
@@ -203,7 +203,7 @@ func formCheck(ps pass, f form) string {
 		}
 	default:
 		// A channel-level program keeps its actions for the balance check.
-		if f.ops != nil || f.prog != nil || f.built == nil || f.built.plan == nil || f.built.sm == nil || (!f.built.explicit && f.built.acts != nil) {
+		if f.ev != nil || f.prog != nil || f.built == nil || f.built.plan == nil || f.built.sm == nil || (!f.built.explicit && f.built.acts != nil) {
 			return "a plan pass left evaluated ops or actions, or no plan"
 		}
 	}

@@ -612,8 +612,8 @@ func (ev *evaluator) opStmt(o *dsl.OpStmt, onRank, onTB int) *evOp {
 					continue
 				}
 				ps := peerSpec{rank: int(v), tb: -1, rng: dsl.RangeOf(a.Pos, a.Value.EndPos)}
-				if v < 0 || v >= int64(st.hdr.ranks) {
-					st.errorf(ps.rng, fmt.Sprintf("ranks are 0..%d", st.hdr.ranks-1), "peer rank %d out of range", v)
+				if v < 0 || v >= int64(ev.hdr.ranks) {
+					st.errorf(ps.rng, fmt.Sprintf("ranks are 0..%d", ev.hdr.ranks-1), "peer rank %d out of range", v)
 					ok = false
 					continue
 				}
@@ -667,7 +667,7 @@ func (ev *evaluator) opStmt(o *dsl.OpStmt, onRank, onTB int) *evOp {
 
 // ref evaluates a chunk slice and checks rank, buffer and range.
 func (ev *evaluator) ref(r *dsl.Ref) (evRef, bool) {
-	st, h := ev.st, &ev.st.hdr
+	st, h := ev.st, &ev.hdr
 	out := evRef{src: r}
 	rk, ok1 := ev.eval(r.Rank)
 	lo, ok2 := ev.eval(r.Lo)

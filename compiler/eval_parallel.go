@@ -78,7 +78,7 @@ func (ev *evaluator) forParallel(f *dsl.ForStmt, from, step, n int64) bool {
 	if ev.worker || st.diags.HasErrors() || n <= 0 {
 		return false
 	}
-	workers := par.Workers(st.hdr.ranks)
+	workers := par.Workers(ev.hdr.ranks)
 	if workers <= 1 || n < minParallelIters || int64(ev.iters)+n > int64(ev.maxIt) || !ev.pureBody(f) {
 		return false
 	}
@@ -129,7 +129,8 @@ func (ev *evaluator) forParallel(f *dsl.ForStmt, from, step, n int64) bool {
 func (ev *evaluator) fork() *evaluator {
 	st := ev.st
 	return &evaluator{
-		st:     &state{file: st.file, defines: st.defines, code: st.code, opts: st.opts, hdr: st.hdr},
+		st:     st.sub(),
+		hdr:    ev.hdr,
 		params: ev.params, badParams: ev.badParams,
 		names:  ev.names,
 		vars:   append([]binding(nil), ev.vars...),

@@ -27,7 +27,7 @@ func (ev *evaluator) requirements() bool {
 	if !hasRequire(st.file.Stmts) {
 		return true
 	}
-	pre := &evaluator{st: &state{file: st.file, defines: st.defines, code: st.code, opts: st.opts, hdr: st.hdr},
+	pre := &evaluator{st: st.sub(), hdr: ev.hdr,
 		params: ev.params, badParams: ev.badParams, names: ev.names, maxOps: ev.maxOps, maxIt: ev.maxIt}
 	ev.checked = map[*dsl.RequireStmt]bool{}
 	ok := true

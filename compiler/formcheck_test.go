@@ -19,10 +19,10 @@ func TestFormCheck(t *testing.T) {
 		f    form
 		bad  bool
 	}{
-		{"evaluate", form{ops: []*evOp{{}}}, false},
-		{"evaluate", form{ops: []*evOp{{}}, prog: &program{actions: acts}}, true},
+		{"evaluate", form{ev: &evaluated{}}, false},
+		{"evaluate", form{ev: &evaluated{}, prog: &program{actions: acts}}, true},
 		{"lower", form{prog: &program{actions: acts}}, false},
-		{"lower", form{prog: &program{actions: acts}, ops: []*evOp{{}}}, true},
+		{"lower", form{prog: &program{actions: acts}, ev: &evaluated{}}, true},
 		{"lower", form{}, true},
 		{"lower", form{prog: &program{actions: acts, blocks: [][]*block{{}}}}, true},
 		{"assign-tbs", form{prog: &program{actions: acts}}, true},

@@ -15,7 +15,7 @@ import (
 // sides (by the blocks at either end), which is what makes the k-th
 // channel from A to B pair with the k-th from B to A.
 func buildPlan(st *state, prog *program, syn *synced) *built {
-	h := &st.hdr
+	h := &prog.hdr
 	b := &planBuilder{st: st, prog: prog, syn: syn}
 	if prog.explicit {
 		// Chunk-level actions name no channels themselves.
@@ -165,7 +165,7 @@ func (w *rankWorker) layout(r, tb int, k *opSink) {
 
 // buildRank writes rank r's GPU entry and its row of the source map.
 func (w *rankWorker) buildRank(p *ir.Plan, sm *SourceMap, r int) {
-	b, prog, h := w.b, w.b.prog, &w.b.st.hdr
+	b, prog, h := w.b, w.b.prog, &w.b.prog.hdr
 	g := &p.GPUs[r]
 	g.ID, g.InputChunks, g.OutputChunks = r, h.inChunks, h.outChunks
 	for _, t := range []ir.ChannelType{ir.ChanMemory, ir.ChanPort} {
@@ -318,7 +318,7 @@ func (b *planBuilder) collectExplicitPairs() {
 }
 
 func (b *planBuilder) layoutChannels() {
-	st := b.st
+	prog := b.prog
 	list := b.syn.pairs.list
 	order := make([]int32, len(list))
 	for i := range order {
@@ -347,7 +347,7 @@ func (b *planBuilder) layoutChannels() {
 		})
 	}
 	b.flatOf = make([][2]int, len(list))
-	b.peers = make([][3][]int, st.hdr.ranks)
+	b.peers = make([][3][]int, prog.hdr.ranks)
 	// Within one (type, rankA, rankB) group both sides see the pairs in the
 	// same order, so appending in sorted order pairs them. Across peers the
 	// order on a rank does not matter.

@@ -30,7 +30,7 @@ var bufferNames = []string{"input", "output", "scratch"}
 // defaults, overridden by defines), then executes let/for/if and records
 // every op statement with its evaluated operands, which it returns in
 // program order.
-func evaluate(st *state) []*evOp {
+func evaluate(st *state) *evaluated {
 	ev := &evaluator{st: st, params: map[string]int64{}, names: map[string]bool{}, badParams: map[string]bool{}, maxOps: maxEvalOps, maxIt: maxLoopIters}
 	if st.opts.MaxOps > 0 {
 		ev.maxOps, ev.maxIt = st.opts.MaxOps, 4*st.opts.MaxOps
@@ -45,13 +45,15 @@ func evaluate(st *state) []*evOp {
 	}
 	ev.stmts(st.file.Stmts, -1, -1, true)
 	if len(ev.ops) == 0 && !st.diags.HasErrors() {
-		st.errorf(st.hdr.pos, "add copy/reduce statements (chunk level) or an `on rank(r) tb N { ... }` block (channel level)", "the program has no operations")
+		st.errorf(ev.hdr.pos, "add copy/reduce statements (chunk level) or an `on rank(r) tb N { ... }` block (channel level)", "the program has no operations")
 	}
-	return ev.ops
+	return &evaluated{hdr: ev.hdr, ops: ev.ops}
 }
 
 type evaluator struct {
 	st *state
+	// hdr is the header, which the evaluator fills in and then reads.
+	hdr header
 	// ops are the evaluated ops so far, program order (evaluate's
 	// result); opSlab backs them, a thousand to an allocation rather than
 	// one each for the millions a large program makes.
@@ -89,7 +91,7 @@ type evaluator struct {
 func (ev *evaluator) header() {
 	st := ev.st
 	f := st.file
-	h := &st.hdr
+	h := &ev.hdr
 	h.protocol, h.instances, h.threads, h.maxMsg, h.reduce = ir.Simple, 1, 1024, math.MaxUint64, ir.ReduceSum
 	h.intra, h.inter = ir.ChanMemory, ir.ChanPort
 	var coll *dsl.CollectiveStmt
@@ -238,7 +240,7 @@ func (ev *evaluator) header() {
 
 // root evaluates `root EXPR`: a rank, for the collectives that have one.
 func (ev *evaluator) root(a *dsl.CollectiveAttr) {
-	st, h := ev.st, &ev.st.hdr
+	st, h := ev.st, &ev.hdr
 	r := dsl.RangeOf(a.Pos, a.EndPos)
 	if !h.collective.Rooted() {
 		st.errorf(r, "only broadcast, reduce, gather and scatter have a root", "%s has no root", h.collective)
@@ -264,7 +266,7 @@ func (ev *evaluator) root(a *dsl.CollectiveAttr) {
 // with two senders to one rank, one of them would overwrite the other's
 // data, and some rank would receive nothing.
 func (ev *evaluator) peers(a *dsl.CollectiveAttr) {
-	st, h := ev.st, &ev.st.hdr
+	st, h := ev.st, &ev.hdr
 	m := a.Peers
 	if h.collective != ir.SendRecv {
 		st.errorf(dsl.RangeOf(a.Pos, a.EndPos), "only sendrecv has a peer map", "%s has no peers", h.collective)
@@ -344,7 +346,7 @@ func (ev *evaluator) defines(name string) (int64, bool) {
 }
 
 func (ev *evaluator) option(o *dsl.OptionStmt) {
-	st, h := ev.st, &ev.st.hdr
+	st, h := ev.st, &ev.hdr
 	r := exprRange(o.Value)
 	name, isName := exprName(o.Value)
 	intVal := func(lo, hi int64) (int64, bool) {
@@ -491,8 +493,8 @@ func (ev *evaluator) stmts(ss []*dsl.Stmt, onRank, onTB int, top bool) []*evOp {
 			if !ok {
 				continue
 			}
-			if rk < 0 || rk >= int64(ev.st.hdr.ranks) {
-				ev.st.errorf(exprRange(s.On.Rank), fmt.Sprintf("ranks are 0..%d", ev.st.hdr.ranks-1), "rank %d out of range", rk)
+			if rk < 0 || rk >= int64(ev.hdr.ranks) {
+				ev.st.errorf(exprRange(s.On.Rank), fmt.Sprintf("ranks are 0..%d", ev.hdr.ranks-1), "rank %d out of range", rk)
 				continue
 			}
 			if tb < 0 || tb > 1023 {

@@ -18,8 +18,8 @@ func fuse(st *state, p *program) {
 	if p.explicit {
 		return
 	}
-	lastWrite, lastAny := newChunkTab(st.hdr.ranks), newChunkTab(st.hdr.ranks)
-	prev := make([][]*action, st.hdr.ranks) // [rank][tb] last live action
+	lastWrite, lastAny := newChunkTab(p.hdr.ranks), newChunkTab(p.hdr.ranks)
+	prev := make([][]*action, p.hdr.ranks) // [rank][tb] last live action
 	for r := range prev {
 		prev[r] = make([]*action, len(p.blocks[r]))
 	}

@@ -7,11 +7,11 @@ package compiler
 // become tb*I + i (peer block references alike), semaphores and barrier
 // ids likewise.
 func replicate(st *state, p *program) {
-	I := st.hdr.instances
+	I := p.hdr.instances
 	if I <= 1 {
 		return
 	}
-	h := &st.hdr
+	h := &p.hdr
 	h.inChunks *= I
 	h.outChunks *= I
 	out := make([]*action, 0, len(p.actions)*I)

@@ -15,7 +15,8 @@ import (
 // with protocol LL, scratch chunks written by packet ops are tracked so
 // later reads use the packet ops (upkt, repkt, rppkt). Channel-level ops
 // are checked against the op table and passed through.
-func lower(st *state, ops []*evOp) *program {
+func lower(st *state, e *evaluated) *program {
+	ops := e.ops
 	var chunkOp, chanOp *evOp
 	for _, o := range ops {
 		if o.name == "require" {
@@ -41,8 +42,8 @@ func lower(st *state, ops []*evOp) *program {
 			"chunk-level %s outside `on` in a channel-level program", chunkOp.name)
 		return nil
 	}
-	p := &program{explicit: chanOp != nil}
-	lw := &lowerer{st: st, pkt: make([]map[int]bool, st.hdr.ranks)}
+	p := &program{hdr: e.hdr, explicit: chanOp != nil}
+	lw := &lowerer{st: st, p: p, pkt: make([]map[int]bool, p.hdr.ranks)}
 	// One action per op at most: sized once, not grown through a dozen
 	// copies for a million ops.
 	p.actions = make([]*action, 0, len(ops))
@@ -69,6 +70,7 @@ func lower(st *state, ops []*evOp) *program {
 
 type lowerer struct {
 	st *state
+	p  *program // the program being made; read only for its header
 	// actSlab backs the actions, a thousand to an allocation rather than
 	// one each for the millions a large program makes.
 	actSlab []action
@@ -79,7 +81,7 @@ type lowerer struct {
 // canon maps a reference through the in-place aliasing of the collective,
 // so that one memory location has one name for dependency analysis.
 func (lw *lowerer) canon(r evRef) aref {
-	h := &lw.st.hdr
+	h := &lw.p.hdr
 	a := aref{rank: int(r.rank), buf: r.buf, idx: int(r.lo), size: int(r.hi - r.lo)}
 	if !h.inplace {
 		return a
@@ -101,11 +103,11 @@ func (lw *lowerer) canon(r evRef) aref {
 	return a
 }
 
-func (lw *lowerer) node(r int) int { return r / lw.st.hdr.gpusPerNode }
+func (lw *lowerer) node(r int) int { return r / lw.p.hdr.gpusPerNode }
 
 // chanFor picks the channel type between two ranks, honouring `via`.
 func (lw *lowerer) chanFor(o *evOp, a, b int) (ir.ChannelType, bool) {
-	h := &lw.st.hdr
+	h := &lw.p.hdr
 	t := h.intra
 	if lw.node(a) != lw.node(b) {
 		t = h.inter
@@ -194,7 +196,7 @@ func (lw *lowerer) chunk(o *evOp) *action {
 	}
 	a := lw.newAction()
 	*a = action{rank: -1, tb: -1, tbHint: o.tb, pos: o.posRef()}
-	a.setReduce(st.hdr.reduce)
+	a.setReduce(lw.p.hdr.reduce)
 	if o.reduce != "" {
 		a.setReduce(o.reduce)
 	}
@@ -224,7 +226,7 @@ func (lw *lowerer) chunk(o *evOp) *action {
 func (o *evOp) hasArrow() bool { return len(o.dst) > 0 }
 
 func (lw *lowerer) copyOp(o *evOp, a *action, src, dst aref) *action {
-	st, ll := lw.st, lw.st.hdr.protocol == ir.LL
+	st, ll := lw.st, lw.p.hdr.protocol == ir.LL
 	if overlaps(src, dst) {
 		st.errorf(o.rng(), "", "copy source and destination overlap")
 		return nil
@@ -306,7 +308,7 @@ func (lw *lowerer) copyOp(o *evOp, a *action, src, dst aref) *action {
 }
 
 func (lw *lowerer) reduceOp(o *evOp, a *action, srcs []aref, dst aref) *action {
-	st, ll := lw.st, lw.st.hdr.protocol == ir.LL
+	st, ll := lw.st, lw.p.hdr.protocol == ir.LL
 	if contains(o.via, "get") {
 		st.errorf(o.viaRange(), "a reduce reads remote sources directly when it needs to", "`via get` on reduce")
 		return nil
@@ -381,7 +383,7 @@ func (lw *lowerer) reduceOp(o *evOp, a *action, srcs []aref, dst aref) *action {
 		return nil
 	}
 	for _, r := range remote {
-		if lw.node(r.rank) != lw.node(dst.rank) || contains(o.via, "port") || st.hdr.intra != ir.ChanMemory {
+		if lw.node(r.rank) != lw.node(dst.rank) || contains(o.via, "port") || lw.p.hdr.intra != ir.ChanMemory {
 			st.errorf(o.rng(), fmt.Sprintf("reading rank %d's memory needs a memory channel, and ranks %d and %d are not connected by one; copy the chunk over first (a port put), then reduce locally", r.rank, r.rank, dst.rank),
 				"no usable channel type for a reduce reading rank %d from rank %d", r.rank, dst.rank)
 			return nil
@@ -433,7 +435,7 @@ func (lw *lowerer) explicit(o *evOp) *action {
 	in := code.Info()
 	a := &action{rank: int(o.onRank), tb: int(o.onTB), tbHint: o.onTB, code: code, explicit: true, pos: o.posRef(), ch: &chanLevel{tbg: o.tbg, sems: o.sems}}
 	if in.Reduces {
-		a.setReduce(st.hdr.reduce)
+		a.setReduce(lw.p.hdr.reduce)
 		if o.reduce != "" {
 			a.setReduce(o.reduce)
 		}

@@ -23,8 +23,8 @@ const minParallelLower = 1 << 14
 func (lw *lowerer) chunksParallel(p *program, ops []*evOp) bool {
 	st := lw.st
 	n := len(ops)
-	workers := par.Workers(st.hdr.ranks)
-	if st.hdr.protocol != ir.Simple || workers <= 1 || n < minParallelLower {
+	workers := par.Workers(p.hdr.ranks)
+	if p.hdr.protocol != ir.Simple || workers <= 1 || n < minParallelLower {
 		return false
 	}
 	parts := 4 * workers
@@ -32,10 +32,10 @@ func (lw *lowerer) chunksParallel(p *program, ops []*evOp) bool {
 	// Without a diagnostic every op makes one action, so action i is op
 	// i's: workers put theirs in place, numbered.
 	acts := p.actions[:n]
-	par.ForEach(workers, parts, func(_, p int) {
-		w := &lowerer{st: &state{file: st.file, defines: st.defines, code: st.code, opts: st.opts, hdr: st.hdr}, pkt: lw.pkt}
+	par.ForEach(workers, parts, func(_, part int) {
+		w := &lowerer{st: st.sub(), p: p, pkt: lw.pkt}
 		good := true
-		for i := p * n / parts; i < (p+1)*n/parts; i++ {
+		for i := part * n / parts; i < (part+1)*n/parts; i++ {
 			a := w.chunk(ops[i])
 			if a == nil {
 				good = false // reported; the serial rerun reports it again
@@ -44,7 +44,7 @@ func (lw *lowerer) chunksParallel(p *program, ops []*evOp) bool {
 			a.seq = int32(i)
 			acts[i] = a
 		}
-		ok[p] = good && len(w.st.diags) == 0
+		ok[part] = good && len(w.st.diags) == 0
 	})
 	for _, good := range ok {
 		if !good {

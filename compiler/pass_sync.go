@@ -206,7 +206,7 @@ func b2k(full bool) int8 {
 }
 
 func newSyncer(st *state, p *program) *syncer {
-	s := &syncer{st: st, p: p, chunks: make([][4][]chunkInfo, st.hdr.ranks),
+	s := &syncer{st: st, p: p, chunks: make([][4][]chunkInfo, p.hdr.ranks),
 		pairs: newPairSet(), rankPairs: map[uint64]bool{}, semIDs: map[semPair]int32{}}
 	// A rank with no work may still have to serve its host (signal that a
 	// launch started, wait for peers' writes before it ends): give every
@@ -219,7 +219,7 @@ func newSyncer(st *state, p *program) *syncer {
 	s.regBlocks()
 	// Input and output chunk records in one array each, so that a million
 	// of them are not grown one append at a time.
-	h := &st.hdr
+	h := &p.hdr
 	for _, bc := range [...]struct {
 		buf ir.BufferType
 		n   int
@@ -255,8 +255,8 @@ func newSyncer(st *state, p *program) *syncer {
 func touchKey(r, p int) uint64 { return uint64(uint32(r))<<32 | uint64(uint32(p)) }
 
 func (s *syncer) regBlocks() {
-	st, p := s.st, s.p
-	s.gid = make([][]int32, st.hdr.ranks)
+	p := s.p
+	s.gid = make([][]int32, p.hdr.ranks)
 	s.blkRank, s.blkTB = s.blkRank[:0], s.blkTB[:0]
 	for r, row := range p.blocks {
 		s.gid[r] = make([]int32, len(row))
@@ -327,7 +327,7 @@ func (s *syncer) blockOn(r int, other int32) int32 {
 }
 
 func (s *syncer) chanType(a, b int) ir.ChannelType {
-	h := &s.st.hdr
+	h := &s.p.hdr
 	if a/h.gpusPerNode == b/h.gpusPerNode {
 		return h.intra
 	}

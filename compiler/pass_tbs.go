@@ -28,7 +28,7 @@ type tbGroup struct{ rank, key int }
 // returns, for each action, the index in groups of the automatic group
 // whose block it joined, -1 for a block named by `tb`.
 func placeTBs(st *state, p *program, budget map[tbGroup]int) (groupOf []int32, groups []tbGroup) {
-	n := st.hdr.ranks
+	n := p.hdr.ranks
 	maxHint := make([]int, n)
 	for i := range maxHint {
 		maxHint[i] = -1
@@ -135,7 +135,7 @@ func chunkKey(rank int, buf ir.BufferType, idx int) int64 {
 // compactBlocks renumbers each rank's blocks densely and rebuilds
 // p.blocks; explicit peer block references are renumbered alike.
 func compactBlocks(st *state, p *program) {
-	n := st.hdr.ranks
+	n := p.hdr.ranks
 	// remap[r][tb] is block tb's dense number, -1 where rank r has no
 	// such block. Block numbers are small (at most 1023 from `tb`, one
 	// more per peer when assigned), so dense tables beat maps.

@@ -3,15 +3,14 @@ package compiler
 // passes is the pipeline, in order. Each lives in its own pass_*.go file
 // and is a function of the form it takes (in) to the form it returns
 // (out); run adapts it to the table. What every pass may touch besides
-// its form is the state (state.go): options, diagnostics and the
-// evaluated header.
+// its form is the state (state.go): the program, options and diagnostics.
 var passes = []pass{
-	{name: "evaluate", in: "dsl.File", out: "[]*evOp",
+	{name: "evaluate", in: "dsl.File", out: "evaluated",
 		doc: "run params, let, for and if; check names, ranks and chunk ranges",
-		run: func(st *state, _ form) form { return form{ops: evaluate(st)} }},
-	{name: "lower", in: "[]*evOp", out: "actions",
+		run: func(st *state, _ form) form { return form{ev: evaluate(st)} }},
+	{name: "lower", in: "evaluated", out: "actions",
 		doc: "turn chunk moves into plan ops and pick channel types",
-		run: func(st *state, f form) form { return form{prog: lower(st, f.ops)} }},
+		run: func(st *state, f form) form { return form{prog: lower(st, f.ev)} }},
 	{name: "assign-tbs", in: "actions", out: "actions in blocks",
 		doc: "place every op on a thread block of its rank",
 		run: func(st *state, f form) form { assignTBs(st, f.prog); return f }},
@@ -39,7 +38,7 @@ var passes = []pass{
 // form is what one pass hands the next. Exactly one of its fields is set
 // between passes (formCheck): a pass consumes the form it takes.
 type form struct {
-	ops   []*evOp // evaluate's output
+	ev    *evaluated
 	prog  *program
 	built *built
 }

@@ -10,8 +10,8 @@ import (
 )
 
 // state is what the passes share besides the form they hand on (form,
-// passes.go): the program, the options, the diagnostics and the evaluated
-// header. No pass's result is part of it.
+// passes.go): the program, the options and the diagnostics. No pass's
+// result is part of it.
 type state struct {
 	file    *dsl.File
 	defines map[string]int64
@@ -20,13 +20,25 @@ type state struct {
 	// code is what errorf's diagnostics carry: the running pass's
 	// (diag.CompilePass) unless a check names a more precise one.
 	code string
+}
 
+// sub returns a state for a worker or a trial: the same program and
+// options, diagnostics of its own.
+func (st *state) sub() *state {
+	return &state{file: st.file, defines: st.defines, code: st.code, opts: st.opts}
+}
+
+// evaluated is the ops form: evaluate's result.
+type evaluated struct {
 	hdr header
+	ops []*evOp // program order
 }
 
 // program is the action form: lower's result, placed on thread blocks
 // by assign-tbs, rewritten by instances and fuse, read by sync.
 type program struct {
+	// hdr is evaluate's header; instances scales its chunk counts.
+	hdr     header
 	actions []*action // program order
 	// blocks holds the same actions by thread block: [rank][tb], tb ids
 	// dense; nil until assign-tbs.
@@ -322,16 +334,22 @@ func writeRefs(b *strings.Builder, label string, refs []aref) {
 	}
 }
 
-func (st *state) dumpActions(f form) string {
+func dumpActions(f form) string {
 	var acts []*action
-	if f.prog != nil {
-		acts = f.prog.actions
+	var h *header
+	var ops []*evOp
+	switch {
+	case f.prog != nil:
+		acts, h = f.prog.actions, &f.prog.hdr
+	case f.ev != nil:
+		ops, h = f.ev.ops, &f.ev.hdr
+	default:
+		return ""
 	}
 	var b strings.Builder
-	h := &st.hdr
 	fmt.Fprintf(&b, "%s %s ranks=%d nodes=%d chunks in=%d out=%d instances=%d\n", h.collective, h.protocol, h.ranks, h.nodes, h.inChunks, h.outChunks, h.instances)
 	if acts == nil {
-		for _, o := range f.ops {
+		for _, o := range ops {
 			fmt.Fprintf(&b, "%s %v -> %v  // %d:%d\n", o.name, o.src, o.dst, o.rng().Start.Line, o.rng().Start.Col)
 		}
 		return b.String()

@@ -14,8 +14,8 @@ import (
 // otherwise the earlier access's rank signals at the start of launch k+1
 // (which is after all of its launch k) and the later access waits for it.
 func (s *syncer) crossLaunch() {
-	st := s.st
-	h := &st.hdr
+	p := s.p
+	h := &p.hdr
 	workers := par.Workers(h.ranks)
 	// What each rank knows at its launch's end, from all its blocks.
 	endE := make([]map[int32]int32, h.ranks)
@@ -96,7 +96,7 @@ func (s *syncer) crossLaunch() {
 // starts after all of its launch k, so then b's launch k+2 is ordered
 // after q's launch k. Only double-scratch plans need it.
 func (s *syncer) hearsWithin(endE []map[int32]int32) [][]bool {
-	n := s.st.hdr.ranks
+	n := s.p.hdr.ranks
 	hears := make([][]bool, n)
 	for b := range hears {
 		hears[b] = make([]bool, n)
@@ -420,8 +420,8 @@ func containsPair(ps []chanPair, p chanPair) bool {
 // explicitItems passes a channel-level program through: its ops are the
 // plan's ops, in order.
 func (s *syncer) explicitItems() *synced {
-	st, p := s.st, s.p
-	items := make([][][]item, st.hdr.ranks)
+	p := s.p
+	items := make([][][]item, p.hdr.ranks)
 	for r, row := range p.blocks {
 		items[r] = make([][]item, len(row))
 		for tb, blk := range row {

@@ -18,7 +18,7 @@ const minShardWorkers = 4
 // second packet write (deps' one diagnostic) cannot happen, as the walk
 // is sharded only for programs without packet writes.
 func (s *syncer) walkSharded(shards int) {
-	n, ranks := len(s.nodes), s.st.hdr.ranks
+	n, ranks := len(s.nodes), s.p.hdr.ranks
 	nb := (n + walkBatch - 1) / walkBatch
 	// Buffers for every batch, so that no phase but order's input waits:
 	// with any schedule of the goroutines, every one finishes.

@@ -10,8 +10,8 @@ import (
 )
 
 func (s *syncer) run() {
-	st, p := s.st, s.p
-	n := st.hdr.ranks
+	p := s.p
+	n := p.hdr.ranks
 	s.nodes = make([]node, 0, 2*n+len(p.actions))
 	for r := 0; r < n; r++ {
 		s.nodes = append(s.nodes, node{rank: r, gid: -1, host: 1})
@@ -38,7 +38,7 @@ const walkBatch = 4096
 // core, programs without packet writes take walkSharded, which splits
 // deps further.
 func (s *syncer) walk() {
-	if w := par.Workers(s.st.hdr.ranks); w >= 2 && !s.packetWrites() {
+	if w := par.Workers(s.p.hdr.ranks); w >= 2 && !s.packetWrites() {
 		// One shard on two or three cores: the walk becomes a pipeline of
 		// three stages (gather and record, group, order) with no work
 		// added. deps alone was the slower of two phases (0.45-0.6 s for
@@ -56,7 +56,7 @@ func (s *syncer) walk() {
 	// Room for every batch, so that deps never blocks: with one worker
 	// it runs to the end before order starts.
 	full, free := make(chan []int32, nb), make(chan []int32, nb)
-	par.ForEach(min(par.Workers(s.st.hdr.ranks), 2), 2, func(_, phase int) {
+	par.ForEach(min(par.Workers(s.p.hdr.ranks), 2), 2, func(_, phase int) {
 		if phase == 1 {
 			for recs := range full {
 				for len(recs) > 0 {
@@ -89,7 +89,7 @@ func (s *syncer) walk() {
 
 // accesses lists the chunks a node reads and writes (packet flag kept).
 func (s *syncer) accesses(nd *node) (reads, writes []aref) {
-	h := &s.st.hdr
+	h := &s.p.hdr
 	if nd.host != 0 {
 		in := aref{rank: nd.rank, buf: ir.BufInput, idx: 0, size: h.inChunks}
 		out := aref{rank: nd.rank, buf: ir.BufOutput, idx: 0, size: h.outChunks}
@@ -128,13 +128,13 @@ func (s *syncer) info(rank int, buf ir.BufferType, idx int) *chunkInfo {
 func (s *syncer) deps(seq int32, out []int32) []int32 {
 	nd := &s.nodes[seq]
 	reads, writes := s.accesses(nd)
-	need, ok := s.gather(seq, nd, reads, writes, 0, s.st.hdr.ranks, s.needBuf[:0])
+	need, ok := s.gather(seq, nd, reads, writes, 0, s.p.hdr.ranks, s.needBuf[:0])
 	s.needBuf = need
 	if !ok {
 		return out
 	}
 	out = s.group(seq, need, out)
-	s.record(seq, reads, writes, 0, s.st.hdr.ranks)
+	s.record(seq, reads, writes, 0, s.p.hdr.ranks)
 	return out
 }
 

@@ -61,8 +61,9 @@ func fitBlocks(st *state, p *program) map[tbGroup]int {
 // block over the limits. It returns nil when the plan fits or the trial
 // fails for another reason (the real passes report that).
 func trialBlocks(st *state, p *program, budget map[tbGroup]int) map[tbGroup]int {
-	t := &state{file: st.file, defines: st.defines, code: st.code, opts: Options{MaxOps: st.opts.MaxOps}, hdr: st.hdr}
-	tp := &program{explicit: p.explicit, actions: make([]*action, len(p.actions))}
+	t := st.sub()
+	t.opts = Options{MaxOps: st.opts.MaxOps}
+	tp := &program{hdr: p.hdr, explicit: p.explicit, actions: make([]*action, len(p.actions))}
 	for i, a := range p.actions {
 		tp.actions[i] = a.instance(1, 0) // a deep copy: later passes rewrite actions
 	}
@@ -70,7 +71,7 @@ func trialBlocks(st *state, p *program, budget map[tbGroup]int) map[tbGroup]int 
 	compactBlocks(t, tp)
 	// blockGroup[r][tb] is the group of rank r's dense block tb (-1: a
 	// `tb N` block), size its op count before sync.
-	n := t.hdr.ranks
+	n := tp.hdr.ranks
 	blockGroup, size := make([][]int32, n), make([][]int, n)
 	for r := range blockGroup {
 		blockGroup[r] = make([]int32, len(tp.blocks[r]))
@@ -104,7 +105,7 @@ func trialBlocks(st *state, p *program, budget map[tbGroup]int) map[tbGroup]int 
 	}
 	plan := f.built.plan
 	// Option instances makes block tb into blocks tb*I .. tb*I+I-1.
-	I := max(st.hdr.instances, 1)
+	I := max(p.hdr.instances, 1)
 	over := map[tbGroup]int{}
 	for r := range plan.GPUs {
 		for b := range plan.GPUs[r].ThreadBlocks {
