@@ -34,9 +34,9 @@ type RankExecutor struct {
 	conns *comm.Connections
 	rs    *rankRes
 	sets  map[*RankBuffers]struct{}
-	// enqueued: launches went to streams not the rank's own (Enqueue),
-	// so waiting for this rank's work means waiting for the context.
-	enqueued bool
+	// recorded: rs.done follows the last launch Enqueue made on a
+	// caller's stream outside a capture (drain waits for it there).
+	recorded bool
 	pulse    *pulser
 	mu       sync.Mutex
 	// broken: after a hang or a failed launch the channel counters are
@@ -160,6 +160,9 @@ func (e *RankExecutor) setup() error {
 	}
 	var err error
 	if rs.stream, err = cuda.NewStream(true); err != nil {
+		return err
+	}
+	if rs.done, err = cuda.NewEvent(false); err != nil {
 		return err
 	}
 	if rs.watch, err = cuda.HostAllocMapped(int64(kernels.WatchBytes * rs.nblocks)); err != nil {
@@ -614,26 +617,54 @@ func (e *RankExecutor) Prepare(b *RankBuffers, dt ir.DType, red ir.ReduceOp, ll 
 // unless s and the rank's own stream are ordered: two launches of one
 // rank must not overlap. The watchdog of an enqueued launch is read by
 // the next Enqueue, Run or Wait, which then report a hang.
+//
+// Free and Close wait for the launches Enqueue made outside a capture
+// (an event recorded on s behind each); a captured launch runs when its
+// graph is replayed, on a stream this rank never sees, so replays are
+// the caller's to wait for before Free or Close, as for any work of its
+// own on memory it frees. Nothing here synchronizes the context: ranks
+// that are threads of one process capture at the same time, and
+// cuCtxSynchronize is refused while any stream of the context captures,
+// invalidating that capture (the GPU run of capi's TestCUDACommGPU: one
+// rank's Close spoiled the others' captures).
 func (e *RankExecutor) Enqueue(b *RankBuffers, dt ir.DType, red ir.ReduceOp, ll int, s *cuda.Stream) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err := e.watchdog(); err != nil {
 		return err
 	}
-	e.enqueued = true
-	return e.launch(b, dt, red, ll, s)
+	// Asked before the launch (cuStreamIsCapturing is legal in a capture;
+	// an event recorded in one could never be waited for outside it).
+	st, err := s.CaptureStatus()
+	if err != nil {
+		return fmt.Errorf("cudaexec: rank %d: %w", e.rank, err)
+	}
+	if err := e.launch(b, dt, red, ll, s); err != nil {
+		return err
+	}
+	if st != cuda.CaptureNone {
+		return nil
+	}
+	if err := e.rs.done.Record(s); err != nil {
+		return fmt.Errorf("cudaexec: rank %d: marking the launch for Free and Close: %w", e.rank, err)
+	}
+	e.recorded = true
+	return nil
 }
 
-// drain waits for every launch of this rank: its stream's, and with
-// Enqueue the whole context's (the callers' streams are not known).
+// drain waits for every launch of this rank it can know of: its own
+// stream's, and the last one Enqueue made on a caller's stream outside a
+// capture (see Enqueue). Only this rank's own stream and event are
+// waited for, which other threads' captures allow.
 func (e *RankExecutor) drain() error {
 	if e.rs == nil || e.rs.stream == nil {
 		return nil
 	}
-	if e.enqueued {
-		return cuda.CtxSynchronize()
+	err := e.rs.stream.Synchronize()
+	if e.recorded {
+		err = errors.Join(err, e.rs.done.Synchronize())
 	}
-	return e.rs.stream.Synchronize()
+	return err
 }
 
 // Wait waits for every launch Start enqueued and reports the watchdog's

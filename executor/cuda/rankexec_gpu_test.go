@@ -127,6 +127,21 @@ func openRankOracle(t *testing.T, mode cudadev.IPC) {
 func oracleLaunches(ctx context.Context, c *comm.Comm, ex *RankExecutor, b *RankBuffers, rep *cpu.Report, launches int) error {
 	r := c.Rank()
 	p := ex.Plan()
+	// The caller's stream of the last phase is made here, while no
+	// kernel of the job runs (the previous buffers' Free waited for
+	// every rank's, and nothing launched since). Made in that phase, as
+	// before, a rank's cuStreamCreate could wait for a peer's kernel
+	// that already spun on this rank's launch: the GPU run of s20run6
+	// found vmm allgather_direct and reducescatter_ring one rank's
+	// launch short in it ("expected token 49, saw 48"), the late ranks
+	// launching only after the peers' watchdogs. Streams, like modules
+	// and device memory, are made between collectives in one process.
+	st, err := cuda.NewStream(true)
+	if err != nil {
+		return err
+	}
+	// Destroyed after the last barrier, when every rank's work is done.
+	defer st.Destroy()
 	for k := 0; k < launches; k++ {
 		if err := b.SetInput(rep.Inputs[k][r]); err != nil {
 			return err
@@ -169,11 +184,6 @@ func oracleLaunches(ctx context.Context, c *comm.Comm, ex *RankExecutor, b *Rank
 	}
 	// And on a stream of the caller's (capi's path: Prepare outside any
 	// capture, then launches only).
-	st, err := cuda.NewStream(true)
-	if err != nil {
-		return err
-	}
-	defer st.Destroy()
 	if err := ex.Prepare(b, ir.F32, ir.ReduceSum, 16); err != nil {
 		return err
 	}

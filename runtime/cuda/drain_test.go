@@ -106,3 +106,95 @@ func TestDrainingCallsBesideSpinningKernel(t *testing.T) {
 		return err
 	})
 }
+
+// TestStreamCreateBesideSpinningKernel makes streams one by one, up to
+// 48 live, while a kernel of the context spins, and logs the first
+// creation that waited for it (and when it returned after the release):
+// the GPU run of s20run6 had executor/cuda's in-process oracle one
+// rank's launch short exactly where each rank made a stream beside its
+// peers' running kernels, while the probe above, with few streams live,
+// saw cuStreamCreate return at once. It also times a destroy. It fails
+// only on a driver error or a creation still blocked 10 s after the
+// release.
+func TestStreamCreateBesideSpinningKernel(t *testing.T) {
+	ctx := setup(t)
+	spin := loadSpin(t)
+	flag := testHostMem(t, 8)
+	k := testStream(t)
+	release := func() { atomic.StoreUint64(flag.Word(0), 1) }
+	defer release()
+	arg := uint64(flag.Dev)
+	if err := spin.Launch([3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 0, k, unsafe.Pointer(&arg)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	const most = 48
+	type step struct {
+		i    int
+		took time.Duration
+		err  error
+	}
+	steps := make(chan step, 2*most+1)
+	var made []*Stream
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		ctx.SetCurrent()
+		for i := 0; i < most; i++ {
+			start := time.Now()
+			s, err := NewStream(true)
+			steps <- step{i, time.Since(start), err}
+			if err != nil {
+				close(steps)
+				return
+			}
+			made = append(made, s)
+		}
+		// And one destroy (the oldest), beside the same kernel.
+		start := time.Now()
+		err := made[0].Destroy()
+		made = made[1:]
+		steps <- step{-1, time.Since(start), err}
+		close(steps)
+	}()
+	released := time.Time{}
+	deadline := time.After(time.Second)
+	var blockedAt = -2
+	for done := false; !done; {
+		select {
+		case st, ok := <-steps:
+			if !ok {
+				done = true
+				break
+			}
+			if st.err != nil {
+				t.Fatalf("stream %d: %v", st.i, st.err)
+			}
+			if st.took > 500*time.Millisecond && blockedAt == -2 {
+				blockedAt = st.i
+			}
+		case <-deadline:
+			if released.IsZero() {
+				released = time.Now()
+				release()
+				deadline = time.After(10 * time.Second)
+				continue
+			}
+			t.Fatal("stream creation still blocked 10 s after the spinning kernel was released")
+		}
+	}
+	for _, s := range made {
+		s.Destroy()
+	}
+	if err := k.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case blockedAt == -1:
+		t.Logf("cuStreamDestroy WAITED for the spinning kernel (%d streams made beside it returned at once)", most)
+	case blockedAt >= 0:
+		t.Logf("cuStreamCreate of stream %d WAITED for the spinning kernel (streams 0-%d returned at once)", blockedAt, blockedAt-1)
+	default:
+		t.Logf("%d cuStreamCreate and a cuStreamDestroy returned at once beside the spinning kernel", most)
+	}
+}
