@@ -268,7 +268,9 @@ func (e *RankExec) Prepare(b *RankBuffers, dt DType, red ReduceOp) error {
 // process's context, such as torch.cuda.current_stream().cuda_stream)
 // without waiting: the caller's later work on stream sees its result,
 // and a capture of stream records it. cuda device only; do not mix with
-// Start/Run on the same RankExec without ordering them.
+// Start/Run on the same RankExec without ordering them. Free and Close
+// wait for launches enqueued outside a capture; wait for the replays of
+// a captured graph yourself before them.
 func (e *RankExec) Enqueue(b *RankBuffers, dt DType, red ReduceOp, stream uintptr) error {
 	if e.gpu == nil {
 		return fmt.Errorf("msccl: Enqueue on a stream needs the cuda device; the cpu device runs collectives with Run")

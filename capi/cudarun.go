@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"runtime"
 
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
@@ -101,6 +102,21 @@ func (c *commEntry) entry(cl *call, capturing bool) (*cudaEntry, error) {
 		return nil, invalid("plan %q (%s) at %d bytes (runs at %d) with %s/%s is not prepared, and CUDA graph capture cannot allocate its buffers or load its kernel: run the collective once, or call prepare with the same tensors, before capturing",
 			cl.p.Name, cl.p.Collective, messageSize(cl.p, cl.inBytes, cl.outBytes), cl.key.size, cl.dt, cl.red)
 	}
+	// Opening and preparing allocate, load and synchronize: relaxed, so
+	// that another thread's capture in global mode (torch.cuda.graph's
+	// default) is neither refused them nor invalidated by them.
+	var x2 *cudaEntry
+	err := relaxed(func() error {
+		var err error
+		x2, err = c.openPrepared(cl, x, rk)
+		return err
+	})
+	return x2, err
+}
+
+// openPrepared opens cl's plan when x is nil and prepares (dt, red).
+func (c *commEntry) openPrepared(cl *call, x *cudaEntry, rk readyKey) (*cudaEntry, error) {
+	s := c.cuda
 	if x == nil {
 		ex, err := s.dev.Open(context.Background(), cl.p, cl.key.size)
 		if err != nil {
@@ -161,11 +177,31 @@ func (c *commEntry) runCUDA(cl *call, in, out uint64, stream uintptr) error {
 // closeCUDA closes the opened plans, newest first.
 func (s *cudaState) close() []string {
 	var errs []string
-	for i := len(s.order) - 1; i >= 0; i-- {
-		if err := s.execs[s.order[i]].ex.Close(); err != nil {
-			errs = append(errs, err.Error())
+	relaxed(func() error {
+		for i := len(s.order) - 1; i >= 0; i-- {
+			if err := s.execs[s.order[i]].ex.Close(); err != nil {
+				errs = append(errs, err.Error())
+			}
 		}
-	}
+		return nil
+	})
 	s.execs, s.order = nil, nil
 	return errs
+}
+
+// relaxed runs f with the calling OS thread in relaxed capture mode
+// (cuda.RelaxCaptureMode), the executor's driver calls off the capture
+// path: ranks that are threads of one process each capture their own
+// stream, and a call of one rank's thread that the driver deems unsafe
+// during another thread's global-mode capture would fail and invalidate
+// that capture. The calls that conflict with any capture whatever
+// (cuCtxSynchronize) the executor does not make. Without the driver call
+// (or without a driver: the tests' fake device) f runs as it is.
+func relaxed(f func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if restore, err := cuda.RelaxCaptureMode(); err == nil {
+		defer restore()
+	}
+	return f()
 }

@@ -19,8 +19,13 @@ import (
 // process per rank and imports), every collective at
 // awkward sizes on device memory and a stream of the caller's, checked
 // against the collective's definition; then captures on that stream:
-// a prepared all_reduce is taken, an unprepared size refused by name
-// without invalidating the capture.
+// a prepared all_reduce is taken and its graph replayed twice with the
+// right sums, an unprepared size refused by name without invalidating
+// the capture. The ranks capture at once (thread-local mode, as
+// torch.cuda.graph's capture_error_mode="thread_local"; in global mode
+// the test's own synchronous copies on the other threads would be
+// refused), and a rank that closes its communicator meanwhile must not
+// spoil the others' captures: run6's ranks did, by cuCtxSynchronize.
 // Skips without a driver or VMM.
 func TestCUDACommGPU(t *testing.T) {
 	if err := cuda.Init(); err != nil {
@@ -150,6 +155,12 @@ func gpuRank(uid string, r, world int, plans map[string]int64) (err error) {
 	if rerr != nil {
 		return fmt.Errorf("capture: %w", rerr)
 	}
+	// What a user relies on: the graph replays the collective, each
+	// replay on the input it finds (every rank replays, as every rank
+	// runs every collective).
+	if err := replayCheck(g, s, buf, 1000, func(i int64) uint32 { return val(int64(r), i) }, sum); err != nil {
+		return err
+	}
 	// A capture of a size never prepared is refused before anything
 	// is queued (the capture stays valid).
 	_, cl2, err := lookupCall(ch, plans["allreduce_ring"], 4*50000, 4*50000, "i32", "sum")
@@ -167,6 +178,41 @@ func gpuRank(uid string, r, world int, plans map[string]int64) (err error) {
 	g2.Destroy()
 	if rerr == nil || !strings.Contains(rerr.Error(), "not prepared") {
 		return fmt.Errorf("unprepared under capture: %v", rerr)
+	}
+	return nil
+}
+
+// replayCheck launches g, a capture of an in-place all_reduce of n
+// int32 at buf, twice on s, each time on the input in(i) written before,
+// and checks that buf holds want(i) after each.
+func replayCheck(g *cuda.Graph, s *cuda.Stream, buf cuda.DevicePtr, n int64, in, want func(int64) uint32) error {
+	ge, err := g.Instantiate()
+	if err != nil {
+		return err
+	}
+	defer ge.Destroy()
+	host := make([]byte, 4*n)
+	for k := 0; k < 2; k++ {
+		for i := int64(0); i < n; i++ {
+			binary.LittleEndian.PutUint32(host[4*i:], in(i))
+		}
+		if err := cuda.MemcpyHtoD(buf, host); err != nil {
+			return err
+		}
+		if err := ge.Launch(s); err != nil {
+			return fmt.Errorf("replay %d: %w", k, err)
+		}
+		if err := s.Synchronize(); err != nil {
+			return fmt.Errorf("replay %d: %w", k, err)
+		}
+		if err := cuda.MemcpyDtoH(host, buf); err != nil {
+			return err
+		}
+		for i := int64(0); i < n; i++ {
+			if got := binary.LittleEndian.Uint32(host[4*i:]); got != want(i) {
+				return fmt.Errorf("replay %d of the captured all_reduce: element %d of %d is %d, want %d", k, i, n, got, want(i))
+			}
+		}
 	}
 	return nil
 }
