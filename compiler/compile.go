@@ -22,8 +22,9 @@ type Options struct {
 	DumpAfter string
 	// Dump receives the dumps; nil means they are dropped.
 	Dump func(pass, text string)
-	// Check runs ir.Validate after every pass that produces a plan and
-	// reports its errors as internal compiler errors.
+	// Check runs the form check after every pass (formCheck) and
+	// ir.Validate after every pass that produces a plan, and reports
+	// their errors as internal compiler errors.
 	Check bool
 	// MaxOps bounds the work of evaluation: ops produced and loop
 	// iterations run (0 means 4M ops and 16M iterations). Fuzzing sets it
@@ -38,12 +39,10 @@ type Options struct {
 type pass struct {
 	name string
 	doc  string
-	// in and out name the forms the pass takes and returns, for readers
-	// and --dump (see form).
-	in, out string
+	// in and out are the forms the pass takes and returns (see form);
+	// Check validates every plan a pass returns.
+	in, out formKind
 	run     func(*state, form) form
-	// plan says the pass returns the plan form, so Check may validate it.
-	plan bool
 }
 
 // PassNames lists the passes in order, for --dump.
@@ -96,7 +95,7 @@ func Compile(f *dsl.File, defines map[string]int64, opts Options) (p *ir.Plan, s
 				return nil, nil, st.diags
 			}
 		}
-		if ps.plan && opts.Check && fm.built != nil {
+		if ps.out == formPlan && opts.Check && fm.built != nil {
 			for _, d := range ir.Validate(fm.built.plan).Errors() {
 				if ps.name != passes[len(passes)-1].name && (d.IsLimit() || d.Code == ir.CodeUnsignaledWait) {
 					// Limits hold for the finished plan; fuse-sync is what
@@ -167,7 +166,7 @@ func joinDetail(parts ...string) string {
 // dump renders the state after a pass: the plan once there is one, the
 // action list before.
 func (st *state) dump(ps pass, f form) string {
-	if ps.plan && f.built != nil {
+	if f.built != nil {
 		return ir.Dump(f.built.plan)
 	}
 	return dumpActions(f)
@@ -187,25 +186,40 @@ func CompileSource(filename string, src []byte, defines map[string]int64, opts O
 // nothing: the passes hand on one form at a time (evaluated ops, then
 // actions, then actions in blocks, then the plan), each consuming the one
 // before, so a form left behind is a pass that did not finish its
-// hand-off. Under Options.Check, beside ir.Validate.
+// hand-off, and a form of another kind than the table says breaks the
+// next pass. Under Options.Check, beside ir.Validate.
 func formCheck(ps pass, f form) string {
+	n := 0
+	for _, set := range []bool{f.ev != nil, f.prog != nil, f.built != nil} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return fmt.Sprintf("%s returned %d forms, want one %v", ps.name, n, ps.out)
+	}
+	var got formKind
 	switch {
-	case ps.name == "evaluate":
-		if f.prog != nil || f.built != nil {
-			return "evaluate left actions or a plan"
-		}
-	case !ps.plan:
-		if f.ev != nil || f.prog == nil || f.built != nil {
-			return "evaluated ops or a plan beside the actions, or no actions"
-		}
-		if (f.prog.blocks != nil) != (ps.out == "actions in blocks") {
-			return fmt.Sprintf("%s returned actions with blocks %v, want %s", ps.name, f.prog.blocks != nil, ps.out)
-		}
+	case f.ev != nil:
+		got = formEvaluated
+	case f.prog != nil && f.prog.blocks == nil:
+		got = formActions
+	case f.prog != nil:
+		got = formBlocks
 	default:
-		// A channel-level program keeps its actions for the balance check.
-		if f.ev != nil || f.prog != nil || f.built == nil || f.built.plan == nil || f.built.sm == nil || (!f.built.explicit && f.built.acts != nil) {
-			return "a plan pass left evaluated ops or actions, or no plan"
+		got = formPlan
+		b := f.built
+		if b.plan == nil || b.sm == nil {
+			return ps.name + " returned no plan or no source map"
 		}
+		// Only a channel-level program keeps its actions (for the balance
+		// check).
+		if !b.explicit && b.acts != nil {
+			return ps.name + " handed on the actions of a chunk-level program with the plan"
+		}
+	}
+	if got != ps.out {
+		return fmt.Sprintf("%s returned %v, want %v", ps.name, got, ps.out)
 	}
 	return ""
 }

@@ -4,9 +4,12 @@
 // assign thread blocks, replicate instances, fuse data ops, insert the
 // synchronisation (nop, signal/wait, semaphores, flush) the memory model
 // needs, allocate channels and build the plan, fuse sync ops, and check the
-// executor's limits. Every pass can be dumped (Options.DumpAfter) and, with
-// Options.Check, the plan is validated (ir.Validate) after every pass that
-// produces one. A SourceMap ties every emitted op back to the DSL line it
+// executor's limits. Each pass takes the form the one before returned
+// (evaluated ops, actions, actions in blocks, the plan) and returns its
+// own; besides that it sees only the program, the options and the
+// diagnostics (state). Every pass can be dumped (Options.DumpAfter) and,
+// with Options.Check, the form is checked after every pass and the plan
+// validated (ir.Validate) after every pass that produces one. A SourceMap ties every emitted op back to the DSL line it
 // came from, so CPU-executor findings (Verify) are reported at the source.
 //
 // Once channels are allocated the ranks are independent: channels,

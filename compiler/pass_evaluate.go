@@ -37,11 +37,12 @@ func evaluate(st *state) *evaluated {
 	}
 	ev.header()
 	if st.diags.HasErrors() {
-		return nil
+		return &evaluated{hdr: ev.hdr}
 	}
 	ev.vars, ev.marks = nil, nil
 	if !ev.requirements() {
-		return nil // the program does not support these parameters: say only that
+		// The program does not support these parameters: say only that.
+		return &evaluated{hdr: ev.hdr}
 	}
 	ev.stmts(st.file.Stmts, -1, -1, true)
 	if len(ev.ops) == 0 && !st.diags.HasErrors() {
