@@ -113,7 +113,7 @@ func Compile(f *dsl.File, defines map[string]int64, opts Options) (p *ir.Plan, s
 			}
 		}
 		if opts.Dump != nil && (opts.DumpAfter == ps.name || opts.DumpAfter == "all") {
-			opts.Dump(ps.name, st.dump(ps, fm))
+			opts.Dump(ps.name, dump(fm))
 		}
 	}
 	if fm.built == nil {
@@ -165,7 +165,7 @@ func joinDetail(parts ...string) string {
 
 // dump renders the state after a pass: the plan once there is one, the
 // action list before.
-func (st *state) dump(ps pass, f form) string {
+func dump(f form) string {
 	if f.built != nil {
 		return ir.Dump(f.built.plan)
 	}

@@ -14,9 +14,12 @@ import (
 // the plan. Channels between two ranks are ordered the same way on both
 // sides (by the blocks at either end), which is what makes the k-th
 // channel from A to B pair with the k-th from B to A.
-func buildPlan(st *state, prog *program, syn *synced) *built {
+//
+// It reports nothing: what a program can get wrong was reported before
+// (evaluate, lower, sync) or is limits' to report on the plan.
+func buildPlan(prog *program, syn *synced) *built {
 	h := &prog.hdr
-	b := &planBuilder{st: st, prog: prog, syn: syn}
+	b := &planBuilder{prog: prog, syn: syn}
 	if prog.explicit {
 		// Chunk-level actions name no channels themselves.
 		b.collectExplicitPairs()
@@ -199,7 +202,6 @@ func (w *rankWorker) buildRank(p *ir.Plan, sm *SourceMap, r int) {
 }
 
 type planBuilder struct {
-	st    *state
 	prog  *program
 	syn   *synced    // what sync handed over
 	peers [][3][]int // [rank][type] connected_to

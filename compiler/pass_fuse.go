@@ -14,7 +14,7 @@ import "github.com/msccl-go/msccl-go/ir"
 // Moving the later action up is only allowed when nothing any block did in
 // between (in program order) touches what it accesses; the pass tracks the
 // last write and last access of every chunk to check that.
-func fuse(st *state, p *program) {
+func fuse(p *program) {
 	if p.explicit {
 		return
 	}

@@ -56,7 +56,7 @@ type synced struct {
 
 // syncAndBuild is the sync pass: dependencies to sync ops, then channels,
 // remote buffers and semaphores allocated and the plan written.
-func syncAndBuild(st *state, p *program) *built { return buildPlan(st, p, insertSync(st, p)) }
+func syncAndBuild(st *state, p *program) *built { return buildPlan(p, insertSync(st, p)) }
 
 // node is an access-making entity in program order: a host start, an
 // action, or a host end.

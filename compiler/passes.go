@@ -22,7 +22,7 @@ var passes = []pass{
 		run: func(st *state, f form) form { replicate(st, f.prog); return f }},
 	{name: "fuse", in: formBlocks, out: formBlocks,
 		doc: "merge reduce chains, reduce+send (res, rres, respkt, recpkt, recspkt) and multi-peer puts",
-		run: func(st *state, f form) form { fuse(st, f.prog); return f }},
+		run: func(_ *state, f form) form { fuse(f.prog); return f }},
 	// Sync and channel building are one pass: sync's result is no form of
 	// its own (a dump after it showed fuse's actions unchanged), only what
 	// channel building reads, and for chunk-level programs sync lays each
