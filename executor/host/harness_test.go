@@ -85,7 +85,7 @@ func runCheckedOn(t *testing.T, p *ir.Plan, size int64, dt cpu.DType, red ir.Red
 	if !rep.OK() {
 		t.Fatalf("CPU executor: %s", rep.Verdict)
 	}
-	errs := execRanks(t, n, 10*time.Second, nodeOf, p, Options{Timeout: 5 * time.Second}, func(ctx context.Context, c *comm.Comm, ex *Executor) error {
+	commtest.Check(t, execRanks(t, n, 10*time.Second, nodeOf, p, Options{Timeout: 5 * time.Second}, func(ctx context.Context, c *comm.Comm, ex *Executor) error {
 		b, err := ex.Alloc(ctx, size)
 		if err != nil {
 			return err
@@ -104,12 +104,7 @@ func runCheckedOn(t *testing.T, p *ir.Plan, size int64, dt cpu.DType, red ir.Red
 			}
 		}
 		return nil
-	})
-	for r, err := range errs {
-		if err != nil {
-			t.Errorf("rank %d: %v", r, err)
-		}
-	}
+	}))
 }
 
 func TestLibrary(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"github.com/msccl-go/msccl-go/executor/cpu"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/comm"
+	"github.com/msccl-go/msccl-go/runtime/comm/commtest"
 )
 
 func loadPlan(t *testing.T, path string) *ir.Plan {
@@ -61,7 +62,7 @@ func TestWatchdog(t *testing.T) {
 // Refusals before anything runs.
 func TestRunErrors(t *testing.T) {
 	p := compile(t, "allreduce_ring", 2)
-	errs := ranks(t, 2, 5*time.Second, func(ctx context.Context, c *comm.Comm) error {
+	commtest.Check(t, ranks(t, 2, 5*time.Second, func(ctx context.Context, c *comm.Comm) error {
 		ex, err := Open(ctx, c, p, Options{})
 		if err != nil {
 			return err
@@ -91,12 +92,7 @@ func TestRunErrors(t *testing.T) {
 			t.Errorf("Open of a 3-rank plan in a 2-rank job: %v", err)
 		}
 		return nil
-	})
-	for r, err := range errs {
-		if err != nil {
-			t.Errorf("rank %d: %v", r, err)
-		}
-	}
+	}))
 }
 
 func countDir(t *testing.T, dir string) int {

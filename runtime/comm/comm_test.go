@@ -28,7 +28,7 @@ func join(t *testing.T, nodes []string, f func(ctx context.Context, c *comm.Comm
 // node's; the channels pair as the plan says.
 func TestExchangeAndConnect(t *testing.T) {
 	nodes := []string{"a", "a", "b", "a"}
-	errs := join(t, nodes, func(ctx context.Context, c *comm.Comm) error {
+	commtest.Check(t, join(t, nodes, func(ctx context.Context, c *comm.Comm) error {
 		m, err := c.Device().Alloc(4096)
 		if err != nil {
 			return err
@@ -55,12 +55,7 @@ func TestExchangeAndConnect(t *testing.T) {
 			}
 		}
 		return nil
-	})
-	for r, err := range errs {
-		if err != nil {
-			t.Errorf("rank %d: %v", r, err)
-		}
-	}
+	}))
 }
 
 // A plan whose channels cross nodes is refused on the CPU device, naming
@@ -115,7 +110,7 @@ func TestConnectDifferentPlans(t *testing.T) {
 // a barrier, so the others' barrier times out naming it) reaches Err and
 // Dead on the ranks that waited, with the same error.
 func TestBootstrapVerdictReachesComm(t *testing.T) {
-	errs := join(t, []string{"a", "a", "a"}, func(ctx context.Context, c *comm.Comm) error {
+	commtest.Check(t, join(t, []string{"a", "a", "a"}, func(ctx context.Context, c *comm.Comm) error {
 		if c.Rank() == 2 {
 			select { // the verdict reaches the rank at fault too
 			case <-c.Dead():
@@ -140,10 +135,5 @@ func TestBootstrapVerdictReachesComm(t *testing.T) {
 			return fmt.Errorf("Err() = %v, want the bootstrap's verdict %v", err, berr)
 		}
 		return nil
-	})
-	for r, err := range errs {
-		if err != nil {
-			t.Errorf("rank %d: %v", r, err)
-		}
-	}
+	}))
 }

@@ -23,15 +23,8 @@ func TestDrainingCallsBesideSpinningKernel(t *testing.T) {
 	spin := loadSpin(t)
 	probe := func(what string, call func() error) {
 		t.Helper()
-		flag := testHostMem(t, 8)
-		k := testStream(t)
-		release := func() { atomic.StoreUint64(flag.Word(0), 1) }
+		k, release := spinning(t, spin)
 		defer release()
-		arg := uint64(flag.Dev)
-		if err := spin.Launch([3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 0, k, unsafe.Pointer(&arg)); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(50 * time.Millisecond) // the kernel is running, not queued
 		done := make(chan error, 1)
 		go func() {
 			runtime.LockOSThread()
@@ -119,15 +112,8 @@ func TestDrainingCallsBesideSpinningKernel(t *testing.T) {
 func TestStreamCreateBesideSpinningKernel(t *testing.T) {
 	ctx := setup(t)
 	spin := loadSpin(t)
-	flag := testHostMem(t, 8)
-	k := testStream(t)
-	release := func() { atomic.StoreUint64(flag.Word(0), 1) }
+	k, release := spinning(t, spin)
 	defer release()
-	arg := uint64(flag.Dev)
-	if err := spin.Launch([3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 0, k, unsafe.Pointer(&arg)); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(50 * time.Millisecond)
 	const most = 48
 	type step struct {
 		i    int
@@ -197,4 +183,22 @@ func TestStreamCreateBesideSpinningKernel(t *testing.T) {
 	default:
 		t.Logf("%d cuStreamCreate and a cuStreamDestroy returned at once beside the spinning kernel", most)
 	}
+}
+
+// spinning launches spin on a stream of its own, spinning on a word of
+// mapped host memory, and returns once the kernel runs rather than waits
+// in the queue (50 ms later). release ends the kernel by writing the word
+// (no driver call, so it works while calls wait for the kernel); calling
+// it again is harmless.
+func spinning(t *testing.T, spin *Function) (k *Stream, release func()) {
+	t.Helper()
+	flag := testHostMem(t, 8)
+	k = testStream(t)
+	release = func() { atomic.StoreUint64(flag.Word(0), 1) }
+	arg := uint64(flag.Dev)
+	if err := spin.Launch([3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 0, k, unsafe.Pointer(&arg)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // the kernel is running, not queued
+	return k, release
 }

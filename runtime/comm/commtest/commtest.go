@@ -52,3 +52,14 @@ func Join(t testing.TB, nodes []string, dev comm.Device, timeout time.Duration, 
 	wg.Wait()
 	return errs
 }
+
+// Check fails t with every rank's error of errs (what Join returns),
+// each named by its rank, for the runs in which every rank must succeed.
+func Check(t testing.TB, errs []error) {
+	t.Helper()
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
