@@ -70,17 +70,20 @@ func TestSelectPlan(t *testing.T) {
 		want  string // algorithm name prefix of the plan
 		fails bool
 	}{
-		{"allreduce", 1 << 10, "allreduce_allpairs_packet", false},
-		{"allreduce", 512 << 10, "allreduce_allpairs_256", false},
-		{"allreduce", 64 << 20, "allreduce_twoshot", false},
+		// The 8-rank allreduce rows are the H200 tune's (selection.yaml);
+		// below 1 KiB the built-in LL row stays.
+		{"allreduce", 512, "allreduce_allpairs_packet_0_1KiB", false},
+		{"allreduce", 1 << 10, "allreduce_allpairs_packet_1KiB_4KiB", false},
+		{"allreduce", 512 << 10, "allreduce_allpairs_packet_16KiB_1MiB", false},
+		{"allreduce", 64 << 20, "allreduce_allpairs_16MiB_256MiB", false},
 		{"allgather", 1 << 20, "allgather_direct", false},
 		{"broadcast", 1 << 20, "", true},
 		{"allreduce", 0, "", true},
 		// 4000 bytes is 1000 floats: chunks of 31 and 32 units, served
 		// since scratch slots are uniform; 4004 is not whole 16-byte
 		// units, and 64 bytes would leave chunks empty.
-		{"allreduce", 4000, "allreduce_allpairs_packet", false},
-		{"allreduce", 4004, "size rule: multiples of 16 bytes from 128 bytes", true},
+		{"allreduce", 4000, "allreduce_allpairs_packet_1KiB_4KiB", false},
+		{"allreduce", 4004, "size rule: multiples of 16 bytes from 1024 bytes", true},
 		{"allreduce", 64, "no allreduce plan for 8 ranks covers 64 bytes", true},
 	}
 	for _, c := range cases {
@@ -114,8 +117,8 @@ func TestSelectPlanEmbedded(t *testing.T) {
 	if err != nil {
 		t.Fatalf("SelectPlan from /: %v", err)
 	}
-	if !strings.HasPrefix(p.Name, "allreduce_twoshot") {
-		t.Fatalf("SelectPlan from / chose %s, want allreduce_twoshot", p.Name)
+	if !strings.HasPrefix(p.Name, "allreduce_allpairs_1MiB") {
+		t.Fatalf("SelectPlan from / chose %s, want allreduce_allpairs_1MiB...", p.Name)
 	}
 	if _, err := CompileAlgorithm("", "allgather_ring", map[string]int64{"ranks": 4}); err != nil {
 		t.Fatalf("CompileAlgorithm from /: %v", err)
@@ -128,7 +131,7 @@ func TestSelectPlanEmbedded(t *testing.T) {
 // split.
 func TestSelectPlanNodes(t *testing.T) {
 	one, err := SelectPlanNodes("", "allreduce", 8, 8, 1<<20)
-	if err != nil || !strings.HasPrefix(one.Name, "allreduce_twoshot") {
+	if err != nil || !strings.HasPrefix(one.Name, "allreduce_allpairs_1MiB") {
 		t.Fatalf("one node of 8: %v, %v", one, err)
 	}
 	for _, c := range []struct {
