@@ -38,7 +38,10 @@ type RankExecutor struct {
 	// caller's stream outside a capture (drain waits for it there).
 	recorded bool
 	pulse    *pulser
-	mu       sync.Mutex
+	// rounds orders the launches of the job's ranks in this process
+	// (rankrounds.go); nil when this rank is alone in it.
+	rounds *launchRounds
+	mu     sync.Mutex
 	// broken: after a hang or a failed launch the channel counters are
 	// out of step with the peers', so no later Run can be right.
 	broken error
@@ -89,7 +92,8 @@ func OpenRank(ctx context.Context, c *comm.Comm, p *ir.Plan, opt Options) (*Rank
 	}
 	e := &RankExecutor{c: c, dev: dev, rank: c.Rank(), conns: conns, sets: map[*RankBuffers]struct{}{},
 		k: &Executor{p: p, rule: rule, sms: sms, opt: opt, ctx: dev.Context(), arch: arch,
-			fns: map[fnKey]*fnEntry{}, binds: map[bindKey]*binding{}}}
+			fns: map[fnKey]*fnEntry{}, binds: map[bindKey]*binding{}},
+		rounds: joinRounds(conns, c.Rank())}
 	if err := e.setup(); err != nil {
 		e.Close()
 		return nil, fmt.Errorf("cudaexec: rank %d: %w", e.rank, err)
@@ -238,6 +242,8 @@ func (e *RankExecutor) Close() error {
 		return nil
 	}
 	e.closed = true
+	// It launches no more: no peer of this process waits for it now.
+	e.stopRounds()
 	var errs []error
 	keep := func(err error) {
 		if err != nil {
@@ -271,6 +277,9 @@ func (e *RankExecutor) Close() error {
 	}
 	if e.conns != nil {
 		keep(e.conns.Close())
+	}
+	if e.rounds != nil {
+		e.rounds.leave(e.rank)
 	}
 	return errors.Join(errs...)
 }
@@ -585,7 +594,10 @@ func (e *RankExecutor) Run(ctx context.Context, b *RankBuffers, dt ir.DType, red
 // Start enqueues the collective on this rank's stream and returns: the
 // buffers may be read or overwritten only after Wait. Back-to-back
 // launches queue on the stream (the ranks free-run against each other,
-// as every plan's proof allows), so a timed loop pays no wait per launch.
+// as every plan's proof allows), so a timed loop pays no wait per launch
+// on the GPU. Ranks that are threads of one process return only once each
+// of them has submitted the same launch (launch rounds, rankrounds.go):
+// call it from every rank's own thread.
 func (e *RankExecutor) Start(ctx context.Context, b *RankBuffers, dt ir.DType, red ir.ReduceOp, ll int) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -615,7 +627,9 @@ func (e *RankExecutor) Prepare(b *RankBuffers, dt ir.DType, red ir.ReduceOp, ll 
 // context (the caller's: it orders with the caller's work, and a capture
 // of s records it), without waiting. Do not mix it with Start or Run
 // unless s and the rank's own stream are ordered: two launches of one
-// rank must not overlap. The watchdog of an enqueued launch is read by
+// rank must not overlap. Like Start, it returns once every rank of the
+// job in this process has submitted its launch (rankrounds.go), so each
+// rank calls it from a thread of its own. The watchdog of an enqueued launch is read by
 // the next Enqueue, Run or Wait, which then report a hang.
 //
 // Free and Close wait for the launches Enqueue made outside a capture
@@ -631,14 +645,19 @@ func (e *RankExecutor) Enqueue(b *RankBuffers, dt ir.DType, red ir.ReduceOp, ll 
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err := e.watchdog(); err != nil {
+		e.refused()
 		return err
 	}
 	// Asked before the launch (cuStreamIsCapturing is legal in a capture;
 	// an event recorded in one could never be waited for outside it).
 	st, err := s.CaptureStatus()
 	if err != nil {
+		e.refused()
 		return fmt.Errorf("cudaexec: rank %d: %w", e.rank, err)
 	}
+	// The event is recorded after the round (launch): nothing of this
+	// rank's goes into the caller's stream's queue before every rank of
+	// this process has queued its kernel.
 	if err := e.launch(b, dt, red, ll, s); err != nil {
 		return err
 	}
@@ -706,7 +725,30 @@ func llOf(ll int) (int, error) {
 	return ll, nil
 }
 
+// launch submits one launch of the collective on s and, when other ranks
+// of the job are threads of this process, returns only once each of them
+// has submitted its launch of the same collective (rankrounds.go): what
+// anyone queues next can then never sit, in a hardware queue the driver
+// made two ranks' streams share, ahead of a peer's launch that this
+// one's kernel waits for. A refused launch counts without waiting.
 func (e *RankExecutor) launch(b *RankBuffers, dt ir.DType, red ir.ReduceOp, ll int, s *cuda.Stream) error {
+	err := e.submit(b, dt, red, ll, s)
+	if e.rounds == nil {
+		return err
+	}
+	if rerr := e.rounds.round(e.rank, err == nil, e.c); err == nil && rerr != nil {
+		// Its kernel runs, and a peer's never came: the counters are out
+		// of step, as after a hang.
+		e.broken = rerr
+		err = rerr
+	}
+	if e.broken != nil {
+		e.stopRounds()
+	}
+	return err
+}
+
+func (e *RankExecutor) submit(b *RankBuffers, dt ir.DType, red ir.ReduceOp, ll int, s *cuda.Stream) error {
 	if err := e.usable(b); err != nil {
 		return err
 	}
@@ -770,6 +812,7 @@ func (e *RankExecutor) watchdog() error {
 // fail marks the executor broken and names a failed peer if there is one.
 func (e *RankExecutor) fail(err error) error {
 	e.broken = err
+	e.stopRounds()
 	if pe := e.c.Err(); pe != nil {
 		return fmt.Errorf("cudaexec: rank %d: %w (%s)", e.rank, pe, strings.TrimPrefix(err.Error(), "cudaexec: "))
 	}

@@ -129,13 +129,16 @@ func oracleLaunches(ctx context.Context, c *comm.Comm, ex *RankExecutor, b *Rank
 	p := ex.Plan()
 	// The caller's stream of the last phase is made here, while no
 	// kernel of the job runs (the previous buffers' Free waited for
-	// every rank's, and nothing launched since). Made in that phase, as
-	// before, a rank's cuStreamCreate could wait for a peer's kernel
-	// that already spun on this rank's launch: the GPU run of s20run6
+	// every rank's, and nothing launched since). The GPU run of s20run6
 	// found vmm allgather_direct and reducescatter_ring one rank's
-	// launch short in it ("expected token 49, saw 48"), the late ranks
-	// launching only after the peers' watchdogs. Streams, like modules
-	// and device memory, are made between collectives in one process.
+	// launch short in that phase ("expected token 49, saw 48"), the late
+	// ranks launching only after the peers' watchdogs, and stream
+	// creation beside the spinning kernels was suspected; with the
+	// stream made here, s21 found the same in allreduce_allpairs_packet.
+	// The cause was the order of submission: a rank's second Enqueue
+	// queued ahead of a peer's first in a hardware queue their streams
+	// shared (rankrounds.go), which the ranks' launch rounds now rule
+	// out.
 	st, err := cuda.NewStream(true)
 	if err != nil {
 		return err
@@ -183,22 +186,83 @@ func oracleLaunches(ctx context.Context, c *comm.Comm, ex *RankExecutor, b *Rank
 		return fmt.Errorf("queued launches: %w", err)
 	}
 	// And on a stream of the caller's (capi's path: Prepare outside any
-	// capture, then launches only).
+	// capture, then launches only), two back to back.
 	if err := ex.Prepare(b, ir.F32, ir.ReduceSum, 16); err != nil {
 		return err
 	}
-	for range 2 {
-		if err := ex.Enqueue(b, ir.F32, ir.ReduceSum, 16, st); err != nil {
+	var line strings.Builder
+	fmt.Fprintf(&line, "rank %d:", r)
+	err = func() error {
+		for k := range 2 {
+			start := time.Since(oracleOrigin)
+			if err := ex.Enqueue(b, ir.F32, ir.ReduceSum, 16, st); err != nil {
+				return err
+			}
+			end := time.Since(oracleOrigin)
+			fmt.Fprintf(&line, " Enqueue %d called at %v, returned at %v;", k, start.Round(time.Millisecond), end.Round(time.Millisecond))
+		}
+		err := st.Synchronize()
+		fmt.Fprintf(&line, " stream synchronized at %v", time.Since(oracleOrigin).Round(time.Millisecond))
+		if err != nil {
 			return err
 		}
-	}
-	if err := st.Synchronize(); err != nil {
+		return ex.Wait()
+	}()
+	if err := callerStreamVerdict(ctx, c, err, line.String()); err != nil {
 		return err
 	}
-	if err := ex.Wait(); err != nil {
-		return fmt.Errorf("launches on the caller's stream: %w", err)
-	}
 	return c.Bootstrap().Barrier(ctx)
+}
+
+// oracleOrigin is the one clock origin of every rank's timeline (the
+// ranks are goroutines of this process).
+var oracleOrigin = time.Now()
+
+// callerStreamVerdict has the ranks learn each other's outcome of the
+// caller's-stream phase and timeline, so that all stop here together
+// and each says what happened. Before, a rank whose launches completed
+// went on to the next collective step and failed there with a bootstrap
+// error ("comparing message sizes: all-gather #17: rank 3 has closed"),
+// which read as if it had never launched; in fact its kernels had run
+// after its peers' watchdog gave up. A hang with some ranks clean is the
+// signature of a launch held back until the peers' kernels ended (a
+// launch queued behind a peer's queued launch in a shared hardware
+// queue, which rankrounds.go orders against, or a driver call that waits
+// for the GPU); the timelines tell a late submission (an Enqueue that
+// returned late) from a late start on the GPU.
+func callerStreamVerdict(ctx context.Context, c *comm.Comm, err error, line string) error {
+	verdict := "ok"
+	if err != nil {
+		verdict = "failed"
+	}
+	all, gerr := c.Bootstrap().AllGather(ctx, []byte(verdict+"\n"+line))
+	if gerr != nil {
+		return errors.Join(err, gerr)
+	}
+	var failed, clean []string
+	var lines []string
+	for q, v := range all {
+		how, l, _ := strings.Cut(string(v), "\n")
+		lines = append(lines, l)
+		if how == "ok" {
+			clean = append(clean, fmt.Sprint(q))
+		} else {
+			failed = append(failed, fmt.Sprint(q))
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	timelines := "timelines (since the test began):\n    " + strings.Join(lines, "\n    ")
+	if err == nil {
+		return fmt.Errorf("launches on the caller's stream: this rank's completed, rank(s) %s failed there (see their errors): this rank's kernels ran only after their watchdog gave up, a launch held back behind a peer's; %s",
+			strings.Join(failed, ", "), timelines)
+	}
+	note := ""
+	if len(clean) > 0 {
+		note = fmt.Sprintf("; rank(s) %s completed the phase without a hang: their launches started only after this rank's watchdog gave up (held back behind a peer's queued launch in a shared hardware queue, or by a driver call that waited for the GPU)", strings.Join(clean, ", "))
+	}
+	return fmt.Errorf("launches on the caller's stream: %w%s; %s", err, note, timelines)
 }
 
 // aliasCheck runs before any launch on b: each rank writes a word of its

@@ -66,71 +66,120 @@ DONE:
 // a kernel still running 10 s after the release.
 func TestKernelsOnManyStreamsRunTogether(t *testing.T) {
 	setup(t)
+	arrive := loadArrive(t)
+	t.Logf("CUDA_DEVICE_MAX_CONNECTIONS=%q", os.Getenv("CUDA_DEVICE_MAX_CONNECTIONS"))
+	for _, k := range []int{4, 8, 9, 12, 16, 32, 33} {
+		note := fmt.Sprintf("%d streams, 2 waiting kernels queued on each: ", k)
+		if a, b, ok := arriveTwice(t, arrive, k, false); ok {
+			t.Log(note + "all ran")
+		} else {
+			t.Logf("%sSTUCK: after 2 s %d of %d first kernels and %d of %d second ones had started (streams share hardware queues)", note, a, k, b, k)
+		}
+	}
+}
+
+// TestLaunchRoundsOnSharedQueues is what executor/cuda's in-process ranks
+// rely on (rankrounds.go): the same barrier kernels, two per stream, but
+// queued in rounds (the first kernel on every stream, then the second on
+// every stream), as the ranks of one process now launch. Then no
+// stream's first kernel is queued behind another's second, and all of
+// them run however many streams share a hardware queue. It fails if any
+// count of streams is stuck.
+func TestLaunchRoundsOnSharedQueues(t *testing.T) {
+	setup(t)
+	arrive := loadArrive(t)
+	for _, k := range []int{4, 8, 9, 12, 16, 32, 33} {
+		if a, b, ok := arriveTwice(t, arrive, k, true); !ok {
+			t.Errorf("CUDA_DEVICE_MAX_CONNECTIONS=%q, %d streams, two barrier kernels queued on each in rounds: STUCK: after 2 s %d of %d first kernels and %d of %d second ones had started",
+				os.Getenv("CUDA_DEVICE_MAX_CONNECTIONS"), k, a, k, b, k)
+		}
+	}
+}
+
+func loadArrive(t *testing.T) *Function {
+	t.Helper()
 	m := owned(t, (*Module).Unload)(LoadModule([]byte(arrivePTX)))
 	arrive, err := m.Function("arrive")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("CUDA_DEVICE_MAX_CONNECTIONS=%q", os.Getenv("CUDA_DEVICE_MAX_CONNECTIONS"))
-	for _, k := range []int{4, 8, 9, 12, 16, 32, 33} {
-		streams := make([]*Stream, k)
-		for i := range streams {
-			streams[i] = testStream(t)
-		}
-		slots := [2]*HostMem{testHostMem(t, int64(8*k)), testHostMem(t, int64(8*k))}
-		rel := testHostMem(t, 8)
-		clear(slots[0].Bytes)
-		clear(slots[1].Bytes)
-		clear(rel.Bytes)
-		relDev := uint64(rel.Dev)
-		n := uint32(k)
-		for i, s := range streams {
-			idx := uint32(i)
-			for _, sl := range slots {
-				sd := uint64(sl.Dev)
-				if err := arrive.Launch([3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 0, s, unsafe.Pointer(&sd), unsafe.Pointer(&relDev), unsafe.Pointer(&idx), unsafe.Pointer(&n)); err != nil {
-					atomic.StoreUint64(rel.Word(0), 1)
-					t.Fatal(err)
-				}
-			}
-		}
-		arrived := func(h *HostMem) int {
-			c := 0
-			for i := 0; i < k; i++ {
-				if atomic.LoadUint64(h.Word(int64(8*i))) != 0 {
-					c++
-				}
-			}
-			return c
-		}
-		done := func() bool {
-			for _, s := range streams {
-				if ok, err := s.Query(); err != nil {
-					t.Fatal(err)
-				} else if !ok {
-					return false
-				}
-			}
-			return true
-		}
-		deadline := time.Now().Add(2 * time.Second)
-		for !done() && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
-		note := fmt.Sprintf("%d streams, 2 waiting kernels queued on each: ", k)
-		if done() {
-			t.Log(note + "all ran")
-			continue
-		}
-		a, b := arrived(slots[0]), arrived(slots[1])
-		atomic.StoreUint64(rel.Word(0), 1)
-		end := time.Now().Add(10 * time.Second)
-		for !done() {
-			if time.Now().After(end) {
-				t.Fatalf("%skernels still running 10 s after the release", note)
-			}
-			time.Sleep(time.Millisecond)
-		}
-		t.Logf("%sSTUCK: after 2 s %d of %d first kernels and %d of %d second ones had started (streams share hardware queues)", note, a, k, b, k)
+	return arrive
+}
+
+// arriveTwice makes k streams and queues two barrier kernels on each:
+// stream by stream, or in rounds (every stream's first, then every
+// stream's second). It reports whether all ran within 2 s, else how
+// many first and second kernels had started (then the host releases
+// them). It fails the test only on a driver error or a kernel still
+// running 10 s after the release.
+func arriveTwice(t *testing.T, arrive *Function, k int, rounds bool) (first, second int, ok bool) {
+	t.Helper()
+	streams := make([]*Stream, k)
+	for i := range streams {
+		streams[i] = testStream(t)
 	}
+	slots := [2]*HostMem{testHostMem(t, int64(8*k)), testHostMem(t, int64(8*k))}
+	rel := testHostMem(t, 8)
+	clear(slots[0].Bytes)
+	clear(slots[1].Bytes)
+	clear(rel.Bytes)
+	relDev := uint64(rel.Dev)
+	n := uint32(k)
+	launch := func(i int, sl *HostMem) {
+		idx := uint32(i)
+		sd := uint64(sl.Dev)
+		if err := arrive.Launch([3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 0, streams[i], unsafe.Pointer(&sd), unsafe.Pointer(&relDev), unsafe.Pointer(&idx), unsafe.Pointer(&n)); err != nil {
+			atomic.StoreUint64(rel.Word(0), 1)
+			t.Fatal(err)
+		}
+	}
+	if rounds {
+		for _, sl := range slots {
+			for i := range streams {
+				launch(i, sl)
+			}
+		}
+	} else {
+		for i := range streams {
+			for _, sl := range slots {
+				launch(i, sl)
+			}
+		}
+	}
+	arrived := func(h *HostMem) int {
+		c := 0
+		for i := 0; i < k; i++ {
+			if atomic.LoadUint64(h.Word(int64(8*i))) != 0 {
+				c++
+			}
+		}
+		return c
+	}
+	done := func() bool {
+		for _, s := range streams {
+			if ok, err := s.Query(); err != nil {
+				t.Fatal(err)
+			} else if !ok {
+				return false
+			}
+		}
+		return true
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for !done() && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if done() {
+		return k, k, true
+	}
+	first, second = arrived(slots[0]), arrived(slots[1])
+	atomic.StoreUint64(rel.Word(0), 1)
+	end := time.Now().Add(10 * time.Second)
+	for !done() {
+		if time.Now().After(end) {
+			t.Fatalf("%d streams: kernels still running 10 s after the release", k)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return first, second, false
 }

@@ -249,6 +249,22 @@ func (m *Memory) Mapping() string {
 	return fmt.Sprintf("%s at %#x (%d bytes)", how, uint64(m.ptr), m.size)
 }
 
+// Owner is the allocation of this process that m is: m itself when this
+// process allocated it, the owner when m is an alias of another rank's
+// allocation in this process, nil when m was imported from another
+// process. Ranks whose memory has an owner here are threads of this
+// process, in its one context of the device, and so share its hardware
+// queues (executor/cuda orders their launches by it).
+func (m *Memory) Owner() *Memory {
+	switch {
+	case m.own:
+		return m
+	case m.alias != nil:
+		return m.alias
+	}
+	return nil
+}
+
 // Ptr is the memory's address in this process.
 func (m *Memory) Ptr() cuda.DevicePtr { return m.ptr }
 
