@@ -75,7 +75,7 @@ func TestMergeTable(t *testing.T) {
 	if !strings.Contains(text, note+formatRows(tuned)) || strings.Count(text, note) != 1 {
 		t.Errorf("tuned rows not placed once:\n%s", text)
 	}
-	// Everything but the allreduce rows of [2, 16] is kept line for line.
+	// Everything but the 8-rank allreduce rows is kept line for line.
 	for _, keep := range []string{"# Algorithm selection:", "# Several nodes: rows for runs given -D nodes and -D gpus_per_node.", "  algorithm: allreduce_hierarchical.msccl", "  ranks: [17, 32]"} {
 		if !strings.Contains(text, keep) {
 			t.Errorf("lost %q", keep)
@@ -100,7 +100,7 @@ func TestMergeTable(t *testing.T) {
 	for _, c := range []struct {
 		ranks int64
 		keep  string
-	}{{2, "ranks: [3, 16]"}, {16, "ranks: [2, 15]"}, {64, ""}, {40, ""}} {
+	}{{2, "ranks: [3, 7]"}, {16, "ranks: [9, 15]"}, {64, ""}, {40, ""}} {
 		tr := tunedRows("allreduce", int(c.ranks), []tuneResult{{candidate{"allreduce_ring", 1, 512}, 1 << 10, 20, 0}})
 		m, err := mergeTable(shipped, "allreduce", c.ranks, tr, note)
 		if err != nil {
