@@ -29,7 +29,10 @@ import (
 // outputs compared bit for bit on every rank; then the teardown leaves
 // nothing open. Both IPC modes: in one process both are the owners'
 // allocations (legacy handles could not be opened here at all before).
-// Skips without a driver; the vmm half without VMM support.
+// Skips without a driver; the vmm half without VMM support. Run it also
+// under CUDA_DEVICE_MAX_CONNECTIONS=1: every stream of the process then
+// shares one hardware queue, the harshest test of the ranks' launch
+// order (rankrounds.go).
 func TestOpenRankOracle(t *testing.T) {
 	if err := cuda.Init(); err != nil {
 		if errors.Is(err, cuda.ErrNoDriver) {
@@ -177,13 +180,20 @@ func oracleLaunches(ctx context.Context, c *comm.Comm, ex *RankExecutor, b *Rank
 	// Queued launches (Start, as msccl-bench times them) end without a
 	// hang; their results are not checked (in-place plans reduce their
 	// own outputs again).
-	for range 8 {
-		if err := ex.Start(ctx, b, ir.F32, ir.ReduceSum, 16); err != nil {
-			return err
+	queued := fmt.Sprintf("rank %d: Start ×8 called at %v", r, time.Since(oracleOrigin).Round(time.Millisecond))
+	err = func() error {
+		for range 8 {
+			if err := ex.Start(ctx, b, ir.F32, ir.ReduceSum, 16); err != nil {
+				return err
+			}
 		}
-	}
-	if err := ex.Wait(); err != nil {
-		return fmt.Errorf("queued launches: %w", err)
+		queued += fmt.Sprintf(", returned at %v", time.Since(oracleOrigin).Round(time.Millisecond))
+		err := ex.Wait()
+		queued += fmt.Sprintf("; Wait returned at %v", time.Since(oracleOrigin).Round(time.Millisecond))
+		return err
+	}()
+	if err := phaseVerdict(ctx, c, "queued launches", err, queued); err != nil {
+		return err
 	}
 	// And on a stream of the caller's (capi's path: Prepare outside any
 	// capture, then launches only), two back to back.
@@ -208,7 +218,7 @@ func oracleLaunches(ctx context.Context, c *comm.Comm, ex *RankExecutor, b *Rank
 		}
 		return ex.Wait()
 	}()
-	if err := callerStreamVerdict(ctx, c, err, line.String()); err != nil {
+	if err := phaseVerdict(ctx, c, "launches on the caller's stream", err, line.String()); err != nil {
 		return err
 	}
 	return c.Bootstrap().Barrier(ctx)
@@ -218,9 +228,9 @@ func oracleLaunches(ctx context.Context, c *comm.Comm, ex *RankExecutor, b *Rank
 // ranks are goroutines of this process).
 var oracleOrigin = time.Now()
 
-// callerStreamVerdict has the ranks learn each other's outcome of the
-// caller's-stream phase and timeline, so that all stop here together
-// and each says what happened. Before, a rank whose launches completed
+// phaseVerdict has the ranks learn each other's outcome of a phase of
+// launches (the queued ones, those on the caller's stream) and timeline,
+// so that all stop there together and each says what happened. Before, a rank whose launches completed
 // went on to the next collective step and failed there with a bootstrap
 // error ("comparing message sizes: all-gather #17: rank 3 has closed"),
 // which read as if it had never launched; in fact its kernels had run
@@ -230,7 +240,7 @@ var oracleOrigin = time.Now()
 // queue, which rankrounds.go orders against, or a driver call that waits
 // for the GPU); the timelines tell a late submission (an Enqueue that
 // returned late) from a late start on the GPU.
-func callerStreamVerdict(ctx context.Context, c *comm.Comm, err error, line string) error {
+func phaseVerdict(ctx context.Context, c *comm.Comm, phase string, err error, line string) error {
 	verdict := "ok"
 	if err != nil {
 		verdict = "failed"
@@ -253,16 +263,16 @@ func callerStreamVerdict(ctx context.Context, c *comm.Comm, err error, line stri
 	if len(failed) == 0 {
 		return nil
 	}
-	timelines := "timelines (since the test began):\n    " + strings.Join(lines, "\n    ")
+	timelines := "timelines (since the test binary started):\n    " + strings.Join(lines, "\n    ")
 	if err == nil {
-		return fmt.Errorf("launches on the caller's stream: this rank's completed, rank(s) %s failed there (see their errors): this rank's kernels ran only after their watchdog gave up, a launch held back behind a peer's; %s",
-			strings.Join(failed, ", "), timelines)
+		return fmt.Errorf("%s: this rank's completed, rank(s) %s failed there (see their errors): this rank's kernels ran only after their watchdog gave up, a launch held back behind a peer's; %s",
+			phase, strings.Join(failed, ", "), timelines)
 	}
 	note := ""
 	if len(clean) > 0 {
 		note = fmt.Sprintf("; rank(s) %s completed the phase without a hang: their launches started only after this rank's watchdog gave up (held back behind a peer's queued launch in a shared hardware queue, or by a driver call that waited for the GPU)", strings.Join(clean, ", "))
 	}
-	return fmt.Errorf("launches on the caller's stream: %w%s; %s", err, note, timelines)
+	return fmt.Errorf("%s: %w%s; %s", phase, err, note, timelines)
 }
 
 // aliasCheck runs before any launch on b: each rank writes a word of its

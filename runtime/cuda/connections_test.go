@@ -84,7 +84,8 @@ func TestKernelsOnManyStreamsRunTogether(t *testing.T) {
 // every stream), as the ranks of one process now launch. Then no
 // stream's first kernel is queued behind another's second, and all of
 // them run however many streams share a hardware queue. It fails if any
-// count of streams is stuck.
+// count of streams is stuck; under CUDA_DEVICE_MAX_CONNECTIONS=1 (one
+// queue for every stream) it must pass too.
 func TestLaunchRoundsOnSharedQueues(t *testing.T) {
 	setup(t)
 	arrive := loadArrive(t)
