@@ -1,6 +1,10 @@
 package ir
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/msccl-go/msccl-go/internal/diag"
+)
 
 // BufferBytes returns the input and output buffer sizes of every rank for
 // a message of msg bytes as nccl-tests counts it: by the larger buffer.
@@ -16,17 +20,17 @@ func (p *Plan) BufferBytes(msg int64) (in, out int64, err error) {
 		return 0, 0, fmt.Errorf("plan has no gpus")
 	}
 	if msg <= 0 {
-		return 0, 0, fmt.Errorf("message size must be positive, got %d", msg)
+		return 0, 0, diag.Errorc(diag.CodeSizeRefused, "message size must be positive, got %d", msg)
 	}
 	switch {
 	case p.Collective.Gathers():
 		if msg%n != 0 {
-			return 0, 0, fmt.Errorf("%s size %d is not a multiple of the %d ranks", p.Collective, msg, n)
+			return 0, 0, diag.Errorc(diag.CodeSizeRefused, "%s size %d is not a multiple of the %d ranks", p.Collective, msg, n)
 		}
 		return msg / n, msg, nil
 	case p.Collective.Scatters():
 		if msg%n != 0 {
-			return 0, 0, fmt.Errorf("%s size %d is not a multiple of the %d ranks", p.Collective, msg, n)
+			return 0, 0, diag.Errorc(diag.CodeSizeRefused, "%s size %d is not a multiple of the %d ranks", p.Collective, msg, n)
 		}
 		return msg, msg / n, nil
 	default:

@@ -1,6 +1,7 @@
 package ir
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -40,8 +41,8 @@ func TestSizeRule(t *testing.T) {
 		}
 		for _, s := range c.refused {
 			err := r.Check(s)
-			if err == nil || !strings.Contains(err.Error(), "outside the plan's size rule: "+r.String()) {
-				t.Errorf("%s: %d: got %v, want a refusal naming the rule", c.fixture, s, err)
+			if err == nil || !strings.Contains(err.Error(), "outside the plan's size rule: "+r.String()) || ErrorCode(fmt.Errorf("x: %w", err)) != CodeSizeRefused {
+				t.Errorf("%s: %d: got %v, want a refusal naming the rule, code %s", c.fixture, s, err, CodeSizeRefused)
 			}
 		}
 	}

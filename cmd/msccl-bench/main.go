@@ -100,7 +100,10 @@ type Row struct {
 	Wrong   int64   `json:"wrong"` // -1: not checked
 	Graph   bool    `json:"graph"`
 	Skipped string  `json:"skipped,omitempty"`
-	Ref     *RefRow `json:"reference,omitempty"` // --reference (perf.go)
+	// SkipCode is the skip's stable code (ir.ErrorCode: exec.size for a
+	// size the plan does not serve, ...), for tools that branch on it.
+	SkipCode string  `json:"skip_code,omitempty"`
+	Ref      *RefRow `json:"reference,omitempty"` // --reference (perf.go)
 }
 
 func main() {
@@ -535,11 +538,10 @@ func bench(c *config, p *ir.Plan, name string, sizes []int64, w io.Writer) ([]Ro
 			job = <-jobs[i]
 		}
 		if err := one(c, ex, ref, p, dt, red, s, ev0, ev1, &row, job); err != nil {
-			var h *cudaexec.HangError
-			if errors.As(err, &h) {
+			if ir.ErrorCode(err) == ir.CodeWatchdog {
 				return nil, err
 			}
-			row.Skipped = err.Error()
+			row.Skipped, row.SkipCode = err.Error(), ir.ErrorCode(err)
 		}
 		rows = append(rows, row)
 		if err := printRow(w, c, row); err != nil {

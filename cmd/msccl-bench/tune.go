@@ -16,7 +16,6 @@ import (
 
 	"github.com/msccl-go/msccl-go/algorithms"
 	"github.com/msccl-go/msccl-go/compiler"
-	cudaexec "github.com/msccl-go/msccl-go/executor/cuda"
 	"github.com/msccl-go/msccl-go/internal/size"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
@@ -206,8 +205,7 @@ func runTune(c *config, t *tuneConfig, w io.Writer) error {
 		}
 		prog.step(i, cand.label())
 		rs, err := tuneOne(c, cand, sizes, fit, w)
-		var h *cudaexec.HangError
-		if errors.As(err, &h) {
+		if ir.ErrorCode(err) == ir.CodeWatchdog {
 			// A hung kernel keeps its SMs: later candidates could not be
 			// resident. Stop, show what was measured, write no rows.
 			hang = fmt.Errorf("%s: %w", cand.label(), err)

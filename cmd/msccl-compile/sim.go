@@ -130,6 +130,12 @@ const simMemoryPercent = 75
 // rewrites a finding's place (the compile command maps it to DSL lines).
 func simulate(name string, p *ir.Plan, opt cpu.Options, f *simFlags, stdout, stderr io.Writer, where func(cpu.Place) string) int {
 	rep, err := cpu.Run(p, opt)
+	if err != nil && f.json {
+		// The run's refusal as a diagnostic line like the plan's own, its
+		// code saying what to change (exec.size, exec.options, ...).
+		printDiags(stderr, diag.FromError(fmt.Errorf("%s: %w", name, err), diag.CodeCannotRun), diag.JSON)
+		return exitBad
+	}
 	if err != nil {
 		return errorf(stderr, "sim", "%s: %v", name, err)
 	}

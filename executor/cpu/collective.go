@@ -7,6 +7,7 @@ import (
 	"math"
 	"sync"
 
+	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -287,7 +288,7 @@ func (s *sim) checkSizes() error {
 	switch s.p.Collective {
 	case ir.AllToAll:
 		if s.in%(n*sz) != 0 {
-			return fmt.Errorf("alltoall size %d is not a whole number of %s elements per rank", s.in, s.opt.DType)
+			return diag.Errorc(diag.CodeSizeRefused, "alltoall size %d is not a whole number of %s elements per rank", s.in, s.opt.DType)
 		}
 	case ir.SendRecv, ir.Broadcast, ir.AllReduce, ir.Reduce:
 		if s.in != s.out {
@@ -295,7 +296,7 @@ func (s *sim) checkSizes() error {
 		}
 	case ir.AllGather, ir.ReduceScatter, ir.Gather, ir.Scatter:
 		if s.p.Collective.Scatters() && (s.in/n)%sz != 0 || s.out%sz != 0 {
-			return fmt.Errorf("%s size is not a whole number of %s elements per rank", s.p.Collective, s.opt.DType)
+			return diag.Errorc(diag.CodeSizeRefused, "%s size is not a whole number of %s elements per rank", s.p.Collective, s.opt.DType)
 		}
 	default:
 		return fmt.Errorf("collective %q has no definition to check against", s.p.Collective)

@@ -105,30 +105,39 @@ func TestInputMatchesRun(t *testing.T) {
 	}
 }
 
+// Run refuses what it cannot run with an error whose code says which
+// of the caller's choices to change (ir.ErrorCode): the size, an option,
+// or neither (proof.cannot-run).
 func TestSetupErrors(t *testing.T) {
 	plans := fixtures(t)
 	tests := []struct {
 		name string
 		plan string
 		opt  Options
+		code string
 	}{
-		{"size not split into chunks", "allreduce.json", Options{Size: 16 * 15}},
-		{"size not aligned", "allreduce.json", Options{Size: 16*16 + 8}},
-		{"allgather size not a multiple of ranks", "transfer_pack.json", Options{Size: 48}},
-		{"prod of floats", "reduce.json", Options{Size: 4096, Reduce: ir.ReduceProd}},
-		{"unknown reduction", "reduce.json", Options{Size: 4096, Reduce: "avg"}},
-		{"bad LL width", "reduce_pack.json", Options{Size: 4096, LLWidth: 4}},
-		{"bad dtype", "reduce.json", Options{Size: 4096, DType: DType(42)}},
-		{"too many launches", "reduce.json", Options{Size: 4096, Launches: 1000}},
-		{"zero size", "reduce.json", Options{}},
+		{"size not split into chunks", "allreduce.json", Options{Size: 16 * 15}, ir.CodeSizeRefused},
+		{"size not aligned", "allreduce.json", Options{Size: 16*16 + 8}, ir.CodeSizeRefused},
+		{"allgather size not a multiple of ranks", "transfer_pack.json", Options{Size: 48}, ir.CodeSizeRefused},
+		{"prod of floats", "reduce.json", Options{Size: 4096, Reduce: ir.ReduceProd}, ir.CodeBadOptions},
+		{"unknown reduction", "reduce.json", Options{Size: 4096, Reduce: "avg"}, ir.CodeBadOptions},
+		{"bad LL width", "reduce_pack.json", Options{Size: 4096, LLWidth: 4}, ir.CodeBadOptions},
+		{"bad dtype", "reduce.json", Options{Size: 4096, DType: DType(42)}, ir.CodeBadOptions},
+		{"too many launches", "reduce.json", Options{Size: 4096, Launches: 1000}, ir.CodeBadOptions},
+		{"zero size", "reduce.json", Options{}, ir.CodeSizeRefused},
+		{"no plan", "", Options{Size: 4096}, ir.CodeCannotRun},
+		{"step limit", "reduce.json", Options{Size: 4096, MaxSteps: 1}, ir.CodeCannotRun},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := Run(plans[tc.plan], tc.opt); err == nil {
+			_, err := Run(plans[tc.plan], tc.opt)
+			if err == nil {
 				t.Fatal("want an error")
-			} else {
-				t.Log(err)
 			}
+			if got := ir.ErrorCode(err); got != tc.code {
+				t.Errorf("code %q, want %q (%v)", got, tc.code, err)
+			}
+			t.Log(err)
 		})
 	}
 }

@@ -1,8 +1,7 @@
 package cpu
 
 import (
-	"fmt"
-
+	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -25,16 +24,16 @@ func (r *Reducer) Reduce(dt DType, op ir.ReduceOp, out []byte, srcs [][]byte) {
 // the message Run gives: prod is for integer types only.
 func CheckReduction(d DType, op ir.ReduceOp) error {
 	if !d.Valid() {
-		return fmt.Errorf("unsupported data type %d", d)
+		return diag.Errorc(diag.CodeBadOptions, "unsupported data type %d", d)
 	}
 	switch op {
 	case ir.ReduceSum, ir.ReduceMin, ir.ReduceMax:
 		return nil
 	case ir.ReduceProd:
 		if d.IsFloat() {
-			return fmt.Errorf("reduction prod is supported for integer types only, not %s", d)
+			return diag.Errorc(diag.CodeBadOptions, "reduction prod is supported for integer types only, not %s", d)
 		}
 		return nil
 	}
-	return fmt.Errorf("unknown reduction %q (want sum, min, max or prod)", op)
+	return diag.Errorc(diag.CodeBadOptions, "unknown reduction %q (want sum, min, max or prod)", op)
 }

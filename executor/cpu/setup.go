@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 
+	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -105,7 +106,7 @@ func (s *sim) setup() error {
 	}
 	s.in, s.out = in, out
 	if ds := int64(s.opt.DType.Size()); in%ds != 0 || out%ds != 0 {
-		return fmt.Errorf("buffer sizes %d and %d bytes are not whole %s elements", in, out, s.opt.DType)
+		return diag.Errorc(diag.CodeSizeRefused, "buffer sizes %d and %d bytes are not whole %s elements", in, out, s.opt.DType)
 	}
 	n := len(p.GPUs)
 	s.ranks = make([]*rankState, n)

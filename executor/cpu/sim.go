@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 
+	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -58,7 +59,18 @@ type block struct {
 // The error is for runs that cannot start (a size the plan cannot split,
 // an unsupported type or reduction, a reference that does not resolve) or
 // that exceed opt.MaxSteps; every finding about the plan is in the Report.
+// The error carries a code (ir.ErrorCode): exec.options for an option
+// out of range, exec.size for a size whose pieces are not whole
+// elements, proof.cannot-run for the rest.
 func Run(p *ir.Plan, opt Options) (*Report, error) {
+	rep, err := run(p, opt)
+	if err != nil {
+		return nil, diag.WithCode(diag.CodeCannotRun, err)
+	}
+	return rep, nil
+}
+
+func run(p *ir.Plan, opt Options) (*Report, error) {
 	if p == nil {
 		return nil, fmt.Errorf("no plan")
 	}
@@ -73,7 +85,7 @@ func Run(p *ir.Plan, opt Options) (*Report, error) {
 func (s *sim) start() (*Report, error) {
 	opt := s.opt
 	if err := s.options(); err != nil {
-		return nil, err
+		return nil, diag.WithCode(diag.CodeBadOptions, err)
 	}
 	if err := s.setup(); err != nil {
 		return nil, err

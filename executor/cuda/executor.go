@@ -8,6 +8,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/kernels"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
@@ -140,7 +141,7 @@ func Open(p *ir.Plan, opt Options) (*Executor, error) {
 		opt.FifoEntries = 1024
 	}
 	if opt.FifoEntries&(opt.FifoEntries-1) != 0 {
-		return nil, fmt.Errorf("cudaexec: FifoEntries %d is not a power of two", opt.FifoEntries)
+		return nil, diag.Errorc(diag.CodeBadOptions, "cudaexec: FifoEntries %d is not a power of two", opt.FifoEntries)
 	}
 	if opt.PortCopy, err = resolvePortCopy(opt.PortCopy); err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 
 	"github.com/msccl-go/msccl-go/runtime/cuda"
 
+	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/kernels"
 )
@@ -16,10 +17,10 @@ func checkReduce(red ir.ReduceOp, dt ir.DType) error {
 	case ir.ReduceProd:
 		switch dt {
 		case ir.F32, ir.F16, ir.BF16, ir.F8E4M3, ir.F8E5M2:
-			return fmt.Errorf("cudaexec: prod is supported for integer types only, not %s", dt)
+			return diag.Errorc(diag.CodeBadOptions, "cudaexec: prod is supported for integer types only, not %s", dt)
 		}
 	default:
-		return fmt.Errorf("cudaexec: unknown reduction %q", red)
+		return diag.Errorc(diag.CodeBadOptions, "cudaexec: unknown reduction %q", red)
 	}
 	return nil
 }

@@ -1,8 +1,9 @@
 package cudaexec
 
 import (
-	"fmt"
 	"os"
+
+	"github.com/msccl-go/msccl-go/internal/diag"
 )
 
 // PortCopy chooses what moves a port channel's bytes.
@@ -55,7 +56,7 @@ func (c PortCopy) String() string {
 func resolvePortCopy(c PortCopy) (PortCopy, error) {
 	if c != PortCopyAuto {
 		if c != PortCopyProxy && c != PortCopySM {
-			return 0, fmt.Errorf("cudaexec: unknown PortCopy %d", int(c))
+			return 0, diag.Errorc(diag.CodeBadOptions, "cudaexec: unknown PortCopy %d", int(c))
 		}
 		return c, nil
 	}
@@ -66,7 +67,7 @@ func resolvePortCopy(c PortCopy) (PortCopy, error) {
 		return PortCopySM, nil
 	case "", "auto":
 	default:
-		return 0, fmt.Errorf("cudaexec: MSCCL_PORT_COPY=%q: want proxy, sm or auto", v)
+		return 0, diag.Errorc(diag.CodeBadOptions, "cudaexec: MSCCL_PORT_COPY=%q: want proxy, sm or auto", v)
 	}
 	// Every peer this executor reaches is on a device its SMs can store
 	// to (one process, one device), so SMs copy unless asked otherwise:

@@ -1,6 +1,6 @@
 package cudaexec
 
-import "fmt"
+import "github.com/msccl-go/msccl-go/internal/diag"
 
 // checkResident refuses a binding whose thread blocks cannot all be
 // resident on the device at once. Blocks of every rank spin on each
@@ -26,7 +26,7 @@ func (e *Executor) checkResident(fn *fnEntry, b *binding) error {
 // without a GPU.
 func residentError(plan string, ranks, blocks, threads, smem, perSM, sms int) error {
 	if capacity := perSM * sms; blocks > capacity {
-		return fmt.Errorf("cudaexec: plan %q needs all %d thread blocks of its %d ranks resident at once (they wait on each other), "+
+		return diag.Errorc(diag.CodeNotResident, "cudaexec: plan %q needs all %d thread blocks of its %d ranks resident at once (they wait on each other), "+
 			"but device 0 holds at most %d blocks of %d threads with %d bytes of op table (%d per multiprocessor × %d multiprocessors); "+
 			"use fewer blocks (instances, tb), fewer threads per block (option threads_per_block), or fewer ranks per device",
 			plan, blocks, ranks, capacity, threads, smem, perSM, sms)

@@ -3,6 +3,7 @@ package cudaexec
 import (
 	"fmt"
 
+	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
 )
@@ -38,7 +39,7 @@ func (e *Executor) pieces() (in, out int64) {
 func (e *Executor) stageFor(size int64) (*Buffers, error) {
 	padded, ok := e.rule.Next(size)
 	if !ok {
-		return nil, fmt.Errorf("cudaexec: message size %d bytes is above the largest size of the plan's rule (%s)", size, e.rule)
+		return nil, diag.Errorc(diag.CodeSizeRefused, "cudaexec: message size %d bytes is above the largest size of the plan's rule (%s)", size, e.rule)
 	}
 	return e.alloc(padded)
 }
@@ -64,7 +65,7 @@ func (e *Executor) checkStaged(b *Buffers, dt ir.DType) error {
 	pin, pout := e.pieces()
 	es := int64(dt.Size())
 	if (b.InBytes/pin)%es != 0 || (b.OutBytes/pout)%es != 0 {
-		return fmt.Errorf("cudaexec: message size %d bytes is not a whole number of %s elements (%d bytes) per rank's piece (input %d bytes in %d pieces, output %d in %d)",
+		return diag.Errorc(diag.CodeSizeRefused, "cudaexec: message size %d bytes is not a whole number of %s elements (%d bytes) per rank's piece (input %d bytes in %d pieces, output %d in %d)",
 			b.Size, dt, es, b.InBytes, pin, b.OutBytes, pout)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/kernels"
 )
@@ -89,7 +90,7 @@ func (b *tableBuilder) op(t *kernels.Table, tb *ir.ThreadBlock, op *ir.Op, path 
 	at := where(b.rank, tb.ID, path)
 	info := op.Info()
 	if info.Class == ir.ClassSwitch {
-		return fmt.Errorf("%s: op %q needs a switch channel (NVLink multicast), which this executor does not create", at, info.Name)
+		return diag.Errorc(diag.CodeUnsupported, "%s: op %q needs a switch channel (NVLink multicast), which this executor does not create", at, info.Name)
 	}
 	red, err := kernels.ReduceCode(op.ReduceOp())
 	if err != nil {
@@ -145,7 +146,7 @@ func (b *tableBuilder) op(t *kernels.Table, tb *ir.ThreadBlock, op *ir.Op, path 
 		t.Ops = append(t.Ops, d)
 		for k := range op.Ops() {
 			if op.Ops()[k].Code == ir.OpPipeline {
-				return fmt.Errorf("%s: nested pipelines are not supported", at)
+				return diag.Errorc(diag.CodeUnsupported, "%s: nested pipelines are not supported", at)
 			}
 			if err := b.op(t, tb, &op.Ops()[k], append(append([]int(nil), path...), k)); err != nil {
 				return err
@@ -156,7 +157,7 @@ func (b *tableBuilder) op(t *kernels.Table, tb *ir.ThreadBlock, op *ir.Op, path 
 	// port ppkt copies bytes that already are packets (upstream's reading).
 	portPkt := op.ChannelType == ir.ChanPort && (op.Code == ir.OpPpkt)
 	if op.ChannelType == ir.ChanPort && (op.Code == ir.OpRespkt || op.Code == ir.OpRecspkt) {
-		return fmt.Errorf("%s: %s over a port channel is not supported (use a memory channel)", at, info.Name)
+		return diag.Errorc(diag.CodeUnsupported, "%s: %s over a port channel is not supported (use a memory channel)", at, info.Name)
 	}
 	for k := range op.Src {
 		r, err := b.ref(tb, op, &op.Src[k], info.IsPacketSrc(k) || portPkt, at, "src_buff", k)
@@ -201,7 +202,7 @@ func (b *tableBuilder) ref(tb *ir.ThreadBlock, op *ir.Op, r *ir.BufRef, packet b
 		}
 		peer = int16(owner)
 	default:
-		return kernels.Ref{}, fmt.Errorf("%s: switch channel buffers are not supported", at)
+		return kernels.Ref{}, diag.Errorc(diag.CodeUnsupported, "%s: switch channel buffers are not supported", at)
 	}
 	off, n := b.lay.RefRange(typ, r, op)
 	bs := &b.bufs[owner]
@@ -247,7 +248,7 @@ func checkPlan(p *ir.Plan, allowMulticast bool) error {
 		g := &p.GPUs[r]
 		for _, c := range g.Channels {
 			if c.Type == ir.ChanSwitch && !allowMulticast {
-				return fmt.Errorf("gpus[%d]: switch channel (NVLink multicast) refused: multicast is disabled (Options.AllowMulticast)", r)
+				return diag.Errorc(diag.CodeUnsupported, "gpus[%d]: switch channel (NVLink multicast) refused: multicast is disabled (Options.AllowMulticast)", r)
 			}
 		}
 		for _, tb := range g.ThreadBlocks {
@@ -256,7 +257,7 @@ func checkPlan(p *ir.Plan, allowMulticast bool) error {
 				for k := range ops {
 					pk := append(append([]int(nil), path...), k)
 					if ops[k].Info().Class == ir.ClassSwitch {
-						return fmt.Errorf("%s: op %q needs NVLink multicast, which this executor does not use", where(r, tb.ID, pk), ops[k].Info().Name)
+						return diag.Errorc(diag.CodeUnsupported, "%s: op %q needs NVLink multicast, which this executor does not use", where(r, tb.ID, pk), ops[k].Info().Name)
 					}
 					if err := walk(ops[k].Ops(), pk); err != nil {
 						return err

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/msccl-go/msccl-go/internal/chrometrace"
+	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/kernels"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
@@ -28,7 +29,7 @@ func (e *Executor) setupTrace() error {
 		return nil
 	}
 	if e.opt.Trace > maxTrace {
-		return fmt.Errorf("cudaexec: Trace %d records per block is above %d", e.opt.Trace, maxTrace)
+		return diag.Errorc(diag.CodeBadOptions, "cudaexec: Trace %d records per block is above %d", e.opt.Trace, maxTrace)
 	}
 	tl := &timeline{}
 	e.tl = tl

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/internal/socket"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/comm"
@@ -100,7 +101,7 @@ func Open(ctx context.Context, c *comm.Comm, p *ir.Plan, opt Options) (*Executor
 		opt.LLWidth = 16
 	}
 	if opt.LLWidth != 8 && opt.LLWidth != 16 {
-		return nil, fmt.Errorf("host: LL packet width must be 8 or 16 bytes, got %d", opt.LLWidth)
+		return nil, diag.Errorc(diag.CodeBadOptions, "host: LL packet width must be 8 or 16 bytes, got %d", opt.LLWidth)
 	}
 	if len(p.GPUs) != c.Size() {
 		return nil, fmt.Errorf("host: plan %q has %d ranks, the job has %d", p.Name, len(p.GPUs), c.Size())

@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -98,7 +99,7 @@ func (e *Executor) Run(ctx context.Context, b *Buffers, dt cpu.DType, red ir.Red
 	defer e.mu.Unlock()
 	switch {
 	case e.closed:
-		return fmt.Errorf("host: executor closed")
+		return diag.Errorc(diag.CodeBroken, "host: executor closed")
 	case b == nil || b.e != e || b.views == nil:
 		return fmt.Errorf("host: buffers not allocated by this executor, or freed")
 	}
@@ -106,7 +107,7 @@ func (e *Executor) Run(ctx context.Context, b *Buffers, dt cpu.DType, red ir.Red
 		return fmt.Errorf("host: rank %d: %w", e.rank, err)
 	}
 	if in := int64(dt.Size()); b.in%in != 0 || b.out%in != 0 {
-		return fmt.Errorf("host: buffers of %d and %d bytes are not whole %s elements", b.in, b.out, dt)
+		return diag.Errorc(diag.CodeSizeRefused, "host: buffers of %d and %d bytes are not whole %s elements", b.in, b.out, dt)
 	}
 	l := e.launches
 	e.launches++

@@ -39,6 +39,15 @@ const (
 	CodeWrongResult    = "proof.wrong-result"    // an output differs from the collective's definition
 	CodeInputClobbered = "proof.input-clobbered" // an out-of-place collective changed its input
 	CodeCannotRun      = "proof.cannot-run"      // the CPU executor refused to run the plan
+
+	// The executors' errors (Coded, CodeOf): refusals a caller may act
+	// on, by changing what it asks for rather than the plan.
+	CodeBadOptions  = "exec.options"      // an option the executor does not take: data type, reduction, launches, packet width, FIFO size
+	CodeSizeRefused = "exec.size"         // a message size the plan does not serve (its size rule, or a piece of no whole elements)
+	CodeUnsupported = "exec.unsupported"  // a valid plan that this executor cannot run (an op, channel or layout it lacks)
+	CodeNotResident = "exec.not-resident" // the plan's blocks, which wait on each other, do not fit on the device at once
+	CodeWatchdog    = "exec.watchdog"     // a wait ran past the timeout: the watchdog stopped the launch (HangError)
+	CodeBroken      = "exec.broken"       // the executor is closed, or unusable after an earlier failure
 )
 
 const limitPrefix = "limit."
@@ -73,4 +82,10 @@ var Codes = []struct{ Code, Meaning string }{
 	{CodeWrongResult, "an output differs from the collective's definition"},
 	{CodeInputClobbered, "an out-of-place collective changed its input"},
 	{CodeCannotRun, "the CPU executor refused to run the plan"},
+	{CodeBadOptions, "an executor option out of range"},
+	{CodeSizeRefused, "a message size the plan does not serve"},
+	{CodeUnsupported, "a plan this executor cannot run"},
+	{CodeNotResident, "blocks that wait on each other do not fit at once"},
+	{CodeWatchdog, "a wait ran past the watchdog's timeout"},
+	{CodeBroken, "the executor is closed or broken"},
 }

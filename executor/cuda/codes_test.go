@@ -1,0 +1,42 @@
+package cudaexec
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/msccl-go/msccl-go/ir"
+	"github.com/msccl-go/msccl-go/kernels"
+)
+
+// The refusals a user sees carry their codes through the executor's own
+// wrapping ("cudaexec: rank 3: ..."), without a GPU: callers branch on
+// ir.ErrorCode, never on these messages.
+func TestErrorCodes(t *testing.T) {
+	gather := &Executor{p: &ir.Plan{Collective: ir.AllGather, GPUs: make([]ir.GPU, 4)},
+		rule: ir.SizeRule{Granularity: 16, Min: 64, Max: 1 << 20}}
+	_, above := gather.stageFor(2 << 20)
+	for _, c := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"size above the rule", above, ir.CodeSizeRefused},
+		{"piece of no whole elements", gather.checkStaged(&Buffers{Size: 24, InBytes: 6, OutBytes: 24}, ir.F32), ir.CodeSizeRefused},
+		{"not resident", residentError("alltoall_ring", 8, 256, 1024, 4096, 1, 132), ir.CodeNotResident},
+		{"prod of floats", checkReduce(ir.ReduceProd, ir.BF16), ir.CodeBadOptions},
+		{"unknown reduction", checkReduce("avg", ir.F32), ir.CodeBadOptions},
+		{"unknown port copy", func() error { _, err := resolvePortCopy(PortCopy(9)); return err }(), ir.CodeBadOptions},
+		{"watchdog", fmt.Errorf("cudaexec: rank 1: %w", &HangError{Stuck: []kernels.WatchRecord{{Kind: kernels.WatchSignal}}}), ir.CodeWatchdog},
+	} {
+		if c.err == nil {
+			t.Errorf("%s: no error", c.name)
+			continue
+		}
+		if got := ir.ErrorCode(fmt.Errorf("rank 3: %w", c.err)); got != c.want {
+			t.Errorf("%s: code %q, want %q (%v)", c.name, got, c.want, c.err)
+		}
+	}
+	if err := gather.checkStaged(&Buffers{Size: 64, InBytes: 16, OutBytes: 64}, ir.F32); err != nil {
+		t.Errorf("whole pieces refused: %v", err)
+	}
+}
