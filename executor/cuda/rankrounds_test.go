@@ -103,7 +103,7 @@ func TestLaunchRoundsRefusedClosedMissing(t *testing.T) {
 	}
 
 	lr = newLaunchRounds(nil, []int{0, 1, 2})
-	errs = commtest.Join(t, []string{"n", "n", "n"}, cpudev.Device{}, time.Second, func(ctx context.Context, c *comm.Comm) error {
+	errs = commtest.Join(t, []string{"n", "n", "n"}, cpudev.Device{}, 2*time.Second, func(ctx context.Context, c *comm.Comm) error {
 		if c.Rank() == 2 {
 			return nil // never launches
 		}
