@@ -89,6 +89,14 @@ type Executor struct {
 	proxy  *proxy
 	broken error
 	tl     *timeline // Options.Trace: the ranks' timeline buffers (trace.go)
+
+	// Run on a caller's stream as a graph launch (runstream.go): the
+	// capture stream, the event after the last launch and the stream it
+	// was on, and whether the rank streams got work since.
+	capStream *cuda.Stream
+	graphDone *cuda.Event
+	graphTail *cuda.Stream
+	rankTail  bool
 }
 
 type fnKey struct {
@@ -392,11 +400,7 @@ func (e *Executor) Close() error {
 	}
 	var first firstErr
 	keep := first.keep
-	for _, rs := range e.ranks {
-		if rs != nil && rs.stream != nil {
-			keep(rs.stream.Synchronize())
-		}
-	}
+	keep(e.syncRanks())
 	if e.proxy != nil {
 		keep(e.proxy.stop())
 		e.proxy = nil
@@ -419,6 +423,7 @@ func (e *Executor) Close() error {
 		keep(e.fork.Destroy())
 		e.fork = nil
 	}
+	e.closeStreamGraphs(keep)
 	return first.err
 }
 

@@ -113,10 +113,8 @@ func (e *Executor) evict() error {
 		if ob != nil && ob.pins > 0 {
 			continue
 		}
-		for _, rs := range e.ranks {
-			if err := rs.stream.Synchronize(); err != nil {
-				return err
-			}
+		if err := e.syncRanks(); err != nil {
+			return err
 		}
 		if ob != nil {
 			ob.free()
@@ -135,10 +133,8 @@ func (e *Executor) evict() error {
 // bufs must be destroyed first.
 func (e *Executor) Release(bufs *Buffers) error {
 	pk := ptrKey(bufs)
-	for _, rs := range e.ranks {
-		if err := rs.stream.Synchronize(); err != nil {
-			return err
-		}
+	if err := e.syncRanks(); err != nil {
+		return err
 	}
 	keep := e.order[:0]
 	var first error

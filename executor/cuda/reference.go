@@ -31,6 +31,7 @@ type refBinding struct {
 	fn   *fnEntry
 	mem  []cuda.DevicePtr // per rank: scratch, then Args
 	args []cuda.DevicePtr
+	sg   *Graph // launched as the plan's fan-out is (runstream.go)
 }
 
 // Reference prepares the named reference kernel (reference.Kernels) for
@@ -178,7 +179,7 @@ func (ref *Reference) Run(c Call) error {
 	if err != nil {
 		return err
 	}
-	return ref.e.fanOut(c.Stream, func(r int, rs *rankRes) error {
+	return ref.e.onStream(c.Stream, &b.sg, func(r int, rs *rankRes) error {
 		arg := uint64(b.args[r])
 		if err := b.fn.fn.Launch([3]uint32{uint32(ref.nblocks), 1, 1}, [3]uint32{ref.threads, 1, 1}, 0, rs.stream, unsafe.Pointer(&arg)); err != nil {
 			return fmt.Errorf("launching reference %s on rank %d: %w", ref.k.Name, r, err)
@@ -221,10 +222,8 @@ func (ref *Reference) Wait(s *cuda.Stream) error {
 
 // Release frees the scratch bound to bufs, after the work in flight.
 func (ref *Reference) Release(bufs *Buffers) error {
-	for _, rs := range ref.e.ranks {
-		if err := rs.stream.Synchronize(); err != nil {
-			return err
-		}
+	if err := ref.e.syncRanks(); err != nil {
+		return err
 	}
 	pk := ptrKey(bufs)
 	var first firstErr
@@ -232,6 +231,7 @@ func (ref *Reference) Release(bufs *Buffers) error {
 		if k.ptrs != pk {
 			continue
 		}
+		first.keep(b.sg.Destroy())
 		for _, p := range b.mem {
 			first.keep(cuda.Free(p))
 		}
@@ -247,10 +247,9 @@ func (ref *Reference) Close() error {
 	}
 	var first firstErr
 	keep := first.keep
-	for _, rs := range ref.e.ranks {
-		keep(rs.stream.Synchronize())
-	}
+	keep(ref.e.syncRanks())
 	for _, b := range ref.binds {
+		keep(b.sg.Destroy())
 		for _, p := range b.mem {
 			keep(cuda.Free(p))
 		}

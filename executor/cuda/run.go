@@ -139,6 +139,7 @@ type binding struct {
 	key     bindKey
 	in, out []cuda.DevicePtr // the buffer addresses the key spells, for serves
 	pins    int              // captured graphs that point at this binding's memory
+	sg      *Graph           // the fan-out as a graph, for Run on a caller's stream (runstream.go)
 	fn      *fnEntry
 	args    []cuda.DevicePtr // per rank: Args struct
 	mem     []cuda.DevicePtr // per rank: scratch + tables + args, one allocation
@@ -148,6 +149,8 @@ type binding struct {
 
 func (b *binding) free() error {
 	var first firstErr
+	first.keep(b.sg.Destroy())
+	b.sg = nil
 	for _, p := range b.mem {
 		if p != 0 {
 			first.keep(cuda.Free(p))
@@ -352,14 +355,33 @@ func putU32(b []byte, v uint32) {
 // The executor keeps the 16 most recent (buffers, size, type, reduction)
 // bindings; a captured graph stays valid while its binding is among them.
 func (e *Executor) Prepare(c Call) error {
-	_, err := e.bind(&c)
+	b, err := e.bind(&c)
+	if err != nil || c.Stream == nil || b.sg != nil || (c.Buffers != nil && c.Buffers.stage != nil) {
+		return err
+	}
+	// Run on a caller's stream launches the fan-out as a graph
+	// (runstream.go): capture it here, off the timed path.
+	b.sg, err = e.streamGraph(e.launches(b))
 	return err
 }
 
+// launches is the work of a Run of binding b without staging: each rank's
+// kernel on the rank's stream.
+func (e *Executor) launches(b *binding) func(r int, rs *rankRes) error {
+	return func(r int, rs *rankRes) error {
+		if err := b.fn.fn.LaunchPtr([3]uint32{uint32(rs.nblocks), 1, 1}, [3]uint32{b.threads, 1, 1}, b.smem, rs.stream, uint64(b.args[r])); err != nil {
+			return fmt.Errorf("launching rank %d: %w", r, err)
+		}
+		return nil
+	}
+}
+
 // Run enqueues the collective: one kernel per rank on the rank's stream,
-// forked from and joined back into c.Stream (when given) with events. It
-// makes 1 + 4·ranks driver calls and can be captured into a CUDA graph
-// after Prepare.
+// ordered after c.Stream's earlier work and before its later work (when
+// given). Without a stream it makes ranks driver calls; on a caller's
+// stream, a cached graph of the fan-out: three (runstream.go), or
+// 1 + 4·ranks while that stream is being captured or the buffers are
+// staged. It can be captured into a CUDA graph after Prepare.
 func (e *Executor) Run(c Call) error {
 	if e.broken != nil {
 		return e.brokenErr()
@@ -377,19 +399,17 @@ func (e *Executor) Run(c Call) error {
 	if err != nil {
 		return err
 	}
+	if st == nil {
+		return e.onStream(c.Stream, &b.sg, e.launches(b))
+	}
 	return e.fanOut(c.Stream, func(r int, rs *rankRes) error {
-		if st != nil {
-			if err := e.copyIn(r, user, st, rs.stream); err != nil {
-				return err
-			}
+		if err := e.copyIn(r, user, st, rs.stream); err != nil {
+			return err
 		}
-		if err := b.fn.fn.LaunchPtr([3]uint32{uint32(rs.nblocks), 1, 1}, [3]uint32{b.threads, 1, 1}, b.smem, rs.stream, uint64(b.args[r])); err != nil {
-			return fmt.Errorf("launching rank %d: %w", r, err)
+		if err := e.launches(b)(r, rs); err != nil {
+			return err
 		}
-		if st != nil {
-			return e.copyOut(r, user, st, rs.stream)
-		}
-		return nil
+		return e.copyOut(r, user, st, rs.stream)
 	})
 }
 
@@ -398,6 +418,23 @@ func (e *Executor) Run(c Call) error {
 // plan, and how a Reference launches its kernel, so that both are timed
 // the same way.
 func (e *Executor) fanOut(s *cuda.Stream, work func(r int, rs *rankRes) error) error {
+	// Work that runs now (not captured into a graph for later) goes after
+	// the last graph launch and is what a later one must wait for
+	// (runstream.go).
+	live := true
+	if s != nil {
+		st, err := s.CaptureStatus()
+		if err != nil {
+			return err
+		}
+		live = st == cuda.CaptureNone
+	}
+	if live {
+		if err := e.afterGraphs(); err != nil {
+			return err
+		}
+		e.rankTail = true
+	}
 	if s != nil {
 		if err := e.fork.Record(s); err != nil {
 			return err
@@ -437,10 +474,8 @@ func (e *Executor) Wait(s *cuda.Stream) error {
 			return err
 		}
 	}
-	for _, rs := range e.ranks {
-		if err := rs.stream.Synchronize(); err != nil {
-			return err
-		}
+	if err := e.syncRanks(); err != nil {
+		return err
 	}
 	if e.proxy != nil {
 		// Port puts may still be in flight after the kernels end (a plan

@@ -111,10 +111,8 @@ func (e *Executor) Timeline() (*Timeline, error) {
 	if e.tl == nil {
 		return nil, errors.New("cudaexec: Timeline needs Options.Trace")
 	}
-	for _, rs := range e.ranks {
-		if err := rs.stream.Synchronize(); err != nil {
-			return nil, err
-		}
+	if err := e.syncRanks(); err != nil {
+		return nil, err
 	}
 	t := &Timeline{Launch: make([]uint64, len(e.ranks))}
 	per := kernels.TraceBlockBytes(e.opt.Trace)

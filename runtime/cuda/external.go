@@ -34,9 +34,12 @@ func (s *Stream) CaptureStatus() (int, error) {
 	if err := Init(); err != nil {
 		return 0, err
 	}
-	var st C.int
-	if err := check("cuStreamIsCapturing", C.mc_cuStreamIsCapturing(s.handle(), &st)); err != nil {
-		return 0, err
+	// The status comes back by value (no C.int whose address escapes to
+	// the heap): executor/cuda asks on every Run on a caller's stream,
+	// which must not allocate.
+	st := C.mc_cuStreamCaptureStatus(s.handle())
+	if st&3 == 3 {
+		return 0, check("cuStreamIsCapturing", st>>2)
 	}
 	switch st {
 	case CaptureNone, CaptureActive, CaptureInvalidated:

@@ -426,6 +426,15 @@ int mc_cuLaunchKernel1(uintptr_t f, unsigned gx, unsigned gy, unsigned gz,
 int mc_cuStreamBeginCapture(uintptr_t s, int mode) { CALLCTX(cuStreamBeginCapture, H(s), mode); }
 int mc_cuStreamEndCapture(uintptr_t s, uintptr_t *g) { CALLCTX(cuStreamEndCapture, H(s), (CUgraph *)g); }
 int mc_cuStreamIsCapturing(uintptr_t s, int *status) { CALLCTX(cuStreamIsCapturing, H(s), status); }
+// mc_cuStreamCaptureStatus returns the capture status (0-2) on success and
+// the driver's result r as r*4+3 otherwise (MC_MISSING stays -1): the
+// status comes back by value, so the Go caller passes no pointer and a
+// Run on a cached plan allocates nothing.
+int mc_cuStreamCaptureStatus(uintptr_t s) {
+  int st = 0;
+  int r = mc_cuStreamIsCapturing(s, &st);
+  return r ? r * 4 + 3 : st;
+}
 int mc_cuThreadExchangeStreamCaptureMode(int *mode) { CALL(cuThreadExchangeStreamCaptureMode, mode); }
 int mc_cuGraphInstantiate(uintptr_t *ge, uintptr_t g) {
   CALLCTX(cuGraphInstantiateWithFlags, (CUgraphExec *)ge, H(g), 0);

@@ -88,6 +88,7 @@ int mc_cuLaunchKernel1(uintptr_t f, unsigned gx, unsigned gy, unsigned gz,
 int mc_cuStreamBeginCapture(uintptr_t s, int mode);
 int mc_cuStreamEndCapture(uintptr_t s, uintptr_t *g);
 int mc_cuStreamIsCapturing(uintptr_t s, int *status);
+int mc_cuStreamCaptureStatus(uintptr_t s);
 int mc_cuThreadExchangeStreamCaptureMode(int *mode);
 int mc_cuGraphInstantiate(uintptr_t *ge, uintptr_t g);
 int mc_cuGraphLaunch(uintptr_t ge, uintptr_t s);
