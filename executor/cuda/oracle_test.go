@@ -23,7 +23,11 @@ import (
 // GPU (cpu.Options.OnLaunch): the GPU runs that launch twice — eagerly and
 // by replaying a CUDA graph, on separate buffers fed the same inputs — and
 // the outputs are compared while the CPU computes the next launch. Memory
-// stays at two launches per case whatever the launch count.
+// stays at two launches per case whatever the launch count. The inputs
+// cross to the device once (the graph's are a device copy), the eager
+// outputs come back and are compared with the CPU's on the host, and the
+// graph's are compared with the eager ones on the device
+// (oracle_stage_test.go): graph = eager = CPU, byte for byte.
 
 // gpuMu serialises GPU work: an executor is not safe for concurrent use,
 // and kernels of two executors sharing the device could starve each
@@ -167,10 +171,12 @@ var runMode = func() [2]bool {
 	return [2]bool{true, true}
 }()
 
-// cpuSlots bounds concurrent CPU-oracle runs (one core each); cpuMem bounds
-// the host memory they and their pinned staging hold.
+// cpuSlots bounds concurrent CPU-oracle runs (one core each; a case gives
+// its slot back while it waits for and drives the GPU, so every core
+// simulates while the GPU works); cpuMem bounds the host memory they and
+// their pinned staging hold.
 var (
-	cpuSlots = make(chan struct{}, max(1, min(runtime.NumCPU()-2, 14)))
+	cpuSlots = make(chan struct{}, max(1, runtime.NumCPU()-1))
 	cpuMem   = newWeightSem(envBytes("MSCCL_GPU_TEST_MEM", 64<<30))
 )
 
@@ -230,7 +236,11 @@ type caseRun struct {
 	s          *cuda.Stream
 	bufs       [2]*Buffers // eager, graph
 	g          *Graph
-	pin        *cuda.HostMem // [n inputs][n eager outputs][n graph outputs]
+	pool       *stagingPool
+	diff       *diffKernel   // compares the graph's outputs with the eager run's
+	pin        *cuda.HostMem // [n inputs][n outputs of the run compared on the host]
+	devDiff    bool          // both modes run: the graph's outputs are compared on the device
+	graphDiff  [][2]uint64   // per rank: bytes where graph and eager differ, the first one
 	mismatches int
 	first      error
 	gpuTime    time.Duration
@@ -251,12 +261,21 @@ func outBytes(p *ir.Plan, in, out int64) int64 {
 	return out
 }
 
-func (cr *caseRun) outSrc(k, r int) cuda.DevicePtr {
-	return cr.bufs[k].Out[r]
+// hostRun is the run whose outputs come back to the host: eager unless
+// only graph replays run.
+func hostRun() int {
+	if runMode[0] {
+		return 0
+	}
+	return 1
 }
 
-func (cr *caseRun) outOff(k, r int) int64 {
-	return int64(cr.n)*cr.inN + int64(k*cr.n+r)*cr.outN
+// stageBytes is the pinned staging a case needs: every rank's input and
+// one run's output.
+func stageBytes(n int, in, outN int64) int64 { return int64(n) * (in + outN) }
+
+func (cr *caseRun) outOff(r int) int64 {
+	return int64(cr.n)*cr.inN + int64(r)*cr.outN
 }
 
 func (cr *caseRun) call(k int) Call {
@@ -291,7 +310,7 @@ func (cr *caseRun) teardown() {
 		}
 	}
 	if cr.pin != nil {
-		cr.pin.Free()
+		cr.pool.put(cr.pin)
 	}
 }
 
@@ -302,7 +321,7 @@ func (cr *caseRun) launch(l int, inputs, outputs [][]byte) error {
 		// Under gpuMu: pinning host memory may take driver locks that the
 		// proxy of a running port-channel plan needs.
 		gpuMu.Lock()
-		pin, err := cuda.HostAllocMapped(int64(cr.n) * (cr.inN + 2*cr.outN))
+		pin, err := cr.pool.get(stageBytes(cr.n, cr.inN, cr.outN))
 		gpuMu.Unlock()
 		if err != nil {
 			return gpuError{err}
@@ -315,35 +334,61 @@ func (cr *caseRun) launch(l int, inputs, outputs [][]byte) error {
 		}
 		copy(cr.pin.Bytes[int64(r)*cr.inN:], inputs[r])
 	}
-	if err := cr.onGPU(l); err != nil {
+	// The GPU runs one case at a time: give the core to another case's
+	// simulation meanwhile.
+	<-cpuSlots
+	err := cr.onGPU(l)
+	cpuSlots <- struct{}{}
+	if err != nil {
 		return gpuError{err}
 	}
-	for k, how := range []string{"eager", "graph"} {
-		if !runMode[k] {
+	how := [2]string{"eager", "graph"}
+	hk := hostRun()
+	for r := 0; r < cr.n; r++ {
+		off := cr.outOff(r)
+		got, want := cr.pin.Bytes[off:off+cr.outN], outputs[r]
+		hostOK := bytes.Equal(got, want)
+		if !hostOK {
+			cr.mismatch(fmt.Errorf("%s launch %d rank %d: output differs from the CPU executor (%s)", how[hk], l, r, diffWords(got, want)))
+		}
+		if !cr.devDiff {
 			continue
 		}
-		for r := 0; r < cr.n; r++ {
-			off := cr.outOff(k, r)
-			got, want := cr.pin.Bytes[off:off+cr.outN], outputs[r]
-			if bytes.Equal(got, want) {
-				continue
+		switch count, first := cr.graphDiff[r][0], cr.graphDiff[r][1]; {
+		case count != 0:
+			eager := "equals the CPU executor's"
+			if !hostOK {
+				eager = "differs from the CPU executor's too"
 			}
-			cr.mismatches++
-			if cr.first == nil {
-				i, wrong := 0, 0
-				for i < len(got) && got[i] == want[i] {
-					i++
-				}
-				for j := range got {
-					if got[j] != want[j] {
-						wrong++
-					}
-				}
-				cr.first = fmt.Errorf("%s launch %d rank %d: output differs from the CPU executor (%d of %d bytes, first at byte %d)", how, l, r, wrong, len(want), i)
-			}
+			cr.mismatch(fmt.Errorf("graph launch %d rank %d: output differs from the eager run's, compared on the device (%d of %d bytes, first at byte %d); the eager output %s", l, r, count, cr.outN, first, eager))
+		case !hostOK:
+			cr.mismatch(fmt.Errorf("graph launch %d rank %d: output equals the eager run's, which differs from the CPU executor", l, r))
 		}
 	}
 	return nil
+}
+
+// mismatch counts one launch·rank output that differs and keeps the first.
+func (cr *caseRun) mismatch(err error) {
+	cr.mismatches++
+	if cr.first == nil {
+		cr.first = err
+	}
+}
+
+// diffWords says how many bytes of got differ from want and where the
+// first is.
+func diffWords(got, want []byte) string {
+	i, wrong := 0, 0
+	for i < len(got) && got[i] == want[i] {
+		i++
+	}
+	for j := range got {
+		if got[j] != want[j] {
+			wrong++
+		}
+	}
+	return fmt.Sprintf("%d of %d bytes, first at byte %d", wrong, len(want), i)
 }
 
 func (cr *caseRun) onGPU(l int) error {
@@ -356,9 +401,16 @@ func (cr *caseRun) onGPU(l int) error {
 			return err
 		}
 	}
-	for k := range cr.bufs {
-		for r := 0; r < cr.n; r++ {
-			if err := cuda.MemcpyAsync(cr.bufs[k].In[r], cr.pin.Dev+cuda.DevicePtr(int64(r)*cr.inN), cr.inN, cr.s); err != nil {
+	// Inputs cross once, to the run compared on the host; the other run's
+	// buffers get a device copy before either runs (in-place plans
+	// overwrite their inputs).
+	hk := hostRun()
+	for r := 0; r < cr.n; r++ {
+		if err := cuda.MemcpyAsync(cr.bufs[hk].In[r], cr.pin.Dev+cuda.DevicePtr(int64(r)*cr.inN), cr.inN, cr.s); err != nil {
+			return err
+		}
+		if cr.devDiff {
+			if err := cuda.MemcpyAsync(cr.bufs[1].In[r], cr.bufs[0].In[r], cr.inN, cr.s); err != nil {
 				return err
 			}
 		}
@@ -373,14 +425,33 @@ func (cr *caseRun) onGPU(l int) error {
 			return err
 		}
 	}
-	for k := range cr.bufs {
-		for r := 0; r < cr.n; r++ {
-			if err := cuda.MemcpyAsync(cr.pin.Dev+cuda.DevicePtr(cr.outOff(k, r)), cr.outSrc(k, r), cr.outN, cr.s); err != nil {
-				return err
-			}
+	if cr.devDiff {
+		ptrs := make([][2]cuda.DevicePtr, cr.n)
+		for r := range ptrs {
+			ptrs[r] = [2]cuda.DevicePtr{cr.bufs[1].Out[r], cr.bufs[0].Out[r]}
+		}
+		if err := cr.diff.enqueue(cr.s, ptrs, cr.outN); err != nil {
+			return err
 		}
 	}
-	return cr.e.Wait(cr.s)
+	for r := 0; r < cr.n; r++ {
+		if err := cuda.MemcpyAsync(cr.pin.Dev+cuda.DevicePtr(cr.outOff(r)), cr.bufs[hk].Out[r], cr.outN, cr.s); err != nil {
+			return err
+		}
+	}
+	if err := cr.e.Wait(cr.s); err != nil {
+		return err
+	}
+	if cr.devDiff {
+		// The kernel's results are shared by the plan's cases: read them
+		// before gpuMu is let go.
+		cr.graphDiff = cr.graphDiff[:0]
+		for r := 0; r < cr.n; r++ {
+			count, first := cr.diff.result(r)
+			cr.graphDiff = append(cr.graphDiff, [2]uint64{count, first})
+		}
+	}
+	return nil
 }
 
 // caseResult is one case's outcome: ok, skipped (with why), or failed.
@@ -391,13 +462,14 @@ type caseResult struct {
 	hung     bool
 }
 
-func runCase(e *Executor, s *cuda.Stream, p *ir.Plan, c gcase) caseResult {
+func runCase(g *gpuSide, p *ir.Plan, c gcase) caseResult {
 	in, out, err := p.BufferBytes(c.size)
 	if err != nil {
 		return caseResult{skip: err.Error()}
 	}
 	n := len(p.GPUs)
-	cr := &caseRun{e: e, s: s, p: p, c: c, n: n, inN: in, outN: outBytes(p, in, out)}
+	cr := &caseRun{e: g.e, s: g.s, p: p, c: c, n: n, inN: in, outN: outBytes(p, in, out),
+		pool: g.pool, diff: g.diff, devDiff: runMode[0] && runMode[1]}
 	// The CPU executor's buffers for two launches, its packet store and
 	// scratch, and the pinned staging.
 	w := int64(n) * (6*(in+out) + 2*cr.outN)
@@ -434,6 +506,49 @@ func runCase(e *Executor, s *cuda.Stream, p *ir.Plan, c gcase) caseResult {
 	return res
 }
 
+// gpuSide is what the cases of one plan share on the GPU: the executor,
+// its stream, the staging pool and the device compare kernel.
+type gpuSide struct {
+	e    *Executor
+	s    *cuda.Stream
+	pool *stagingPool
+	diff *diffKernel
+}
+
+// openGPUSide opens p and what its cases share; gpuMu is held.
+func openGPUSide(p *ir.Plan, cases []gcase) (*gpuSide, error) {
+	e, err := Open(p, Options{Timeout: 3 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	g := &gpuSide{e: e, pool: newStagingPool()}
+	if g.s, err = cuda.NewStream(true); err == nil && runMode[0] && runMode[1] {
+		g.diff, err = newDiffKernel(e, len(p.GPUs))
+	}
+	if err != nil {
+		g.close()
+		return nil, err
+	}
+	for _, c := range cases {
+		if in, out, err := p.BufferBytes(c.size); err == nil {
+			g.pool.plan(stageBytes(len(p.GPUs), in, outBytes(p, in, out)))
+		}
+	}
+	return g, nil
+}
+
+// close frees what openGPUSide made; gpuMu is held.
+func (g *gpuSide) close() {
+	g.pool.close()
+	if g.diff != nil {
+		g.diff.close()
+	}
+	if g.s != nil {
+		g.s.Destroy()
+	}
+	g.e.Close()
+}
+
 // checkCases runs every case of a plan concurrently (bounded by cpuSlots
 // and cpuMem) and reports each failure.
 func checkCases(t *testing.T, name string, p *ir.Plan, cases []gcase) {
@@ -441,13 +556,7 @@ func checkCases(t *testing.T, name string, p *ir.Plan, cases []gcase) {
 	// executor and streams: their proxies copy in a context of their own
 	// (proxy.go), so no count of streams against hardware queues matters.
 	gpuMu.Lock()
-	e, err := Open(p, Options{Timeout: 3 * time.Second})
-	var s *cuda.Stream
-	if err == nil {
-		if s, err = cuda.NewStream(true); err != nil {
-			e.Close()
-		}
-	}
+	g, err := openGPUSide(p, cases)
 	gpuMu.Unlock()
 	if err != nil && strings.Contains(err.Error(), "multicast") {
 		t.Skipf("%s: %v", name, err)
@@ -457,8 +566,7 @@ func checkCases(t *testing.T, name string, p *ir.Plan, cases []gcase) {
 	}
 	defer func() {
 		gpuMu.Lock()
-		s.Destroy()
-		e.Close()
+		g.close()
 		gpuMu.Unlock()
 	}()
 	res := make([]caseResult, len(cases))
@@ -467,7 +575,7 @@ func checkCases(t *testing.T, name string, p *ir.Plan, cases []gcase) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res[i] = runCase(e, s, p, c)
+			res[i] = runCase(g, p, c)
 		}()
 	}
 	wg.Wait()

@@ -1,0 +1,118 @@
+package cudaexec
+
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/ir"
+)
+
+// fullConfigs is every configuration the GPU tests run: the non-NVLS peer
+// fixtures and each library algorithm at 2, 3, 4, 6 and 8 ranks where it
+// compiles (as TestGPUPeerPlans and TestGPUAlgorithms build them).
+func fullConfigs(t testing.TB) map[string]*ir.Plan {
+	cfg := map[string]*ir.Plan{}
+	for _, f := range planFiles(t) {
+		cfg[filepath.Base(f)] = loadPlan(t, f)
+	}
+	files, _ := filepath.Glob("../../algorithms/*.msccl")
+	for _, f := range files {
+		for _, n := range []int{2, 3, 4, 6, 8} {
+			if p, err := compileAlgo(f, n); err == nil {
+				cfg[fmt.Sprintf("%s@%d", strings.TrimSuffix(filepath.Base(f), ".msccl"), n)] = p
+			}
+		}
+	}
+	return cfg
+}
+
+// TestFullMatrixCoverage holds MSCCL_GPU_FULL's matrix to what
+// scripts/gpu/full-matrix.sh promises: per configuration every size ×
+// type × reduction at 10 launches plus the LL8 case. It logs the totals
+// and the rank·launch bytes the CPU oracle simulates, from which the
+// cost of a pass is estimated (BenchmarkOracleCPU gives the rate).
+func TestFullMatrixCoverage(t *testing.T) {
+	t.Setenv("MSCCL_GPU_FULL", "1")
+	t.Setenv("MSCCL_GPU_QUICK", "")
+	t.Setenv("MSCCL_GPU_DTYPES", "")
+	types := []cpu.DType{cpu.F32, cpu.F16, cpu.BF16, cpu.I32, cpu.F8E4M3, cpu.F8E5M2}
+	var cases int
+	var simBytes float64
+	cfgs := fullConfigs(t)
+	for name, p := range cfgs {
+		cs := matrix(p)
+		reds := 1
+		if reduces(p) {
+			reds = 3
+		}
+		type key struct {
+			dt  cpu.DType
+			red ir.ReduceOp
+		}
+		sizes := map[key]int{}
+		ll8 := 0
+		for _, c := range cs {
+			if c.ll == 8 {
+				ll8++
+				continue
+			}
+			if c.launches != 10 || c.ll != 16 {
+				t.Errorf("%s %v: want 10 launches at LL16", name, c)
+			}
+			sizes[key{c.dt, c.red}]++
+			if in, out, err := p.BufferBytes(c.size); err == nil {
+				simBytes += float64(c.launches) * float64(len(p.GPUs)) * float64(in+out)
+			}
+		}
+		if len(sizes) != len(types)*reds || ll8 != 1 {
+			t.Errorf("%s: %d type×reduction pairs and %d LL8 cases, want %d and 1", name, len(sizes), ll8, len(types)*reds)
+		}
+		for k, n := range sizes {
+			if n != 4 {
+				t.Errorf("%s %s/%s: %d sizes, want 4", name, k.dt, k.red, n)
+			}
+		}
+		cases += len(cs)
+	}
+	t.Logf("FULL matrix: %d configurations, %d cases, %.0f GiB of rank·launch input+output for the CPU oracle", len(cfgs), cases, simBytes/(1<<30))
+}
+
+// BenchmarkOracleCPU runs the CPU side of one FULL-matrix case, the
+// heaviest kind (allreduce_twoshot@8, 64 MiB, 10 launches), with the host
+// work the GPU test adds per launch (staging the inputs, comparing one
+// output set), and reports the rank·launch input+output bytes per second.
+func BenchmarkOracleCPU(b *testing.B) {
+	p, err := compileAlgo("../../algorithms/allreduce_twoshot.msccl", 8)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const size, launches = 64 << 20, 10
+	in, out, err := p.BufferBytes(size)
+	if err != nil {
+		b.Fatal(err)
+	}
+	stage := make([]byte, int64(len(p.GPUs))*(in+out))
+	b.ResetTimer()
+	for range b.N {
+		_, err := cpu.Run(p, cpu.Options{Size: size, DType: cpu.F32, Reduce: ir.ReduceSum, Launches: launches, LLWidth: 16,
+			OnLaunch: func(_ int, ins, outs [][]byte) error {
+				for r := range ins {
+					copy(stage[int64(r)*in:], ins[r])
+				}
+				for r := range outs {
+					if !bytes.Equal(stage[int64(len(ins))*in:][:len(outs[r])], outs[r]) {
+						copy(stage[int64(len(ins))*in:], outs[r])
+					}
+				}
+				return nil
+			}})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)*launches*float64(len(p.GPUs))*float64(in+out)/(1<<30)/b.Elapsed().Seconds(), "GiB/s")
+}

@@ -1,0 +1,234 @@
+package cudaexec
+
+import (
+	"encoding/binary"
+	"fmt"
+	"unsafe"
+
+	"github.com/msccl-go/msccl-go/runtime/cuda"
+)
+
+// The GPU side of the oracle (oracle_test.go) runs serially under gpuMu,
+// so its cost adds up over the whole matrix: at 64 MiB a launch moved
+// every rank's input to the device twice (eager and graph buffers) and
+// both outputs back, and every case pinned (and zeroed, and unpinned) its
+// own staging memory under the lock. The helpers here keep the checks and
+// halve the traffic: inputs cross PCIe once and are copied device to
+// device into the graph's buffers, and the graph's outputs are compared
+// with the eager run's on the device (diffKernel), so only the eager
+// outputs come back to be compared with the CPU executor byte for byte.
+// Graph output == eager output == CPU output is the same check as before.
+
+// stagingPool hands out pinned, mapped host staging buffers and takes
+// them back, so cases of one configuration that stage the same number of
+// bytes (the 18 types × reductions at one size) pin memory once. A buffer
+// is kept only while a case that will want its size has not started yet,
+// so idle pinned memory stays bounded by what is still to come. All
+// methods are called with gpuMu held (pinning may take driver locks a
+// running plan's proxy needs).
+type stagingPool struct {
+	expect map[int64]int // cases not yet started, by staging bytes
+	free   map[int64][]*cuda.HostMem
+}
+
+func newStagingPool() *stagingPool {
+	return &stagingPool{expect: map[int64]int{}, free: map[int64][]*cuda.HostMem{}}
+}
+
+// plan records that a case will stage n bytes; called before any case runs.
+func (sp *stagingPool) plan(n int64) { sp.expect[n]++ }
+
+// get returns a buffer of n bytes (its contents are stale: callers
+// overwrite every byte they read).
+func (sp *stagingPool) get(n int64) (*cuda.HostMem, error) {
+	if sp.expect[n] > 0 {
+		sp.expect[n]--
+	}
+	if l := sp.free[n]; len(l) > 0 {
+		h := l[len(l)-1]
+		sp.free[n] = l[:len(l)-1]
+		return h, nil
+	}
+	return cuda.HostAllocMapped(n)
+}
+
+// put takes a buffer back: kept if a case still to start stages as many
+// bytes, freed otherwise.
+func (sp *stagingPool) put(h *cuda.HostMem) {
+	n := int64(len(h.Bytes))
+	if sp.expect[n] > len(sp.free[n]) {
+		sp.free[n] = append(sp.free[n], h)
+		return
+	}
+	h.Free()
+}
+
+// close frees every kept buffer.
+func (sp *stagingPool) close() {
+	for n, l := range sp.free {
+		for _, h := range l {
+			h.Free()
+		}
+		delete(sp.free, n)
+	}
+}
+
+// diffSrc counts the bytes where a and b differ and the first such index.
+// Each thread keeps its own count and first index and adds them once, so
+// equal buffers (the usual case) cost no atomics at all.
+const diffSrc = `
+extern "C" __global__ void msccl_test_diff(const unsigned char *a, const unsigned char *b,
+		unsigned long long n, unsigned long long *res) {
+	unsigned long long count = 0, first = ~0ULL;
+	unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+	for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+		if (a[i] != b[i]) {
+			count++;
+			if (i < first) first = i;
+		}
+	}
+	if (count != 0) {
+		atomicAdd(&res[0], count);
+		atomicMin(&res[1], first);
+	}
+}
+`
+
+// diffKernel compares device buffers rank by rank on a stream: results
+// live in device memory (no host atomics over PCIe), are reset from and
+// copied back to pinned host memory in stream order.
+type diffKernel struct {
+	mod   *cuda.Module
+	fn    *cuda.Function
+	ranks int
+	dev   cuda.DevicePtr // [ranks]{count, first}
+	host  *cuda.HostMem  // [ranks]{0, ^0} reset pattern, then [ranks]{count, first} results
+}
+
+const diffSlot = 16 // bytes of results per rank
+
+// newDiffKernel compiles and loads the kernel for ranks ranks and checks
+// it on buffers with known differences, so that a kernel that cannot see
+// a difference fails here instead of passing every graph replay; gpuMu is
+// held.
+func newDiffKernel(e *Executor, ranks int) (*diffKernel, error) {
+	img, err := e.image("msccl_test_diff", diffSrc)
+	if err != nil {
+		return nil, err
+	}
+	d := &diffKernel{ranks: ranks}
+	if d.mod, err = cuda.LoadModule(img); err != nil {
+		return nil, err
+	}
+	if d.fn, err = d.mod.Function("msccl_test_diff"); err == nil {
+		if d.dev, err = cuda.Malloc(int64(diffSlot * ranks)); err == nil {
+			d.host, err = cuda.HostAllocMapped(int64(2 * diffSlot * ranks))
+		}
+	}
+	if err == nil {
+		for r := 0; r < ranks; r++ {
+			binary.LittleEndian.PutUint64(d.host.Bytes[r*diffSlot+8:], ^uint64(0))
+		}
+		err = d.selfCheck()
+	}
+	if err != nil {
+		d.close()
+		return nil, fmt.Errorf("device compare kernel: %w", err)
+	}
+	return d, nil
+}
+
+// selfCheck compares a buffer with a copy that differs in known bytes
+// (one of them past the last multiple of 16) and with itself.
+func (d *diffKernel) selfCheck() error {
+	const n = 1<<16 + 3
+	s, err := cuda.NewStream(true)
+	if err != nil {
+		return err
+	}
+	defer s.Destroy()
+	h, err := cuda.HostAllocMapped(2 * n)
+	if err != nil {
+		return err
+	}
+	defer h.Free()
+	a, err := cuda.Malloc(2 * n)
+	if err != nil {
+		return err
+	}
+	defer cuda.Free(a)
+	for i := 0; i < n; i++ {
+		h.Bytes[i] = byte(i*7 + i>>8)
+	}
+	copy(h.Bytes[n:], h.Bytes[:n])
+	wrong := []int{5, 4096, 4097, 60000, n - 1}
+	for _, i := range wrong {
+		h.Bytes[n+i] ^= 0x40
+	}
+	b := a + n
+	if err := cuda.MemcpyAsync(a, h.Dev, 2*n, s); err != nil {
+		return err
+	}
+	ptrs := make([][2]cuda.DevicePtr, d.ranks)
+	for r := range ptrs {
+		ptrs[r] = [2]cuda.DevicePtr{a, b} // rank 0 differs, the others compare a with itself
+		if r > 0 {
+			ptrs[r][1] = a
+		}
+	}
+	if err := d.enqueue(s, ptrs, n); err != nil {
+		return err
+	}
+	if err := s.Synchronize(); err != nil {
+		return err
+	}
+	for r := range ptrs {
+		count, first := d.result(r)
+		want, wantFirst := uint64(0), ^uint64(0)
+		if r == 0 {
+			want, wantFirst = uint64(len(wrong)), uint64(wrong[0])
+		}
+		if count != want || first != wantFirst {
+			return fmt.Errorf("self-check rank %d: counted %d differing bytes (first %d), want %d (first %d)", r, count, first, want, wantFirst)
+		}
+	}
+	return nil
+}
+
+// enqueue resets the results and compares ptrs[r][0] with ptrs[r][1]
+// over n bytes for every rank, then copies the results to the host, all
+// on s; read them with result after s is synchronised.
+func (d *diffKernel) enqueue(s *cuda.Stream, ptrs [][2]cuda.DevicePtr, n int64) error {
+	slots := int64(diffSlot * d.ranks)
+	if err := cuda.MemcpyAsync(d.dev, d.host.Dev, slots, s); err != nil {
+		return err
+	}
+	blocks := uint32(min(max((n+255)/256, 1), 4096))
+	for r, p := range ptrs {
+		a, b, nn, res := uint64(p[0]), uint64(p[1]), uint64(n), uint64(d.dev)+uint64(diffSlot*r)
+		if err := d.fn.Launch([3]uint32{blocks, 1, 1}, [3]uint32{256, 1, 1}, 0, s,
+			unsafe.Pointer(&a), unsafe.Pointer(&b), unsafe.Pointer(&nn), unsafe.Pointer(&res)); err != nil {
+			return err
+		}
+	}
+	return cuda.MemcpyAsync(d.host.Dev+cuda.DevicePtr(slots), d.dev, slots, s)
+}
+
+// result is rank r's count of differing bytes and the first one's index
+// (^0 when none differ).
+func (d *diffKernel) result(r int) (count, first uint64) {
+	at := d.ranks*diffSlot + r*diffSlot
+	return binary.LittleEndian.Uint64(d.host.Bytes[at:]), binary.LittleEndian.Uint64(d.host.Bytes[at+8:])
+}
+
+func (d *diffKernel) close() {
+	if d.host != nil {
+		d.host.Free()
+	}
+	if d.dev != 0 {
+		cuda.Free(d.dev)
+	}
+	if d.mod != nil {
+		d.mod.Unload()
+	}
+}

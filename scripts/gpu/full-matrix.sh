@@ -1,0 +1,60 @@
+#!/bin/bash
+# full-matrix.sh N: the FULL GPU oracle matrix of issue 13, N passes in a
+# row (default 1), stopping at the first failing pass. Run on the GPU
+# machine from the repo root after `bash scripts/gpu-pack ./executor/cuda`.
+#
+# Coverage of one pass (MSCCL_GPU_FULL=1, executor/cuda/oracle_test.go
+# matrix(); unchanged by this script):
+#   configurations: every peer fixture of testdata/peer-plans except the
+#     NVLS ones (TestGPUPeerPlans), and every library algorithm of
+#     algorithms/*.msccl at 2, 3, 4, 6 and 8 ranks where it compiles
+#     (TestGPUAlgorithms; hierarchical ones as 2 "nodes" of n/2 ranks):
+#     89 configurations
+#   cases per configuration: {64 MiB, 1 MiB, 16·(n·1009+3) B (uneven),
+#     1 KiB}, each moved to the next size the plan's rule admits, ×
+#     {f32, f16, bf16, i32, f8e4m3, f8e5m2} × {sum, min, max where the
+#     plan reduces, else sum} × 10 back-to-back launches, LL16; plus one
+#     LL8 case (uneven size, bf16 sum, 4 launches): 4481 cases
+#   every launch runs eagerly and by CUDA-graph replay, on separate
+#     buffers fed the same inputs; both outputs of every rank must be
+#     bit-identical to the CPU executor's (eager compared on the host,
+#     graph compared with eager on the device), as must every
+#     CPU-executor launch with the collective's definition.
+# Environment: PASS_TIMEOUT (seconds per pass, default 1800),
+# MSCCL_GPU_TEST_MEM (host bytes for concurrent cases, default 80e9),
+# GOMEMLIMIT (default 100GiB), RUN (the -test.run regexp, default
+# 'GPUPeerPlans|GPUAlgorithms'). Logs: $OUT/full-pass-K.log, one per pass;
+# the summary (one line per pass with its time) on stdout and in
+# $OUT/full-matrix.txt.
+set -u
+OUT=${OUT:-/tmp}
+N=${1:-1}
+root=$(pwd)
+bin="$root/.gpu/executor_cuda.test"
+[ -x "$bin" ] || { echo "full-matrix.sh: $bin missing: run bash scripts/gpu-pack ./executor/cuda first" >&2; exit 2; }
+export MSCCL_GPU_FULL=1
+export MSCCL_GPU_TEST_MEM=${MSCCL_GPU_TEST_MEM:-80000000000}
+export GOMEMLIMIT=${GOMEMLIMIT:-100GiB}
+sum="$OUT/full-matrix.txt"
+: >"$sum"
+rc=0
+for k in $(seq 1 "$N"); do
+  log="$OUT/full-pass-$k.log"
+  st=$(date +%s)
+  (cd executor/cuda && timeout "${PASS_TIMEOUT:-1800}" "$bin" -test.v -test.count=1 -test.timeout 0 \
+    -test.run "${RUN:-GPUPeerPlans|GPUAlgorithms}" >"$log" 2>&1)
+  rc=$?
+  secs=$(( $(date +%s) - st ))
+  configs=$(grep -c 'bit-identical to the CPU executor' "$log")
+  fails=$(grep -c -- '--- FAIL' "$log")
+  status=pass
+  [ "$rc" -ne 0 ] && status="FAIL (rc $rc)"
+  [ "$rc" -eq 124 ] && status="TIMEOUT after ${PASS_TIMEOUT:-1800}s"
+  line="pass $k/$N: $status in ${secs}s; $configs configurations reported, $fails FAIL lines ($log)"
+  echo "$line" | tee -a "$sum"
+  if [ "$rc" -ne 0 ]; then
+    grep -E -- '--- FAIL|differs|watchdog|panic' "$log" | head -20 | cut -c1-240 | tee -a "$sum"
+    break
+  fi
+done
+exit "$rc"
