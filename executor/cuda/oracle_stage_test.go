@@ -20,23 +20,35 @@ import (
 // Graph output == eager output == CPU output is the same check as before.
 
 // stagingPool hands out pinned, mapped host staging buffers and takes
-// them back, so cases of one configuration that stage the same number of
-// bytes (the 18 types × reductions at one size) pin memory once. A buffer
-// is kept only while a case that will want its size has not started yet,
-// so idle pinned memory stays bounded by what is still to come. All
-// methods are called with gpuMu held (pinning may take driver locks a
-// running plan's proxy needs).
+// them back, so that cases staging the same number of bytes pin memory
+// once: the 18 types × reductions of a size, and every allreduce at a
+// rank count and size, share buffers across configurations. Pinning (and
+// zeroing, and unpinning) a GiB takes a while and is done under gpuMu.
+// A buffer is kept only while a planned case that has not started yet
+// stages exactly as many bytes, and idle buffers stay under a cap, so
+// idle pinned memory is bounded. All methods are called with gpuMu held
+// (pinning may take driver locks a running plan's proxy needs).
 type stagingPool struct {
-	expect map[int64]int // cases not yet started, by staging bytes
+	expect map[int64]int // planned cases not yet started, by staging bytes
 	free   map[int64][]*cuda.HostMem
+	idle   int64 // bytes in free
+	cap    int64 // most bytes kept idle
 }
 
-func newStagingPool() *stagingPool {
-	return &stagingPool{expect: map[int64]int{}, free: map[int64][]*cuda.HostMem{}}
-}
+// staging is the process's pool: its expectations span every
+// configuration that has planned its cases.
+var staging = &stagingPool{expect: map[int64]int{}, free: map[int64][]*cuda.HostMem{}, cap: envBytes("MSCCL_GPU_STAGING_IDLE", 16<<30)}
 
-// plan records that a case will stage n bytes; called before any case runs.
+// plan records that a case will stage n bytes.
 func (sp *stagingPool) plan(n int64) { sp.expect[n]++ }
+
+// cancel withdraws a planned case that will not stage after all.
+func (sp *stagingPool) cancel(n int64) {
+	if sp.expect[n] > 0 {
+		sp.expect[n]--
+	}
+	sp.trim(n)
+}
 
 // get returns a buffer of n bytes (its contents are stale: callers
 // overwrite every byte they read).
@@ -47,28 +59,35 @@ func (sp *stagingPool) get(n int64) (*cuda.HostMem, error) {
 	if l := sp.free[n]; len(l) > 0 {
 		h := l[len(l)-1]
 		sp.free[n] = l[:len(l)-1]
+		sp.idle -= n
+		sp.trim(n)
 		return h, nil
 	}
 	return cuda.HostAllocMapped(n)
 }
 
-// put takes a buffer back: kept if a case still to start stages as many
-// bytes, freed otherwise.
+// put takes a buffer back.
 func (sp *stagingPool) put(h *cuda.HostMem) {
 	n := int64(len(h.Bytes))
-	if sp.expect[n] > len(sp.free[n]) {
-		sp.free[n] = append(sp.free[n], h)
-		return
-	}
-	h.Free()
+	sp.free[n] = append(sp.free[n], h)
+	sp.idle += n
+	sp.trim(n)
 }
 
-// close frees every kept buffer.
-func (sp *stagingPool) close() {
-	for n, l := range sp.free {
-		for _, h := range l {
-			h.Free()
-		}
+// trim frees buffers of n bytes that no planned case will want, and any
+// beyond the idle cap.
+func (sp *stagingPool) trim(n int64) {
+	l := sp.free[n]
+	for len(l) > 0 && (len(l) > sp.expect[n] || sp.idle > sp.cap) {
+		l[len(l)-1].Free()
+		l = l[:len(l)-1]
+		sp.idle -= n
+	}
+	sp.free[n] = l
+	if sp.expect[n] == 0 {
+		delete(sp.expect, n)
+	}
+	if len(l) == 0 {
 		delete(sp.free, n)
 	}
 }

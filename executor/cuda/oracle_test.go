@@ -236,7 +236,6 @@ type caseRun struct {
 	s          *cuda.Stream
 	bufs       [2]*Buffers // eager, graph
 	g          *Graph
-	pool       *stagingPool
 	diff       *diffKernel   // compares the graph's outputs with the eager run's
 	pin        *cuda.HostMem // [n inputs][n outputs of the run compared on the host]
 	devDiff    bool          // both modes run: the graph's outputs are compared on the device
@@ -244,6 +243,8 @@ type caseRun struct {
 	mismatches int
 	first      error
 	gpuTime    time.Duration
+	gpuWait    time.Duration // waiting for gpuMu and then for a CPU slot again
+	lastGPU    time.Duration
 }
 
 // outBytes is how many output bytes per rank the CPU executor reports.
@@ -310,7 +311,9 @@ func (cr *caseRun) teardown() {
 		}
 	}
 	if cr.pin != nil {
-		cr.pool.put(cr.pin)
+		staging.put(cr.pin)
+	} else {
+		staging.cancel(stageBytes(cr.n, cr.inN, cr.outN))
 	}
 }
 
@@ -321,7 +324,7 @@ func (cr *caseRun) launch(l int, inputs, outputs [][]byte) error {
 		// Under gpuMu: pinning host memory may take driver locks that the
 		// proxy of a running port-channel plan needs.
 		gpuMu.Lock()
-		pin, err := cr.pool.get(stageBytes(cr.n, cr.inN, cr.outN))
+		pin, err := staging.get(stageBytes(cr.n, cr.inN, cr.outN))
 		gpuMu.Unlock()
 		if err != nil {
 			return gpuError{err}
@@ -337,8 +340,10 @@ func (cr *caseRun) launch(l int, inputs, outputs [][]byte) error {
 	// The GPU runs one case at a time: give the core to another case's
 	// simulation meanwhile.
 	<-cpuSlots
+	st := time.Now()
 	err := cr.onGPU(l)
 	cpuSlots <- struct{}{}
+	cr.gpuWait += time.Since(st) - cr.lastGPU
 	if err != nil {
 		return gpuError{err}
 	}
@@ -395,7 +400,7 @@ func (cr *caseRun) onGPU(l int) error {
 	gpuMu.Lock()
 	defer gpuMu.Unlock()
 	st := time.Now()
-	defer func() { cr.gpuTime += time.Since(st) }()
+	defer func() { cr.lastGPU = time.Since(st); cr.gpuTime += cr.lastGPU }()
 	if l == 0 {
 		if err := cr.setup(); err != nil {
 			return err
@@ -459,6 +464,7 @@ type caseResult struct {
 	skip     string
 	err      error
 	cpu, gpu time.Duration
+	wait     time.Duration // for the GPU and a CPU slot after it
 	hung     bool
 }
 
@@ -469,7 +475,7 @@ func runCase(g *gpuSide, p *ir.Plan, c gcase) caseResult {
 	}
 	n := len(p.GPUs)
 	cr := &caseRun{e: g.e, s: g.s, p: p, c: c, n: n, inN: in, outN: outBytes(p, in, out),
-		pool: g.pool, diff: g.diff, devDiff: runMode[0] && runMode[1]}
+		diff: g.diff, devDiff: runMode[0] && runMode[1]}
 	// The CPU executor's buffers for two launches, its packet store and
 	// scratch, and the pinned staging.
 	w := int64(n) * (6*(in+out) + 2*cr.outN)
@@ -489,7 +495,7 @@ func runCase(g *gpuSide, p *ir.Plan, c gcase) caseResult {
 	}()
 	st := time.Now()
 	rep, err := cpu.Run(p, cpu.Options{Size: c.size, DType: c.dt, Reduce: c.red, Launches: c.launches, LLWidth: c.ll, OnLaunch: cr.launch})
-	res := caseResult{cpu: time.Since(st) - cr.gpuTime, gpu: cr.gpuTime}
+	res := caseResult{cpu: time.Since(st) - cr.gpuTime - cr.gpuWait, gpu: cr.gpuTime, wait: cr.gpuWait}
 	var ge gpuError
 	var h *HangError
 	switch {
@@ -507,11 +513,10 @@ func runCase(g *gpuSide, p *ir.Plan, c gcase) caseResult {
 }
 
 // gpuSide is what the cases of one plan share on the GPU: the executor,
-// its stream, the staging pool and the device compare kernel.
+// its stream and the device compare kernel.
 type gpuSide struct {
 	e    *Executor
 	s    *cuda.Stream
-	pool *stagingPool
 	diff *diffKernel
 }
 
@@ -521,7 +526,7 @@ func openGPUSide(p *ir.Plan, cases []gcase) (*gpuSide, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &gpuSide{e: e, pool: newStagingPool()}
+	g := &gpuSide{e: e}
 	if g.s, err = cuda.NewStream(true); err == nil && runMode[0] && runMode[1] {
 		g.diff, err = newDiffKernel(e, len(p.GPUs))
 	}
@@ -531,7 +536,7 @@ func openGPUSide(p *ir.Plan, cases []gcase) (*gpuSide, error) {
 	}
 	for _, c := range cases {
 		if in, out, err := p.BufferBytes(c.size); err == nil {
-			g.pool.plan(stageBytes(len(p.GPUs), in, outBytes(p, in, out)))
+			staging.plan(stageBytes(len(p.GPUs), in, outBytes(p, in, out)))
 		}
 	}
 	return g, nil
@@ -539,7 +544,6 @@ func openGPUSide(p *ir.Plan, cases []gcase) (*gpuSide, error) {
 
 // close frees what openGPUSide made; gpuMu is held.
 func (g *gpuSide) close() {
-	g.pool.close()
 	if g.diff != nil {
 		g.diff.close()
 	}
@@ -580,10 +584,11 @@ func checkCases(t *testing.T, name string, p *ir.Plan, cases []gcase) {
 	}
 	wg.Wait()
 	pass, skipped := 0, 0
-	var cpuT, gpuT time.Duration
+	var cpuT, gpuT, waitT time.Duration
 	for i, r := range res {
 		cpuT += r.cpu
 		gpuT += r.gpu
+		waitT += r.wait
 		switch {
 		case r.err != nil:
 			t.Errorf("%s %v: %v", name, cases[i], r.err)
@@ -594,6 +599,6 @@ func checkCases(t *testing.T, name string, p *ir.Plan, cases []gcase) {
 			pass++
 		}
 	}
-	t.Logf("%s: %d/%d cases bit-identical to the CPU executor, eager and graph (%d skipped; CPU %.1fs, GPU %.1fs)",
-		name, pass, len(cases), skipped, cpuT.Seconds(), gpuT.Seconds())
+	t.Logf("%s: %d/%d cases bit-identical to the CPU executor, eager and graph (%d skipped; CPU %.1fs, GPU %.1fs, waiting %.1fs)",
+		name, pass, len(cases), skipped, cpuT.Seconds(), gpuT.Seconds(), waitT.Seconds())
 }
