@@ -66,13 +66,9 @@ func fillInput(dt DType, seed uint64, launch, rank int, out []byte) []byte {
 	if dt == symType {
 		return fillSym(seed, launch, rank, out)
 	}
-	tab := inputTable(dt, seed, dt.IsFP8() && rank%2 == 1)
-	st := seed ^ uint64(launch+1)*0x632be59bd9b4e019 ^ uint64(rank+1)*0x85157af5
-	splitmix(&st)
-	starts := uint64((len(tab) - inputPiece) / dt.Size())
+	tab, w := pieceWalk(dt, seed, launch, rank)
 	for off := 0; off < len(out); off += inputPiece {
-		at := int(splitmix(&st)%starts) * dt.Size()
-		copy(out[off:min(off+inputPiece, len(out))], tab[at:])
+		copy(out[off:min(off+inputPiece, len(out))], tab[w.next():])
 	}
 	return out
 }

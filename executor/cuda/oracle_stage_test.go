@@ -3,8 +3,10 @@ package cudaexec
 import (
 	"encoding/binary"
 	"fmt"
+	"os"
 	"unsafe"
 
+	"github.com/msccl-go/msccl-go/executor/cpu"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
 )
 
@@ -92,9 +94,12 @@ func (sp *stagingPool) trim(n int64) {
 	}
 }
 
-// diffSrc counts the bytes where a and b differ and the first such index.
-// Each thread keeps its own count and first index and adds them once, so
-// equal buffers (the usual case) cost no atomics at all.
+// diffSrc holds the oracle's two device helpers. msccl_test_diff counts
+// the bytes where a and b differ and the first such index; each thread
+// keeps its own count and first index and adds them once, so equal
+// buffers (the usual case) cost no atomics at all. msccl_test_gather
+// builds an input from its pieces (cpu.InputPieces): piece p of out is
+// the table's bytes from at[p] on, piece bytes long (shorter at the end).
 const diffSrc = `
 extern "C" __global__ void msccl_test_diff(const unsigned char *a, const unsigned char *b,
 		unsigned long long n, unsigned long long *res) {
@@ -111,17 +116,30 @@ extern "C" __global__ void msccl_test_diff(const unsigned char *a, const unsigne
 		atomicMin(&res[1], first);
 	}
 }
+
+extern "C" __global__ void msccl_test_gather(const unsigned char *tab, const long long *at,
+		unsigned char *out, unsigned long long n, unsigned long long piece) {
+	for (unsigned long long p = blockIdx.x; p * piece < n; p += gridDim.x) {
+		unsigned long long base = p * piece;
+		unsigned long long len = n - base < piece ? n - base : piece;
+		const unsigned char *src = tab + at[p];
+		for (unsigned long long i = threadIdx.x; i < len; i += blockDim.x) {
+			out[base + i] = src[i];
+		}
+	}
+}
 `
 
 // diffKernel compares device buffers rank by rank on a stream: results
 // live in device memory (no host atomics over PCIe), are reset from and
 // copied back to pinned host memory in stream order.
 type diffKernel struct {
-	mod   *cuda.Module
-	fn    *cuda.Function
-	ranks int
-	dev   cuda.DevicePtr // [ranks]{count, first}
-	host  *cuda.HostMem  // [ranks]{0, ^0} reset pattern, then [ranks]{count, first} results
+	mod    *cuda.Module
+	fn     *cuda.Function
+	gather *cuda.Function
+	ranks  int
+	dev    cuda.DevicePtr // [ranks]{count, first}
+	host   *cuda.HostMem  // [ranks]{0, ^0} reset pattern, then [ranks]{count, first} results
 }
 
 const diffSlot = 16 // bytes of results per rank
@@ -140,6 +158,9 @@ func newDiffKernel(e *Executor, ranks int) (*diffKernel, error) {
 		return nil, err
 	}
 	if d.fn, err = d.mod.Function("msccl_test_diff"); err == nil {
+		d.gather, err = d.mod.Function("msccl_test_gather")
+	}
+	if err == nil {
 		if d.dev, err = cuda.Malloc(int64(diffSlot * ranks)); err == nil {
 			d.host, err = cuda.HostAllocMapped(int64(2 * diffSlot * ranks))
 		}
@@ -240,6 +261,18 @@ func (d *diffKernel) result(r int) (count, first uint64) {
 	return binary.LittleEndian.Uint64(d.host.Bytes[at:]), binary.LittleEndian.Uint64(d.host.Bytes[at+8:])
 }
 
+// build enqueues the gather of one input of n bytes into out from a
+// table and piece offsets already on the device.
+func (d *diffKernel) build(s *cuda.Stream, out, table, at cuda.DevicePtr, n int64) error {
+	pieces := (n + cpu.InputPiece - 1) / cpu.InputPiece
+	if pieces == 0 {
+		return nil
+	}
+	o, t, a, nn, pc := uint64(out), uint64(table), uint64(at), uint64(n), uint64(cpu.InputPiece)
+	return d.gather.Launch([3]uint32{uint32(min(pieces, 65535)), 1, 1}, [3]uint32{256, 1, 1}, 0, s,
+		unsafe.Pointer(&t), unsafe.Pointer(&a), unsafe.Pointer(&o), unsafe.Pointer(&nn), unsafe.Pointer(&pc))
+}
+
 func (d *diffKernel) close() {
 	if d.host != nil {
 		d.host.Free()
@@ -250,4 +283,100 @@ func (d *diffKernel) close() {
 	if d.mod != nil {
 		d.mod.Unload()
 	}
+}
+
+// oracleSeed is the seed of every case's CPU run, and so of the inputs
+// built on the device.
+const oracleSeed = 0
+
+// hostInputs (MSCCL_GPU_HOST_INPUTS=1) copies every launch's inputs from
+// the host instead of building them on the device.
+var hostInputs = os.Getenv("MSCCL_GPU_HOST_INPUTS") != ""
+
+// stagePieces writes the piece offsets of rank r's input on launch l into
+// the staging buffer; outside gpuMu.
+func (cr *caseRun) stagePieces(l, r int) {
+	tab, at := cpu.InputPieces(cr.c.dt, oracleSeed, l, r, cr.inN, cr.at)
+	cr.at, cr.tabHost[r] = at, tab
+	off := cr.offOff(r)
+	for i, a := range at {
+		binary.LittleEndian.PutUint64(cr.pin.Bytes[off+8*int64(i):], uint64(a))
+	}
+}
+
+func (cr *caseRun) offOff(r int) int64 {
+	return int64(cr.n)*(cr.inN+cr.outN) + int64(r)*cr.pieces*8
+}
+
+// inputsToDevice puts launch l's inputs in the buffers of run hk. Built
+// on the device, only the piece offsets cross the bus (the tables once
+// per configuration); on launch 0 the CPU's inputs cross too, into the
+// other run's buffers, and must equal the built ones byte for byte, so a
+// recipe the device gets wrong fails the case at once rather than as
+// output mismatches. gpuMu is held.
+func (cr *caseRun) inputsToDevice(l, hk int) error {
+	if !cr.devIn {
+		for r := 0; r < cr.n; r++ {
+			if err := cuda.MemcpyAsync(cr.bufs[hk].In[r], cr.pin.Dev+cuda.DevicePtr(int64(r)*cr.inN), cr.inN, cr.s); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if cr.pieces == 0 {
+		return nil
+	}
+	if err := cuda.MemcpyAsync(cr.offDev, cr.pin.Dev+cuda.DevicePtr(cr.offOff(0)), int64(cr.n)*cr.pieces*8, cr.s); err != nil {
+		return err
+	}
+	for r := 0; r < cr.n; r++ {
+		tab, err := cr.side.table(cr.tabHost[r])
+		if err != nil {
+			return err
+		}
+		if err := cr.diff.build(cr.s, cr.bufs[hk].In[r], tab, cr.offDev+cuda.DevicePtr(int64(r)*cr.pieces*8), cr.inN); err != nil {
+			return err
+		}
+	}
+	if l > 0 {
+		return nil
+	}
+	o := 1 - hk
+	ptrs := make([][2]cuda.DevicePtr, cr.n)
+	for r := range ptrs {
+		if err := cuda.MemcpyAsync(cr.bufs[o].In[r], cr.pin.Dev+cuda.DevicePtr(int64(r)*cr.inN), cr.inN, cr.s); err != nil {
+			return err
+		}
+		ptrs[r] = [2]cuda.DevicePtr{cr.bufs[hk].In[r], cr.bufs[o].In[r]}
+	}
+	if err := cr.diff.enqueue(cr.s, ptrs, cr.inN); err != nil {
+		return err
+	}
+	if err := cr.s.Synchronize(); err != nil {
+		return err
+	}
+	for r := 0; r < cr.n; r++ {
+		if count, first := cr.diff.result(r); count != 0 {
+			return fmt.Errorf("rank %d: the input built on the device from cpu.InputPieces differs from the CPU executor's in %d of %d bytes (first at byte %d); MSCCL_GPU_HOST_INPUTS=1 copies inputs from the host instead", r, count, cr.inN, first)
+		}
+	}
+	return nil
+}
+
+// table returns the device copy of an input table, uploading it on first
+// use; gpuMu is held.
+func (g *gpuSide) table(tab []byte) (cuda.DevicePtr, error) {
+	if d, ok := g.tables[&tab[0]]; ok {
+		return d, nil
+	}
+	d, err := cuda.Malloc(int64(len(tab)))
+	if err != nil {
+		return 0, err
+	}
+	if err := cuda.MemcpyHtoD(d, tab); err != nil {
+		cuda.Free(d)
+		return 0, err
+	}
+	g.tables[&tab[0]] = d
+	return d, nil
 }

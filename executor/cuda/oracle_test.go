@@ -236,10 +236,16 @@ type caseRun struct {
 	s          *cuda.Stream
 	bufs       [2]*Buffers // eager, graph
 	g          *Graph
+	side       *gpuSide
 	diff       *diffKernel   // compares the graph's outputs with the eager run's
-	pin        *cuda.HostMem // [n inputs][n outputs of the run compared on the host]
-	devDiff    bool          // both modes run: the graph's outputs are compared on the device
-	graphDiff  [][2]uint64   // per rank: bytes where graph and eager differ, the first one
+	pin        *cuda.HostMem // [n inputs][n outputs of the run compared on the host][n piece offsets]
+	devIn      bool          // inputs are built on the device from their pieces (oracle_stage_test.go)
+	pieces     int64         // pieces of an input (cpu.InputPiece bytes each)
+	at         []int64       // scratch for cpu.InputPieces
+	tabHost    [][]byte      // per rank: the table its input's pieces come from
+	offDev     cuda.DevicePtr
+	devDiff    bool        // both modes run: the graph's outputs are compared on the device
+	graphDiff  [][2]uint64 // per rank: bytes where graph and eager differ, the first one
 	mismatches int
 	first      error
 	gpuTime    time.Duration
@@ -271,9 +277,11 @@ func hostRun() int {
 	return 1
 }
 
-// stageBytes is the pinned staging a case needs: every rank's input and
-// one run's output.
-func stageBytes(n int, in, outN int64) int64 { return int64(n) * (in + outN) }
+// stageBytes is the pinned staging a case needs: every rank's input, one
+// run's output and the piece offsets of its input.
+func stageBytes(n int, in, outN int64) int64 { return int64(n) * (in + outN + 8*inputPieces(in)) }
+
+func inputPieces(in int64) int64 { return (in + cpu.InputPiece - 1) / cpu.InputPiece }
 
 func (cr *caseRun) outOff(r int) int64 {
 	return int64(cr.n)*cr.inN + int64(r)*cr.outN
@@ -295,6 +303,11 @@ func (cr *caseRun) setup() error {
 			return err
 		}
 	}
+	if cr.devIn {
+		if cr.offDev, err = cuda.Malloc(max(8, int64(cr.n)*cr.pieces*8)); err != nil {
+			return err
+		}
+	}
 	cr.g, err = cr.e.Capture(cr.call(1))
 	return err
 }
@@ -309,6 +322,9 @@ func (cr *caseRun) teardown() {
 			cr.e.Release(b)
 			b.Free()
 		}
+	}
+	if cr.offDev != 0 {
+		cuda.Free(cr.offDev)
 	}
 	if cr.pin != nil {
 		staging.put(cr.pin)
@@ -335,7 +351,12 @@ func (cr *caseRun) launch(l int, inputs, outputs [][]byte) error {
 		if int64(len(inputs[r])) != cr.inN || int64(len(outputs[r])) != cr.outN {
 			return gpuError{fmt.Errorf("rank %d: CPU executor buffers are %d/%d bytes, GPU %d/%d", r, len(inputs[r]), len(outputs[r]), cr.inN, cr.outN)}
 		}
-		copy(cr.pin.Bytes[int64(r)*cr.inN:], inputs[r])
+		if !cr.devIn || l == 0 {
+			copy(cr.pin.Bytes[int64(r)*cr.inN:], inputs[r])
+		}
+		if cr.devIn {
+			cr.stagePieces(l, r)
+		}
 	}
 	// The GPU runs one case at a time: give the core to another case's
 	// simulation meanwhile.
@@ -406,18 +427,16 @@ func (cr *caseRun) onGPU(l int) error {
 			return err
 		}
 	}
-	// Inputs cross once, to the run compared on the host; the other run's
-	// buffers get a device copy before either runs (in-place plans
-	// overwrite their inputs).
+	// Inputs reach the run compared on the host (built on the device, or
+	// over the bus); the other run's buffers get a device copy before
+	// either runs (in-place plans overwrite their inputs).
 	hk := hostRun()
-	for r := 0; r < cr.n; r++ {
-		if err := cuda.MemcpyAsync(cr.bufs[hk].In[r], cr.pin.Dev+cuda.DevicePtr(int64(r)*cr.inN), cr.inN, cr.s); err != nil {
+	if err := cr.inputsToDevice(l, hk); err != nil {
+		return err
+	}
+	for r := 0; cr.devDiff && r < cr.n; r++ {
+		if err := cuda.MemcpyAsync(cr.bufs[1].In[r], cr.bufs[0].In[r], cr.inN, cr.s); err != nil {
 			return err
-		}
-		if cr.devDiff {
-			if err := cuda.MemcpyAsync(cr.bufs[1].In[r], cr.bufs[0].In[r], cr.inN, cr.s); err != nil {
-				return err
-			}
 		}
 	}
 	if runMode[0] {
@@ -475,7 +494,8 @@ func runCase(g *gpuSide, p *ir.Plan, c gcase) caseResult {
 	}
 	n := len(p.GPUs)
 	cr := &caseRun{e: g.e, s: g.s, p: p, c: c, n: n, inN: in, outN: outBytes(p, in, out),
-		diff: g.diff, devDiff: runMode[0] && runMode[1]}
+		side: g, diff: g.diff, devDiff: runMode[0] && runMode[1], devIn: !hostInputs,
+		pieces: inputPieces(in), tabHost: make([][]byte, n)}
 	// The CPU executor's buffers for two launches, its packet store and
 	// scratch, and the pinned staging.
 	w := int64(n) * (6*(in+out) + 2*cr.outN)
@@ -494,7 +514,7 @@ func runCase(g *gpuSide, p *ir.Plan, c gcase) caseResult {
 		gpuMu.Unlock()
 	}()
 	st := time.Now()
-	rep, err := cpu.Run(p, cpu.Options{Size: c.size, DType: c.dt, Reduce: c.red, Launches: c.launches, LLWidth: c.ll, OnLaunch: cr.launch})
+	rep, err := cpu.Run(p, cpu.Options{Size: c.size, DType: c.dt, Seed: oracleSeed, Reduce: c.red, Launches: c.launches, LLWidth: c.ll, OnLaunch: cr.launch})
 	res := caseResult{cpu: time.Since(st) - cr.gpuTime - cr.gpuWait, gpu: cr.gpuTime, wait: cr.gpuWait}
 	var ge gpuError
 	var h *HangError
@@ -515,9 +535,10 @@ func runCase(g *gpuSide, p *ir.Plan, c gcase) caseResult {
 // gpuSide is what the cases of one plan share on the GPU: the executor,
 // its stream and the device compare kernel.
 type gpuSide struct {
-	e    *Executor
-	s    *cuda.Stream
-	diff *diffKernel
+	e      *Executor
+	s      *cuda.Stream
+	diff   *diffKernel
+	tables map[*byte]cuda.DevicePtr // input tables on the device, by the host table
 }
 
 // openGPUSide opens p and what its cases share; gpuMu is held.
@@ -526,8 +547,8 @@ func openGPUSide(p *ir.Plan, cases []gcase) (*gpuSide, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &gpuSide{e: e}
-	if g.s, err = cuda.NewStream(true); err == nil && runMode[0] && runMode[1] {
+	g := &gpuSide{e: e, tables: map[*byte]cuda.DevicePtr{}}
+	if g.s, err = cuda.NewStream(true); err == nil {
 		g.diff, err = newDiffKernel(e, len(p.GPUs))
 	}
 	if err != nil {
@@ -546,6 +567,9 @@ func openGPUSide(p *ir.Plan, cases []gcase) (*gpuSide, error) {
 func (g *gpuSide) close() {
 	if g.diff != nil {
 		g.diff.close()
+	}
+	for _, d := range g.tables {
+		cuda.Free(d)
 	}
 	if g.s != nil {
 		g.s.Destroy()
