@@ -19,7 +19,10 @@
 #     buffers fed the same inputs; both outputs of every rank must be
 #     bit-identical to the CPU executor's (eager compared on the host,
 #     graph compared with eager on the device), as must every
-#     CPU-executor launch with the collective's definition.
+#     CPU-executor launch with the collective's definition. Inputs are
+#     built on the device from the CPU executor's recipe and checked
+#     against its bytes at launch 0 of every case (MSCCL_GPU_HOST_INPUTS=1
+#     copies every launch's inputs from the host instead).
 # Environment: PASS_TIMEOUT (seconds per pass, default 1800),
 # MSCCL_GPU_TEST_MEM (host bytes for concurrent cases, default 80e9),
 # GOMEMLIMIT (default 100GiB), RUN (the -test.run regexp, default
