@@ -113,21 +113,27 @@ DEV Span span(const Env& e, const DRef& r, u32 off, u32 unit) {
   return s;
 }
 
+// COPY_DEPTH is how many 16-byte loads a thread has in flight before it
+// stores them (kernels/reference's ref_copy16 keeps four): one at a time
+// leaves the latency of a peer's (or HBM's) memory uncovered and one
+// block cannot fill it. Overridable for measurements
+// (MSCCL_KERNEL_DEFINES, kernels.Tunables).
+#ifndef COPY_DEPTH
+#define COPY_DEPTH 4
+#endif
+
 DEV void copy_bytes(char* dst, const char* src, u32 n) {
   u32 t = threadIdx.x, nt = blockDim.x;
   if ((((u64)dst | (u64)src | n) & 15) == 0) {
-    // Four 16-byte loads in flight per thread before the stores, as
-    // kernels/reference's ref_copy16: one at a time leaves the latency of
-    // a peer's (or HBM's) memory uncovered and one block cannot fill it.
     int4* d = (int4*)dst;
     const int4* s = (const int4*)src;
     u32 w = n / 16, i = t;
-    for (; i + 3 * nt < w; i += 4 * nt) {
-      int4 a = s[i], b = s[i + nt], c = s[i + 2 * nt], x = s[i + 3 * nt];
-      d[i] = a;
-      d[i + nt] = b;
-      d[i + 2 * nt] = c;
-      d[i + 3 * nt] = x;
+    for (; i + (COPY_DEPTH - 1) * nt < w; i += COPY_DEPTH * nt) {
+      int4 v[COPY_DEPTH];
+#pragma unroll
+      for (int j = 0; j < COPY_DEPTH; j++) v[j] = s[i + j * nt];
+#pragma unroll
+      for (int j = 0; j < COPY_DEPTH; j++) d[i + j * nt] = v[j];
     }
     for (; i < w; i += nt) d[i] = s[i];
   } else if ((((u64)dst | (u64)src | n) & 3) == 0) {
@@ -196,23 +202,44 @@ DEV void op_put_port(Env& e, const DOp& op, u32 off, u32 unit, bool withSignal, 
 // (TestReduceNoSpill) shows op_reduce spilling at 6 int4 in flight (f16)
 // and 4 (FP8, whose words widen to 16 f32 lanes) but not at 4 and 2. The
 // sources past the first batch are prefetched into L2 before it is
-// reduced (prefetch needs no register), so their loads hit L2.
+// reduced (prefetch needs no register), so their loads hit L2. Both are
+// overridable for measurements (MSCCL_KERNEL_DEFINES).
+#ifndef RED_BATCH
 #define RED_BATCH 4
+#endif
+#ifndef RED_BATCH_F8
 #define RED_BATCH_F8 2
+#endif
 
 DEV void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
-template <int DT>
-DEV void reduce_words16(const DOp& op, const Span* s, int ns, const Span* d, int nd, u32 n) {
+// The reductions read their operands' addresses from shared memory (one
+// copy per block: every thread of the block has the same ones). Per-thread
+// arrays indexed by a run-time source number live in local memory, which
+// costs an 8-byte load per source and destination per 16-byte word, as
+// much traffic as the data itself once 1024 threads' copies no longer fit
+// in L1. RED_LOCAL_SPANS=1 keeps the per-thread arrays, to measure.
+#ifndef RED_LOCAL_SPANS
+#define RED_LOCAL_SPANS 0
+#endif
+
+// at is operand k's address, from either form.
+DEV char* at(char* const* s, int k) { return s[k]; }
+#if RED_LOCAL_SPANS
+DEV char* at(const Span* s, int k) { return s[k].p; }
+#endif
+
+template <int DT, typename P>
+DEV void reduce_words16(const DOp& op, P s, int ns, P d, int nd, u32 n) {
   const int NB = IS_F8(DT) ? RED_BATCH_F8 : RED_BATCH;
   for (u32 i = threadIdx.x; i < n / 16; i += blockDim.x) {
     Acc<DT, 4> acc;
-    for (int k = NB; k < ns; k++) prefetch_l2((const int4*)s[k].p + i);
+    for (int k = NB; k < ns; k++) prefetch_l2((const int4*)at(s, k) + i);
     for (int k0 = 0; k0 < ns; k0 += NB) {
       int4 buf[NB];
 #pragma unroll
       for (int j = 0; j < NB; j++) {
-        if (k0 + j < ns) buf[j] = ((const int4*)s[k0 + j].p)[i];
+        if (k0 + j < ns) buf[j] = ((const int4*)at(s, k0 + j))[i];
       }
 #pragma unroll
       for (int j = 0; j < NB; j++) {
@@ -226,24 +253,24 @@ DEV void reduce_words16(const DOp& op, const Span* s, int ns, const Span* d, int
     }
     int4 v;
     acc_out<DT, 4>(acc, (u32*)&v);
-    for (int k = 0; k < nd; k++) ((int4*)d[k].p)[i] = v;
+    for (int k = 0; k < nd; k++) ((int4*)at(d, k))[i] = v;
   }
 }
 
 // reduce_words4 is the path for ranges that are not 16-byte aligned: one
 // 32-bit word per thread and trip.
-template <int DT>
-DEV void reduce_words4(const DOp& op, const Span* s, int ns, const Span* d, int nd, u32 n) {
+template <int DT, typename P>
+DEV void reduce_words4(const DOp& op, P s, int ns, P d, int nd, u32 n) {
   for (u32 i = threadIdx.x; i < n / 4; i += blockDim.x) {
-    u32 v = ((const u32*)s[0].p)[i];
+    u32 v = ((const u32*)at(s, 0))[i];
     Acc<DT, 1> acc;
     acc_init<DT, 1>(acc, &v);
     for (int k = 1; k < ns; k++) {
-      v = ((const u32*)s[k].p)[i];
+      v = ((const u32*)at(s, k))[i];
       acc_add<DT, 1>(acc, &v, op.reduce);
     }
     acc_out<DT, 1>(acc, &v);
-    for (int k = 0; k < nd; k++) ((u32*)d[k].p)[i] = v;
+    for (int k = 0; k < nd; k++) ((u32*)at(d, k))[i] = v;
   }
 }
 
@@ -263,12 +290,29 @@ static __device__ __noinline__ void op_reduce(const Env& e, const DOp& op, u32 o
     any |= (u64)d[k].p;
     n = d[k].n < n ? d[k].n : n;
   }
+  // n is the same in every thread of the block, so this return and the
+  // barriers below are uniform.
   if (n == 0 || n == 0xffffffffu) return;
-  if (((any | n) & 15) == 0) {
-    reduce_words16<DT>(op, s, ns, d, nd, n);
+  bool w16 = ((any | n) & 15) == 0;
+#if RED_LOCAL_SPANS
+  if (w16) {
+    reduce_words16<DT>(op, (const Span*)s, ns, (const Span*)d, nd, n);
   } else {
-    reduce_words4<DT>(op, s, ns, d, nd, n);
+    reduce_words4<DT>(op, (const Span*)s, ns, (const Span*)d, nd, n);
   }
+#else
+  __shared__ char* p[2 * MAXR];
+  __syncthreads();  // the block's previous reduction may still read p
+  u32 t = threadIdx.x;
+  if (t < (u32)ns) p[t] = s[t].p;
+  if (t >= MAXR && t < (u32)(MAXR + nd)) p[t] = d[t - MAXR].p;
+  __syncthreads();
+  if (w16) {
+    reduce_words16<DT>(op, (char* const*)p, ns, (char* const*)p + MAXR, nd, n);
+  } else {
+    reduce_words4<DT>(op, (char* const*)p, ns, (char* const*)p + MAXR, nd, n);
+  }
+#endif
 }
 
 // ---- LL packet ops ----

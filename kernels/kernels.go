@@ -28,13 +28,19 @@ var (
 )
 
 // SourceFor returns the translation unit holding the kernel for one data type
-// and LL packet width (entry point KernelName(dt, llWidth)).
+// and LL packet width (entry point KernelName(dt, llWidth)), with the
+// knobs of MSCCL_KERNEL_DEFINES (Tunables) set first; a malformed value
+// is an error.
 func SourceFor(dt ir.DType, llWidth int) (string, error) {
 	name, err := KernelName(dt, llWidth)
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("%s\nMSCCL_KERNEL(%s, DT_%s, %d)\n", Source(), name, strings.ToUpper(dt.String()), llWidth), nil
+	defs, err := envDefines()
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s%s\nMSCCL_KERNEL(%s, DT_%s, %d)\n", defs, Source(), name, strings.ToUpper(dt.String()), llWidth), nil
 }
 
 // TraceSourceFor is SourceFor's traced instance (entry point
@@ -46,7 +52,11 @@ func TraceSourceFor(dt ir.DType, llWidth int) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("#define MSCCL_TRACE 1\n%s\nMSCCL_KERNEL(%s_trace, DT_%s, %d)\n", Source(), name, strings.ToUpper(dt.String()), llWidth), nil
+	defs, err := envDefines()
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("#define MSCCL_TRACE 1\n%s%s\nMSCCL_KERNEL(%s_trace, DT_%s, %d)\n", defs, Source(), name, strings.ToUpper(dt.String()), llWidth), nil
 }
 
 // Source returns the common part of every translation unit: the embedded
