@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/msccl-go/msccl-go/dsl"
 	"github.com/msccl-go/msccl-go/executor/cpu"
@@ -160,7 +161,7 @@ func findings(rep *cpu.Report, sm *SourceMap, run string) []finding {
 	var wrong fold
 	for _, f := range rep.Findings {
 		r, by, wk := writer(f.Writer, f.WriterLaunch)
-		key := "wrong|" + launchNum.ReplaceAllString(ownRank.ReplaceAllString(f.Explain, "${1}#"), "${1}#") + "|" + wk
+		key := "wrong|" + launchNum().ReplaceAllString(ownRank().ReplaceAllString(f.Explain, "${1}#"), "${1}#") + "|" + wk
 		wrong.add(key, f.Rank, func() diag.Diagnostic {
 			what := f.Explain
 			if what == "" {
@@ -251,12 +252,14 @@ func listSome(items []string, n int) string {
 // ownRank matches the part of an explanation that names the rank whose
 // output it is about (its own poisoned output bytes), which differs
 // between ranks that are otherwise wrong the same way.
-var ownRank = regexp.MustCompile(`(poison from rank )[0-9]+`)
+// Compiled on first use (only a wrong plan's report needs it), not at
+// package init, which every msccl-compile process pays, even --version.
+var ownRank = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(poison from rank )[0-9]+`) })
 
 // launchNum matches launch numbers in an explanation ("stale: rank 0's
 // input from launch 1 in launch 2"): the same mistake in every launch
 // words them differently, and is reported once, at its first launch.
-var launchNum = regexp.MustCompile(`(launch )[0-9]+`)
+var launchNum = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(launch )[0-9]+`) })
 
 func plural(n int) string {
 	if n == 1 {
