@@ -1,7 +1,6 @@
 package msccl
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -80,7 +79,7 @@ func CompileAlgorithm(dir, name string, defines map[string]int64) (*Plan, error)
 	}
 	p, sm, ds := compiler.CompileSource(path, src, defines, compiler.Options{})
 	if ds.HasErrors() {
-		return nil, fmt.Errorf("%s", ds.String())
+		return nil, ds.Err() // the diagnostics, codes kept (ir.ErrorCode, errors.As with *ir.DiagError)
 	}
 	if err := Prove(p, sm); err != nil {
 		return nil, err

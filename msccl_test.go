@@ -93,6 +93,8 @@ func TestSelectPlan(t *testing.T) {
 				t.Errorf("%s %d: selected %s, want an error", c.col, c.size, p.Name)
 			} else if !strings.Contains(err.Error(), c.want) {
 				t.Errorf("%s %d: %v, want an error containing %q", c.col, c.size, err, c.want)
+			} else if c.col == "allreduce" && ir.ErrorCode(err) != ir.CodeSizeRefused {
+				t.Errorf("%s %d: code %q, want %s: a size no row serves", c.col, c.size, ir.ErrorCode(err), ir.CodeSizeRefused)
 			}
 			continue
 		}

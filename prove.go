@@ -39,7 +39,7 @@ func Prove(p *Plan, sm *compiler.SourceMap) error {
 	var perr error
 	proofsRun.Add(1)
 	if ds := compiler.Verify(p, sm, nil, []cpu.DType{cpu.F32}); ds.HasErrors() {
-		perr = fmt.Errorf("plan %q is not proven correct:\n%s", p.Name, ds.String())
+		perr = fmt.Errorf("plan %q is not proven correct:\n%w", p.Name, ds.Err())
 	}
 	proofs.Store(key, perr)
 	return perr

@@ -11,6 +11,7 @@ import (
 
 	"github.com/msccl-go/msccl-go/algorithms"
 	"github.com/msccl-go/msccl-go/compiler"
+	"github.com/msccl-go/msccl-go/internal/diag"
 )
 
 // SelectPlan compiles the library plan that the selection table at path
@@ -45,7 +46,7 @@ func SelectPlanStaged(path, collective string, ranks int, size int64) (*Plan, er
 
 func selectPlan(path, collective string, ranks, ranksPerNode int, size int64, staged bool) (*Plan, error) {
 	if size <= 0 {
-		return nil, fmt.Errorf("message size must be positive, got %d", size)
+		return nil, diag.Errorc(diag.CodeSizeRefused, "message size must be positive, got %d", size)
 	}
 	if ranks < 1 || ranksPerNode < 1 || ranksPerNode > ranks || ranks%ranksPerNode != 0 {
 		return nil, fmt.Errorf("%d ranks at %d per node: want 1 <= ranks per node <= ranks, dividing ranks", ranks, ranksPerNode)
@@ -99,7 +100,7 @@ func selectPlan(path, collective string, ranks, ranksPerNode int, size int64, st
 			return p.Clone(), nil
 		}
 	}
-	return nil, fmt.Errorf("%s: no %s plan for %s covers %d bytes", path, collective, world, size)
+	return nil, diag.Errorc(diag.CodeSizeRefused, "%s: no %s plan for %s covers %d bytes", path, collective, world, size)
 }
 
 // selections caches a selection table's compiled rows per world, with

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/msccl-go/msccl-go/internal/diag"
+	"github.com/msccl-go/msccl-go/ir"
 )
 
 // TestSelectPlanProvesAtSixRanks is issue 12's example: at 6 ranks the
@@ -82,7 +85,7 @@ func TestSelectAndCompileRefuseUnprovenPlans(t *testing.T) {
 	if p, err := SelectPlan(filepath.Join(dir, "selection.yaml"), "allreduce", 4, 4096); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "bad_allreduce.msccl:8:3: error: wrong result") {
 		t.Errorf("SelectPlan of a wrong row: %v, %v; want %q with the finding at line 8", p, err, want)
 	}
-	if p, err := CompileAlgorithm(dir, "bad_allreduce", map[string]int64{"ranks": 4}); err == nil || !strings.Contains(err.Error(), want) {
+	if p, err := CompileAlgorithm(dir, "bad_allreduce", map[string]int64{"ranks": 4}); err == nil || !strings.Contains(err.Error(), want) || ir.ErrorCode(err) != diag.CodeWrongResult {
 		t.Errorf("CompileAlgorithm of a wrong program: %v, %v; want %q", p, err, want)
 	}
 	// Fixed on disk, the row is compiled and proven again (the selection
