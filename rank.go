@@ -7,7 +7,7 @@ import (
 	"time"
 
 	cudaexec "github.com/msccl-go/msccl-go/executor/cuda"
-	"github.com/msccl-go/msccl-go/executor/host"
+	"github.com/msccl-go/msccl-go/internal/host"
 	"github.com/msccl-go/msccl-go/runtime/bootstrap"
 	"github.com/msccl-go/msccl-go/runtime/comm"
 	"github.com/msccl-go/msccl-go/runtime/cpudev"

@@ -11,7 +11,7 @@
 //
 // All ranks run in this process on device 0 (see executor/cuda). With
 // --device cpu every rank is a process of its own, its buffers in shared
-// memory and the plan run on CPU threads (executor/host): --procs N starts
+// memory and the plan run on CPU threads (internal/host): --procs N starts
 // N of them here, and the same command runs as one rank under torchrun,
 // mpirun or srun (procs.go):
 //

@@ -10,7 +10,7 @@
 //
 // What memory is, how it is mapped and how ops run on it belong to the
 // Device (runtime/cpudev for the CPU, runtime/cudadev for GPUs) and to the
-// executor that uses the communicator (executor/host, executor/cuda's
+// executor that uses the communicator (internal/host, executor/cuda's
 // OpenRank). comm knows plans
 // only through their channel lists, and must not import an executor.
 package comm

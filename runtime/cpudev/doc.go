@@ -9,5 +9,5 @@
 // when the last descriptor and mapping do.
 //
 // cpudev owns allocation and mapping only; what runs on the memory is
-// executor/host's, how handles travel is runtime/comm's.
+// internal/host's, how handles travel is runtime/comm's.
 package cpudev

@@ -23,5 +23,7 @@
 // waited for.
 //
 // host must not import the compiler or the CUDA executor; it reads plans
-// and never changes them.
+// and never changes them. It is internal because no program names it: collectives
+// on the cpu device run through the root package (msccl.OpenComm), the
+// one importer deps_test allows.
 package host
