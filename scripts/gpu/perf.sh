@@ -20,7 +20,9 @@
 #          bit against the CPU executor) and the ptxas spill check
 #   large  64 and 256 MiB allreduce, plan beside the two-shot reference:
 #          the default shape (the reference's grid of the table),
-#          the same with -D split=1 (the two-shot's old per-peer schedule)
+#          the same with -D stagger=0 (every block pushing to one peer at
+#          a time, the reference's order), -D split=1 (the two-shot's old
+#          per-peer schedule)
 #          and with kernel variants (MSCCL_KERNEL_DEFINES: per-thread
 #          operand arrays, 6 sources per batch), then the shapes that fit
 #          8 ranks on one H200 with more blocks
@@ -84,6 +86,7 @@ for part in $parts; do
   large)
     large="-b 64M -e 256M -f 4 -d f16 -G -n 10"
     step twoshot_i1_t1024 "$bench" --algo allreduce_twoshot --ranks "$ranks" $large -c --reference allreduce_twoshot
+    step twoshot_stagger0_i1_t1024 "$bench" --algo allreduce_twoshot --ranks "$ranks" -D stagger=0 $large --reference allreduce_twoshot
     step twoshot_split1_i1_t1024 "$bench" --algo allreduce_twoshot --ranks "$ranks" -D split=1 $large --reference allreduce_twoshot
     step twoshot_i1_t1024_localspans env MSCCL_KERNEL_DEFINES=RED_LOCAL_SPANS=1 "$bench" --algo allreduce_twoshot --ranks "$ranks" $large --reference allreduce_twoshot
     step twoshot_i1_t1024_batch6 env MSCCL_KERNEL_DEFINES=RED_BATCH=6 "$bench" --algo allreduce_twoshot --ranks "$ranks" $large --reference allreduce_twoshot
