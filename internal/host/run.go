@@ -13,6 +13,7 @@ import (
 
 	"github.com/msccl-go/msccl-go/executor/cpu"
 	"github.com/msccl-go/msccl-go/internal/diag"
+	"github.com/msccl-go/msccl-go/internal/par"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -115,17 +116,8 @@ func (e *Executor) Run(ctx context.Context, b *Buffers, dt cpu.DType, red ir.Red
 	if e.p.DoubleScratch {
 		rn.half = int64(l % 2)
 	}
-	var wg sync.WaitGroup
-	errs := make([]error, len(b.progs))
-	for i, prog := range b.progs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			bl := &blk{id: i}
-			errs[i] = rn.block(bl, prog)
-		}()
-	}
-	wg.Wait()
+	// Blocks wait on each other: each needs a goroutine of its own.
+	errs := par.Each(len(b.progs), func(i int) error { return rn.block(&blk{id: i}, b.progs[i]) })
 	if len(rn.stuck) > 0 {
 		h := &HangError{Rank: e.rank, Timeout: e.opt.Timeout, Cause: rn.cause, Stuck: rn.stuck}
 		if h.Cause == nil {

@@ -57,3 +57,21 @@ func ForEach(workers, n int, f func(w, i int)) {
 		panic(failure)
 	}
 }
+
+// Each runs f(i) for every i in [0, n), each on a goroutine of its own,
+// and returns their errors by i once all have returned. Unlike ForEach's
+// workers, the calls may wait on each other (the ranks of one job in one
+// process, the blocks of one rank), so none may wait for a free worker.
+func Each(n int, f func(i int) error) []error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f(i)
+		}()
+	}
+	wg.Wait()
+	return errs
+}

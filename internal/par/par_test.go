@@ -1,6 +1,8 @@
 package par
 
 import (
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 )
@@ -34,4 +36,28 @@ func TestForEachPanics(t *testing.T) {
 		}
 	})
 	t.Error("no panic")
+}
+
+// Each's calls run at once: every call waits until all n have started,
+// which only goroutines of their own can do; errors come back by index.
+func TestEachRunsTogether(t *testing.T) {
+	const n = 33
+	var started sync.WaitGroup
+	started.Add(n)
+	errs := Each(n, func(i int) error {
+		started.Done()
+		started.Wait()
+		if i%2 == 1 {
+			return fmt.Errorf("odd %d", i)
+		}
+		return nil
+	})
+	for i, err := range errs {
+		if (err != nil) != (i%2 == 1) || err != nil && err.Error() != fmt.Sprintf("odd %d", i) {
+			t.Errorf("errs[%d] = %v", i, err)
+		}
+	}
+	if len(Each(0, nil)) != 0 {
+		t.Error("Each(0) returned errors")
+	}
 }

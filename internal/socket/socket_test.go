@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/msccl-go/msccl-go/internal/par"
 )
 
 var testSecret = [16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
@@ -68,22 +70,17 @@ func job(t *testing.T, n int, bufBytes int) ([]map[int]*Conn, []*mem) {
 		ls[r], addrs[r] = l, l.Addr("")
 	}
 	conns := make([]map[int]*Conn, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
+	errs := par.Each(n, func(r int) error {
 		peers := map[int]string{}
 		for p, a := range addrs {
 			if p != r {
 				peers[p] = a
 			}
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			conns[r], errs[r] = Connect(ctx, ls[r], r, peers, testSecret)
-		}()
-	}
-	wg.Wait()
+		var err error
+		conns[r], err = Connect(ctx, ls[r], r, peers, testSecret)
+		return err
+	})
 	mems := make([]*mem, n)
 	for r := range n {
 		if errs[r] != nil {

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/msccl-go/msccl-go/internal/par"
 )
 
 // group connects n ranks inside this process (each over its own TCP
@@ -21,26 +23,18 @@ import (
 func group(t *testing.T, n int, timeout time.Duration, f func(b *Bootstrap) error) []error {
 	t.Helper()
 	id := loopbackID(t)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := 0; r < n; r++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cfg := Config{Rank: r, World: n, LocalRank: r, LocalWorld: n, Node: fmt.Sprintf("node%d", r%2), ID: id, Timeout: timeout}
-			b, err := Connect(context.Background(), cfg)
-			if err != nil {
-				errs[r] = err
-				return
-			}
-			errs[r] = f(b)
-			if cerr := b.Close(); errs[r] == nil {
-				errs[r] = cerr
-			}
-		}()
-	}
-	wg.Wait()
-	return errs
+	return par.Each(n, func(r int) error {
+		cfg := Config{Rank: r, World: n, LocalRank: r, LocalWorld: n, Node: fmt.Sprintf("node%d", r%2), ID: id, Timeout: timeout}
+		b, err := Connect(context.Background(), cfg)
+		if err != nil {
+			return err
+		}
+		err = f(b)
+		if cerr := b.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	})
 }
 
 func noErrors(t *testing.T, errs []error) {

@@ -5,10 +5,10 @@ package commtest
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/msccl-go/msccl-go/internal/par"
 	"github.com/msccl-go/msccl-go/runtime/bootstrap"
 	"github.com/msccl-go/msccl-go/runtime/comm"
 )
@@ -24,33 +24,24 @@ func Join(t testing.TB, nodes []string, dev comm.Device, timeout time.Duration, 
 		t.Fatal(err)
 	}
 	n := len(nodes)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 4*timeout)
-			defer cancel()
-			bs, err := bootstrap.Connect(ctx, bootstrap.Config{Rank: r, World: n, LocalRank: -1, LocalWorld: -1, Node: nodes[r], ID: id, Timeout: timeout})
-			if err != nil {
-				errs[r] = err
-				return
-			}
-			c, err := comm.New(ctx, bs, dev, comm.Options{Timeout: timeout})
-			if err != nil {
-				bs.Close()
-				errs[r] = err
-				return
-			}
-			errs[r] = f(ctx, c)
-			if err := c.Close(); err != nil && errs[r] == nil {
-				errs[r] = err
-			}
-		}()
-	}
-	wg.Wait()
-	return errs
+	return par.Each(n, func(r int) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 4*timeout)
+		defer cancel()
+		bs, err := bootstrap.Connect(ctx, bootstrap.Config{Rank: r, World: n, LocalRank: -1, LocalWorld: -1, Node: nodes[r], ID: id, Timeout: timeout})
+		if err != nil {
+			return err
+		}
+		c, err := comm.New(ctx, bs, dev, comm.Options{Timeout: timeout})
+		if err != nil {
+			bs.Close()
+			return err
+		}
+		err = f(ctx, c)
+		if cerr := c.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+		return err
+	})
 }
 
 // Check fails t with every rank's error of errs (what Join returns),
