@@ -35,6 +35,9 @@ type Options struct {
 	// returned by Run. Launches finished before a deadlock are still
 	// checked and handed over.
 	OnLaunch func(launch int, inputs, outputs [][]byte) error
+	// Buffers, when set, lends a streaming byte-level run (OnLaunch) its
+	// large arrays and takes them back when Run returns (buffers.go).
+	Buffers *Buffers
 	// Symbolic proves the plan independently of the reduction and the
 	// data type: inputs are fingerprints of (rank, launch, byte),
 	// scratch and unwritten output start as poison, and every reduction

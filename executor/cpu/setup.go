@@ -164,14 +164,14 @@ func (s *sim) setup() error {
 		if s.field != nil {
 			s.setupRanges(rs, lens)
 		} else {
-			rs.arrs[arrMain] = make([]byte, lens[arrMain])
+			rs.arrs[arrMain] = s.opt.Buffers.get(lens[arrMain], true)
 			if lens[arrOut] > 0 {
-				rs.arrs[arrOut] = make([]byte, lens[arrOut])
+				rs.arrs[arrOut] = s.opt.Buffers.get(lens[arrOut], true)
 			}
 		}
 		if s.field == nil {
-			rs.arrs[arrScratch] = make([]byte, lay.ScratchAlloc)
-			rs.pkt = make([]byte, lay.ScratchAlloc/2)
+			rs.arrs[arrScratch] = s.opt.Buffers.get(lay.ScratchAlloc, true)
+			rs.pkt = s.opt.Buffers.get(lay.ScratchAlloc/2, true)
 		}
 		rs.half = lay.ScratchAlloc
 		if p.DoubleScratch {

@@ -117,7 +117,8 @@ func (s *sim) start() (*Report, error) {
 		s.report.Inputs[l] = make([][]byte, len(s.ranks))
 		s.report.Outputs[l] = make([][]byte, len(s.ranks))
 	}
-	s.stream = streamer{on: opt.OnLaunch, done: make([]int, s.launches)}
+	s.stream = streamer{on: opt.OnLaunch, done: make([]int, s.launches), pool: opt.Buffers}
+	defer s.recycle()
 	hostPlace := make([]int32, len(s.ranks))
 	for r, rs := range s.ranks {
 		hostPlace[r] = s.addPlace(Place{Rank: r, Block: -1, Op: -1, Inner: -1, OpName: "host"})

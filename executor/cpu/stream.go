@@ -8,6 +8,7 @@ type streamer struct {
 	done []int    // ranks that have finished each launch
 	free [][]byte // recycled input and output buffers
 	err  error    // the first error OnLaunch returned; stops the run
+	pool *Buffers // Options.Buffers
 }
 
 // buf returns a slice of n bytes for the caller to fill, reusing a
@@ -21,7 +22,7 @@ func (st *streamer) buf(n int64) []byte {
 			}
 		}
 	}
-	return make([]byte, n)
+	return st.pool.get(n, false) // filled whole by the caller
 }
 
 // launchDone counts rank completions of launch l; when the last rank is

@@ -3,6 +3,7 @@ package cudaexec
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -96,9 +97,13 @@ func BenchmarkOracleCPU(b *testing.B) {
 		b.Fatal(err)
 	}
 	stage := make([]byte, int64(len(p.GPUs))*(in+out))
+	var pool *cpu.Buffers
+	if os.Getenv("MSCCL_BENCH_NOPOOL") == "" {
+		pool = cpu.NewBuffers(16 << 30)
+	}
 	b.ResetTimer()
 	for range b.N {
-		_, err := cpu.Run(p, cpu.Options{Size: size, DType: cpu.F32, Reduce: ir.ReduceSum, Launches: launches, LLWidth: 16,
+		_, err := cpu.Run(p, cpu.Options{Size: size, DType: cpu.F32, Reduce: ir.ReduceSum, Launches: launches, LLWidth: 16, Buffers: pool,
 			OnLaunch: func(_ int, ins, outs [][]byte) error {
 				for r := range ins {
 					copy(stage[int64(r)*in:], ins[r])

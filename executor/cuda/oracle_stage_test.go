@@ -39,7 +39,7 @@ type stagingPool struct {
 
 // staging is the process's pool: its expectations span every
 // configuration that has planned its cases.
-var staging = &stagingPool{expect: map[int64]int{}, free: map[int64][]*cuda.HostMem{}, cap: envBytes("MSCCL_GPU_STAGING_IDLE", 16<<30)}
+var staging = &stagingPool{expect: map[int64]int{}, free: map[int64][]*cuda.HostMem{}, cap: envBytes("MSCCL_GPU_STAGING_IDLE", 8<<30)}
 
 // plan records that a case will stage n bytes.
 func (sp *stagingPool) plan(n int64) { sp.expect[n]++ }

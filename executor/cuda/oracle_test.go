@@ -178,6 +178,10 @@ var runMode = func() [2]bool {
 var (
 	cpuSlots = make(chan struct{}, max(1, runtime.NumCPU()-1))
 	cpuMem   = newWeightSem(envBytes("MSCCL_GPU_TEST_MEM", 64<<30))
+	// cpuBuffers keeps the CPU runs' arrays between cases (the 18 types ×
+	// reductions of a size have the same lengths), so a case reuses
+	// memory instead of faulting fresh pages in (cpu.Buffers).
+	cpuBuffers = cpu.NewBuffers(envBytes("MSCCL_GPU_CPU_POOL", 16<<30))
 )
 
 func envBytes(name string, def int64) int64 {
@@ -514,7 +518,7 @@ func runCase(g *gpuSide, p *ir.Plan, c gcase) caseResult {
 		gpuMu.Unlock()
 	}()
 	st := time.Now()
-	rep, err := cpu.Run(p, cpu.Options{Size: c.size, DType: c.dt, Seed: oracleSeed, Reduce: c.red, Launches: c.launches, LLWidth: c.ll, OnLaunch: cr.launch})
+	rep, err := cpu.Run(p, cpu.Options{Size: c.size, DType: c.dt, Seed: oracleSeed, Buffers: cpuBuffers, Reduce: c.red, Launches: c.launches, LLWidth: c.ll, OnLaunch: cr.launch})
 	res := caseResult{cpu: time.Since(st) - cr.gpuTime - cr.gpuWait, gpu: cr.gpuTime, wait: cr.gpuWait}
 	var ge gpuError
 	var h *HangError

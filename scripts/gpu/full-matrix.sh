@@ -24,8 +24,11 @@
 #     against its bytes at launch 0 of every case (MSCCL_GPU_HOST_INPUTS=1
 #     copies every launch's inputs from the host instead).
 # Environment: PASS_TIMEOUT (seconds per pass, default 1800),
-# MSCCL_GPU_TEST_MEM (host bytes for concurrent cases, default 80e9),
-# GOMEMLIMIT (default 100GiB), RUN (the -test.run regexp, default
+# MSCCL_GPU_TEST_MEM (estimated host bytes of concurrent cases, default
+# 72e9), MSCCL_GPU_CPU_POOL (CPU-run arrays kept between cases, default
+# 16 GiB), MSCCL_GPU_STAGING_IDLE (idle pinned staging kept, default 8
+# GiB), GOMEMLIMIT (default 96GiB: the machine has 128 GiB and pinned
+# memory is outside Go's heap), RUN (the -test.run regexp, default
 # 'GPUPeerPlans|GPUAlgorithms'). Logs: $OUT/full-pass-K.log, one per pass;
 # the summary (one line per pass with its time) on stdout and in
 # $OUT/full-matrix.txt.
@@ -36,8 +39,8 @@ root=$(pwd)
 bin="$root/.gpu/executor_cuda.test"
 [ -x "$bin" ] || { echo "full-matrix.sh: $bin missing: run bash scripts/gpu-pack ./executor/cuda first" >&2; exit 2; }
 export MSCCL_GPU_FULL=1
-export MSCCL_GPU_TEST_MEM=${MSCCL_GPU_TEST_MEM:-80000000000}
-export GOMEMLIMIT=${GOMEMLIMIT:-100GiB}
+export MSCCL_GPU_TEST_MEM=${MSCCL_GPU_TEST_MEM:-72000000000}
+export GOMEMLIMIT=${GOMEMLIMIT:-96GiB}
 sum="$OUT/full-matrix.txt"
 : >"$sum"
 rc=0
