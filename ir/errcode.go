@@ -15,6 +15,7 @@ const (
 	CodeWatchdog    = diag.CodeWatchdog    // the watchdog stopped a launch (the executors' HangError)
 	CodeBroken      = diag.CodeBroken      // the executor is closed, or unusable after an earlier failure
 	CodeCannotRun   = diag.CodeCannotRun   // the CPU executor cannot run the plan, for a reason none of the above names
+	CodeFailed      = diag.CodeFailed      // what msccl-bench --json reports for a failure without a code (a file, a driver call, a peer)
 )
 
 // ErrorCode is the code err carries through any wrapping (fmt.Errorf's

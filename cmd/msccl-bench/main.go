@@ -108,9 +108,7 @@ type Row struct {
 
 func main() {
 	err := run(os.Args[1:], os.Stdout)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "msccl-bench:", err)
-	}
+	report(os.Stderr, err)
 	os.Exit(exitCode(err))
 }
 
@@ -134,8 +132,9 @@ func exitCode(err error) int {
 	return 1
 }
 
-func run(args []string, w io.Writer) error {
+func run(args []string, w io.Writer) (err error) {
 	c := config{defs: defines{}}
+	defer func() { err = asJSON(err, c.asJSON) }()
 	fs := flag.NewFlagSet("msccl-bench", flag.ContinueOnError)
 	// The flag package would print the error and then every flag; one
 	// line naming the bad flag is easier to read, and -h prints the rest.

@@ -48,6 +48,7 @@ const (
 	CodeNotResident = "exec.not-resident" // the plan's blocks, which wait on each other, do not fit on the device at once
 	CodeWatchdog    = "exec.watchdog"     // a wait ran past the timeout: the watchdog stopped the launch (HangError)
 	CodeBroken      = "exec.broken"       // the executor is closed, or unusable after an earlier failure
+	CodeFailed      = "exec.failed"       // a run that failed for a reason no code above names (a file, a driver call, a peer): FromError's fallback
 )
 
 const limitPrefix = "limit."
@@ -88,4 +89,5 @@ var Codes = []struct{ Code, Meaning string }{
 	{CodeNotResident, "blocks that wait on each other do not fit at once"},
 	{CodeWatchdog, "a wait ran past the watchdog's timeout"},
 	{CodeBroken, "the executor is closed or broken"},
+	{CodeFailed, "a run failed for a reason no other code names"},
 }
