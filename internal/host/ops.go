@@ -28,7 +28,7 @@ func (rn *run) exec(bl *blk, x *xop, w, unit int64) error {
 		}
 	case ir.OpWait, ir.OpRlxWait:
 		for _, c := range x.chans {
-			end := rn.end(slotOf(x.ctype), c)
+			end := rn.end(ir.ChanSlot(x.ctype), c)
 			want := end.expected.Add(1)
 			err := rn.await(bl, x, func() bool { return end.inbound.Load() >= want }, func() string {
 				return fmt.Sprintf("signal #%d on %s channel %d of rank %d (peer rank %d), %d arrived", want, x.ctype, c, e.rank, end.peer, end.inbound.Load())

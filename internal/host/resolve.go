@@ -41,13 +41,6 @@ type resolver struct {
 	ends  [2][]chanEnd
 }
 
-func slotOf(t ir.ChannelType) int {
-	if t == ir.ChanPort {
-		return 1
-	}
-	return 0
-}
-
 func (rs *resolver) block(tb *ir.ThreadBlock) ([]xop, error) {
 	return rs.ops(tb, tb.Ops, fmt.Sprintf("gpus[%d].threadblocks[%d].ops", rs.rank, tb.ID))
 }
@@ -92,22 +85,18 @@ func (rs *resolver) op(tb *ir.ThreadBlock, op *ir.Op, at string) (xop, error) {
 	if op.Code == ir.OpBarrier && x.numTBs < 1 {
 		return x, fmt.Errorf("%s: barrier needs num_threadblocks ≥ 1", at)
 	}
-	tbgID, tbgSize := 0, 1
-	if t := op.TBG(); t != nil {
-		tbgID, tbgSize = t.TBID, t.TBGSize
-		if tbgSize < 1 || tbgID < 0 || tbgID >= tbgSize {
-			return x, fmt.Errorf("%s: tbg_info tb_id %d out of range for tbg_size %d", at, tbgID, tbgSize)
-		}
+	if t := op.TBG(); t != nil && (t.TBGSize < 1 || t.TBID < 0 || t.TBID >= t.TBGSize) {
+		return x, fmt.Errorf("%s: tbg_info tb_id %d out of range for tbg_size %d", at, t.TBID, t.TBGSize)
 	}
 	for k := range op.Src {
-		r, err := rs.ref(tb, op, &op.Src[k], info.IsPacketSrc(k), tbgID, tbgSize)
+		r, err := rs.ref(tb, op, &op.Src[k], info.IsPacketSrc(k))
 		if err != nil {
 			return x, fmt.Errorf("%s.src_buff[%d]: %w", at, k, err)
 		}
 		x.src = append(x.src, r)
 	}
 	for k := range op.Dst {
-		r, err := rs.ref(tb, op, &op.Dst[k], info.IsPacketDst(k), tbgID, tbgSize)
+		r, err := rs.ref(tb, op, &op.Dst[k], info.IsPacketDst(k))
 		if err != nil {
 			return x, fmt.Errorf("%s.dst_buff[%d]: %w", at, k, err)
 		}
@@ -127,11 +116,11 @@ func (rs *resolver) op(tb *ir.ThreadBlock, op *ir.Op, at string) (xop, error) {
 				return x, fmt.Errorf("%s.channel_ids[%d]: the thread block has no %s channel %d", at, j, t, id)
 			}
 			flat := table[id]
-			if flat < 0 || flat >= len(rs.ends[slotOf(t)]) {
+			if flat < 0 || flat >= len(rs.ends[ir.ChanSlot(t)]) {
 				return x, fmt.Errorf("%s.channel_ids[%d]: gpu has no %s channel %d", at, j, t, flat)
 			}
-			if end := &rs.ends[slotOf(t)][flat]; signals(op.Code) && end.remote == nil && end.net == nil {
-				return x, fmt.Errorf("%s.channel_ids[%d]: %s channel %d to rank %d has no partner there to signal", at, j, t, flat, rs.ends[slotOf(t)][flat].peer)
+			if end := &rs.ends[ir.ChanSlot(t)][flat]; signals(op.Code) && end.remote == nil && end.net == nil {
+				return x, fmt.Errorf("%s.channel_ids[%d]: %s channel %d to rank %d has no partner there to signal", at, j, t, flat, rs.ends[ir.ChanSlot(t)][flat].peer)
 			}
 			x.chans = append(x.chans, flat)
 		}
@@ -151,21 +140,18 @@ func (rs *resolver) op(tb *ir.ThreadBlock, op *ir.Op, at string) (xop, error) {
 	return x, nil
 }
 
-func (rs *resolver) ref(tb *ir.ThreadBlock, op *ir.Op, br *ir.BufRef, packet bool, tbgID, tbgSize int) (ref, error) {
+// ref resolves one buffer reference the way the CPU executor and the
+// CUDA executor do (ir.RemoteOwner, ir.Layout.RefRange: one copy of the
+// reference semantics), to a range of this rank's views.
+func (rs *resolver) ref(tb *ir.ThreadBlock, op *ir.Op, br *ir.BufRef, packet bool) (ref, error) {
 	r := ref{rank: rs.rank, typ: br.Type, packet: packet}
 	switch br.Kind {
 	case ir.RefLocal:
 	case ir.RefRemote:
-		ids := tb.RemoteTable(op.ChannelType)
-		if br.BufferID < 0 || br.BufferID >= len(ids) {
-			return r, fmt.Errorf("the thread block has no remote buffer %d for %s channels", br.BufferID, op.ChannelType)
+		var err error
+		if r.rank, r.typ, err = rs.p.RemoteOwner(rs.rank, tb.RemoteTable(op.ChannelType), op.ChannelType, br.BufferID); err != nil {
+			return r, err
 		}
-		rbs := rs.p.GPUs[rs.rank].RemoteBuffers
-		id := ids[br.BufferID]
-		if id < 0 || id >= len(rbs) {
-			return r, fmt.Errorf("gpu has no remote buffer %d", id)
-		}
-		r.rank, r.typ = rbs[id].Rank, rbs[id].Type
 	case ir.RefSwitch:
 		groups := rs.switchGroups()
 		ids := tb.ChannelTable(ir.ChanSwitch)
@@ -181,8 +167,7 @@ func (rs *resolver) ref(tb *ir.ThreadBlock, op *ir.Op, br *ir.BufRef, packet boo
 	if br.Index < 0 || br.Size < 0 || br.Index > 1<<24 || br.Size > 1<<24 {
 		return r, fmt.Errorf("chunk index %d or size %d out of range", br.Index, br.Size)
 	}
-	off, n := rs.lay.Ref(r.typ, br.Index, br.Size)
-	r.off, r.n = rs.lay.TBGSlice(off, n, tbgID, tbgSize)
+	r.off, r.n = rs.lay.RefRange(r.typ, br, op)
 	if r.off < 0 || r.n < 0 {
 		return r, fmt.Errorf("chunks [%d, %d) do not map to a byte range", br.Index, br.Index+br.Size)
 	}

@@ -303,7 +303,7 @@ func (rn *run) reduction(x *xop) (ir.ReduceOp, error) {
 func (rn *run) end(slot, i int) *chanEnd { return &rn.e.ends[slot][i] }
 
 func (rn *run) signal(x *xop, i int) {
-	e := rn.end(slotOf(x.ctype), i)
+	e := rn.end(ir.ChanSlot(x.ctype), i)
 	if x.ctype == ir.ChanPort && e.net != nil {
 		rn.e.prox.push(preq{net: e.net, space: rn.e.space, netSignal: true, ch: uint32(e.partner)})
 		return
