@@ -31,3 +31,12 @@ func WindowBytes[R any](src, dst []R, size func(*R) int64, w, unit int64) int64 
 	}
 	return n
 }
+
+// PipelineIters is how many windows a pipeline with iter_context it runs
+// on a rank laid out by l: enough unit_size windows to cover num_chunks
+// of the largest chunk (the last may be short). it.UnitSize must be
+// positive; the executors refuse a pipeline without one first.
+func (l *Layout) PipelineIters(it *IterContext) int64 {
+	unit := int64(it.UnitSize)
+	return (int64(it.NumChunks)*l.MaxChunk() + unit - 1) / unit
+}

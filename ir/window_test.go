@@ -23,4 +23,15 @@ func TestWindow(t *testing.T) {
 	if n := WindowBytes([]int64{100}, nil, size, 0, 1<<40); n != 100 {
 		t.Errorf("one window of a whole reference: %d bytes, want 100", n)
 	}
+	// Chunks of 48 bytes (the largest of an uneven split): 3 of them in
+	// windows of 32 bytes are 4.5 windows, so 5.
+	l := &Layout{Align: 16, RefBytes: 160, RefChunks: 4}
+	for _, c := range []struct {
+		chunks, unit int
+		want         int64
+	}{{3, 32, 5}, {2, 32, 3}, {1, 48, 1}, {0, 32, 0}, {4, 1 << 20, 1}} {
+		if got := l.PipelineIters(&IterContext{UnitSize: c.unit, NumChunks: c.chunks}); got != c.want {
+			t.Errorf("%d chunks of %d bytes in windows of %d: %d iterations, want %d", c.chunks, l.MaxChunk(), c.unit, got, c.want)
+		}
+	}
 }

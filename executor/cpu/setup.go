@@ -303,7 +303,7 @@ func (s *sim) resolveOp(r int, tab *tbTable, tb *ir.ThreadBlock, op *ir.Op, pl P
 			return ro, fmt.Errorf("pipeline needs iter_context with a positive unit_size")
 		}
 		ro.unit = int64(op.Iter().UnitSize)
-		ro.iters = (int64(op.Iter().NumChunks)*rs.lay.MaxChunk() + ro.unit - 1) / ro.unit
+		ro.iters = rs.lay.PipelineIters(op.Iter())
 		if ro.iters*int64(len(op.Ops())+1) > s.maxSteps {
 			return ro, fmt.Errorf("pipeline would run %d iterations of %d ops (unit_size %d is too small for this size)", ro.iters, len(op.Ops()), ro.unit)
 		}

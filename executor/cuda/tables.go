@@ -137,8 +137,7 @@ func (b *tableBuilder) op(t *kernels.Table, tb *ir.ThreadBlock, op *ir.Op, path 
 		if op.Iter() == nil || op.Iter().UnitSize <= 0 || op.Iter().UnitSize%4 != 0 {
 			return fmt.Errorf("%s: pipeline unit_size must be a positive multiple of 4 bytes", at)
 		}
-		total := int64(op.Iter().NumChunks) * b.lay.MaxChunk()
-		n := (total + int64(op.Iter().UnitSize) - 1) / int64(op.Iter().UnitSize)
+		n := b.lay.PipelineIters(op.Iter())
 		if n > math.MaxUint32 || len(op.Ops()) > 255 {
 			return fmt.Errorf("%s: pipeline too long", at)
 		}

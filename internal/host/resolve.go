@@ -69,7 +69,7 @@ func (rs *resolver) op(tb *ir.ThreadBlock, op *ir.Op, at string) (xop, error) {
 			return x, fmt.Errorf("%s: pipeline needs iter_context with a positive unit_size", at)
 		}
 		x.unit = int64(it.UnitSize)
-		x.iters = (int64(it.NumChunks)*rs.lay.MaxChunk() + x.unit - 1) / x.unit
+		x.iters = rs.lay.PipelineIters(it)
 		for k := range op.Ops() {
 			if op.Ops()[k].Code == ir.OpPipeline {
 				return x, fmt.Errorf("%s.ops[%d]: nested pipeline", at, k)
