@@ -55,6 +55,13 @@ func EncodeTo(out io.Writer, p *Plan) error {
 	w.beginArr()
 	workers := par.Workers(len(p.GPUs))
 	batch := 4 * workers
+	if workers == 1 {
+		// One worker gains nothing from a batch: one buffer, reused
+		// rank after rank, is all a small plan's encoding touches (every
+		// fresh page is a fault in a short-lived process such as
+		// msccl-compile's 8-rank compile).
+		batch = 1
+	}
 	parts := make([][]byte, batch)
 	for lo := 0; lo < len(p.GPUs); lo += batch {
 		hi := min(lo+batch, len(p.GPUs))

@@ -145,7 +145,7 @@ func (p *Plan) SizeRule() (SizeRule, error) {
 		for b := range p.GPUs[r].ThreadBlocks {
 			tb := &p.GPUs[r].ThreadBlocks[b]
 			for i := range tb.Ops {
-				w.op(r, b, &tb.Ops[i], fmt.Sprintf("gpus[%d].threadblocks[%d].ops[%d]", r, b, i))
+				w.op(r, b, &tb.Ops[i], opPath{r: r, b: b, i: i})
 			}
 			if w.err != nil {
 				return SizeRule{}, w.err
@@ -226,23 +226,26 @@ func (w *ruleWalk) definition(g *GPU) {
 	w.defining = true
 	n := int64(len(w.p.GPUs))
 	in, out := int64(g.InputChunks), int64(g.OutputChunks)
-	pair := func(i, j int64, why string) {
+	// pair bans and reports whether the caller is to name the reason.
+	pair := func(i, j int64) bool {
 		lo, hi := min(i, j), min(max(i, j), w.n)
-		if i != j && lo < w.n && lo < hi {
-			w.ban(lo+1, hi, why)
-		}
+		return i != j && lo < w.n && lo < hi && w.ban(lo+1, hi)
 	}
 	switch c := w.p.Collective; {
 	case c.Gathers() && in > 0:
 		for q := int64(1); q < n; q++ {
 			for k := int64(0); k < in; k++ {
-				pair(k, q*in+k, fmt.Sprintf("%s puts rank %d's input chunk %d in output chunk %d", c, q, k, q*in+k))
+				if pair(k, q*in+k) {
+					w.fragile = fmt.Sprintf("%s puts rank %d's input chunk %d in output chunk %d", c, q, k, q*in+k)
+				}
 			}
 		}
 	case c.Scatters() && out > 0:
 		for r := int64(1); r < n; r++ {
 			for k := int64(0); k < out; k++ {
-				pair(k, r*out+k, fmt.Sprintf("%s gives rank %d input chunk %d as its output chunk %d", c, r, r*out+k, k))
+				if pair(k, r*out+k) {
+					w.fragile = fmt.Sprintf("%s gives rank %d input chunk %d as its output chunk %d", c, r, r*out+k, k)
+				}
 			}
 		}
 	case c == AllToAll:
@@ -250,7 +253,9 @@ func (w *ruleWalk) definition(g *GPU) {
 		for r := int64(0); r < n; r++ {
 			for q := int64(0); q < n; q++ {
 				for k := int64(0); k < per; k++ {
-					pair(q*per+k, r*per+k, fmt.Sprintf("alltoall puts rank %d's input chunk %d in rank %d's output chunk %d", q, r*per+k, r, q*per+k))
+					if pair(q*per+k, r*per+k) {
+						w.fragile = fmt.Sprintf("alltoall puts rank %d's input chunk %d in rank %d's output chunk %d", q, r*per+k, r, q*per+k)
+					}
 				}
 			}
 		}
@@ -270,19 +275,35 @@ type ruleWalk struct {
 	err      error
 }
 
-// ban forbids residues [lo, hi] (clipped to 1..n-1) because of what.
-func (w *ruleWalk) ban(lo, hi int64, what string) {
+// ban forbids residues [lo, hi] (clipped to 1..n-1) and reports whether
+// the caller is to name the reason in w.fragile. The reason is worded
+// only then: a plan's walk bans at most a few residues per op, and
+// formatting every one of them cost a compile more than its walk
+// (msccl-compile's 8-rank compile, docs/BENCHMARKS.md).
+func (w *ruleWalk) ban(lo, hi int64) bool {
 	lo, hi = max(lo, 1), min(hi, w.n-1)
 	if lo > hi {
-		return
+		return false
 	}
 	w.forbid[lo]++
 	w.forbid[hi+1]--
 	// An op that forces the split is named before the definition: it is
 	// what the author can change.
-	if w.fragile == "" || (lo == 1 && !w.defining) {
-		w.fragile = what
+	return w.fragile == "" || (lo == 1 && !w.defining)
+}
+
+// opPath is an op's JSON path, worded only for a reason or an error:
+// gpus[r].threadblocks[b].ops[i], then .ops[i] for each pipeline it is in.
+type opPath struct {
+	outer   *opPath
+	r, b, i int
+}
+
+func (p *opPath) String() string {
+	if p.outer != nil {
+		return fmt.Sprintf("%s.ops[%d]", p.outer.String(), p.i)
 	}
+	return fmt.Sprintf("gpus[%d].threadblocks[%d].ops[%d]", p.r, p.b, p.i)
 }
 
 // bufType resolves the buffer a reference names; ok is false when the
@@ -313,10 +334,10 @@ func (w *ruleWalk) bufType(r, b int, op *Op, br *BufRef) (BufferType, bool) {
 // slot boundaries (every chunk but the last of full length), and packet
 // ops between scratch slots alone (they would wait for packets beyond a
 // short chunk) need an even split.
-func (w *ruleWalk) op(r, b int, op *Op, path string) {
+func (w *ruleWalk) op(r, b int, op *Op, at opPath) {
 	if op.Code == OpPipeline {
 		for k := range op.Ops() {
-			w.op(r, b, &op.Ops()[k], fmt.Sprintf("%s.ops[%d]", path, k))
+			w.op(r, b, &op.Ops()[k], opPath{outer: &at, i: k})
 		}
 		return
 	}
@@ -329,12 +350,25 @@ func (w *ruleWalk) op(r, b int, op *Op, path string) {
 		t, ok := w.bufType(r, b, op, br)
 		return ok && t == BufScratch
 	}
-	pair := func(x, y *BufRef, what string) {
+	// what names the operand pair for an error or a reason: k is the
+	// index into dst (paired ops) or into src then dst.
+	what := func(k int, paired bool) string {
+		if paired || k >= len(op.Src) {
+			if !paired {
+				k -= len(op.Src)
+			}
+			return fmt.Sprintf("dst_buff[%d]", k)
+		}
+		return fmt.Sprintf("src_buff[%d]", k)
+	}
+	pair := func(x, y *BufRef, k int, paired bool) {
 		sx, sy := uniform && scratch(x), uniform && scratch(y)
 		switch {
 		case sx && sy:
 			if packet || op.TBG() != nil {
-				w.ban(1, w.n-1, fmt.Sprintf("%s moves packets or a tbg slice between scratch slots only, so its length is a whole slot", path))
+				if w.ban(1, w.n-1) {
+					w.fragile = fmt.Sprintf("%s moves packets or a tbg slice between scratch slots only, so its length is a whole slot", at.String())
+				}
 			}
 			return
 		case sx || sy:
@@ -347,19 +381,23 @@ func (w *ruleWalk) op(r, b int, op *Op, path string) {
 				sr = x
 			}
 			if sr.Size != d.Size {
-				w.err = fmt.Errorf("%s: %s pairs %d data chunks with %d scratch slots: the byte counts differ at every message size", path, what, d.Size, sr.Size)
+				w.err = fmt.Errorf("%s: %s pairs %d data chunks with %d scratch slots: the byte counts differ at every message size", at.String(), what(k, paired), d.Size, sr.Size)
 				return
 			}
 			if op.TBG() != nil {
-				w.ban(1, w.n-1, fmt.Sprintf("%s splits a scratch slot and a data range across a block group: the slices line up only when the split is even", path))
+				if w.ban(1, w.n-1) {
+					w.fragile = fmt.Sprintf("%s splits a scratch slot and a data range across a block group: the slices line up only when the split is even", at.String())
+				}
 			}
 			if d.Size >= 2 {
-				w.ban(1, int64(d.Index+d.Size-2), fmt.Sprintf("%s pairs data chunks [%d, %d) with scratch slots: their chunk boundaries fall on slot boundaries only when all but the last chunk have the largest length", path, d.Index, d.Index+d.Size))
+				if w.ban(1, int64(d.Index+d.Size-2)) {
+					w.fragile = fmt.Sprintf("%s pairs data chunks [%d, %d) with scratch slots: their chunk boundaries fall on slot boundaries only when all but the last chunk have the largest length", at.String(), d.Index, d.Index+d.Size)
+				}
 			}
 			return
 		}
 		if x.Size != y.Size {
-			w.err = fmt.Errorf("%s: %s covers %d chunks but the other operand %d: the byte counts differ at every message size", path, what, y.Size, x.Size)
+			w.err = fmt.Errorf("%s: %s covers %d chunks but the other operand %d: the byte counts differ at every message size", at.String(), what(k, paired), y.Size, x.Size)
 			return
 		}
 		i, j := int64(x.Index), int64(y.Index)
@@ -370,23 +408,33 @@ func (w *ruleWalk) op(r, b int, op *Op, path string) {
 		if lo >= w.n || lo >= hi {
 			return
 		}
-		w.ban(lo+1, hi, fmt.Sprintf("%s pairs chunk %d with chunk %d, and their lengths differ when u mod N (the units left over after an even split) is %s", path, i, j, residues(lo+1, hi, w.n)))
+		if w.ban(lo+1, hi) {
+			w.fragile = fmt.Sprintf("%s pairs chunk %d with chunk %d, and their lengths differ when u mod N (the units left over after an even split) is %s", at.String(), i, j, residues(lo+1, hi, w.n))
+		}
 	}
 	if op.Info().Paired {
 		if len(op.Src) == 0 {
 			return // malformed; the validator says so
 		}
 		for k := range op.Dst {
-			pair(&op.Src[min(k, len(op.Src)-1)], &op.Dst[k], fmt.Sprintf("dst_buff[%d]", k))
+			pair(&op.Src[min(k, len(op.Src)-1)], &op.Dst[k], k, true)
 		}
 		return
 	}
 	// Every operand against one anchor, a data operand where there is one:
 	// data operands must agree with each other, scratch slots with them.
-	all := append(append([]BufRef(nil), op.Src...), op.Dst...)
+	// Operand k counts src then dst (read in place: copying them into
+	// one list cost an allocation per op).
+	ref := func(k int) *BufRef {
+		if k < len(op.Src) {
+			return &op.Src[k]
+		}
+		return &op.Dst[k-len(op.Src)]
+	}
+	all := len(op.Src) + len(op.Dst)
 	anchor := 0
 	for k := range all {
-		if !(uniform && scratch(&all[k])) {
+		if !(uniform && scratch(ref(k))) {
 			anchor = k
 			break
 		}
@@ -395,11 +443,7 @@ func (w *ruleWalk) op(r, b int, op *Op, path string) {
 		if k == anchor {
 			continue
 		}
-		name := fmt.Sprintf("src_buff[%d]", k)
-		if k >= len(op.Src) {
-			name = fmt.Sprintf("dst_buff[%d]", k-len(op.Src))
-		}
-		pair(&all[anchor], &all[k], name)
+		pair(ref(anchor), ref(k), k, false)
 	}
 }
 

@@ -291,32 +291,35 @@ func (v *validator) remoteBuffers(r int, path string) {
 	p, g := v.p, &v.p.GPUs[r]
 	for i := range g.RemoteBuffers {
 		rb := &g.RemoteBuffers[i]
-		rp := fmt.Sprintf("%s.remote_buffers[%d]", path, i)
+		// Paths are worded only for a diagnostic: a valid plan has a
+		// remote buffer per peer and block, and formatting each path up
+		// front was a visible part of an 8-rank compile.
+		rp := func(field string) string { return fmt.Sprintf("%s.remote_buffers[%d]%s", path, i, field) }
 		rankOK := rb.Rank >= 0 && rb.Rank < len(p.GPUs) && rb.Rank != r
 		switch {
 		case rb.Rank < 0 || rb.Rank >= len(p.GPUs):
-			v.errorf(rp+".rank", "rank %d out of range, plan has %s", rb.Rank, count(len(p.GPUs), "gpu"))
+			v.errorf(rp(".rank"), "rank %d out of range, plan has %s", rb.Rank, count(len(p.GPUs), "gpu"))
 		case rb.Rank == r:
-			v.errorf(rp+".rank", "remote buffer on rank %d itself; use a local buffer reference", r)
+			v.errorf(rp(".rank"), "remote buffer on rank %d itself; use a local buffer reference", r)
 		}
 		if rb.Type < BufInput || rb.Type > BufScratch {
-			v.errorf(rp+".type", "remote buffer needs a buffer type (\"i\", \"o\" or \"s\")")
+			v.errorf(rp(".type"), "remote buffer needs a buffer type (\"i\", \"o\" or \"s\")")
 		}
 		if len(rb.AccessChannelTypes) == 0 {
-			v.warnf(rp+".access_channel_types", "remote buffer lists no access channel type, so no op can reach it")
+			v.warnf(rp(".access_channel_types"), "remote buffer lists no access channel type, so no op can reach it")
 		}
 		for k, t := range rb.AccessChannelTypes {
-			ap := fmt.Sprintf("%s.access_channel_types[%d]", rp, k)
+			ap := func() string { return rp(fmt.Sprintf(".access_channel_types[%d]", k)) }
 			if t != ChanMemory && t != ChanPort {
-				v.errorf(ap, "access channel type must be memory or port, got %s", t)
+				v.errorf(ap(), "access channel type must be memory or port, got %s", t)
 				continue
 			}
 			if slices.Contains(rb.AccessChannelTypes[:k], t) {
-				v.errorf(ap, "access channel type %s listed twice", t)
+				v.errorf(ap(), "access channel type %s listed twice", t)
 				continue
 			}
 			if rankOK && len(v.byPeer[r][t][rb.Rank]) == 0 && len(v.byPeer[rb.Rank][t][r]) == 0 {
-				v.errorf(ap, "no %s channel connects rank %d and rank %d, so the buffer cannot be reached over one", t, r, rb.Rank)
+				v.errorf(ap(), "no %s channel connects rank %d and rank %d, so the buffer cannot be reached over one", t, r, rb.Rank)
 			}
 		}
 	}

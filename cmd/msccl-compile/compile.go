@@ -87,7 +87,10 @@ func cmdCompile(args []string, stdout, stderr io.Writer) int {
 		}
 		dst, closeOut = f, f.Close
 	}
-	bw := bufio.NewWriterSize(dst, 1<<20)
+	// 64 KiB: EncodeTo hands over whole ranks, which pass a buffer this
+	// size straight through once they are larger; a larger one would only
+	// add pages a small compile touches for the first time.
+	bw := bufio.NewWriterSize(dst, 64<<10)
 	err = ir.EncodeTo(bw, p)
 	if err == nil {
 		err = bw.Flush()
