@@ -465,10 +465,12 @@ func printWinners(w io.Writer, best, all []tuneResult, shipped map[int64]candida
 
 // tunedRows turns the winners into selection rows for this world: runs of
 // sizes with the same winner become one row, from the run's first size
-// (0 for the first run) to the next run's first size (inf for the last).
-// A winner admits the size it won at, so its plan's minimum is never
-// above its row's start (the first row starts at 0 as the built-in
-// table's do: below the plan's minimum no plan runs).
+// to the next run's first size (inf for the last). A winner admits the
+// size it won at, so its plan's minimum is never above its row's start.
+// Below the smallest size timed nothing was measured, and a winner's plan
+// may not even run there (eight instances of the LL all-pairs start at
+// 1 KiB): the first row starts at that size, and mergeTable keeps the
+// built-in rows below it.
 func tunedRows(collective string, ranks int, best []tuneResult) []compiler.SelectionRow {
 	var rows []compiler.SelectionRow
 	var cur candidate
@@ -476,9 +478,8 @@ func tunedRows(collective string, ranks int, best []tuneResult) []compiler.Selec
 		if i > 0 && b.cand == cur {
 			continue
 		}
-		lo := "0"
+		lo := size.Format(b.bytes)
 		if i > 0 {
-			lo = size.Format(b.bytes)
 			rows[len(rows)-1].MaxSize = lo
 		}
 		cur = b.cand

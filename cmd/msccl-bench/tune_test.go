@@ -71,7 +71,7 @@ func TestTunedRowsCompile(t *testing.T) {
 	want := `- collective: allreduce
   ranks: [8, 8]
   ranks_per_node: [8, 8]
-  min_message_size: 0
+  min_message_size: 1KiB
   max_message_size: 1MiB
   algorithm: allreduce_allpairs_packet.msccl
   defines: {instances: 1, threads: 1024}
