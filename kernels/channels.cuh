@@ -14,11 +14,21 @@ struct MemChan {
   u32 index;  // the channel's index in the rank's list of its type (port: FIFO channel id)
 };
 
+// SIGNAL_FENCE=0 (MSCCL_KERNEL_DEFINES, to measure) drops the fence before
+// a signal's release increment. The PTX memory model makes the release
+// alone publish every write the signalling thread has observed, its
+// block's included through the bar.sync before it (cumulativity); the
+// fence, kept by default until a device run has shown both, costs a
+// second system-scope membar per signal on the path of every ring step.
+#ifndef SIGNAL_FENCE
+#define SIGNAL_FENCE 1
+#endif
+
 DEV void chan_signal(const MemChan& c, bool relaxed) {
   if (relaxed) {
     red_relaxed_sys_add(c.remoteInbound, 1);
   } else {
-    fence_acq_rel_sys();
+    if (SIGNAL_FENCE) fence_acq_rel_sys();
     red_release_sys_add(c.remoteInbound, 1);
   }
 }

@@ -10,9 +10,10 @@ import (
 // Tunables are the executor kernel's compile-time knobs that
 // MSCCL_KERNEL_DEFINES may set, for measuring a variant beside the
 // default in one device run (issue 17); each one's default and meaning are
-// at its #ifndef in executor.cu. A knob changes speed only, never a
-// result: the reduction order is fixed whatever the batch.
-var Tunables = []string{"COPY_DEPTH", "RED_BATCH", "RED_BATCH_F8", "RED_LOCAL_SPANS"}
+// at its #ifndef in executor.cu or channels.cuh. The batch and depth knobs
+// change speed only (the reduction order is fixed whatever the batch);
+// SIGNAL_FENCE=0 leans on the memory model, so it is for measuring.
+var Tunables = []string{"COPY_DEPTH", "RED_BATCH", "RED_BATCH_F8", "RED_LOCAL_SPANS", "SIGNAL_FENCE"}
 
 // DefinesEnv names the variable: space- or comma-separated NAME=INTEGER
 // items, NAME one of Tunables, for example "RED_BATCH=8 COPY_DEPTH=8".

@@ -42,12 +42,12 @@ func TestParseDefines(t *testing.T) {
 // (the per-thread operand arrays, other batch and copy depths) still
 // compiles to PTX, since a device run may select it.
 func TestSourceForDefines(t *testing.T) {
-	t.Setenv(DefinesEnv, "RED_LOCAL_SPANS=1 RED_BATCH=2 COPY_DEPTH=2")
+	t.Setenv(DefinesEnv, "RED_LOCAL_SPANS=1 RED_BATCH=2 COPY_DEPTH=2 SIGNAL_FENCE=0")
 	src, err := SourceFor(ir.F16, 16)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(src, "#define RED_LOCAL_SPANS 1\n#define RED_BATCH 2\n#define COPY_DEPTH 2\n") {
+	if !strings.HasPrefix(src, "#define RED_LOCAL_SPANS 1\n#define RED_BATCH 2\n#define COPY_DEPTH 2\n#define SIGNAL_FENCE 0\n") {
 		t.Errorf("source does not start with the knobs:\n%.200s", src)
 	}
 	if tr, err := TraceSourceFor(ir.F16, 16); err != nil || !strings.Contains(tr, "#define RED_BATCH 2\n") {

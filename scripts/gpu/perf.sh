@@ -9,7 +9,8 @@
 #   ref    msccl-bench --reference: plan and hand-written kernel timed in
 #          one run on the same streams, grid and buffers, -c checking both;
 #          each plan row is followed by "reference NAME ... plan/reference R"
-#   latency  the ring-step goal (ping-pong vs ring steps at 1 KiB) and
+#   latency  the ring-step goal (ping-pong vs ring steps at 1 KiB; the
+#          same with SIGNAL_FENCE=0, no fence before a signal's release) and
 #          the host cost of a cached Run (BenchmarkHostCost beside
 #          runtime/cuda's BenchmarkLaunch)
 #   trace  msccl-bench --trace: NAME.json (GPU) beside NAME.cpu.json (the
@@ -108,6 +109,12 @@ for part in $parts; do
     step pingpong16 "$bench" --plan "$tmp/pingpong.json" --ranks 2 -b 1K -e 1K -d f32 -G -n 200 -w 20
     step allgather_ring8 "$bench" --algo allgather_ring --ranks 8 -b 1K -e 1K -d f32 -G -n 200 -w 20
     step allreduce_ring8 "$bench" --algo allreduce_ring --ranks 8 -b 1K -e 1K -d f32 -G -n 200 -w 20
+    # The same three without the fence before a signal's release
+    # (kernels/channels.cuh SIGNAL_FENCE), to see what it costs a hop.
+    nofence="env MSCCL_KERNEL_DEFINES=SIGNAL_FENCE=0 $bench"
+    step pingpong16_nofence $nofence --plan "$tmp/pingpong.json" --ranks 2 -b 1K -e 1K -d f32 -G -n 200 -w 20
+    step allgather_ring8_nofence $nofence --algo allgather_ring --ranks 8 -b 1K -e 1K -d f32 -G -n 200 -w 20
+    step allreduce_ring8_nofence $nofence --algo allreduce_ring --ranks 8 -b 1K -e 1K -d f32 -G -n 200 -w 20
     step hostcost bash "$root/.gpu/run" -test.run 'GPURunAllocs' -test.bench 'HostCost|^BenchmarkLaunch$' -test.benchmem
     ;;
   startup)
