@@ -380,3 +380,23 @@ func (g *gpuSide) table(tab []byte) (cuda.DevicePtr, error) {
 	g.tables[&tab[0]] = d
 	return d, nil
 }
+
+// copyLocked (MSCCL_GPU_COPY_LOCKED=1) copies the eager outputs to the host
+// on the executor's stream under gpuMu, as before the copy stream.
+var copyLocked = os.Getenv("MSCCL_GPU_COPY_LOCKED") != ""
+
+// copyOut brings the eager outputs (the run compared on the host) back on
+// the case's own copy stream once onGPU has let gpuMu go: the kernels
+// that wrote them have completed (onGPU waited for them), only this
+// case's goroutine touches its buffers, and a copy holds no SMs, so it
+// overlaps the next case's kernels instead of adding to the serial GPU
+// time.
+func (cr *caseRun) copyOut() error {
+	hk := hostRun()
+	for r := 0; r < cr.n; r++ {
+		if err := cuda.MemcpyAsync(cr.pin.Dev+cuda.DevicePtr(cr.outOff(r)), cr.bufs[hk].Out[r], cr.outN, cr.cs); err != nil {
+			return err
+		}
+	}
+	return cr.cs.Synchronize()
+}

@@ -22,7 +22,9 @@
 #     CPU-executor launch with the collective's definition. Inputs are
 #     built on the device from the CPU executor's recipe and checked
 #     against its bytes at launch 0 of every case (MSCCL_GPU_HOST_INPUTS=1
-#     copies every launch's inputs from the host instead).
+#     copies every launch's inputs from the host instead); the eager
+#     outputs come back outside the GPU lock (MSCCL_GPU_COPY_LOCKED=1
+#     keeps that copy under it).
 # Environment: PASS_TIMEOUT (seconds per pass, default 1800),
 # MSCCL_GPU_TEST_MEM (estimated host bytes of concurrent cases, default
 # 72e9), MSCCL_GPU_CPU_POOL (CPU-run arrays kept between cases, default
