@@ -33,7 +33,7 @@ var allowed = map[string][]string{
 	"runtime/topo/topotest": {},
 	"runtime/topo":          {"ir"},
 	"runtime/bootstrap":     {"internal/hostid"},
-	"executor/cuda":         {"ir", "kernels", "kernels/reference", "runtime/comm", "runtime/cuda", "runtime/cudadev", "runtime/nvrtc"},
+	"executor/cuda":         {"ir", "kernels", "kernels/reference", "runtime/comm", "runtime/cuda", "runtime/cudadev", "runtime/nvrtc", "internal/socket"},
 	"algorithms":            {"compiler"},
 	// Not runtime/topo: comm is linked into libmsccl (capi), and go-nvml's
 	// cgo leaves NVML symbols undefined in a c-shared library, so a C

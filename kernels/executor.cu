@@ -161,6 +161,14 @@ DEV void op_put_mem(const Env& e, const DOp& op, u32 off, u32 unit) {
 // copy behind a stream waiting for these kernels (CUDA_DEVICE_MAX_CONNECTIONS=1).
 DEV bool port_sm(const Env& e) { return e.a->fifo.entries == nullptr; }
 
+// port_fifo: with a FIFO, a port channel whose peer's semaphore is not
+// mapped here (remoteInbound null) goes through the host proxy: the peer
+// is on another node (executor/cuda netproxy.go, the socket transport),
+// or every port channel does (PortCopyProxy leaves them all null). One
+// whose peer's word is mapped is still copied by SMs, so a plan's
+// same-node port channels run as they do without a FIFO.
+DEV bool port_fifo(const Env& e, const MemChan& c) { return !port_sm(e) && c.remoteInbound == nullptr; }
+
 // port_sm_signal: after the block's copies (the __syncthreads orders every
 // thread's stores before the signalling thread's release fence).
 DEV void port_sm_signal(const Env& e, const DOp& op) {
@@ -177,11 +185,27 @@ DEV void op_put_port(Env& e, const DOp& op, u32 off, u32 unit, bool withSignal, 
     if (withSignal) port_sm_signal(e, op);
     return;
   }
+  // A FIFO: each destination goes its channel's way (port_fifo). The
+  // SM-copied ones first, by every thread; the decision is the same in
+  // every thread, so the barrier before their signals is uniform.
+  bool sm = false;
+  for (int k = 0; k < op.ndst && k < op.nsrc && k < op.nidx; k++) {
+    if (port_fifo(e, e.a->port[e.idx[op.idx0 + k]])) continue;
+    sm = true;
+    Span s = span(e, e.refs[op.ref0 + k], off, unit);
+    Span d = span(e, e.refs[op.ref0 + op.nsrc + k], off, unit);
+    copy_bytes(d.p, s.p, d.n < s.n ? d.n : s.n);
+  }
+  if (sm && withSignal) __syncthreads();
   u32 k = threadIdx.x;
   if (k >= op.ndst || k >= op.nidx) return;
+  const MemChan& c = e.a->port[e.idx[op.idx0 + k]];
+  if (!port_fifo(e, c)) {
+    if (withSignal) chan_signal(c, false);
+    return;
+  }
   Span s = span(e, e.refs[op.ref0 + k], off, unit);
   Span d = span(e, e.refs[op.ref0 + op.nsrc + k], off, unit);
-  const MemChan& c = e.a->port[e.idx[op.idx0 + k]];
   u32 n = d.n < s.n ? d.n : s.n;
   if (n > 0) fifo_push(e.a->fifo, FIFO_PUT, c.index, (u64)s.p, (u64)d.p, n, &e.w);
   if (withSignal) fifo_push(e.a->fifo, FIFO_SIGNAL, c.index, 0, 0, 0, &e.w);
@@ -462,12 +486,25 @@ DEV void op_pkt_port(Env& e, const DOp& op, u32 off, u32 unit, bool waitSrc) {
     }
     return;
   }
+  // A FIFO: SM copies for the channels whose peer is mapped here
+  // (port_fifo), as above; the proxy for the rest.
+  bool sm = false;
+  for (int k = 0; k < op.ndst && k < op.nidx; k++) sm |= !port_fifo(e, e.a->port[e.idx[op.idx0 + k]]);
+  if (sm && !waitSrc) __syncthreads();
+  for (int k = 0; sm && k < op.ndst && k < op.nidx && op.nsrc > 0; k++) {
+    if (port_fifo(e, e.a->port[e.idx[op.idx0 + k]])) continue;
+    Span s = span(e, e.refs[op.ref0 + (k < op.nsrc ? k : op.nsrc - 1)], off, unit);
+    Span d = span(e, e.refs[op.ref0 + op.nsrc + k], off, unit);
+    u32 n = d.n < s.n ? d.n : s.n;
+    for (u32 i = threadIdx.x; i < n / P; i += blockDim.x) pkt_copy<PK>(d.p + (u64)i * PK, s.p + (u64)i * PK);
+  }
   u32 k = threadIdx.x;
   if (k >= op.ndst || op.nsrc == 0 || k >= op.nidx) return;
+  const MemChan& c = e.a->port[e.idx[op.idx0 + k]];
+  if (!port_fifo(e, c)) return;
   u32 sk = k < op.nsrc ? k : op.nsrc - 1u;
   Span s = span(e, e.refs[op.ref0 + sk], off, unit);
   Span d = span(e, e.refs[op.ref0 + op.nsrc + k], off, unit);
-  const MemChan& c = e.a->port[e.idx[op.idx0 + k]];
   u32 n = d.n < s.n ? d.n : s.n;
   if (n > 0) fifo_push(e.a->fifo, FIFO_PUT, c.index, (u64)s.p, (u64)d.p, 2ull * n, &e.w);
 }
@@ -488,11 +525,12 @@ DEV void exec_op(Env& e, const DOp& op, u32 off, u32 unit) {
       break;
     case OP_SIGNAL:
     case OP_RLXSIGNAL:
-      // SM port copies: every thread's stores of earlier puts come first.
-      if (port && port_sm(e)) __syncthreads();
+      // SM port copies: every thread's stores of earlier puts come first
+      // (with a FIFO too: some of its channels may be SM-copied).
+      if (port) __syncthreads();
       if (t < op.nidx) {
         const MemChan& c = port ? a->port[e.idx[op.idx0 + t]] : a->mem[e.idx[op.idx0 + t]];
-        if (port && !port_sm(e)) {
+        if (port && port_fifo(e, c)) {
           fifo_push(a->fifo, FIFO_SIGNAL, c.index, 0, 0, 0, &e.w);
         } else if (port) {
           chan_signal(c, false);  // the block's earlier puts completed in their ops
@@ -509,9 +547,8 @@ DEV void exec_op(Env& e, const DOp& op, u32 off, u32 unit) {
       }
       break;
     case OP_FLUSH:
-      if (port_sm(e)) {
-        __syncthreads();  // the block's own copies are the puts to wait for
-      } else if (t < op.nidx) {
+      __syncthreads();  // SM-copied channels: the block's own copies are the puts to wait for
+      if (!port_sm(e) && t < op.nidx && port_fifo(e, a->port[e.idx[op.idx0 + t]])) {
         fifo_flush(a->fifo, a->port[e.idx[op.idx0 + t]].index, &e.w);
       }
       break;

@@ -264,6 +264,12 @@ func (pf *procFlags) benchRank(c *config, p *ir.Plan, name string, sizes []int64
 		dev := rc.Device() + " device"
 		if rc.Device() == "cuda" {
 			dev += ", port copies by sm"
+			for r := range n {
+				if !rc.SameNode(r) {
+					dev += " within a node, by the socket transport's proxies between nodes"
+					break
+				}
+			}
 		}
 		fmt.Fprintf(w, "# msccl-bench: plan %s (%s, %s), %d ranks in %d processes on the %s (%s), %s %s, LL%d, %d warm-up + %d timed iterations\n",
 			name, p.Collective, p.Protocol, n, n, dev, host, c.dtype, c.redop, c.ll, c.warmup, c.iters)

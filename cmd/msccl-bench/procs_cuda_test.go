@@ -25,6 +25,11 @@ func TestProcsCUDA(t *testing.T) {
 		{"allreduce_twoshot", []string{"--algo", "allreduce_twoshot", "--ranks", "4"}},
 		{"allgather_direct", []string{"--algo", "allgather_direct", "--ranks", "4"}},
 		{"allreduce_hierarchical", []string{"--algo", "allreduce_hierarchical", "-D", "nodes=2", "-D", "gpus_per_node=2", "--ranks", "4"}},
+		// Declared on two nodes (MSCCL_NODE per process): the port
+		// channels between them go through the socket transport, each
+		// process's proxy sending over TCP and the peer's copying in.
+		{"allreduce_hierarchical_2nodes", []string{"--nodes", "2", "--algo", "allreduce_hierarchical", "-D", "nodes=2", "-D", "gpus_per_node=2", "--ranks", "4"}},
+		{"allgather_hierarchical_2nodes", []string{"--nodes", "2", "--algo", "allgather_hierarchical", "-D", "nodes=2", "-D", "gpus_per_node=2", "--ranks", "4"}},
 	} {
 		for _, ipc := range []string{"vmm", "legacy"} {
 			t.Run(tc.name+"/"+ipc, func(t *testing.T) {
@@ -44,6 +49,9 @@ func TestProcsCUDA(t *testing.T) {
 				}
 				if !strings.Contains(out, "4 ranks in 4 processes on the cuda device") {
 					t.Errorf("header missing:\n%s", out)
+				}
+				if cross := strings.Contains(out, "socket transport"); cross != strings.HasSuffix(tc.name, "_2nodes") {
+					t.Errorf("header says socket transport %v:\n%s", cross, out)
 				}
 				if sizes := rowSizes(t, out); strings.Join(sizes, " ") != "1024 32768 1048576" {
 					t.Errorf("rows for sizes %v, want 1024 32768 1048576:\n%s", sizes, out)

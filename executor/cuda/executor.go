@@ -291,6 +291,11 @@ func (e *Executor) setupRanks() error {
 			for i := range cs {
 				cs[i] = kernels.Chan{Inbound: uint64(rs.inbound[s]) + uint64(8*i), RemoteInbound: uint64(remote[r][s][i]),
 					Expected: uint64(exp) + uint64(8*i), Peer: int32(rs.peers[s][i]), Index: uint32(i)}
+				if s == 1 && e.opt.PortCopy == PortCopyProxy {
+					// No peer word in the kernel's hands: every port
+					// channel goes through the FIFO (the kernel's port_fifo).
+					cs[i].RemoteInbound = 0
+				}
 			}
 			dst := rs.memChans
 			if s == 1 {

@@ -41,7 +41,13 @@ type RankExecutor struct {
 	// rounds orders the launches of the job's ranks in this process
 	// (rankrounds.go); nil when this rank is alone in it.
 	rounds *launchRounds
-	mu     sync.Mutex
+	// The socket transport to ranks on other nodes (netproxy.go,
+	// netrecv.go): nil when the plan has no port channel leaving the node.
+	space   uint32
+	np      *netProxy
+	nr      *netRecv
+	nextSet uint16 // buffer sets numbered in Alloc order, alike on every rank
+	mu      sync.Mutex
 	// broken: after a hang or a failed launch the channel counters are
 	// out of step with the peers', so no later Run can be right.
 	broken error
@@ -80,6 +86,12 @@ func OpenRank(ctx context.Context, c *comm.Comm, p *ir.Plan, opt Options) (*Rank
 		return nil, err
 	}
 	opt.PortCopy = PortCopySM
+	if opt.FifoEntries <= 0 {
+		opt.FifoEntries = 1024
+	}
+	if opt.FifoEntries&(opt.FifoEntries-1) != 0 {
+		return nil, fmt.Errorf("cudaexec: FifoEntries %d is not a power of two", opt.FifoEntries)
+	}
 	arch, sms, err := deviceArch(dev.Context().Device())
 	if err != nil {
 		return nil, err
@@ -90,7 +102,7 @@ func OpenRank(ctx context.Context, c *comm.Comm, p *ir.Plan, opt Options) (*Rank
 	if err != nil {
 		return nil, err
 	}
-	e := &RankExecutor{c: c, dev: dev, rank: c.Rank(), conns: conns, sets: map[*RankBuffers]struct{}{},
+	e := &RankExecutor{c: c, dev: dev, rank: c.Rank(), conns: conns, sets: map[*RankBuffers]struct{}{}, space: c.NewSpace(),
 		k: &Executor{p: p, rule: rule, sms: sms, opt: opt, ctx: dev.Context(), arch: arch,
 			fns: map[fnKey]*fnEntry{}, binds: map[bindKey]*binding{}},
 		rounds: joinRounds(conns, c.Rank())}
@@ -118,14 +130,22 @@ func rankPlanCheck(p *ir.Plan, c *comm.Comm, opt Options) error {
 	}
 	for r := range p.GPUs {
 		g := &p.GPUs[r]
-		for _, fc := range g.FlatChannels(ir.ChanPort) {
+		// Port channels cross nodes through the socket transport
+		// (netproxy.go); memory channels, and buffers reached through
+		// them, stay within a node.
+		for _, fc := range g.FlatChannels(ir.ChanMemory) {
 			if fc.Peer >= 0 && fc.Peer < c.Size() && c.Node(fc.Peer) != c.Node(r) {
-				return fmt.Errorf("cudaexec: gpus[%d]: a port channel to rank %d on node %q (rank %d: %q); the cuda device connects ranks of one node only (the socket transport between nodes serves the cpu device)", r, fc.Peer, c.Node(fc.Peer), r, c.Node(r))
+				return fmt.Errorf("cudaexec: gpus[%d]: a memory channel to rank %d on node %q (rank %d: %q); memory channels connect ranks of one node only (use a port channel across nodes)", r, fc.Peer, c.Node(fc.Peer), r, c.Node(r))
 			}
 		}
 		for i, rb := range g.RemoteBuffers {
-			if rb.Rank >= 0 && rb.Rank < c.Size() && c.Node(rb.Rank) != c.Node(r) {
-				return fmt.Errorf("cudaexec: gpus[%d].remote_buffers[%d]: rank %d is on node %q, rank %d on %q; the cuda device maps buffers within a node only", r, i, rb.Rank, c.Node(rb.Rank), r, c.Node(r))
+			if rb.Rank < 0 || rb.Rank >= c.Size() || c.Node(rb.Rank) == c.Node(r) {
+				continue
+			}
+			for _, t := range rb.AccessChannelTypes {
+				if t != ir.ChanPort {
+					return fmt.Errorf("cudaexec: gpus[%d].remote_buffers[%d]: rank %d is on node %q, rank %d on %q, and the buffer is reached over %s channels; only port channels cross nodes", r, i, rb.Rank, c.Node(rb.Rank), r, c.Node(r), t)
+				}
 			}
 		}
 	}
@@ -209,7 +229,7 @@ func (e *RankExecutor) setup() error {
 			return err
 		}
 	}
-	return nil
+	return e.setupNet()
 }
 
 // uploadSems writes rank r's semaphores' initial values to dst.
@@ -267,6 +287,7 @@ func (e *RankExecutor) Close() error {
 			keep(b.free())
 		}
 	}
+	keep(e.closeNet())
 	rs.free(keep)
 	for _, f := range e.k.fns {
 		keep(f.mod.Unload())
@@ -295,6 +316,7 @@ type RankBuffers struct {
 	bufs    []bufSet      // by rank, as this process addresses them
 	lay     *ir.Layout    // this rank's
 	binds   map[rankBindKey]*rankBinding
+	netID   uint16 // the buffer set's number on the socket transport
 	freed   bool
 }
 
@@ -371,6 +393,7 @@ func (e *RankExecutor) Alloc(ctx context.Context, size int64) (*RankBuffers, err
 		b.bufs[r] = bufSet{in: base + uint64(g.InOff), out: base + uint64(g.OutOff), scratch: base + uint64(g.ScratchOff),
 			inN: g.InBytes, outN: g.OutBytes, scratchN: scratch}
 	}
+	e.netBufs(b, scratch)
 	e.sets[b] = struct{}{}
 	return b, nil
 }
@@ -466,6 +489,9 @@ func (b *RankBuffers) free() error {
 	b.freed = true
 	delete(b.e.sets, b)
 	errs := []error{b.e.drain()}
+	if b.e.nr != nil {
+		errs = append(errs, b.e.nr.unregister(b))
+	}
 	for _, rb := range b.binds {
 		errs = append(errs, cuda.Free(rb.mem))
 	}
@@ -552,7 +578,9 @@ func (e *RankExecutor) upload(b *RankBuffers, fn *fnEntry, blob []byte, offsAt, 
 	if e.k.p.DoubleScratch {
 		a.ScratchHalf = uint64(b.bufs[e.rank].scratchN / 2)
 	}
-	// No FIFO: the kernel copies port channels itself (PortCopySM).
+	// The kernel copies port channels within the node itself
+	// (PortCopySM); a FIFO only when some lead to another node.
+	fifoArgs(&a, rs, e.k.opt.FifoEntries)
 	copy(blob[argsAt:], a.Encode())
 	if err := cuda.MemcpyHtoD(dev, blob); err != nil {
 		cuda.Free(dev)
@@ -683,6 +711,9 @@ func (e *RankExecutor) drain() error {
 	if e.recorded {
 		err = errors.Join(err, e.rs.done.Synchronize())
 	}
+	if err == nil && e.np != nil {
+		err = e.np.drain(e.k.opt.Timeout)
+	}
 	return err
 }
 
@@ -799,6 +830,9 @@ func (e *RankExecutor) watchdog() error {
 		}
 	}
 	if len(h.Stuck) > 0 {
+		if err := e.netFailure(); err != nil {
+			return e.fail(fmt.Errorf("%w; %w", err, &h))
+		}
 		if e.c.Err() == nil && e.pulse != nil {
 			if fr := e.pulse.frozen(); len(fr) > 0 {
 				return e.fail(fmt.Errorf("%s; %w", frozenNote(fr), &h))

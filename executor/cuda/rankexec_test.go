@@ -27,8 +27,8 @@ func joinCPU(t *testing.T, nodes []string, f func(ctx context.Context, c *comm.C
 }
 
 // OpenRank needs the cuda device, and every rank refuses, alike and
-// before anything collective, a plan whose port channels or remote
-// buffers cross nodes (the socket transport serves the cpu device only).
+// before anything collective, a plan whose memory channels cross nodes;
+// port channels across nodes pass (the socket transport, netproxy.go).
 func TestOpenRankRefuses(t *testing.T) {
 	ring := mustCompile(t, "allreduce_twoshot", map[string]int64{"ranks": 2})
 	errs := joinCPU(t, []string{"a", "a"}, func(ctx context.Context, c *comm.Comm) error {
@@ -41,11 +41,15 @@ func TestOpenRankRefuses(t *testing.T) {
 		}
 	}
 	hier := mustCompile(t, "allreduce_hierarchical", map[string]int64{"ranks": 4, "nodes": 2, "gpus_per_node": 2})
+	twoshot := mustCompile(t, "allreduce_twoshot", map[string]int64{"ranks": 4})
 	errs = joinCPU(t, []string{"n0", "n0", "n1", "n1"}, func(ctx context.Context, c *comm.Comm) error {
-		return rankPlanCheck(hier, c, Options{})
+		if err := rankPlanCheck(hier, c, Options{}); err != nil {
+			t.Errorf("rank %d: port channels across nodes refused: %v", c.Rank(), err)
+		}
+		return rankPlanCheck(twoshot, c, Options{})
 	})
 	for r, err := range errs {
-		if err == nil || !strings.Contains(err.Error(), "the cuda device connects ranks of one node only") {
+		if err == nil || !strings.Contains(err.Error(), "memory channels connect ranks of one node only") {
 			t.Errorf("rank %d: %v", r, err)
 		}
 	}

@@ -282,14 +282,7 @@ func (e *Executor) bind(c *Call) (*binding, error) {
 		if e.tl != nil {
 			a.Trace, a.TraceCap = uint64(e.tl.bufs[r]), uint32(e.opt.Trace)
 		}
-		if rs.fifo != nil {
-			fe := int64(kernels.FifoEntryBytes * e.opt.FifoEntries)
-			a.FifoEntries = uint64(rs.fifo.Dev)
-			a.FifoHead = uint64(rs.fifoHead)
-			a.FifoTail = uint64(rs.fifo.Dev) + uint64(fe)
-			a.FifoFlushed = uint64(rs.fifo.Dev) + uint64(fe+8)
-			a.FifoSize = uint64(e.opt.FifoEntries)
-		}
+		fifoArgs(&a, rs, e.opt.FifoEntries)
 		copy(blob[argsAt:], a.Encode())
 		if err := cuda.MemcpyHtoD(dev, blob); err != nil {
 			b.free()

@@ -15,6 +15,9 @@ type bufSet struct {
 	in, out, scratch uint64 // device addresses
 	inN, outN        int64  // bytes addressable from in / out
 	scratchN         int64  // bytes allocated for scratch (both halves, packets)
+	// net: a rank on another node, whose addresses are net addresses
+	// (netproxy.go) that only port puts may reach.
+	net bool
 }
 
 // tableBuilder resolves one rank's plan into device op tables.
@@ -205,6 +208,9 @@ func (b *tableBuilder) ref(tb *ir.ThreadBlock, op *ir.Op, r *ir.BufRef, packet b
 	}
 	off, n := b.lay.RefRange(typ, r, op)
 	bs := &b.bufs[owner]
+	if bs.net && (op.ChannelType != ir.ChanPort || !netOp(op.Code) || list != "dst_buff") {
+		return kernels.Ref{}, fmt.Errorf("%s: rank %d is on another node, which only a port channel's put reaches (the socket transport), not %s", at, owner, op.Info().Name)
+	}
 	var base uint64
 	var limit int64
 	var flags uint16
@@ -270,4 +276,14 @@ func checkPlan(p *ir.Plan, allowMulticast bool) error {
 		}
 	}
 	return nil
+}
+
+// netOp reports whether an op may reach a rank on another node: the port
+// puts (data, then maybe a signal) and packet puts.
+func netOp(c ir.OpCode) bool {
+	switch c {
+	case ir.OpPut, ir.OpPws, ir.OpPwsf, ir.OpPpkt, ir.OpRppkt:
+		return true
+	}
+	return false
 }
