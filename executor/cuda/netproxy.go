@@ -2,8 +2,10 @@ package cudaexec
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -13,7 +15,6 @@ import (
 	"github.com/msccl-go/msccl-go/internal/socket"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/kernels"
-	"github.com/msccl-go/msccl-go/runtime/comm"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
 )
 
@@ -83,16 +84,15 @@ type netChan struct {
 }
 
 type netProxy struct {
-	rank  int
-	space uint32
-	fifo  []uint64 // the FIFO's words: entries, then tail, then flushed
-	size  uint64
-	head  cuda.DevicePtr // the kernel's push count (device memory)
-	chans []netChan
+	rank   int
+	space  uint32
+	fifo   []uint64 // the FIFO's words: entries, then tail, then flushed
+	size   uint64
+	pushed func() (uint64, error) // the kernels' push count (the FIFO head)
+	chans  []netChan
 
-	stream *cuda.Stream
-	stage  [2]*cuda.HostMem // chunk staging, alternating
-	ev     [2]*cuda.Event
+	stream netStream
+	stage  [2]*netStage // chunk staging, alternating; marks 0 and 1
 
 	taken atomic.Uint64 // requests taken and handled (sent, or failed)
 	stop  chan struct{}
@@ -103,24 +103,18 @@ type netProxy struct {
 	err  error
 }
 
-// startNetProxy serves fifo (entries of the kernel's port requests to
-// other nodes) until close.
-func startNetProxy(rank int, space uint32, fifo *cuda.HostMem, entries int, head cuda.DevicePtr, ports []comm.Channel) (*netProxy, error) {
-	p := &netProxy{rank: rank, space: space, size: uint64(entries), head: head, stop: make(chan struct{}),
-		sent: map[*socket.Conn]uint64{},
-		fifo: unsafe.Slice((*uint64)(unsafe.Pointer(&fifo.Bytes[0])), len(fifo.Bytes)/8)}
-	for _, ch := range ports {
-		p.chans = append(p.chans, netChan{conn: ch.Net, peer: ch.Peer, partner: ch.Partner})
-	}
+// startNetProxy serves fifo (size entries of the kernel's port requests,
+// then the tail and flushed words) until close; chans are the rank's
+// port channel ends by index.
+func startNetProxy(dev netDev, rank int, space uint32, fifo []uint64, size uint64, pushed func() (uint64, error), chans []netChan) (*netProxy, error) {
+	p := &netProxy{rank: rank, space: space, fifo: fifo, size: size, pushed: pushed, chans: chans,
+		stop: make(chan struct{}), sent: map[*socket.Conn]uint64{}}
 	var err error
-	if p.stream, err = cuda.NewStream(true); err != nil {
+	if p.stream, err = dev.stream(len(p.stage)); err != nil {
 		return nil, err
 	}
 	for i := range p.stage {
-		if p.stage[i], err = cuda.HostAllocMapped(socket.ChunkBytes); err == nil {
-			p.ev[i], err = cuda.NewEvent(false)
-		}
-		if err != nil {
+		if p.stage[i], err = dev.stage(socket.ChunkBytes); err != nil {
 			p.free()
 			return nil, err
 		}
@@ -156,11 +150,12 @@ func (p *netProxy) loop() {
 	restore, _ := cuda.RelaxCaptureMode()
 	defer restore()
 	tailAt := kernels.FifoEntryWords * p.size
+	seq := uint64(1)<<kernels.FifoSeqBits - 1
 	var tail uint64
 	for idle := 0; ; {
 		e := p.fifo[kernels.FifoEntryWords*(tail&(p.size-1)):]
 		tag := atomic.LoadUint64(&e[3])
-		if tag == 0 || tag&(1<<kernels.FifoSeqBits-1) != (tail+1)&(1<<kernels.FifoSeqBits-1) {
+		if tag == 0 || tag&seq != (tail+1)&seq {
 			select {
 			case <-p.stop:
 				return
@@ -228,12 +223,12 @@ func (p *netProxy) put(c netChan, src, dst, n uint64) error {
 	}
 	const chunk = uint64(socket.ChunkBytes)
 	count := (n + chunk - 1) / chunk
+	size := func(i uint64) uint64 { return min(chunk, n-i*chunk) }
 	issue := func(i uint64) error {
-		m := min(chunk, n-i*chunk)
-		if err := cuda.MemcpyAsync(p.stage[i%2].Dev, cuda.DevicePtr(src+i*chunk), int64(m), p.stream); err != nil {
+		if err := p.stream.copy(p.stage[i%2].addr, src+i*chunk, int64(size(i))); err != nil {
 			return err
 		}
-		return p.ev[i%2].Record(p.stream)
+		return p.stream.mark(int(i % 2))
 	}
 	if count > 0 {
 		if err := issue(0); err != nil {
@@ -247,11 +242,10 @@ func (p *netProxy) put(c netChan, src, dst, n uint64) error {
 				return err
 			}
 		}
-		if err := p.ev[i%2].Synchronize(); err != nil {
+		if err := p.stream.wait(int(i % 2)); err != nil {
 			return err
 		}
-		m := min(chunk, n-i*chunk)
-		t, err := c.conn.Put(p.space, buf, off+i*chunk, p.stage[i%2].Bytes[:m])
+		t, err := c.conn.Put(p.space, buf, off+i*chunk, p.stage[i%2].host[:size(i)])
 		p.sentUpTo(c.conn, t)
 		if err != nil {
 			return err
@@ -273,11 +267,10 @@ func (p *netProxy) sentUpTo(c *socket.Conn, t uint64) {
 // one sent (their acknowledgements), so that this rank's buffers may be
 // freed and its peers' may be too (after the barrier that follows).
 func (p *netProxy) drain(timeout time.Duration) error {
-	var w [8]byte
-	if err := cuda.MemcpyDtoH(w[:], p.head); err != nil {
+	pushed, err := p.pushed()
+	if err != nil {
 		return err
 	}
-	pushed := *(*uint64)(unsafe.Pointer(&w[0]))
 	deadline := time.Now().Add(timeout)
 	for p.taken.Load() < pushed {
 		if time.Now().After(deadline) {
@@ -291,10 +284,7 @@ func (p *netProxy) drain(timeout time.Duration) error {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	p.mu.Lock()
-	sent := make(map[*socket.Conn]uint64, len(p.sent))
-	for c, t := range p.sent {
-		sent[c] = t
-	}
+	sent := maps.Clone(p.sent)
 	p.mu.Unlock()
 	var errs []error
 	for c, t := range sent {
@@ -313,14 +303,11 @@ func (p *netProxy) close() error {
 func (p *netProxy) free() error {
 	var errs []error
 	if p.stream != nil {
-		errs = append(errs, p.stream.Synchronize(), p.stream.Destroy())
+		errs = append(errs, p.stream.destroy())
 	}
-	for i := range p.stage {
-		if p.stage[i] != nil {
-			errs = append(errs, p.stage[i].Free())
-		}
-		if p.ev[i] != nil {
-			errs = append(errs, p.ev[i].Destroy())
+	for _, st := range p.stage {
+		if st != nil {
+			errs = append(errs, st.free())
 		}
 	}
 	return errors.Join(errs...)
@@ -344,10 +331,27 @@ func (e *RankExecutor) setupNet() error {
 	if rs.fifo, err = cuda.HostAllocMapped(int64(kernels.FifoEntryBytes*entries + 64)); err != nil {
 		return err
 	}
-	if e.nr, err = newNetRecv(e.rank, e.k.opt.Timeout, e.conns.Port); err != nil {
+	ports := make([]netPort, len(e.conns.Port))
+	chans := make([]netChan, len(e.conns.Port))
+	for i, ch := range e.conns.Port {
+		chans[i] = netChan{conn: ch.Net, peer: ch.Peer, partner: ch.Partner}
+		ports[i] = netPort{peer: ch.Peer, net: ch.Net != nil}
+		in, err := devPtr(ch.Inbound)
+		if err != nil {
+			return fmt.Errorf("port channel %d: %w", i, err)
+		}
+		ports[i].inbound = uint64(in)
+	}
+	if e.nr, err = newNetRecv(cudaNet{}, e.rank, e.k.opt.Timeout, ports); err != nil {
 		return err
 	}
-	if e.np, err = startNetProxy(e.rank, e.space, rs.fifo, entries, rs.fifoHead, e.conns.Port); err != nil {
+	fifo := unsafe.Slice((*uint64)(unsafe.Pointer(&rs.fifo.Bytes[0])), len(rs.fifo.Bytes)/8)
+	pushed := func() (uint64, error) {
+		var w [8]byte
+		err := cuda.MemcpyDtoH(w[:], rs.fifoHead)
+		return binary.LittleEndian.Uint64(w[:]), err
+	}
+	if e.np, err = startNetProxy(cudaNet{}, e.rank, e.space, fifo, uint64(entries), pushed, chans); err != nil {
 		return err
 	}
 	e.c.Register(e.space, e.nr)

@@ -1,16 +1,15 @@
 package cudaexec
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/msccl-go/msccl-go/internal/socket"
 	"github.com/msccl-go/msccl-go/ir"
-	"github.com/msccl-go/msccl-go/runtime/comm"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
 )
 
@@ -32,10 +31,9 @@ const netStageSlots = 4
 type netRecv struct {
 	rank    int
 	timeout time.Duration
-	ports   []comm.Channel   // this rank's port channel ends
-	inbound []cuda.DevicePtr // per port channel: its inbound word
-	tokens  *cuda.HostMem    // per port channel: the count copied to inbound
-	counts  []uint64         // per port channel: signals received
+	ports   []netPort // this rank's port channel ends
+	tokens  *netStage // per port channel: the count copied to its inbound word
+	counts  []uint64  // per port channel: signals received
 
 	mu     sync.RWMutex
 	sets   map[uint16]*RankBuffers
@@ -43,43 +41,43 @@ type netRecv struct {
 	peers  map[int]*recvPeer
 }
 
+// netPort is one port channel end as the receiver sees it: the peer, and
+// whether it is on another node, and the inbound word its signals raise.
+type netPort struct {
+	peer    int
+	net     bool
+	inbound uint64
+}
+
 // recvPeer is one peer's path to the device: its stream and staging.
 type recvPeer struct {
-	stream *cuda.Stream
-	stage  [netStageSlots]*cuda.HostMem
-	ev     [netStageSlots]*cuda.Event
+	stream netStream // marks: one per staging slot
+	stage  [netStageSlots]*netStage
 	used   [netStageSlots]bool
 	next   int
 }
 
 // newNetRecv prepares the staging of every peer on another node that
 // ports connect to (allocated now, not while kernels spin).
-func newNetRecv(rank int, timeout time.Duration, ports []comm.Channel) (*netRecv, error) {
+func newNetRecv(dev netDev, rank int, timeout time.Duration, ports []netPort) (*netRecv, error) {
 	r := &netRecv{rank: rank, timeout: timeout, ports: ports, sets: map[uint16]*RankBuffers{},
-		peers: map[int]*recvPeer{}, inbound: make([]cuda.DevicePtr, len(ports)), counts: make([]uint64, len(ports))}
+		peers: map[int]*recvPeer{}, counts: make([]uint64, len(ports))}
 	var err error
-	if r.tokens, err = cuda.HostAllocMapped(int64(8 * max(1, len(ports)))); err != nil {
+	if r.tokens, err = dev.stage(8 * max(1, len(ports))); err != nil {
 		return nil, err
 	}
-	for i, ch := range ports {
-		if r.inbound[i], err = devPtr(ch.Inbound); err != nil {
-			r.close()
-			return nil, fmt.Errorf("port channel %d: %w", i, err)
-		}
-		if ch.Net == nil || r.peers[ch.Peer] != nil {
+	for _, pt := range ports {
+		if !pt.net || r.peers[pt.peer] != nil {
 			continue
 		}
 		rp := &recvPeer{}
-		r.peers[ch.Peer] = rp
-		if rp.stream, err = cuda.NewStream(true); err != nil {
+		r.peers[pt.peer] = rp
+		if rp.stream, err = dev.stream(netStageSlots); err != nil {
 			r.close()
 			return nil, err
 		}
 		for k := range rp.stage {
-			if rp.stage[k], err = cuda.HostAllocMapped(socket.ChunkBytes); err == nil {
-				rp.ev[k], err = cuda.NewEvent(false)
-			}
-			if err != nil {
+			if rp.stage[k], err = dev.stage(socket.ChunkBytes); err != nil {
 				r.close()
 				return nil, err
 			}
@@ -122,9 +120,7 @@ func (r *netRecv) sync() error {
 	defer r.mu.RUnlock()
 	var errs []error
 	for _, rp := range r.peers {
-		if rp.stream != nil {
-			errs = append(errs, rp.stream.Synchronize())
-		}
+		errs = append(errs, rp.stream.sync())
 	}
 	return errors.Join(errs...)
 }
@@ -186,23 +182,23 @@ func (r *netRecv) NetPut(peer int, buf uint16, off uint64, data []byte) error {
 		k := rp.next
 		rp.next = (rp.next + 1) % netStageSlots
 		if rp.used[k] {
-			if err := rp.ev[k].Synchronize(); err != nil {
+			if err := rp.stream.wait(k); err != nil {
 				return err
 			}
 		}
-		copy(rp.stage[k].Bytes, data)
-		if err := cuda.MemcpyAsync(cuda.DevicePtr(base+off), rp.stage[k].Dev, int64(len(data)), rp.stream); err != nil {
+		copy(rp.stage[k].host, data)
+		if err := rp.stream.copy(base+off, rp.stage[k].addr, int64(len(data))); err != nil {
 			return err
 		}
 		rp.used[k] = true
-		return rp.ev[k].Record(rp.stream)
+		return rp.stream.mark(k)
 	})
 }
 
 // NetSignal raises this rank's port channel ch, which rank peer
 // signalled, once every byte peer put before it is in device memory.
 func (r *netRecv) NetSignal(peer int, ch uint32) error {
-	if int(ch) >= len(r.ports) || r.ports[ch].Peer != peer || r.ports[ch].Net == nil {
+	if int(ch) >= len(r.ports) || r.ports[ch].peer != peer || !r.ports[ch].net {
 		return fmt.Errorf("cudaexec: rank %d signalled port channel %d of rank %d, which is not a channel to it", peer, ch, r.rank)
 	}
 	r.mu.RLock()
@@ -212,14 +208,14 @@ func (r *netRecv) NetSignal(peer int, ch uint32) error {
 	}
 	rp := r.peers[peer]
 	return relaxed(func() error {
-		if err := rp.stream.Synchronize(); err != nil {
+		if err := rp.stream.sync(); err != nil {
 			return err
 		}
 		// Only this peer's reader writes channel ch's count, and the
-		// synchronize above finished the copy of the previous one.
+		// sync above finished the copy of the previous one.
 		r.counts[ch]++
-		atomic.StoreUint64(r.tokens.Word(int64(8*ch)), r.counts[ch])
-		return cuda.MemcpyAsync(r.inbound[ch], r.tokens.Dev+cuda.DevicePtr(8*ch), 8, rp.stream)
+		binary.LittleEndian.PutUint64(r.tokens.host[8*ch:], r.counts[ch])
+		return rp.stream.copy(r.ports[ch].inbound, r.tokens.addr+uint64(8*ch), 8)
 	})
 }
 
@@ -232,20 +228,17 @@ func (r *netRecv) close() error {
 	var errs []error
 	for _, rp := range r.peers {
 		if rp.stream != nil {
-			errs = append(errs, rp.stream.Synchronize(), rp.stream.Destroy())
+			errs = append(errs, rp.stream.destroy())
 		}
-		for k := range rp.stage {
-			if rp.stage[k] != nil {
-				errs = append(errs, rp.stage[k].Free())
-			}
-			if rp.ev[k] != nil {
-				errs = append(errs, rp.ev[k].Destroy())
+		for _, st := range rp.stage {
+			if st != nil {
+				errs = append(errs, st.free())
 			}
 		}
 	}
 	r.peers = map[int]*recvPeer{}
 	if r.tokens != nil {
-		errs = append(errs, r.tokens.Free())
+		errs = append(errs, r.tokens.free())
 		r.tokens = nil
 	}
 	return errors.Join(errs...)
