@@ -17,14 +17,16 @@ import (
 )
 
 // hostNet is the socket transport's device in host memory: regions at
-// made-up addresses, copies done at once (so a stream is always drained),
-// a log of every copy's destination to check the order of data and
-// signals.
+// made-up addresses, and streams whose copies a goroutine of their own
+// runs in order a little later (so a reader that does not wait for a
+// mark reads what is not there yet), logging each copy's destination to
+// check the order of data and signals.
 type hostNet struct {
 	mu      sync.Mutex
 	regions []hostRegion
 	next    uint64
-	log     []uint64 // destinations, in copy order
+	log     []uint64 // destinations, in the order copies ran
+	slow    bool     // streams made now copy slower than the wire
 }
 
 type hostRegion struct {
@@ -41,6 +43,7 @@ func (h *hostNet) alloc(n int) (uint64, []byte) {
 	return h.next, b
 }
 
+// at is the memory at [a, a+n); call it with h.mu held.
 func (h *hostNet) at(a uint64, n int64) ([]byte, error) {
 	for _, r := range h.regions {
 		if a >= r.addr && a+uint64(n) <= r.addr+uint64(len(r.b)) {
@@ -50,42 +53,115 @@ func (h *hostNet) at(a uint64, n int64) ([]byte, error) {
 	return nil, fmt.Errorf("no memory at [%#x, +%d)", a, n)
 }
 
+func (h *hostNet) read(a uint64, n int64) []byte {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	b, err := h.at(a, n)
+	if err != nil {
+		return nil
+	}
+	return bytes.Clone(b)
+}
+
+func (h *hostNet) word(a uint64) uint64 {
+	if b := h.read(a, 8); b != nil {
+		return binary.LittleEndian.Uint64(b)
+	}
+	return 0
+}
+
 func (h *hostNet) stage(n int) (*netStage, error) {
 	a, b := h.alloc(n)
 	return &netStage{host: b, addr: a, free: func() error { return nil }}, nil
 }
 
-func (h *hostNet) stream(int) (netStream, error) { return hostStream{h}, nil }
+func (h *hostNet) stream(marks int) (netStream, error) {
+	s := &hostStream{h: h, jobs: make(chan [3]uint64, 1024), marks: make([]uint64, marks), slow: h.slow}
+	s.cond = sync.NewCond(&s.mu)
+	go s.run()
+	return s, nil
+}
 
-type hostStream struct{ h *hostNet }
+type hostStream struct {
+	h      *hostNet
+	jobs   chan [3]uint64 // dst, src, n
+	mu     sync.Mutex
+	cond   *sync.Cond
+	queued uint64
+	ran    uint64
+	marks  []uint64
+	err    error
+	slow   bool
+}
 
-func (s hostStream) copy(dst, src uint64, n int64) error {
-	s.h.mu.Lock()
-	defer s.h.mu.Unlock()
-	d, err := s.h.at(dst, n)
-	if err != nil {
-		return err
+func (s *hostStream) run() {
+	for j := range s.jobs {
+		if s.slow {
+			time.Sleep(time.Duration(2*j[2]) * time.Nanosecond)
+		}
+		s.h.mu.Lock()
+		d, err := s.h.at(j[0], int64(j[2]))
+		var sb []byte
+		if err == nil {
+			sb, err = s.h.at(j[1], int64(j[2]))
+		}
+		if err == nil {
+			copy(d, sb)
+			s.h.log = append(s.h.log, j[0])
+		}
+		s.h.mu.Unlock()
+		s.mu.Lock()
+		s.ran++
+		if err != nil && s.err == nil {
+			s.err = err
+		}
+		s.cond.Broadcast()
+		s.mu.Unlock()
 	}
-	sb, err := s.h.at(src, n)
-	if err != nil {
-		return err
-	}
-	copy(d, sb)
-	s.h.log = append(s.h.log, dst)
+}
+
+func (s *hostStream) copy(dst, src uint64, n int64) error {
+	s.mu.Lock()
+	s.queued++
+	s.mu.Unlock()
+	s.jobs <- [3]uint64{dst, src, uint64(n)}
 	return nil
 }
-func (hostStream) mark(int) error { return nil }
-func (hostStream) wait(int) error { return nil }
-func (hostStream) sync() error    { return nil }
-func (hostStream) destroy() error { return nil }
-func (s hostStream) word(a uint64) uint64 {
-	s.h.mu.Lock()
-	defer s.h.mu.Unlock()
-	b, err := s.h.at(a, 8)
-	if err != nil {
-		return 0
+
+func (s *hostStream) mark(i int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.marks[i] = s.queued
+	return nil
+}
+
+func (s *hostStream) until(n uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.ran < n {
+		s.cond.Wait()
 	}
-	return binary.LittleEndian.Uint64(b)
+	return s.err
+}
+
+func (s *hostStream) wait(i int) error {
+	s.mu.Lock()
+	n := s.marks[i]
+	s.mu.Unlock()
+	return s.until(n)
+}
+
+func (s *hostStream) sync() error {
+	s.mu.Lock()
+	n := s.queued
+	s.mu.Unlock()
+	return s.until(n)
+}
+
+func (s *hostStream) destroy() error {
+	err := s.sync()
+	close(s.jobs)
+	return err
 }
 
 // toTarget hands one connection's requests to a receiver, as the
@@ -181,6 +257,9 @@ func newNetPair(t *testing.T, size uint64, bufBytes int64) *netPair {
 	np.fk.fifo = make([]uint64, kernels.FifoEntryWords*size+2)
 	np.inbound, _ = np.dev.alloc(8)
 	var err error
+	// The receiver's copies to the device lag behind the wire, so its
+	// staging slots fill up; the sender's copies out keep up.
+	np.dev.slow = true
 	if np.nr, err = newNetRecv(np.dev, 1, 2*time.Second, []netPort{{peer: 0, net: true, inbound: np.inbound}}); err != nil {
 		t.Fatal(err)
 	}
@@ -189,6 +268,7 @@ func newNetPair(t *testing.T, size uint64, bufBytes int64) *netPair {
 	scr, _ := np.dev.alloc(int(bufBytes))
 	np.b = &RankBuffers{netID: 5, bufs: []bufSet{{}, {in: in, out: out, scratch: scr, inN: bufBytes, outN: bufBytes, scratchN: bufBytes}}}
 	np.nr.register(np.b)
+	np.dev.slow = false
 	go func() { np.served <- conns[1][0].Serve(toTarget{np.nr, 0}) }()
 	go conns[0][1].Serve(toTarget{}) // acknowledgements only
 	pushed := func() (uint64, error) { return np.fk.head.Load(), nil }
@@ -220,22 +300,21 @@ func waitFor(t *testing.T, what string, f func() bool) {
 // a flush completes once the puts before it were handed over, and drain
 // returns once the receiver acknowledged everything.
 func TestNetTransport(t *testing.T) {
-	const bufBytes = 3 << 20
+	const bufBytes = 8 << 20
 	p := newNetPair(t, 8, bufBytes)
 	srcAddr, src := p.dev.alloc(bufBytes)
 	for i := range src {
-		src[i] = byte(i*7 + i>>13)
+		src[i] = byte(i*7 + i>>13 + i>>20*13) // no two chunks alike
 	}
-	// One put of 2.5 chunks into the output at byte 4096, then a signal
-	// and a flush.
-	n := uint64(5 * socket.ChunkBytes / 2)
+	// One put of 5.5 chunks (more than the receiver's staging slots)
+	// into the output at byte 4096, then a signal and a flush.
+	n := uint64(11 * socket.ChunkBytes / 2)
 	p.fk.push(t, kernels.FifoPut, 0, srcAddr+16, netAddr(5, int(ir.BufOutput))+4096, n)
 	p.fk.push(t, kernels.FifoSignal, 0, 0, 0, 0)
 	fl := p.fk.push(t, kernels.FifoFlush, 0, 0, 0, 0)
 	waitFor(t, "the flush", func() bool { return p.fk.flushed() > fl })
-	waitFor(t, "the signal", func() bool { return hostStream{p.dev}.word(p.inbound) == 1 })
-	got, _ := p.dev.at(p.b.bufs[1].out+4096, int64(n))
-	if !bytes.Equal(got, src[16:16+n]) {
+	waitFor(t, "the signal", func() bool { return p.dev.word(p.inbound) == 1 })
+	if !bytes.Equal(p.dev.read(p.b.bufs[1].out+4096, int64(n)), src[16:16+n]) {
 		t.Fatal("the output does not hold what was put")
 	}
 	// Many small puts into scratch, each followed by a signal: 40
@@ -244,10 +323,9 @@ func TestNetTransport(t *testing.T) {
 		p.fk.push(t, kernels.FifoPut, 0, srcAddr+uint64(i), netAddr(5, int(ir.BufScratch))+uint64(1000*i), 1000)
 		p.fk.push(t, kernels.FifoSignal, 0, 0, 0, 0)
 	}
-	waitFor(t, "20 more signals", func() bool { return hostStream{p.dev}.word(p.inbound) == 21 })
+	waitFor(t, "20 more signals", func() bool { return p.dev.word(p.inbound) == 21 })
 	for i := range 20 {
-		got, _ := p.dev.at(p.b.bufs[1].scratch+uint64(1000*i), 1000)
-		if !bytes.Equal(got, src[i:i+1000]) {
+		if !bytes.Equal(p.dev.read(p.b.bufs[1].scratch+uint64(1000*i), 1000), src[i:i+1000]) {
 			t.Fatalf("scratch put %d differs", i)
 		}
 	}
@@ -265,7 +343,7 @@ func TestNetTransport(t *testing.T) {
 		}
 	}
 	p.dev.mu.Unlock()
-	if got, want := strings.Join(order, ""), "oooS"+strings.Repeat("sS", 20); !strings.HasSuffix(got, want) {
+	if got, want := strings.Join(order, ""), "ooooooS"+strings.Repeat("sS", 20); !strings.HasSuffix(got, want) {
 		t.Errorf("receiver's copies in order %s, want ...%s (o, s: output, scratch chunk; S: signal)", got, want)
 	}
 	if err := p.np.drain(2 * time.Second); err != nil {
