@@ -289,3 +289,44 @@ func TestFP8Inputs(t *testing.T) {
 		}
 	}
 }
+
+// TestF8NarrowTable: storeF8's table agrees with f32ToF8 on every upper
+// half of an f32 with several lower halves (the table's claim is that
+// only whether the lower half is zero matters).
+func TestF8NarrowTable(t *testing.T) {
+	src := make([]float32, 0, 5<<16)
+	for hi := range uint32(1 << 16) {
+		for _, lo := range []uint32{0, 1, 0x8000, 0xffff, hi*2654435761>>16 | 1} {
+			src = append(src, math.Float32frombits(hi<<16|lo))
+		}
+	}
+	for _, dt := range []DType{F8E4M3, F8E5M2} {
+		got := make([]byte, len(src))
+		storeF8(dt, src, got)
+		for i, f := range src {
+			want := f32ToF8E4M3(f)
+			if dt == F8E5M2 {
+				want = f32ToF8E5M2(f)
+			}
+			if got[i] != want {
+				t.Fatalf("%s: f32 %#08x narrows to %#02x by the table, %#02x by f32ToF8", dt, math.Float32bits(f), got[i], want)
+			}
+		}
+	}
+}
+
+// TestF16WidenTable: loadF's f16 table gives f16ToF32's bits for every
+// f16, NaN payloads included.
+func TestF16WidenTable(t *testing.T) {
+	src := make([]byte, 2<<16)
+	for v := range 1 << 16 {
+		src[2*v], src[2*v+1] = byte(v), byte(v>>8)
+	}
+	got := make([]float32, 1<<16)
+	loadF(F16, src, got)
+	for v := range 1 << 16 {
+		if w := f16ToF32(uint16(v)); math.Float32bits(got[v]) != math.Float32bits(w) {
+			t.Fatalf("f16 %#04x widens to %#08x by the table, %#08x by f16ToF32", v, math.Float32bits(got[v]), math.Float32bits(w))
+		}
+	}
+}
