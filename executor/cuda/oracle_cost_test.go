@@ -104,6 +104,7 @@ func BenchmarkOracleCPU(b *testing.B) {
 		{"reducescatter_ring", 4, cpu.F8E4M3, ir.ReduceSum},
 		{"allgather_ring", 8, cpu.F16, ir.ReduceSum},
 		{"allreduce_twoshot", 4, cpu.F16, ir.ReduceMin},
+		{"allreduce_twoshot", 4, cpu.F8E5M2, ir.ReduceMax},
 	} {
 		b.Run(fmt.Sprintf("%s@%d/%s/%s", bc.algo, bc.n, bc.dt, bc.red), func(b *testing.B) {
 			p, err := compileAlgo("../../algorithms/"+bc.algo+".msccl", bc.n)
