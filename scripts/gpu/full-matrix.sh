@@ -31,10 +31,12 @@
 # 16 GiB), MSCCL_GPU_STAGING_IDLE (idle pinned staging kept, default 8
 # GiB), GOMEMLIMIT (default 96GiB: the machine has 128 GiB and pinned
 # memory is outside Go's heap), RUN (the -test.run regexp, default
-# 'GPUPeerPlans|GPUAlgorithms'), PART=1/2 or 2/2 (half of the matrix, for
-# device calls shorter than a pass: 1/2 the fixtures and 2-4 ranks, about
-# 2350 GiB of the 5217 GiB of rank·launch bytes the CPU oracle simulates;
-# 2/2 the 6- and 8-rank configurations, about 2870 GiB). Logs:
+# 'GPUPeerPlans|GPUAlgorithms'), PART=k/2 or k/3 (part of the matrix, for
+# device calls shorter than a pass; the parts together are the matrix).
+# Of the 5217 GiB of rank·launch bytes the CPU oracle simulates, 1/2 (the
+# fixtures, 2-4 ranks) holds about 2350 GiB and 2/2 (6 and 8 ranks) 2870;
+# 1/3 (fixtures, 2 and 3 ranks) 1510, 2/3 (4 and 6 ranks) 2075, 3/3 (8
+# ranks) 1635. Logs:
 # $OUT/full-pass-K.log, one per pass; the summary (one line per pass with
 # its time and the configurations' summed CPU-simulation, GPU and waiting
 # seconds) on stdout and in $OUT/full-matrix.txt.
@@ -51,13 +53,16 @@ case "${PART:-}" in
   "") run=${RUN:-'GPUPeerPlans|GPUAlgorithms'} ;;
   1/2) run='GPUPeerPlans|GPUAlgorithms/@[234]$' ;;
   2/2) run='GPUAlgorithms/@[68]$' ;;
-  *) echo "full-matrix.sh: PART is 1/2 or 2/2, not $PART" >&2; exit 2 ;;
+  1/3) run='GPUPeerPlans|GPUAlgorithms/@[23]$' ;;
+  2/3) run='GPUAlgorithms/@[46]$' ;;
+  3/3) run='GPUAlgorithms/@8$' ;;
+  *) echo "full-matrix.sh: PART is 1/2, 2/2, 1/3, 2/3 or 3/3, not $PART" >&2; exit 2 ;;
 esac
-sum="$OUT/full-matrix${PART:+-part${PART%/*}}.txt"
+sum="$OUT/full-matrix${PART:+-part${PART/\//of}}.txt"
 : >"$sum"
 rc=0
 for k in $(seq 1 "$N"); do
-  log="$OUT/full-pass-$k${PART:+-part${PART%/*}}.log"
+  log="$OUT/full-pass-$k${PART:+-part${PART/\//of}}.log"
   st=$(date +%s)
   (cd executor/cuda && timeout "${PASS_TIMEOUT:-1800}" "$bin" -test.v -test.count=1 -test.timeout 0 \
     -test.run "$run" >"$log" 2>&1)
