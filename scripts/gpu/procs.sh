@@ -14,6 +14,7 @@
 #           sharing the machine's GPUs round-robin, -c, in the IPC modes of
 #           IPC (default "vmm legacy"); about 16 runs a minute, so give
 #           each RANKS/IPC pair its own call (RANKS=8 IPC=vmm ...)
+#           (ALGOS narrows the algorithms, names separated by spaces)
 #   mps     the matrix's rows at MPS_RANKS processes (default "2 3 4"; IPC
 #           modes as above) under MPS (started and stopped here), to
 #           compare times with time-slicing. run5 saw every 4-process run
@@ -50,7 +51,7 @@ rc=0
 tmp=$(mktemp -d)
 step_log=procs step_timeout=240 step_tail=8
 . "$(dirname "$0")/step.sh"
-algos="allgather_direct allgather_hierarchical allgather_packet allgather_ring allreduce_allpairs allreduce_allpairs_packet allreduce_hierarchical allreduce_ring allreduce_twoshot alltoall_direct broadcast_direct gather_direct reduce_direct reducescatter_direct reducescatter_ring scatter_direct"
+algos="${ALGOS:-allgather_direct allgather_hierarchical allgather_packet allgather_ring allreduce_allpairs allreduce_allpairs_packet allreduce_hierarchical allreduce_ring allreduce_twoshot alltoall_direct broadcast_direct gather_direct reduce_direct reducescatter_direct reducescatter_ring scatter_direct}"
 matrix() { # ipc modes, rank counts
   for ipc in $1; do
     for n in $2; do
