@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -22,8 +23,8 @@ type Options struct {
 	DumpAfter string
 	// Dump receives the dumps; nil means they are dropped.
 	Dump func(pass, text string)
-	// Check runs the form check after every pass (formCheck) and
-	// ir.Validate after every pass that produces a plan, and reports
+	// Check runs the hand-off check after every pass (handoffCheck) and
+	// ir.Validate after every pass that returns a plan, and reports
 	// their errors as internal compiler errors.
 	Check bool
 	// MaxOps bounds the work of evaluation: ops produced and loop
@@ -33,16 +34,6 @@ type Options struct {
 	// Timing, when set, receives each pass's wall time (and "check" for
 	// the IR checker), for finding where compile time goes.
 	Timing func(pass string, d time.Duration)
-}
-
-// pass is one named step of the pipeline.
-type pass struct {
-	name string
-	doc  string
-	// in and out are the forms the pass takes and returns (see form);
-	// Check validates every plan a pass returns.
-	in, out formKind
-	run     func(*state, form) form
 }
 
 // PassNames lists the passes in order, for --dump.
@@ -75,11 +66,12 @@ func Compile(f *dsl.File, defines map[string]int64, opts Options) (p *ir.Plan, s
 		}
 	}()
 	st := &state{file: f, defines: defines, opts: opts}
-	var fm form
+	var v any = f
+	placed := false
 	for _, ps := range passes {
 		t0 := time.Now()
 		st.code = diag.CompilePass(ps.name)
-		fm = ps.run(st, fm)
+		v = ps.run(st, v)
 		if opts.Timing != nil {
 			opts.Timing(ps.name, time.Since(t0))
 		}
@@ -87,16 +79,18 @@ func Compile(f *dsl.File, defines map[string]int64, opts Options) (p *ir.Plan, s
 			st.diags.Sort()
 			return nil, nil, st.diags
 		}
+		placed = placed || ps.name == placerPass
+		b, _ := v.(*built)
 		if opts.Check {
-			if msg := formCheck(ps, fm); msg != "" {
+			if msg := handoffCheck(ps, placed, v); msg != "" {
 				st.diags = append(st.diags, diag.Diagnostic{Code: diag.CodeInternal,
 					Summary: fmt.Sprintf("internal compiler error after pass %s: %s", ps.name, msg),
 					Subject: diag.Range{Start: diag.Pos{Filename: f.Filename}}})
 				return nil, nil, st.diags
 			}
 		}
-		if ps.out == formPlan && opts.Check && fm.built != nil {
-			for _, d := range ir.Validate(fm.built.plan).Errors() {
+		if opts.Check && b != nil {
+			for _, d := range ir.Validate(b.plan).Errors() {
 				if ps.name != passes[len(passes)-1].name && (d.IsLimit() || d.Code == ir.CodeUnsignaledWait) {
 					// Limits hold for the finished plan; fuse-sync is what
 					// brings op and channel counts down. An unpaired wait
@@ -106,27 +100,28 @@ func Compile(f *dsl.File, defines map[string]int64, opts Options) (p *ir.Plan, s
 				}
 				st.diags = append(st.diags, diag.Diagnostic{Code: diag.CodeInternal,
 					Summary: fmt.Sprintf("internal compiler error after pass %s: %s", ps.name, d.String()),
-					Subject: fm.built.sm.rangeOfPath(d.Path, f.Filename)})
+					Subject: b.sm.rangeOfPath(d.Path, f.Filename)})
 			}
 			if st.diags.HasErrors() {
 				return nil, nil, st.diags
 			}
 		}
 		if opts.Dump != nil && (opts.DumpAfter == ps.name || opts.DumpAfter == "all") {
-			opts.Dump(ps.name, dump(fm))
+			opts.Dump(ps.name, dump(v))
 		}
 	}
-	if fm.built == nil {
+	b, _ := v.(*built)
+	if b == nil {
 		st.diags.Sort()
 		return nil, nil, st.diags
 	}
-	recordSizeRule(st, fm.built)
+	recordSizeRule(st, b)
 	if st.diags.HasErrors() {
 		st.diags.Sort()
 		return nil, nil, st.diags
 	}
 	st.diags.Sort()
-	return fm.built.plan, fm.built.sm, st.diags
+	return b.plan, b.sm, st.diags
 }
 
 // recordSizeRule writes the sizes the plan serves into it
@@ -163,13 +158,18 @@ func joinDetail(parts ...string) string {
 	return strings.Join(out, "; ")
 }
 
-// dump renders the state after a pass: the plan once there is one, the
-// action list before.
-func dump(f form) string {
-	if f.built != nil {
-		return ir.Dump(f.built.plan)
+// dump renders what a pass returned: the plan once there is one, the
+// action list (or the evaluated ops) before.
+func dump(v any) string {
+	switch v := v.(type) {
+	case *built:
+		return ir.Dump(v.plan)
+	case *program:
+		return dumpActions(&v.hdr, v.actions, nil)
+	case *evaluated:
+		return dumpActions(&v.hdr, nil, v.ops)
 	}
-	return dumpActions(f)
+	return ""
 }
 
 // CompileSource parses and compiles in one step.
@@ -182,44 +182,37 @@ func CompileSource(filename string, src []byte, defines map[string]int64, opts O
 	return p, sm, append(ds, ds2...)
 }
 
-// formCheck says what is wrong with the form a pass returned, "" when
-// nothing: the passes hand on one form at a time (evaluated ops, then
-// actions, then actions in blocks, then the plan), each consuming the one
-// before, so a form left behind is a pass that did not finish its
-// hand-off, and a form of another kind than the table says breaks the
-// next pass. Under Options.Check, beside ir.Validate.
-func formCheck(ps pass, f form) string {
-	n := 0
-	for _, set := range []bool{f.ev != nil, f.prog != nil, f.built != nil} {
-		if set {
-			n++
+// placerPass is the pass that puts the program's actions in blocks; the
+// passes after it hand on a program whose blocks are set.
+const placerPass = "assign-tbs"
+
+// handoffCheck says what is wrong with what a pass returned, "" when
+// nothing. Its type is the pass's own (step, rewrite); what the type does
+// not say is checked here: something was returned, the program is in
+// blocks exactly from placerPass on (placed), a plan comes with its
+// source map, and only a channel-level program's actions go on with the
+// plan (limits' balance check reads them; a chunk-level program's
+// millions of actions must not be kept alive). Under Options.Check,
+// beside ir.Validate.
+func handoffCheck(ps pass, placed bool, v any) string {
+	if v == nil || reflect.ValueOf(v).IsNil() {
+		return fmt.Sprintf("%s returned no %v", ps.name, ps.out)
+	}
+	switch v := v.(type) {
+	case *program:
+		if (v.blocks != nil) != placed {
+			if placed {
+				return ps.name + " returned actions not in blocks"
+			}
+			return ps.name + " returned actions in blocks before " + placerPass
 		}
-	}
-	if n != 1 {
-		return fmt.Sprintf("%s returned %d forms, want one %v", ps.name, n, ps.out)
-	}
-	var got formKind
-	switch {
-	case f.ev != nil:
-		got = formEvaluated
-	case f.prog != nil && f.prog.blocks == nil:
-		got = formActions
-	case f.prog != nil:
-		got = formBlocks
-	default:
-		got = formPlan
-		b := f.built
-		if b.plan == nil || b.sm == nil {
+	case *built:
+		if v.plan == nil || v.sm == nil {
 			return ps.name + " returned no plan or no source map"
 		}
-		// Only a channel-level program keeps its actions (for the balance
-		// check).
-		if !b.explicit && b.acts != nil {
+		if !v.explicit && v.acts != nil {
 			return ps.name + " handed on the actions of a chunk-level program with the plan"
 		}
-	}
-	if got != ps.out {
-		return fmt.Sprintf("%s returned %v, want %v", ps.name, got, ps.out)
 	}
 	return ""
 }

@@ -4,13 +4,18 @@
 // assign thread blocks, replicate instances, fuse data ops, insert the
 // synchronisation (nop, signal/wait, semaphores, flush) the memory model
 // needs, allocate channels and build the plan, fuse sync ops, and check the
-// executor's limits. Each pass takes the form the one before returned
-// (evaluated ops, actions, actions in blocks, the plan) and returns its
-// own; besides that it sees only the program, the options and the
-// diagnostics (state). Every pass can be dumped (Options.DumpAfter) and,
-// with Options.Check, the form is checked after every pass and the plan
-// validated (ir.Validate) after every pass that produces one. A SourceMap ties every emitted op back to the DSL line it
-// came from, so CPU-executor findings (Verify) are reported at the source.
+// executor's limits. Each pass is a typed function of the form the one
+// before returned (forms.go: evaluated ops, actions, actions in blocks,
+// the plan) to the form it returns, or a rewrite of that form in place;
+// the table reads its types off the function (step, rewrite), so the
+// chain is checked (TestPassChain) and no pass can reach a form it was
+// not given. Besides its form a pass sees only the program, the options
+// and the diagnostics (state.go). Every pass can be dumped
+// (Options.DumpAfter) and, with Options.Check, what it returned is checked
+// for what its type does not say (handoffCheck) and the plan validated
+// (ir.Validate) after every pass that returns one. A SourceMap ties every
+// emitted op back to the DSL line it came from, so CPU-executor findings
+// (Verify) are reported at the source.
 //
 // Once channels are allocated the ranks are independent: channels,
 // fuse-sync and the validator handle large plans a rank at a time on

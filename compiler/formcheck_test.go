@@ -1,15 +1,18 @@
 package compiler
 
 import (
+	"reflect"
 	"testing"
 
+	"github.com/msccl-go/msccl-go/dsl"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
-// The form check between passes catches a pass that leaves the form it
-// consumed behind or returns another form than the table says, and passes
-// each pass's proper output.
-func TestFormCheck(t *testing.T) {
+// The hand-off check catches what a pass's type does not: nothing
+// returned, a program out of blocks after the placer or in blocks before
+// it, a plan without its source map, a chunk-level program's actions kept
+// with the plan; and passes each pass's proper output.
+func TestHandoffCheck(t *testing.T) {
 	byName := map[string]pass{}
 	for _, p := range passes {
 		byName[p.name] = p
@@ -18,50 +21,52 @@ func TestFormCheck(t *testing.T) {
 	blocks := [][]*block{{}}
 	plan := func(b built) *built { b.plan, b.sm = &ir.Plan{}, &SourceMap{}; return &b }
 	for _, c := range []struct {
-		pass string
-		f    form
-		bad  bool
+		pass   string
+		placed bool
+		v      any
+		bad    bool
 	}{
-		{"evaluate", form{ev: &evaluated{}}, false},
-		{"evaluate", form{}, true},
-		{"evaluate", form{ev: &evaluated{}, prog: &program{actions: acts}}, true},
-		{"lower", form{prog: &program{actions: acts}}, false},
-		{"lower", form{prog: &program{actions: acts}, ev: &evaluated{}}, true},
-		{"lower", form{ev: &evaluated{}}, true},
-		{"lower", form{prog: &program{actions: acts, blocks: blocks}}, true},
-		{"assign-tbs", form{prog: &program{actions: acts}}, true},
-		{"assign-tbs", form{prog: &program{actions: acts, blocks: blocks}}, false},
-		{"fuse", form{prog: &program{actions: acts, blocks: blocks}}, false},
-		{"fuse", form{built: plan(built{})}, true},
-		{"sync", form{built: plan(built{})}, false},
-		{"sync", form{prog: &program{blocks: blocks}}, true},
-		{"sync", form{built: plan(built{}), prog: &program{blocks: blocks}}, true},
-		{"sync", form{built: plan(built{acts: acts})}, true},
-		{"sync", form{built: plan(built{acts: acts, explicit: true})}, false},
-		{"fuse-sync", form{built: &built{sm: &SourceMap{}}}, true},
-		{"limits", form{}, true},
+		{"evaluate", false, &evaluated{}, false},
+		{"evaluate", false, (*evaluated)(nil), true},
+		{"lower", false, &program{actions: acts}, false},
+		{"lower", false, &program{actions: acts, blocks: blocks}, true},
+		{"lower", false, (*program)(nil), true},
+		{"assign-tbs", true, &program{actions: acts}, true},
+		{"assign-tbs", true, &program{actions: acts, blocks: blocks}, false},
+		{"fuse", true, &program{actions: acts, blocks: blocks}, false},
+		{"sync", true, plan(built{}), false},
+		{"sync", true, plan(built{acts: acts}), true},
+		{"sync", true, plan(built{acts: acts, explicit: true}), false},
+		{"fuse-sync", true, &built{sm: &SourceMap{}}, true},
+		{"limits", true, nil, true},
 	} {
 		ps, ok := byName[c.pass]
 		if !ok {
 			t.Fatalf("no pass %s", c.pass)
 		}
-		if msg := formCheck(ps, c.f); (msg != "") != c.bad {
-			t.Errorf("after %s with %+v: %q, want bad=%v", c.pass, c.f, msg, c.bad)
+		if msg := handoffCheck(ps, c.placed, c.v); (msg != "") != c.bad {
+			t.Errorf("after %s with %+v: %q, want bad=%v", c.pass, c.v, msg, c.bad)
 		}
 	}
 }
 
-// Each pass takes the form the one before returns, the first the parsed
-// program, and the last returns the plan Compile hands out.
+// Each pass takes what the one before returns, the first the parsed
+// program, and the last returns the plan Compile hands out; the placer
+// is in the table.
 func TestPassChain(t *testing.T) {
-	want := formFile
+	want := reflect.TypeFor[*dsl.File]()
+	placer := false
 	for _, p := range passes {
 		if p.in != want {
 			t.Errorf("pass %s takes %v, but the pass before returns %v", p.name, p.in, want)
 		}
 		want = p.out
+		placer = placer || p.name == placerPass
 	}
-	if want != formPlan {
-		t.Errorf("the last pass returns %v, want %v", want, formPlan)
+	if want != reflect.TypeFor[*built]() {
+		t.Errorf("the last pass returns %v, want *built", want)
+	}
+	if !placer {
+		t.Errorf("no pass %s", placerPass)
 	}
 }

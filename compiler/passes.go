@@ -1,74 +1,54 @@
 package compiler
 
-import "fmt"
+import (
+	"reflect"
+
+	"github.com/msccl-go/msccl-go/dsl"
+)
 
 // passes is the pipeline, in order. Each lives in its own pass_*.go file
-// and is a function of the form it takes (in) to the form it returns
-// (out), each pass's in the one before's out (TestPassChain); run adapts
-// it to the table. What every pass may touch besides its form is the
-// state (state.go): the program, options and diagnostics.
+// and is a typed function of the value it takes to the value it returns
+// (step), or rewrites the value it takes (rewrite); each pass takes what
+// the one before returned (TestPassChain). What every pass may touch
+// besides that value is the state (state.go): the program, options and
+// diagnostics.
 var passes = []pass{
-	{name: "evaluate", in: formFile, out: formEvaluated,
-		doc: "run params, let, for and if; check names, ranks and chunk ranges",
-		run: func(st *state, _ form) form { return form{ev: evaluate(st)} }},
-	{name: "lower", in: formEvaluated, out: formActions,
-		doc: "turn chunk moves into plan ops and pick channel types",
-		run: func(st *state, f form) form { return form{prog: lower(st, f.ev)} }},
-	{name: "assign-tbs", in: formActions, out: formBlocks,
-		doc: "place every op on a thread block of its rank",
-		run: func(st *state, f form) form { assignTBs(st, f.prog); return f }},
-	{name: "instances", in: formBlocks, out: formBlocks,
-		doc: "replicate blocks and split chunks for option instances",
-		run: func(st *state, f form) form { replicate(st, f.prog); return f }},
-	{name: "fuse", in: formBlocks, out: formBlocks,
-		doc: "merge reduce chains, reduce+send (res, rres, respkt, recpkt, recspkt) and multi-peer puts",
-		run: func(_ *state, f form) form { fuse(f.prog); return f }},
+	step("evaluate", "run params, let, for and if; check names, ranks and chunk ranges",
+		func(st *state, _ *dsl.File) *evaluated { return evaluate(st) }), // the state's file
+	step("lower", "turn chunk moves into plan ops and pick channel types", lower),
+	rewrite("assign-tbs", "place every op on a thread block of its rank", assignTBs),
+	rewrite("instances", "replicate blocks and split chunks for option instances", replicate),
+	rewrite("fuse", "merge reduce chains, reduce+send (res, rres, respkt, recpkt, recspkt) and multi-peer puts",
+		func(_ *state, p *program) { fuse(p) }),
 	// Sync and channel building are one pass: sync's result is no form of
 	// its own (a dump after it showed fuse's actions unchanged), only what
 	// channel building reads, and for chunk-level programs sync lays each
 	// block out while the plan is written.
-	{name: "sync", in: formBlocks, out: formPlan,
-		doc: "insert nop, signal/wait, semaphores and flushes from data dependencies; allocate and pair channels, remote buffers, semaphores; build the plan",
-		run: func(st *state, f form) form { return form{built: syncAndBuild(st, f.prog)} }},
-	{name: "fuse-sync", in: formPlan, out: formPlan,
-		doc: "merge multi-channel signal/wait, put+signal(+flush) into pws/pwsf, drop redundant nops",
-		run: func(_ *state, f form) form { fuseSync(f.built); return f }},
-	{name: "limits", in: formPlan, out: formPlan,
-		doc: "check the plan against the executor's structural rules and limits",
-		run: func(st *state, f form) form { checkLimits(st, f.built); return f }},
+	step("sync", "insert nop, signal/wait, semaphores and flushes from data dependencies; allocate and pair channels, remote buffers, semaphores; build the plan", syncAndBuild),
+	rewrite("fuse-sync", "merge multi-channel signal/wait, put+signal(+flush) into pws/pwsf, drop redundant nops",
+		func(_ *state, b *built) { fuseSync(b) }),
+	rewrite("limits", "check the plan against the executor's structural rules and limits", checkLimits),
 }
 
-// form is what one pass hands the next. Exactly one of its fields is set
-// between passes (formCheck): a pass consumes the form it takes.
-type form struct {
-	ev    *evaluated
-	prog  *program
-	built *built
+// pass is one named step of the pipeline. run is the pass's own function
+// behind the one signature the table needs; in and out are the types of
+// what it takes and returns, which step and rewrite read off that
+// function, so the table cannot say one thing and the function do another.
+type pass struct {
+	name, doc string
+	in, out   reflect.Type
+	run       func(*state, any) any
 }
 
-// formKind names a form, for the pass table and the check between passes.
-type formKind int
+// step is the pass of f, which consumes one form and returns the next.
+func step[In, Out any](name, doc string, f func(*state, In) Out) pass {
+	return pass{name: name, doc: doc, in: reflect.TypeFor[In](), out: reflect.TypeFor[Out](),
+		run: func(st *state, v any) any { return f(st, v.(In)) }}
+}
 
-const (
-	formFile      formKind = iota // the parsed program (the state's)
-	formEvaluated                 // *evaluated: header and ops
-	formActions                   // *program before assign-tbs
-	formBlocks                    // *program with its actions in blocks
-	formPlan                      // *built: the plan and its source map
-)
-
-func (k formKind) String() string {
-	switch k {
-	case formFile:
-		return "*dsl.File"
-	case formEvaluated:
-		return "*evaluated"
-	case formActions:
-		return "*program (actions)"
-	case formBlocks:
-		return "*program (actions in blocks)"
-	case formPlan:
-		return "*built (plan)"
-	}
-	return fmt.Sprintf("formKind(%d)", int(k))
+// rewrite is the pass of f, which changes the form it takes in place.
+func rewrite[T any](name, doc string, f func(*state, T)) pass {
+	t := reflect.TypeFor[T]()
+	return pass{name: name, doc: doc, in: t, out: t,
+		run: func(st *state, v any) any { f(st, v.(T)); return v }}
 }

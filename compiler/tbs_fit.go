@@ -87,23 +87,24 @@ func trialBlocks(st *state, p *program, budget map[tbGroup]int) map[tbGroup]int 
 		}
 	}
 	after := false
-	f := form{prog: tp}
+	var v any = tp
 	for _, ps := range trialPasses {
 		if ps.name == "limits" {
 			break
 		}
 		if after {
-			f = ps.run(t, f)
+			v = ps.run(t, v)
 			if t.diags.HasErrors() {
 				return nil
 			}
 		}
-		after = after || ps.name == "assign-tbs"
+		after = after || ps.name == placerPass
 	}
-	if f.built == nil {
+	b, _ := v.(*built)
+	if b == nil {
 		return nil
 	}
-	plan := f.built.plan
+	plan := b.plan
 	// Option instances makes block tb into blocks tb*I .. tb*I+I-1.
 	I := max(p.hdr.instances, 1)
 	over := map[tbGroup]int{}
