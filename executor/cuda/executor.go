@@ -132,6 +132,23 @@ type rankRes struct {
 	nblocks  int
 }
 
+// openStreams makes what a rank launches with, the same for the
+// in-process executor and a RankExecutor: its stream, the event that
+// says its last launch finished, and one watchdog record per block in
+// mapped host memory (zeroed: a record the kernel has not written reads
+// as no progress yet).
+func (rs *rankRes) openStreams() error {
+	var err error
+	if rs.stream, err = cuda.NewStream(true); err != nil {
+		return err
+	}
+	if rs.done, err = cuda.NewEvent(false); err != nil {
+		return err
+	}
+	rs.watch, err = cuda.HostAllocMapped(int64(kernels.WatchBytes * rs.nblocks))
+	return err
+}
+
 // Open compiles nothing yet: it checks the plan, makes the device current
 // and builds every rank's channels and semaphores.
 func Open(p *ir.Plan, opt Options) (*Executor, error) {
@@ -213,16 +230,9 @@ func (e *Executor) setupRanks() error {
 			return fmt.Errorf("gpus[%d] has no thread blocks", r)
 		}
 		var err error
-		if rs.stream, err = cuda.NewStream(true); err != nil {
+		if err = rs.openStreams(); err != nil {
 			return err
 		}
-		if rs.done, err = cuda.NewEvent(false); err != nil {
-			return err
-		}
-		if rs.watch, err = cuda.HostAllocMapped(int64(kernels.WatchBytes * rs.nblocks)); err != nil {
-			return err
-		}
-		clear(rs.watch.Bytes)
 		// Port inbound words are device memory when the peers' kernels
 		// signal them (SM copies).
 		sm := e.opt.PortCopy == PortCopySM

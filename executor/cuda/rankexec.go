@@ -183,13 +183,7 @@ func (e *RankExecutor) setup() error {
 		}
 	}
 	var err error
-	if rs.stream, err = cuda.NewStream(true); err != nil {
-		return err
-	}
-	if rs.done, err = cuda.NewEvent(false); err != nil {
-		return err
-	}
-	if rs.watch, err = cuda.HostAllocMapped(int64(kernels.WatchBytes * rs.nblocks)); err != nil {
+	if err = rs.openStreams(); err != nil {
 		return err
 	}
 	// The inbound words are in the communicator's sync regions.
