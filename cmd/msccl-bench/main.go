@@ -104,6 +104,7 @@ type Row struct {
 	// size the plan does not serve, ...), for tools that branch on it.
 	SkipCode string  `json:"skip_code,omitempty"`
 	Ref      *RefRow `json:"reference,omitempty"` // --reference (perf.go)
+	HBM      *HBMRow `json:"hbm,omitempty"`       // --hbm (hbm.go)
 }
 
 func main() {
@@ -185,6 +186,9 @@ func run(args []string, w io.Writer) (err error) {
 		return err
 	}
 	if err := pf.check(&c); err != nil {
+		return err
+	}
+	if err := c.perf.checkHBM(&c, pf); err != nil {
 		return err
 	}
 	if err := c.tune.check(&c, pf); err != nil {
@@ -523,11 +527,19 @@ func bench(c *config, p *ir.Plan, name string, sizes []int64, w io.Writer) ([]Ro
 	defer ev1.Destroy()
 	devName, _ := cuda.Device(0).Name()
 	n := len(p.GPUs)
+	if c.perf.hbm {
+		if c.perf.copyRate, err = measureCopy(s, ev0, ev1); err != nil {
+			return nil, err
+		}
+	}
 	if !c.asJSON {
 		fmt.Fprintf(w, "# msccl-bench: plan %s (%s, %s), %d ranks on one %s, %s %s, LL%d, graph %v, %d warm-up + %d timed iterations%s\n",
 			name, p.Collective, p.Protocol, n, devName, c.dtype, c.redop, c.ll, c.graph, c.warmup, c.iters, portCopyNote(ex))
 		tableHeader(w)
 		c.perf.header(w)
+		if c.perf.hbm {
+			hbmHeader(w, c.perf.copyRate)
+		}
 	}
 	var rows []Row
 	for i, msg := range sizes {
@@ -548,6 +560,7 @@ func bench(c *config, p *ir.Plan, name string, sizes []int64, w io.Writer) ([]Ro
 		}
 		if !c.asJSON && row.Skipped == "" {
 			printRef(w, &row)
+			printHBM(w, &row)
 		}
 	}
 	return rows, nil
@@ -615,6 +628,9 @@ func one(c *config, ex *cudaexec.Executor, ref *cudaexec.Reference, p *ir.Plan, 
 	row.TimeUs = sec * 1e6
 	row.AlgBW = float64(row.Bytes) / sec / 1e9
 	row.BusBW = row.AlgBW * busFactor(p.Collective, len(p.GPUs))
+	if c.perf.hbm {
+		row.HBM = hbmRow(p, c.ll, row, c.perf.copyRate)
+	}
 	if err := c.perf.writeTrace(ex, p, call, row); err != nil {
 		return err
 	}

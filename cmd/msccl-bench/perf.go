@@ -22,7 +22,9 @@ import (
 type perfConfig struct {
 	reference string
 	trace     string
-	multi     bool // the sweep has several sizes: one trace pair per size
+	multi     bool    // the sweep has several sizes: one trace pair per size
+	hbm       bool    // --hbm (hbm.go)
+	copyRate  float64 // --hbm: the run's copy rate, read+write bytes/s
 }
 
 // traceRecords is the timeline's room per block and launch: far more ops
@@ -32,6 +34,7 @@ const traceRecords = 1 << 14
 
 func perfFlags(fs *flag.FlagSet, p *perfConfig) {
 	fs.StringVar(&p.trace, "trace", "", "time the traced kernel instance, which records every op's start and end on the GPU (%globaltimer), and write the last launch's Chrome/Perfetto trace to FILE.json and the CPU executor's simulated trace of the plan to FILE.cpu.json (FILE-SIZE.json and FILE-SIZE.cpu.json per size when the sweep has several)")
+	hbmFlag(fs, p)
 	fs.StringVar(&p.reference, "reference", "", "also time the hand-written kernel NAME (allreduce_oneshot_ll, allreduce_twoshot, allgather_direct: kernels/reference) on the plan's streams, grid and buffers, check it with -c, and print plan/reference time")
 }
 

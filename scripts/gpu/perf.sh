@@ -27,6 +27,12 @@
 #          and with kernel variants (MSCCL_KERNEL_DEFINES: per-thread
 #          operand arrays, 6 sources per batch), then the shapes that fit
 #          8 ranks on one H200 with more blocks
+#   hbm    issue 17's HBM goal at 64 and 256 MiB (msccl-bench --hbm): a
+#          1 GiB device-to-device copy timed first, then under each row
+#          the bytes its plan loads and stores in one collective (every
+#          rank's ops, all on this one GPU), their rate and its fraction
+#          of the copy's; two-shot (default shape), all-pairs with 16
+#          instances and allgather_direct, each beside its reference
 #   tune   msccl-bench --tune over allreduce, 1K..256M: the fastest
 #          algorithm × instances × threads per size, written as selection
 #          rows to $OUT/tuned-allreduce-8r.yaml, and the built-in table
@@ -96,6 +102,12 @@ for part in $parts; do
     step allpairs_i16_t1024 "$bench" --algo allreduce_allpairs --ranks "$ranks" -D instances=16 $large --reference allreduce_twoshot
     step allpairs_i32_t512 "$bench" --algo allreduce_allpairs --ranks "$ranks" -D instances=32 -D threads=512 $large --reference allreduce_twoshot
     ;;
+  hbm)
+    large="-b 64M -e 256M -f 4 -d f16 -G -n 10 --hbm"
+    step hbm_twoshot "$bench" --algo allreduce_twoshot --ranks "$ranks" $large -c --reference allreduce_twoshot
+    step hbm_allpairs_i16 "$bench" --algo allreduce_allpairs --ranks "$ranks" -D instances=16 $large --reference allreduce_twoshot
+    step hbm_allgather_direct "$bench" --algo allgather_direct --ranks "$ranks" $large --reference allgather_direct
+    ;;
   tune)
     STEP_TIMEOUT=420 step tune "$bench" --tune --collective allreduce --ranks "$ranks" -b 1K -e 256M -f 4 -d f16 -G -n 10 -w 3 \
       --tune-algos allreduce_allpairs_packet,allreduce_allpairs,allreduce_twoshot --tune-instances 1,2,4,8,16,32 \
@@ -126,7 +138,7 @@ for part in $parts; do
     done
     ;;
   *)
-    echo "perf.sh: unknown part $part (want tests, ref, trace, kernel, large, tune, latency, startup)"; exit 2
+    echo "perf.sh: unknown part $part (want tests, ref, trace, kernel, large, hbm, tune, latency, startup)"; exit 2
     ;;
   esac
 done
