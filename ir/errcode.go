@@ -13,7 +13,8 @@ const (
 	CodeUnsupported = diag.CodeUnsupported // a valid plan this executor cannot run
 	CodeNotResident = diag.CodeNotResident // blocks that wait on each other do not all fit on the device at once
 	CodeWatchdog    = diag.CodeWatchdog    // the watchdog stopped a launch (the executors' HangError)
-	CodeBroken      = diag.CodeBroken      // the executor is closed, or unusable after an earlier failure
+	CodeBroken      = diag.CodeBroken      // the executor is closed or its buffers freed, or it is unusable after an earlier failure
+	CodeRanks       = diag.CodeRanks       // the plan is for another number of ranks than the job, or than the buffers given
 	CodeCannotRun   = diag.CodeCannotRun   // the CPU executor cannot run the plan, for a reason none of the above names
 	CodeFailed      = diag.CodeFailed      // what msccl-bench --json reports for a failure without a code (a file, a driver call, a peer)
 )

@@ -1,6 +1,7 @@
 package cudaexec
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -15,6 +16,9 @@ func TestErrorCodes(t *testing.T) {
 	gather := &Executor{p: &ir.Plan{Collective: ir.AllGather, GPUs: make([]ir.GPU, 4)},
 		rule: ir.SizeRule{Granularity: 16, Min: 64, Max: 1 << 20}}
 	_, above := gather.stageFor(2 << 20)
+	closed := &RankExecutor{closed: true}
+	broken := &RankExecutor{rank: 1, broken: fmt.Errorf("launch 3: %w", &HangError{})}
+	bufs := &RankBuffers{e: broken, in: 16}
 	for _, c := range []struct {
 		name string
 		err  error
@@ -26,6 +30,15 @@ func TestErrorCodes(t *testing.T) {
 		{"prod of floats", checkReduce(ir.ReduceProd, ir.BF16), ir.CodeBadOptions},
 		{"unknown reduction", checkReduce("avg", ir.F32), ir.CodeBadOptions},
 		{"unknown port copy", func() error { _, err := resolvePortCopy(PortCopy(9)); return err }(), ir.CodeBadOptions},
+		{"executor closed", closed.usable(nil), ir.CodeBroken},
+		{"Wait after Close", closed.Wait(), ir.CodeBroken},
+		// The earlier failure's own code (a hang) is the cause; what the
+		// caller must act on now is that the executor is unusable.
+		{"rank unusable after a failure", broken.usable(bufs), ir.CodeBroken},
+		{"executor unusable after a failure", (&Executor{broken: errors.New("launch failed")}).brokenErr(), ir.CodeBroken},
+		{"freed buffers", (&RankBuffers{freed: true}).SetInput(nil), ir.CodeBroken},
+		{"input larger than the buffers", bufs.SetInput(make([]byte, 32)), ir.CodeSizeRefused},
+		{"buffers for another rank count", func() error { _, err := gather.Wrap(64, nil, nil); return err }(), ir.CodeRanks},
 		{"watchdog", fmt.Errorf("cudaexec: rank 1: %w", &HangError{Stuck: []kernels.WatchRecord{{Kind: kernels.WatchSignal}}}), ir.CodeWatchdog},
 	} {
 		if c.err == nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/kernels"
 	"github.com/msccl-go/msccl-go/runtime/comm"
@@ -90,7 +91,7 @@ func OpenRank(ctx context.Context, c *comm.Comm, p *ir.Plan, opt Options) (*Rank
 		opt.FifoEntries = 1024
 	}
 	if opt.FifoEntries&(opt.FifoEntries-1) != 0 {
-		return nil, fmt.Errorf("cudaexec: FifoEntries %d is not a power of two", opt.FifoEntries)
+		return nil, diag.Errorc(diag.CodeBadOptions, "cudaexec: FifoEntries %d is not a power of two", opt.FifoEntries)
 	}
 	arch, sms, err := deviceArch(dev.Context().Device())
 	if err != nil {
@@ -120,13 +121,13 @@ func rankPlanCheck(p *ir.Plan, c *comm.Comm, opt Options) error {
 		return fmt.Errorf("cudaexec: %w", err)
 	}
 	if len(p.GPUs) != c.Size() {
-		return fmt.Errorf("cudaexec: plan %q has %d ranks, the job has %d", p.Name, len(p.GPUs), c.Size())
+		return diag.Errorc(diag.CodeRanks, "cudaexec: plan %q has %d ranks, the job has %d", p.Name, len(p.GPUs), c.Size())
 	}
 	if opt.Trace > 0 {
-		return errors.New("cudaexec: Trace needs every rank in one process (Open), not OpenRank")
+		return diag.Errorc(diag.CodeBadOptions, "cudaexec: Trace needs every rank in one process (Open), not OpenRank")
 	}
 	if opt.PortCopy == PortCopyProxy {
-		return errors.New("cudaexec: PortCopyProxy needs every rank in one process (Open); one process per rank copies port channels with SMs")
+		return diag.Errorc(diag.CodeBadOptions, "cudaexec: PortCopyProxy needs every rank in one process (Open); one process per rank copies port channels with SMs")
 	}
 	for r := range p.GPUs {
 		g := &p.GPUs[r]
@@ -135,7 +136,7 @@ func rankPlanCheck(p *ir.Plan, c *comm.Comm, opt Options) error {
 		// them, stay within a node.
 		for _, fc := range g.FlatChannels(ir.ChanMemory) {
 			if fc.Peer >= 0 && fc.Peer < c.Size() && c.Node(fc.Peer) != c.Node(r) {
-				return fmt.Errorf("cudaexec: gpus[%d]: a memory channel to rank %d on node %q (rank %d: %q); memory channels connect ranks of one node only (use a port channel across nodes)", r, fc.Peer, c.Node(fc.Peer), r, c.Node(r))
+				return diag.Errorc(diag.CodeUnsupported, "cudaexec: gpus[%d]: a memory channel to rank %d on node %q (rank %d: %q); memory channels connect ranks of one node only (use a port channel across nodes)", r, fc.Peer, c.Node(fc.Peer), r, c.Node(r))
 			}
 		}
 		for i, rb := range g.RemoteBuffers {
@@ -144,7 +145,7 @@ func rankPlanCheck(p *ir.Plan, c *comm.Comm, opt Options) error {
 			}
 			for _, t := range rb.AccessChannelTypes {
 				if t != ir.ChanPort {
-					return fmt.Errorf("cudaexec: gpus[%d].remote_buffers[%d]: rank %d is on node %q, rank %d on %q, and the buffer is reached over %s channels; only port channels cross nodes", r, i, rb.Rank, c.Node(rb.Rank), r, c.Node(r), t)
+					return diag.Errorc(diag.CodeUnsupported, "cudaexec: gpus[%d].remote_buffers[%d]: rank %d is on node %q, rank %d on %q, and the buffer is reached over %s channels; only port channels cross nodes", r, i, rb.Rank, c.Node(rb.Rank), r, c.Node(r), t)
 				}
 			}
 		}
@@ -405,10 +406,10 @@ func (b *RankBuffers) OutBytes() int64        { return b.out }
 // SetInput copies data (InBytes long) into this rank's input.
 func (b *RankBuffers) SetInput(data []byte) error {
 	if b.freed {
-		return errors.New("cudaexec: buffers freed")
+		return diag.Errorc(diag.CodeBroken, "cudaexec: buffers freed")
 	}
 	if int64(len(data)) != b.in {
-		return fmt.Errorf("cudaexec: input of %d bytes, the buffers hold %d", len(data), b.in)
+		return diag.Errorc(diag.CodeSizeRefused, "cudaexec: input of %d bytes, the buffers hold %d", len(data), b.in)
 	}
 	return cuda.MemcpyHtoD(b.Input(), data)
 }
@@ -418,7 +419,7 @@ func (b *RankBuffers) SetInput(data []byte) error {
 // barrier.
 func (b *RankBuffers) OutputOf(r int) ([]byte, error) {
 	if b.freed {
-		return nil, errors.New("cudaexec: buffers freed")
+		return nil, diag.Errorc(diag.CodeBroken, "cudaexec: buffers freed")
 	}
 	if r < 0 || r >= len(b.mems) || b.mems[r] == nil {
 		return nil, fmt.Errorf("cudaexec: rank %d's buffers are not mapped here", r)
@@ -717,7 +718,7 @@ func (e *RankExecutor) Wait() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
-		return errors.New("cudaexec: executor closed")
+		return diag.Errorc(diag.CodeBroken, "cudaexec: executor closed")
 	}
 	return e.wait()
 }
@@ -726,13 +727,13 @@ func (e *RankExecutor) Wait() error {
 // not its own, or once a peer has failed.
 func (e *RankExecutor) usable(b *RankBuffers) error {
 	if e.closed {
-		return errors.New("cudaexec: executor closed")
+		return diag.Errorc(diag.CodeBroken, "cudaexec: executor closed")
 	}
 	if b == nil || b.e != e || b.freed {
-		return errors.New("cudaexec: Run on buffers this executor did not allocate, or freed ones")
+		return diag.Errorc(diag.CodeBroken, "cudaexec: Run on buffers this executor did not allocate, or freed ones")
 	}
 	if e.broken != nil {
-		return fmt.Errorf("cudaexec: rank %d unusable after an earlier failure: %w", e.rank, e.broken)
+		return diag.Errorc(diag.CodeBroken, "cudaexec: rank %d unusable after an earlier failure: %w", e.rank, e.broken)
 	}
 	if err := e.c.Err(); err != nil {
 		return fmt.Errorf("cudaexec: rank %d: %w", e.rank, err)

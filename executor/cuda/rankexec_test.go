@@ -49,19 +49,22 @@ func TestOpenRankRefuses(t *testing.T) {
 		return rankPlanCheck(twoshot, c, Options{})
 	})
 	for r, err := range errs {
-		if err == nil || !strings.Contains(err.Error(), "memory channels connect ranks of one node only") {
-			t.Errorf("rank %d: %v", r, err)
+		if err == nil || !strings.Contains(err.Error(), "memory channels connect ranks of one node only") || ir.ErrorCode(err) != ir.CodeUnsupported {
+			t.Errorf("rank %d: %v (code %q)", r, err, ir.ErrorCode(err))
 		}
 	}
 	errs = joinCPU(t, []string{"n0", "n0", "n0", "n0"}, func(ctx context.Context, c *comm.Comm) error {
 		if err := rankPlanCheck(hier, c, Options{}); err != nil {
 			return err
 		}
-		if err := rankPlanCheck(hier, c, Options{PortCopy: PortCopyProxy}); err == nil || !strings.Contains(err.Error(), "PortCopyProxy needs every rank in one process") {
-			t.Errorf("rank %d: PortCopyProxy: %v", c.Rank(), err)
+		if err := rankPlanCheck(hier, c, Options{PortCopy: PortCopyProxy}); err == nil || !strings.Contains(err.Error(), "PortCopyProxy needs every rank in one process") || ir.ErrorCode(err) != ir.CodeBadOptions {
+			t.Errorf("rank %d: PortCopyProxy: %v (code %q)", c.Rank(), err, ir.ErrorCode(err))
 		}
-		if err := rankPlanCheck(hier, c, Options{Trace: 8}); err == nil {
-			t.Errorf("rank %d: Trace accepted", c.Rank())
+		if err := rankPlanCheck(hier, c, Options{Trace: 8}); ir.ErrorCode(err) != ir.CodeBadOptions {
+			t.Errorf("rank %d: Trace: %v", c.Rank(), err)
+		}
+		if err := rankPlanCheck(ring, c, Options{}); ir.ErrorCode(err) != ir.CodeRanks {
+			t.Errorf("rank %d: a 2-rank plan in a 4-rank job: %v", c.Rank(), err)
 		}
 		return nil
 	})

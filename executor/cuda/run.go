@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/kernels"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
@@ -88,7 +89,7 @@ func (e *Executor) Wrap(size int64, in, out []cuda.DevicePtr) (*Buffers, error) 
 		return nil, err
 	}
 	if len(in) != len(e.p.GPUs) || len(out) != len(e.p.GPUs) {
-		return nil, fmt.Errorf("cudaexec: need %d input and output buffers, got %d and %d", len(e.p.GPUs), len(in), len(out))
+		return nil, diag.Errorc(diag.CodeRanks, "cudaexec: need %d input and output buffers, got %d and %d", len(e.p.GPUs), len(in), len(out))
 	}
 	b := &Buffers{Size: size, In: append([]cuda.DevicePtr(nil), in...), Out: append([]cuda.DevicePtr(nil), out...), InBytes: inN, OutBytes: outN}
 	if !e.rule.Admits(size) {
@@ -455,7 +456,7 @@ func (e *Executor) fanOut(s *cuda.Stream, work func(r int, rs *rankRes) error) e
 }
 
 func (e *Executor) brokenErr() error {
-	return fmt.Errorf("cudaexec: executor unusable after an earlier failure: %w", e.broken)
+	return diag.Errorc(diag.CodeBroken, "cudaexec: executor unusable after an earlier failure: %w", e.broken)
 }
 
 // Wait blocks until the work enqueued so far is done (on s, or on every

@@ -47,7 +47,8 @@ const (
 	CodeUnsupported = "exec.unsupported"  // a valid plan that this executor cannot run (an op, channel or layout it lacks)
 	CodeNotResident = "exec.not-resident" // the plan's blocks, which wait on each other, do not fit on the device at once
 	CodeWatchdog    = "exec.watchdog"     // a wait ran past the timeout: the watchdog stopped the launch (HangError)
-	CodeBroken      = "exec.broken"       // the executor is closed, or unusable after an earlier failure
+	CodeBroken      = "exec.broken"       // the executor is closed or its buffers freed, or it is unusable after an earlier failure
+	CodeRanks       = "exec.ranks"        // the plan is for another number of ranks than the job, or than the buffers given
 	CodeFailed      = "exec.failed"       // a run that failed for a reason no code above names (a file, a driver call, a peer): FromError's fallback
 )
 
@@ -88,6 +89,7 @@ var Codes = []struct{ Code, Meaning string }{
 	{CodeUnsupported, "a plan this executor cannot run"},
 	{CodeNotResident, "blocks that wait on each other do not fit at once"},
 	{CodeWatchdog, "a wait ran past the watchdog's timeout"},
-	{CodeBroken, "the executor is closed or broken"},
+	{CodeBroken, "the executor is closed or broken, or its buffers freed"},
+	{CodeRanks, "a plan for another number of ranks than the job"},
 	{CodeFailed, "a run failed for a reason no other code names"},
 }

@@ -104,7 +104,7 @@ func Open(ctx context.Context, c *comm.Comm, p *ir.Plan, opt Options) (*Executor
 		return nil, diag.Errorc(diag.CodeBadOptions, "host: LL packet width must be 8 or 16 bytes, got %d", opt.LLWidth)
 	}
 	if len(p.GPUs) != c.Size() {
-		return nil, fmt.Errorf("host: plan %q has %d ranks, the job has %d", p.Name, len(p.GPUs), c.Size())
+		return nil, diag.Errorc(diag.CodeRanks, "host: plan %q has %d ranks, the job has %d", p.Name, len(p.GPUs), c.Size())
 	}
 	r := c.Rank()
 	g := &p.GPUs[r]
@@ -389,7 +389,7 @@ func (b *Buffers) Free() error {
 // for checks that read every rank's result after a barrier.
 func (b *Buffers) OutputOf(r int) ([]byte, error) {
 	if b.views == nil {
-		return nil, fmt.Errorf("host: buffers freed")
+		return nil, diag.Errorc(diag.CodeBroken, "host: buffers freed")
 	}
 	if r < 0 || r >= len(b.views) || b.views[r].out == nil {
 		return nil, fmt.Errorf("host: rank %d's buffers are not mapped here", r)

@@ -81,14 +81,14 @@ func TestRunErrors(t *testing.T) {
 			t.Errorf("prod on f32: %v", err)
 		}
 		b.Free()
-		if err := ex.Run(ctx, b, cpu.F32, ir.ReduceSum); err == nil || !strings.Contains(err.Error(), "freed") {
+		if err := ex.Run(ctx, b, cpu.F32, ir.ReduceSum); err == nil || !strings.Contains(err.Error(), "freed") || ir.ErrorCode(err) != ir.CodeBroken {
 			t.Errorf("Run on freed buffers: %v", err)
 		}
 		ex.Close()
 		if err := ex.Run(ctx, b, cpu.F32, ir.ReduceSum); ir.ErrorCode(err) != ir.CodeBroken {
 			t.Errorf("Run after Close: %v", err)
 		}
-		if _, err := Open(ctx, c, compile(t, "allreduce_ring", 3), Options{}); err == nil || !strings.Contains(err.Error(), "has 3 ranks, the job has 2") {
+		if _, err := Open(ctx, c, compile(t, "allreduce_ring", 3), Options{}); err == nil || !strings.Contains(err.Error(), "has 3 ranks, the job has 2") || ir.ErrorCode(err) != ir.CodeRanks {
 			t.Errorf("Open of a 3-rank plan in a 2-rank job: %v", err)
 		}
 		return nil

@@ -102,7 +102,7 @@ func (e *Executor) Run(ctx context.Context, b *Buffers, dt cpu.DType, red ir.Red
 	case e.closed:
 		return diag.Errorc(diag.CodeBroken, "host: executor closed")
 	case b == nil || b.e != e || b.views == nil:
-		return fmt.Errorf("host: buffers not allocated by this executor, or freed")
+		return diag.Errorc(diag.CodeBroken, "host: buffers not allocated by this executor, or freed")
 	}
 	if err := e.c.Err(); err != nil {
 		return fmt.Errorf("host: rank %d: %w", e.rank, err)
