@@ -14,6 +14,10 @@
 //     thread-local "last error": concurrent callers never see each other's.
 //   - A Go panic inside a call is recovered and becomes MSCCL_ERR_INTERNAL
 //     with the panic and its stack in the message; the host process goes on.
+//   - Other errors get their status from their code (ir.ErrorCode), never
+//     their text: an option the executor does not take is
+//     MSCCL_ERR_INVALID, a run that failed (watchdog, a closed or broken
+//     executor) MSCCL_ERR_RUN, the rest MSCCL_ERR_INPUT (statusOf).
 //   - No Go pointer reaches C. Plans live in a table in this library and
 //     cross the boundary as int64 handles (never 0); results are copies in
 //     C memory (malloc), freed with msccl_free.

@@ -4,11 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+
+	"github.com/msccl-go/msccl-go/ir"
 )
 
 // Status codes, the return value of every export (libmsccl.h has no enum:
-// cgo does not export Go constants, so the Python side repeats them and
-// its tests check them against statusName).
+// cgo does not export Go constants, so the Python side repeats them;
+// TestPythonStatuses holds python/msccl/_lib.py to statusName). A status
+// added later is an error all the same to an older caller, which reads
+// anything but MSCCL_OK as one.
 const (
 	statusOK = 0
 	// statusInvalid: an argument is wrong in itself (a NULL output
@@ -18,9 +22,14 @@ const (
 	// errors, an invalid plan, no plan for the size); diagnostics, where
 	// the call returns any, say where.
 	statusInput = 2
-	// statusInternal: a bug (a recovered Go panic); the message has the
-	// stack.
+	// statusInternal: a bug (a recovered Go panic, or an internal
+	// compiler error); the message has the stack where there is one.
 	statusInternal = 3
+	// statusRun: a run failed, not its arguments: the watchdog stopped
+	// a launch, the communicator or executor is closed or unusable after
+	// an earlier failure, or a run failed for a reason no code names. The
+	// communicator is not to be used again.
+	statusRun = 4
 )
 
 var statusName = map[int]string{
@@ -28,10 +37,24 @@ var statusName = map[int]string{
 	statusInvalid:  "MSCCL_ERR_INVALID",
 	statusInput:    "MSCCL_ERR_INPUT",
 	statusInternal: "MSCCL_ERR_INTERNAL",
+	statusRun:      "MSCCL_ERR_RUN",
+}
+
+// statusOf is the status of an error that is not an apiError, from its
+// code (ir.ErrorCode): callers across the ABI branch on statuses the way
+// Go callers branch on codes, never on the message.
+func statusOf(err error) int {
+	switch ir.ErrorCode(err) {
+	case ir.CodeBadOptions:
+		return statusInvalid // a data type, reduction or option the executor does not take
+	case ir.CodeWatchdog, ir.CodeBroken, ir.CodeFailed:
+		return statusRun
+	}
+	return statusInput
 }
 
 // apiError is an error with the status it is reported under; other
-// errors are statusInput.
+// errors get their code's (statusOf).
 type apiError struct {
 	status int
 	msg    string
@@ -63,5 +86,5 @@ func guard(f func() error) (status int, msg string) {
 	if errors.As(err, &ae) {
 		return ae.status, ae.msg
 	}
-	return statusInput, err.Error()
+	return statusOf(err), err.Error()
 }

@@ -12,7 +12,7 @@ package is installed); torch is not needed to import it.
 
 from ._lib import ABI_VERSION
 from .errors import (CompileError, Diagnostic, Error, Finding, InternalError, InvalidArgument, NotCorrect, PlanError,
-                     SelectError)
+                     RunError, SelectError)
 from .comm import Communicator, unique_id
 from .plan import COLLECTIVES, DTYPES, REDUCTIONS, Plan, SizeRule, VerifyResult, compile, load, loads, parse_size, select
 
@@ -20,7 +20,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ABI_VERSION", "COLLECTIVES", "Communicator", "unique_id", "DTYPES", "REDUCTIONS", "CompileError", "Diagnostic", "Error", "Finding",
-    "InternalError", "InvalidArgument", "NotCorrect", "Plan", "PlanError", "SelectError", "SizeRule",
+    "InternalError", "InvalidArgument", "NotCorrect", "Plan", "PlanError", "RunError", "SelectError", "SizeRule",
     "VerifyResult", "compile", "library_version", "load", "loads", "parse_size", "select",
 ]
 

@@ -12,7 +12,7 @@ import json
 import os
 import threading
 
-from .errors import Error, InternalError, InvalidArgument
+from .errors import Error, InternalError, InvalidArgument, RunError
 
 #: The ABI this package was written for (capi/api.go: abiVersion).
 ABI_VERSION = 2
@@ -22,6 +22,7 @@ OK = 0
 ERR_INVALID = 1
 ERR_INPUT = 2
 ERR_INTERNAL = 3
+ERR_RUN = 4
 
 _c_char_pp = ctypes.POINTER(ctypes.c_void_p)
 _i64 = ctypes.c_int64
@@ -101,6 +102,8 @@ def error_for(status, message, diagnostics=None, input_error=Error):
         return InvalidArgument(message, diagnostics)
     if status == ERR_INTERNAL:
         return InternalError(message, diagnostics)
+    if status == ERR_RUN:
+        return RunError(message, diagnostics)
     return input_error(message, diagnostics)
 
 

@@ -86,6 +86,12 @@ class InternalError(Error):
     stack). The process is fine; please report it."""
 
 
+class RunError(Error):
+    """A run failed, not its arguments: the watchdog stopped a collective
+    that waited too long, or the communicator is closed or unusable after
+    an earlier failure. Make a new communicator; this one is done."""
+
+
 class CompileError(Error):
     """A schedule program did not compile. file, line, col and message are
     those of the first error; diagnostics has every one (warnings too)."""

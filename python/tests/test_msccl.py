@@ -348,6 +348,16 @@ class ABI(unittest.TestCase):
         # ... and the library still works.
         self.assertEqual(msccl.compile(RING, ranks=2).ranks, 2)
 
+    def test_status_classes(self):
+        # Each status is its own exception class; a failed run
+        # (MSCCL_ERR_RUN: a watchdog, a broken communicator) is not an
+        # input problem.
+        for status, cls in ((_lib.ERR_INVALID, msccl.InvalidArgument), (_lib.ERR_INTERNAL, msccl.InternalError),
+                            (_lib.ERR_RUN, msccl.RunError), (_lib.ERR_INPUT, msccl.Error)):
+            e = _lib.error_for(status, "m")
+            self.assertIs(type(e), cls, status)
+            self.assertIsInstance(e, msccl.Error)
+
     def test_stale_handles(self):
         p = msccl.compile(RING, ranks=2)
         p.close()
