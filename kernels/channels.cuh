@@ -24,6 +24,19 @@ struct MemChan {
 #define SIGNAL_FENCE 1
 #endif
 
+// SIGNAL_SCOPE_GPU=1 (MSCCL_KERNEL_DEFINES, to measure) gives memory
+// channels' signals and waits GPU scope instead of system scope. That
+// orders enough only while every peer's memory is on this GPU and no host
+// takes part (msccl-bench's ranks sharing one device); across GPUs it
+// orders nothing, so it is never for shipping. It asks what system scope
+// costs a ring step: with 8 ranks on one H200 the fence before a release
+// cost a ring step twice what it cost a ping-pong hop
+// (docs/BENCHMARKS.md, "Why a ring step costs more than a ping-pong hop").
+// Port channels keep system scope (a proxy on the host may be the peer).
+#ifndef SIGNAL_SCOPE_GPU
+#define SIGNAL_SCOPE_GPU 0
+#endif
+
 DEV void chan_signal(const MemChan& c, bool relaxed) {
   if (relaxed) {
     red_relaxed_sys_add(c.remoteInbound, 1);
@@ -33,15 +46,29 @@ DEV void chan_signal(const MemChan& c, bool relaxed) {
   }
 }
 
+// mem_signal is chan_signal for a memory channel (SIGNAL_SCOPE_GPU).
+DEV void mem_signal(const MemChan& c, bool relaxed) {
+  if (!SIGNAL_SCOPE_GPU) {
+    chan_signal(c, relaxed);
+  } else if (relaxed) {
+    red_relaxed_gpu_add(c.remoteInbound, 1);
+  } else {
+    if (SIGNAL_FENCE) fence_acq_rel_gpu();
+    red_release_gpu_add(c.remoteInbound, 1);
+  }
+}
+
 DEV void chan_wait(const MemChan& c, bool relaxed, u32 chanType, WaitCtx* w) {
   // Only this thread touches c.expected: a channel end belongs to one block
   // of a plan (as upstream assumes), and appears once per op.
   u64 want = *c.expected + 1;
   *c.expected = want;
   u32 spins = 0;
+  const bool gpu = SIGNAL_SCOPE_GPU && chanType == CHAN_MEMORY;
   wd_arm(w);
   for (;;) {
-    u64 seen = relaxed ? ld_relaxed_sys(c.inbound) : ld_acquire_sys(c.inbound);
+    u64 seen = gpu ? (relaxed ? ld_relaxed_gpu64(c.inbound) : ld_acquire_gpu64(c.inbound))
+                   : (relaxed ? ld_relaxed_sys(c.inbound) : ld_acquire_sys(c.inbound));
     if (seen >= want) return;
     if (wd_stop(w, &spins)) {
       wd_report(w, WD_SIGNAL, chanType, c.index, c.peer, want, seen);

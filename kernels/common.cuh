@@ -46,6 +46,25 @@ DEV void red_relaxed_sys_add(u64* p, u64 v) {
   asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 DEV void fence_acq_rel_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+// GPU-scope forms of the signal primitives, for SIGNAL_SCOPE_GPU only
+// (channels.cuh): they order nothing for another GPU or the host.
+DEV u64 ld_acquire_gpu64(const u64* p) {
+  u64 v;
+  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+DEV u64 ld_relaxed_gpu64(const u64* p) {
+  u64 v;
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+DEV void red_release_gpu_add(u64* p, u64 v) {
+  asm volatile("red.release.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+DEV void red_relaxed_gpu_add(u64* p, u64 v) {
+  asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+DEV void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
 DEV void fence_sc_sys() { asm volatile("fence.sc.sys;" ::: "memory"); }
 DEV u32 atom_add_gpu32(u32* p, u32 v) {
   u32 old;

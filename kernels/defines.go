@@ -12,8 +12,9 @@ import (
 // default in one device run (issue 17); each one's default and meaning are
 // at its #ifndef in executor.cu or channels.cuh. The batch and depth knobs
 // change speed only (the reduction order is fixed whatever the batch);
-// SIGNAL_FENCE=0 leans on the memory model, so it is for measuring.
-var Tunables = []string{"COPY_DEPTH", "RED_BATCH", "RED_BATCH_F8", "RED_LOCAL_SPANS", "SIGNAL_FENCE"}
+// SIGNAL_FENCE=0 leans on the memory model and SIGNAL_SCOPE_GPU=1 on
+// every peer sharing this GPU, so they are for measuring.
+var Tunables = []string{"COPY_DEPTH", "RED_BATCH", "RED_BATCH_F8", "RED_LOCAL_SPANS", "SIGNAL_FENCE", "SIGNAL_SCOPE_GPU"}
 
 // DefinesEnv names the variable: space- or comma-separated NAME=INTEGER
 // items, NAME one of Tunables, for example "RED_BATCH=8 COPY_DEPTH=8".

@@ -535,7 +535,7 @@ DEV void exec_op(Env& e, const DOp& op, u32 off, u32 unit) {
         } else if (port) {
           chan_signal(c, false);  // the block's earlier puts completed in their ops
         } else {
-          chan_signal(c, op.code == OP_RLXSIGNAL);
+          mem_signal(c, op.code == OP_RLXSIGNAL);
         }
       }
       break;

@@ -10,7 +10,10 @@
 #          one run on the same streams, grid and buffers, -c checking both;
 #          each plan row is followed by "reference NAME ... plan/reference R"
 #   latency  the ring-step goal (ping-pong vs ring steps at 1 KiB; the
-#          same with SIGNAL_FENCE=0, no fence before a signal's release) and
+#          same with SIGNAL_FENCE=0, no fence before a signal's release;
+#          per-hop and per-step slopes from two hop and step counts,
+#          scripts/gpu/ring-slopes.sh; allreduce_ring -D per=7; GPU-scope
+#          signals, SIGNAL_SCOPE_GPU=1) and
 #          the host cost of a cached Run (BenchmarkHostCost beside
 #          runtime/cuda's BenchmarkLaunch)
 #   trace  msccl-bench --trace: NAME.json (GPU) beside NAME.cpu.json (the
@@ -127,6 +130,31 @@ for part in $parts; do
     step pingpong16_nofence $nofence --plan "$tmp/pingpong.json" --ranks 2 -b 1K -e 1K -d f32 -G -n 200 -w 20
     step allgather_ring8_nofence $nofence --algo allgather_ring --ranks 8 -b 1K -e 1K -d f32 -G -n 200 -w 20
     step allreduce_ring8_nofence $nofence --algo allreduce_ring --ranks 8 -b 1K -e 1K -d f32 -G -n 200 -w 20
+    # time / steps charges a launch of 8 kernels (their start, the
+    # neighbours' handshake, the end) to 7 ring steps and one of 2 kernels
+    # to 16 hops. Two step counts of one plan shape cancel that: 4 hops
+    # beside 16, and testdata/perf/ringsteps.msccl (allgather_ring's
+    # schedule continued round the ring; at 7 steps it is allgather_ring)
+    # at 10 steps beside allgather_ring8 above; slopes at the end.
+    step compile_pingpong4 "$root/.gpu/bin/msccl-compile" compile "$root/testdata/perf/pingpong.msccl" -D hops=4 -o "$tmp/pingpong4.json"
+    step compile_ringsteps10 "$root/.gpu/bin/msccl-compile" compile "$root/testdata/perf/ringsteps.msccl" -D steps=10 -o "$tmp/ringsteps10.json"
+    step pingpong4 "$bench" --plan "$tmp/pingpong4.json" --ranks 2 -b 1K -e 1K -d f32 -G -n 200 -w 20
+    step ringsteps10 "$bench" --plan "$tmp/ringsteps10.json" --ranks 8 -b 1K -e 1K -d f32 -G -n 200 -w 20
+    step pingpong16_again "$bench" --plan "$tmp/pingpong.json" --ranks 2 -b 1K -e 1K -d f32 -G -n 200 -w 20
+    step allgather_ring8_again "$bench" --algo allgather_ring --ranks 8 -b 1K -e 1K -d f32 -G -n 200 -w 20
+    # allreduce_ring spreads its 14 steps over 4 blocks a rank (-D per=4,
+    # for 64 ops a block at any rank count), each change of block a
+    # semaphore hop inside the rank; at 8 ranks per=7 needs 2 blocks.
+    step allreduce_ring8_per7 "$bench" --algo allreduce_ring --ranks 8 -D per=7 -b 1K -e 1K -d f32 -G -n 200 -w 20
+    # GPU-scope signals and waits on memory channels (kernels/channels.cuh
+    # SIGNAL_SCOPE_GPU: right only with every rank on this one GPU).
+    gpuscope="env MSCCL_KERNEL_DEFINES=SIGNAL_SCOPE_GPU=1 $bench"
+    step pingpong16_gpuscope $gpuscope --plan "$tmp/pingpong.json" --ranks 2 -b 1K -e 1K -d f32 -G -n 200 -w 20
+    step pingpong4_gpuscope $gpuscope --plan "$tmp/pingpong4.json" --ranks 2 -b 1K -e 1K -d f32 -G -n 200 -w 20
+    step allgather_ring8_gpuscope $gpuscope --algo allgather_ring --ranks 8 -b 1K -e 1K -d f32 -G -n 200 -w 20
+    step ringsteps10_gpuscope $gpuscope --plan "$tmp/ringsteps10.json" --ranks 8 -b 1K -e 1K -d f32 -G -n 200 -w 20
+    step allreduce_ring8_gpuscope $gpuscope --algo allreduce_ring --ranks 8 -b 1K -e 1K -d f32 -G -n 200 -w 20
+    bash "$(dirname "$0")/ring-slopes.sh" "$OUT/$step_log-$part.log" | tee -a "$OUT/$step_log-$part.log"
     step hostcost bash "$root/.gpu/run" -test.run 'GPURunAllocs' -test.bench 'HostCost|^BenchmarkLaunch$' -test.benchmem
     ;;
   startup)
