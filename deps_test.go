@@ -29,18 +29,23 @@ var allowed = map[string][]string{
 	"kernels":               {"ir"},
 	"kernels/reference":     {"ir", "kernels"},
 	"runtime/cuda":          {},
-	"runtime/nvrtc":         {},
 	"runtime/topo/topotest": {},
 	"runtime/topo":          {"ir"},
 	"runtime/bootstrap":     {"internal/hostid"},
-	"executor/cuda":         {"ir", "kernels", "kernels/reference", "runtime/comm", "runtime/cuda", "runtime/cudadev", "runtime/nvrtc", "internal/socket"},
+	"executor/cuda":         {"ir", "kernels", "kernels/reference", "runtime/comm", "runtime/cuda", "runtime/cudadev", "internal/nvrtc", "internal/socket"},
 	"algorithms":            {"compiler"},
 	// Not runtime/topo: comm is linked into libmsccl (capi), and go-nvml's
 	// cgo leaves NVML symbols undefined in a c-shared library, so a C
 	// program could no longer link against it (capi/testdata/smoke.c).
 	"runtime/comm":    {"ir", "runtime/bootstrap", "internal/socket"},
-	"runtime/cpudev":  {"runtime/comm"},
 	"runtime/cudadev": {"runtime/comm", "runtime/cuda"},
+	// The CPU device, opened only by the root package (msccl.OpenComm).
+	"internal/cpudev": {"runtime/comm"},
+	// NVRTC, the CUDA compiler: executor/cuda's alone (and the kernels'
+	// tests'). It imports nothing of the module, but it is no helper open
+	// to all (layered): the compiler and the CPU executor must not reach
+	// CUDA through it.
+	"internal/nvrtc": {},
 	// The per-rank executor of the cpu device, reached only through the
 	// root package (msccl.OpenComm): internal, but held to an executor's
 	// layer all the same.
@@ -55,9 +60,17 @@ var allowed = map[string][]string{
 	"internal/size":     {},
 	// The socket transport knows nothing of plans or devices.
 	"internal/socket": {},
-	".":               {"algorithms", "compiler", "dsl", "executor/cpu", "executor/cuda", "internal/host", "ir", "kernels", "runtime/bootstrap", "runtime/comm", "runtime/cpudev", "runtime/cuda", "runtime/cudadev"},
-	// A test helper (like httptest): what the kernel tests use of NVRTC.
-	"runtime/nvrtc/nvrtctest": {"runtime/nvrtc"},
+	".":               {"algorithms", "compiler", "dsl", "executor/cpu", "executor/cuda", "internal/host", "internal/cpudev", "ir", "kernels", "runtime/bootstrap", "runtime/comm", "runtime/cuda", "runtime/cudadev"},
+	// Test helpers (like httptest): what the kernel tests use of NVRTC,
+	// and a job's ranks as goroutines for the communicator's users.
+	"internal/nvrtc/nvrtctest": {"internal/nvrtc"},
+	"internal/commtest":        {"runtime/bootstrap", "runtime/comm"},
+}
+
+// layered internal packages are held to their rules although they import
+// nothing outside internal/: what they wrap (the GPU) belongs to a layer.
+var layered = map[string]bool{
+	"internal/nvrtc": true,
 }
 
 // sealed packages say in their doc.go that they import nothing of the
@@ -98,9 +111,9 @@ func layerViolations(graph map[string][]string) []string {
 }
 
 // internalLeaf reports whether pkg is under internal/ and imports,
-// directly or not, only packages under internal/.
+// directly or not, only packages under internal/, none of them layered.
 func internalLeaf(graph map[string][]string, pkg string, seen map[string]bool) bool {
-	if !strings.HasPrefix(pkg, "internal/") {
+	if !strings.HasPrefix(pkg, "internal/") || layered[pkg] {
 		return false
 	}
 	if seen[pkg] {
@@ -185,7 +198,7 @@ func TestLayeringCatchesBadImports(t *testing.T) {
 	g := map[string][]string{
 		"ir":           {"internal/par", "compiler"},
 		"executor/cpu": {"ir", "runtime/cuda"},
-		"compiler":     {"ir", "executor/cuda", "internal/host", "internal/size"},
+		"compiler":     {"ir", "executor/cuda", "internal/host", "internal/size", "internal/nvrtc", "internal/nvrtcwrap"},
 		"cmd/x":        {"executor/cuda"},
 		// An internal package that reaches outside internal/ is no
 		// helper open to all: the compiler would reach the runtime
@@ -194,13 +207,17 @@ func TestLayeringCatchesBadImports(t *testing.T) {
 		"internal/size": {},
 		// A leaf that reaches up: ir would import the plan's users
 		// through internal/diag.
-		"internal/diag":    {"internal/textdist", "ir", "internal/par"},
-		"internal/hostmem": {"ir"},
+		"internal/diag": {"internal/textdist", "ir", "internal/par"},
+		// A layered leaf is no helper: the compiler would reach CUDA,
+		// directly or through a helper that imports it.
+		"internal/nvrtc":     {},
+		"internal/nvrtcwrap": {"internal/nvrtc"},
+		"internal/hostmem":   {"ir"},
 		// Sealed: no internal package beyond the list either.
 		"internal/socket":   {"internal/par"},
 		"runtime/bootstrap": {"internal/hostid", "internal/diag"},
 	}
-	want := []string{"compiler imports executor/cuda", "compiler imports internal/host", "executor/cpu imports runtime/cuda", "internal/diag imports internal/par", "internal/diag imports ir",
+	want := []string{"compiler imports executor/cuda", "compiler imports internal/host", "compiler imports internal/nvrtc", "compiler imports internal/nvrtcwrap", "executor/cpu imports runtime/cuda", "internal/diag imports internal/par", "internal/diag imports ir",
 		"internal/socket imports internal/par", "ir imports compiler", "runtime/bootstrap imports internal/diag"}
 	if got := layerViolations(g); strings.Join(got, "; ") != strings.Join(want, "; ") {
 		t.Fatalf("got %q, want %q", got, want)

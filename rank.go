@@ -7,10 +7,10 @@ import (
 	"time"
 
 	cudaexec "github.com/msccl-go/msccl-go/executor/cuda"
+	"github.com/msccl-go/msccl-go/internal/cpudev"
 	"github.com/msccl-go/msccl-go/internal/host"
 	"github.com/msccl-go/msccl-go/runtime/bootstrap"
 	"github.com/msccl-go/msccl-go/runtime/comm"
-	"github.com/msccl-go/msccl-go/runtime/cpudev"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
 	"github.com/msccl-go/msccl-go/runtime/cudadev"
 )

@@ -19,7 +19,7 @@
 // runtime/cudadev device) mapped into this process through CUDA IPC; its
 // port channels are copied by the kernel's threads (PortCopySM).
 //
-// cudaexec builds on runtime/cuda and runtime/nvrtc and the kernels
+// cudaexec builds on runtime/cuda and internal/nvrtc and the kernels
 // package (OpenRank also on runtime/comm and runtime/cudadev); it must not import the CPU executor outside tests (that is the
 // oracle its tests compare with, bit for bit).
 package cudaexec

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/msccl-go/msccl-go/internal/nvrtc"
+	"github.com/msccl-go/msccl-go/internal/nvrtc/nvrtctest"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/kernels"
-	"github.com/msccl-go/msccl-go/runtime/nvrtc"
-	"github.com/msccl-go/msccl-go/runtime/nvrtc/nvrtctest"
 )
 
 // TestCompilePTX compiles reference kernels with whatever NVRTC is
