@@ -7,6 +7,7 @@ import (
 
 	"github.com/msccl-go/msccl-go/internal/size"
 	"github.com/msccl-go/msccl-go/ir"
+	"github.com/msccl-go/msccl-go/kernels/reference"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
 )
 
@@ -102,15 +103,36 @@ func hbmHeader(w io.Writer, rate float64) {
 
 // hbmRow computes a timed row's traffic figures.
 func hbmRow(p *ir.Plan, ll int, row *Row, copyRate float64) *HBMRow {
-	h := &HBMRow{CopyGBps: copyRate / 1e9}
 	t, err := planTraffic(p, row.Bytes, ll)
 	if err != nil {
-		h.Skipped = err.Error()
-		return h
+		return &HBMRow{CopyGBps: copyRate / 1e9, Skipped: err.Error()}
 	}
-	h.LoadBytes, h.StoreBytes = t.Loads, t.Stores
-	if row.TimeUs > 0 {
-		h.RateGBps = float64(t.total()) / (row.TimeUs / 1e6) / 1e9
+	return newHBMRow(t, row.TimeUs, copyRate)
+}
+
+// refHBM is the reference kernel's row: its own count
+// (reference.Kernel.Traffic) over its time.
+func refHBM(name string, p *ir.Plan, msg int64, timeUs, copyRate float64) *HBMRow {
+	skip := func(why string) *HBMRow { return &HBMRow{CopyGBps: copyRate / 1e9, Skipped: why} }
+	k, err := reference.Lookup(name)
+	if err != nil {
+		return skip(err.Error())
+	}
+	in, _, err := p.BufferBytes(msg)
+	if err != nil {
+		return skip(err.Error())
+	}
+	l, s, ok := k.Traffic(len(p.GPUs), in)
+	if !ok {
+		return skip("reference " + name + " has no traffic count")
+	}
+	return newHBMRow(traffic{Loads: l, Stores: s}, timeUs, copyRate)
+}
+
+func newHBMRow(t traffic, timeUs, copyRate float64) *HBMRow {
+	h := &HBMRow{LoadBytes: t.Loads, StoreBytes: t.Stores, CopyGBps: copyRate / 1e9}
+	if timeUs > 0 {
+		h.RateGBps = float64(t.total()) / (timeUs / 1e6) / 1e9
 	}
 	if copyRate > 0 {
 		h.Fraction = h.RateGBps * 1e9 / copyRate
@@ -118,16 +140,22 @@ func hbmRow(p *ir.Plan, ll int, row *Row, copyRate float64) *HBMRow {
 	return h
 }
 
-// printHBM prints the row's hbm line under it (and its reference's).
+// printHBM prints the row's hbm line and its reference's under it.
 func printHBM(w io.Writer, row *Row) {
-	h := row.HBM
+	hbmLine(w, "hbm", row.HBM)
+	if row.Ref != nil && row.Ref.Skipped == "" {
+		hbmLine(w, "reference hbm", row.Ref.HBM)
+	}
+}
+
+func hbmLine(w io.Writer, label string, h *HBMRow) {
 	if h == nil {
 		return
 	}
 	if h.Skipped != "" {
-		fmt.Fprintf(w, "#%12s hbm not counted: %s\n", "", h.Skipped)
+		fmt.Fprintf(w, "#%12s %s not counted: %s\n", "", label, h.Skipped)
 		return
 	}
-	fmt.Fprintf(w, "#%12s hbm %.3f GB a collective (loads %.3f, stores %.3f): %.2f TB/s, hbm/copy %.2f\n",
-		"", float64(h.LoadBytes+h.StoreBytes)/1e9, float64(h.LoadBytes)/1e9, float64(h.StoreBytes)/1e9, h.RateGBps/1e3, h.Fraction)
+	fmt.Fprintf(w, "#%12s %s %.3f GB a collective (loads %.3f, stores %.3f): %.2f TB/s, hbm/copy %.2f\n",
+		"", label, float64(h.LoadBytes+h.StoreBytes)/1e9, float64(h.LoadBytes)/1e9, float64(h.StoreBytes)/1e9, h.RateGBps/1e3, h.Fraction)
 }

@@ -125,6 +125,7 @@ type RefRow struct {
 	// the plan takes twice as long.
 	Ratio   float64 `json:"plan_over_reference"`
 	Skipped string  `json:"skipped,omitempty"`
+	HBM     *HBMRow `json:"hbm,omitempty"` // --hbm (hbm.go)
 }
 
 // runner is what timeRuns and checkOnce drive: the plan's executor or a
@@ -200,6 +201,9 @@ func oneReference(c *config, ref *cudaexec.Reference, p *ir.Plan, call cudaexec.
 	rr.AlgBW = float64(row.Bytes) / sec / 1e9
 	rr.BusBW = rr.AlgBW * busFactor(p.Collective, len(p.GPUs))
 	rr.Ratio = row.TimeUs / rr.TimeUs
+	if c.perf.hbm {
+		rr.HBM = refHBM(rr.Name, p, row.Bytes, rr.TimeUs, c.perf.copyRate)
+	}
 	return rr
 }
 

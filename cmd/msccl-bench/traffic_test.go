@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/msccl-go/msccl-go/ir"
+	"github.com/msccl-go/msccl-go/kernels/reference"
 )
 
 func libraryPlan(t *testing.T, algo string, ranks int, defs map[string]int64) *ir.Plan {
@@ -124,10 +125,38 @@ func TestHBMRow(t *testing.T) {
 		t.Errorf("rate %v, fraction %v; want %v, %v", h.RateGBps, h.Fraction, want, want*1e9/4e12)
 	}
 	row.HBM = h
+	row.Ref = &RefRow{Name: "allgather_direct", TimeUs: 500}
+	row.Ref.HBM = refHBM("allgather_direct", p, row.Bytes, 500, 4e12)
 	var out strings.Builder
 	printHBM(&out, &row)
-	if got := out.String(); !strings.Contains(got, "hbm 1.074 GB a collective (loads 0.537, stores 0.537): 4.29 TB/s, hbm/copy 1.07") {
-		t.Errorf("line %q", got)
+	got := out.String()
+	for _, want := range []string{
+		"# " + strings.Repeat(" ", 11) + " hbm 1.074 GB a collective (loads 0.537, stores 0.537): 4.29 TB/s, hbm/copy 1.07\n",
+		" reference hbm 1.074 GB a collective (loads 0.537, stores 0.537): 2.15 TB/s, hbm/copy 0.54\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("lines %q lack %q", got, want)
+		}
+	}
+}
+
+// TestReferenceTraffic: each hand-written kernel's count equals its
+// mirror plan's, so the two hbm lines of a row divide the same bytes.
+func TestReferenceTraffic(t *testing.T) {
+	const M = 64 << 20
+	for _, k := range reference.Kernels {
+		for _, n := range []int{2, 4, 8} {
+			p := libraryPlan(t, k.Plan, n, nil)
+			want, err := planTraffic(p, M, 16)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in, _, _ := p.BufferBytes(M)
+			l, s, ok := k.Traffic(n, in)
+			if !ok || l != want.Loads || s != want.Stores {
+				t.Errorf("%s at %d ranks: loads %d, stores %d (ok %v); plan %s: %d, %d", k.Name, n, l, s, ok, k.Plan, want.Loads, want.Stores)
+			}
+		}
 	}
 }
 
