@@ -162,16 +162,7 @@ func (r *netRecv) NetPut(peer int, buf uint16, off uint64, data []byte) error {
 	}
 	bs := &b.bufs[r.rank]
 	typ := ir.BufferType(buf & 3)
-	var base uint64
-	var limit int64
-	switch typ {
-	case ir.BufInput:
-		base, limit = bs.in, bs.inN
-	case ir.BufOutput:
-		base, limit = bs.out, bs.outN
-	case ir.BufScratch:
-		base, limit = bs.scratch, bs.scratchN
-	}
+	base, limit, _ := bs.buffer(typ) // no such type: base 0, refused here
 	if base == 0 || off > uint64(limit) || uint64(len(data)) > uint64(limit)-off || len(data) > socket.ChunkBytes {
 		return fmt.Errorf("cudaexec: rank %d put %d bytes at byte %d of rank %d's %s buffer (%d bytes), outside it", peer, len(data), off, r.rank, typ.Long(), limit)
 	}

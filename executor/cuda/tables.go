@@ -20,6 +20,22 @@ type bufSet struct {
 	net bool
 }
 
+// buffer is where the buffer of type typ starts and how many bytes it
+// holds (scratch: both halves, packets); ok is false for a type a rank
+// has no buffer of. The op tables and the socket transport's receiver
+// both address buffers through it.
+func (bs *bufSet) buffer(typ ir.BufferType) (base uint64, limit int64, ok bool) {
+	switch typ {
+	case ir.BufInput:
+		return bs.in, bs.inN, true
+	case ir.BufOutput:
+		return bs.out, bs.outN, true
+	case ir.BufScratch:
+		return bs.scratch, bs.scratchN, true
+	}
+	return 0, 0, false
+}
+
 // tableBuilder resolves one rank's plan into device op tables.
 type tableBuilder struct {
 	p      *ir.Plan
@@ -211,21 +227,16 @@ func (b *tableBuilder) ref(tb *ir.ThreadBlock, op *ir.Op, r *ir.BufRef, packet b
 	if bs.net && (op.ChannelType != ir.ChanPort || !netOp(op.Code) || list != "dst_buff") {
 		return kernels.Ref{}, fmt.Errorf("%s: rank %d is on another node, which only a port channel's put reaches (the socket transport), not %s", at, owner, op.Info().Name)
 	}
-	var base uint64
-	var limit int64
+	base, limit, ok := bs.buffer(typ)
+	if !ok {
+		return kernels.Ref{}, fmt.Errorf("%s: unknown buffer type", at)
+	}
 	var flags uint16
-	switch typ {
-	case ir.BufInput:
-		base, limit = bs.in, bs.inN
-	case ir.BufOutput:
-		base, limit = bs.out, bs.outN
-	case ir.BufScratch:
-		base, limit, flags = bs.scratch, bs.scratchN, kernels.RefScratch
+	if typ == ir.BufScratch {
+		flags = kernels.RefScratch
 		if b.p.DoubleScratch {
 			limit /= 2 // the kernel adds the half offset
 		}
-	default:
-		return kernels.Ref{}, fmt.Errorf("%s: unknown buffer type", at)
 	}
 	start, end := off, off+n
 	if packet {
