@@ -31,23 +31,20 @@ var (
 // and LL packet width (entry point KernelName(dt, llWidth)), with the
 // knobs of MSCCL_KERNEL_DEFINES (Tunables) set first; a malformed value
 // is an error.
-func SourceFor(dt ir.DType, llWidth int) (string, error) {
-	name, err := KernelName(dt, llWidth)
-	if err != nil {
-		return "", err
-	}
-	defs, err := envDefines()
-	if err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("%s%s\nMSCCL_KERNEL(%s, DT_%s, %d)\n", defs, Source(), name, strings.ToUpper(dt.String()), llWidth), nil
-}
+func SourceFor(dt ir.DType, llWidth int) (string, error) { return instance(dt, llWidth, "", "") }
 
 // TraceSourceFor is SourceFor's traced instance (entry point
 // KernelName(dt, llWidth) + "_trace"): compiled with MSCCL_TRACE, it
 // records every op's start and end into Args.trace. The untraced instance
 // does not contain that code, so tracing costs nothing when off.
 func TraceSourceFor(dt ir.DType, llWidth int) (string, error) {
+	return instance(dt, llWidth, "#define MSCCL_TRACE 1\n", "_trace")
+}
+
+// instance is the translation unit of one kernel instance: pre (defines
+// before the knobs), the knobs, the source, and the entry point
+// KernelName(dt, llWidth) + suffix.
+func instance(dt ir.DType, llWidth int, pre, suffix string) (string, error) {
 	name, err := KernelName(dt, llWidth)
 	if err != nil {
 		return "", err
@@ -56,7 +53,7 @@ func TraceSourceFor(dt ir.DType, llWidth int) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("#define MSCCL_TRACE 1\n%s%s\nMSCCL_KERNEL(%s_trace, DT_%s, %d)\n", defs, Source(), name, strings.ToUpper(dt.String()), llWidth), nil
+	return fmt.Sprintf("%s%s%s\nMSCCL_KERNEL(%s%s, DT_%s, %d)\n", pre, defs, Source(), name, suffix, strings.ToUpper(dt.String()), llWidth), nil
 }
 
 // Source returns the common part of every translation unit: the embedded
