@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msccl-go/msccl-go/internal/par"
 	"github.com/msccl-go/msccl-go/internal/socket"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/kernels"
@@ -233,16 +234,10 @@ func newNetPair(t *testing.T, size uint64, bufBytes int64) *netPair {
 		ls[r] = l
 	}
 	conns := make([]map[int]*socket.Conn, 2)
-	errs := make([]error, 2)
-	var wg sync.WaitGroup
-	for r := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			conns[r], errs[r] = socket.Connect(ctx, ls[r], r, map[int]string{1 - r: ls[1-r].Addr("")}, secret)
-		}()
-	}
-	wg.Wait()
+	errs := par.Each(2, func(r int) (err error) {
+		conns[r], err = socket.Connect(ctx, ls[r], r, map[int]string{1 - r: ls[1-r].Addr("")}, secret)
+		return err
+	})
 	for r, err := range errs {
 		if err != nil {
 			t.Fatalf("rank %d: %v", r, err)
