@@ -8,6 +8,7 @@ import (
 
 	cudaexec "github.com/msccl-go/msccl-go/executor/cuda"
 	"github.com/msccl-go/msccl-go/internal/cpudev"
+	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/internal/host"
 	"github.com/msccl-go/msccl-go/runtime/bootstrap"
 	"github.com/msccl-go/msccl-go/runtime/comm"
@@ -273,7 +274,7 @@ func (e *RankExec) Prepare(b *RankBuffers, dt DType, red ReduceOp) error {
 // a captured graph yourself before them.
 func (e *RankExec) Enqueue(b *RankBuffers, dt DType, red ReduceOp, stream uintptr) error {
 	if e.gpu == nil {
-		return fmt.Errorf("msccl: Enqueue on a stream needs the cuda device; the cpu device runs collectives with Run")
+		return diag.Errorc(diag.CodeUnsupported, "msccl: Enqueue on a stream needs the cuda device; the cpu device runs collectives with Run")
 	}
 	if b.g == nil {
 		return fmt.Errorf("msccl: Enqueue on the cuda device with buffers of the cpu device")
@@ -336,7 +337,7 @@ func (b *RankBuffers) SetInput(data []byte) error {
 	}
 	in := b.h.Input()
 	if len(data) != len(in) {
-		return fmt.Errorf("msccl: input of %d bytes, the buffers hold %d", len(data), len(in))
+		return diag.Errorc(diag.CodeSizeRefused, "msccl: input of %d bytes, the buffers hold %d", len(data), len(in))
 	}
 	copy(in, data)
 	return nil
