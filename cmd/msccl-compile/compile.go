@@ -37,6 +37,11 @@ func cmdCompile(args []string, stdout, stderr io.Writer) int {
 	if len(pos) != 1 {
 		return fs.usageError("want one FILE.msccl, got %s", arguments(pos))
 	}
+	if *out == "-" {
+		// The Unix convention: "-o -" is standard output, not a file
+		// named "-" (one such file was committed by accident).
+		*out = ""
+	}
 	var vs []int64
 	var vt []cpu.DType
 	if !*noVerify {
