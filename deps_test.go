@@ -27,12 +27,11 @@ var allowed = map[string][]string{
 	"executor/cpu":          {"ir"},
 	"compiler":              {"dsl", "ir", "executor/cpu"},
 	"kernels":               {"ir"},
-	"kernels/reference":     {"ir", "kernels"},
 	"runtime/cuda":          {},
 	"runtime/topo/topotest": {},
 	"runtime/topo":          {"ir"},
 	"runtime/bootstrap":     {"internal/hostid"},
-	"executor/cuda":         {"ir", "kernels", "kernels/reference", "runtime/comm", "runtime/cuda", "runtime/cudadev", "internal/nvrtc", "internal/socket"},
+	"executor/cuda":         {"ir", "kernels", "internal/reference", "runtime/comm", "runtime/cuda", "runtime/cudadev", "internal/nvrtc", "internal/socket"},
 	"algorithms":            {"compiler"},
 	// Not runtime/topo: comm is linked into libmsccl (capi), and go-nvml's
 	// cgo leaves NVML symbols undefined in a c-shared library, so a C
@@ -46,6 +45,10 @@ var allowed = map[string][]string{
 	// to all (layered): the compiler and the CPU executor must not reach
 	// CUDA through it.
 	"internal/nvrtc": {},
+	// The hand-written reference kernels (sources and byte layouts, like
+	// kernels): executor/cuda runs them, msccl-bench --reference times
+	// them.
+	"internal/reference": {"ir", "kernels"},
 	// The per-rank executor of the cpu device, reached only through the
 	// root package (msccl.OpenComm): internal, but held to an executor's
 	// layer all the same.

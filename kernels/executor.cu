@@ -114,7 +114,7 @@ DEV Span span(const Env& e, const DRef& r, u32 off, u32 unit) {
 }
 
 // COPY_DEPTH is how many 16-byte loads a thread has in flight before it
-// stores them (kernels/reference's ref_copy16 keeps four): one at a time
+// stores them (internal/reference's ref_copy16 keeps four): one at a time
 // leaves the latency of a peer's (or HBM's) memory uncovered and one
 // block cannot fill it. Overridable for measurements
 // (MSCCL_KERNEL_DEFINES, kernels.Tunables).
@@ -219,7 +219,7 @@ DEV void op_put_port(Env& e, const DOp& op, u32 off, u32 unit, bool withSignal, 
 // executor's.
 
 // RED_BATCH is how many sources' 16-byte words one thread loads before it
-// reduces any of them (as kernels/reference's two-shot): a load-then-add
+// reduces any of them (as internal/reference's two-shot): a load-then-add
 // chain per source leaves one load in flight per thread, which one block
 // cannot turn into bandwidth. The register budget decides the width:
 // __launch_bounds__(1024, 1) leaves 64 per thread, and ptxas -v for sm_90

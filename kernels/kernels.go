@@ -66,7 +66,7 @@ func Source() string {
 // Concat joins embedded files by name, each under a banner; a missing one
 // becomes an #error naming it, which NVRTC then reports (embed guarantees
 // the hand-written files; only a deleted generated file can be missing,
-// and go generate ./kernels restores it). kernels/reference builds its
+// and go generate ./kernels restores it). internal/reference builds its
 // sources from the same pieces.
 func Concat(names ...string) string {
 	var b strings.Builder

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/msccl-go/msccl-go/internal/reference"
 	"github.com/msccl-go/msccl-go/internal/size"
 	"github.com/msccl-go/msccl-go/ir"
-	"github.com/msccl-go/msccl-go/kernels/reference"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
 )
 

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/msccl-go/msccl-go/internal/reference"
 	"github.com/msccl-go/msccl-go/ir"
-	"github.com/msccl-go/msccl-go/kernels/reference"
 )
 
 func libraryPlan(t *testing.T, algo string, ranks int, defs map[string]int64) *ir.Plan {

@@ -7,8 +7,8 @@ import (
 	"unsafe"
 
 	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/internal/reference"
 	"github.com/msccl-go/msccl-go/ir"
-	"github.com/msccl-go/msccl-go/kernels/reference"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
 )
 
