@@ -490,25 +490,24 @@ func (r *reducer) reduce(dt DType, op ir.ReduceOp, out []byte, srcs [][]byte) {
 		m := min(blk, n-lo)
 		b0, b1 := lo*sz, (lo+m)*sz
 		if dt.IsFloat() {
-			foldBlock(dt, op, out[b0:b1], srcs, b0, &r.accF, &r.tmpF, loadF, storeF)
+			foldBlock(dt, op, out[b0:b1], srcs, b0, &r.accF, &r.tmpF, loadF, foldF, storeF)
 		} else {
-			foldBlock(dt, op, out[b0:b1], srcs, b0, &r.accI, &r.tmpI, loadI, storeI)
+			foldBlock(dt, op, out[b0:b1], srcs, b0, &r.accI, &r.tmpI, loadI, foldI, storeI)
 		}
 	}
 }
 
 // foldBlock reduces the bytes [b0, b0+len(out)) of every source into out
-// through the accumulator type T.
+// through the accumulator type T (fold.go combines a source in).
 func foldBlock[T float32 | int64](dt DType, op ir.ReduceOp, out []byte, srcs [][]byte, b0 int, accp, tmpp *[]T,
-	load func(DType, []byte, []T), store func(DType, []T, []byte)) {
+	load func(DType, []byte, []T), fold func(DType, ir.ReduceOp, []T, []byte, *[]T), store func(DType, []T, []byte)) {
 	m := len(out) / dt.Size()
-	*accp, *tmpp = grow(*accp, m), grow(*tmpp, m)
-	acc, tmp := (*accp)[:m], (*tmpp)[:m]
+	*accp = grow(*accp, m)
+	acc := (*accp)[:m]
 	b1 := b0 + len(out)
 	load(dt, srcs[0][b0:b1], acc)
 	for _, s := range srcs[1:] {
-		load(dt, s[b0:b1], tmp)
-		combine(op, acc, tmp)
+		fold(dt, op, acc, s[b0:b1], tmpp)
 	}
 	store(dt, acc, out)
 }
