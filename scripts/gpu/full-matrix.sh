@@ -64,8 +64,12 @@ rc=0
 for k in $(seq 1 "$N"); do
   log="$OUT/full-pass-$k${PART:+-part${PART/\//of}}.log"
   st=$(date +%s)
-  (cd executor/cuda && timeout "${PASS_TIMEOUT:-1800}" "$bin" -test.v -test.count=1 -test.timeout 0 \
-    -test.run "$run" >"$log" 2>&1)
+  # The process's own user and system CPU seconds: the per-case sums
+  # below are wall time of cases holding a core, which includes memory
+  # stalls; system time is mostly page faults of fresh CPU-oracle arrays.
+  TIMEFORMAT='%U %S'
+  cpu=$( { time (cd executor/cuda && timeout "${PASS_TIMEOUT:-1800}" "$bin" -test.v -test.count=1 -test.timeout 0 \
+    -test.run "$run" >"$log" 2>&1); } 2>&1 )
   rc=$?
   secs=$(( $(date +%s) - st ))
   configs=$(grep -c 'bit-identical to the CPU executor' "$log")
@@ -78,7 +82,8 @@ for k in $(seq 1 "$N"); do
   [ "$rc" -eq 124 ] && status="TIMEOUT after ${PASS_TIMEOUT:-1800}s"
   sums=$(grep -o 'CPU [0-9.]*s, GPU [0-9.]*s, waiting [0-9.]*s' "$log" | tr -d 'CPUGwaitngs,' |
     awk '{c+=$1; g+=$2; w+=$3} END{printf "summed over cases: CPU %.0fs, GPU %.0fs, waiting %.0fs", c, g, w}')
-  line="pass $k/$N: $status in ${secs}s; $configs configurations reported, $fails FAIL lines; $sums ($log)"
+  read -r usr sys <<<"$cpu"
+  line="pass $k/$N: $status in ${secs}s; $configs configurations reported, $fails FAIL lines; $sums; process CPU: user ${usr}s, system ${sys}s ($log)"
   echo "$line" | tee -a "$sum"
   if [ "$rc" -ne 0 ]; then
     grep -E -- '--- (FAIL|SKIP)|differs|watchdog|panic' "$log" | head -20 | cut -c1-240 | tee -a "$sum"
