@@ -11,16 +11,27 @@ import "sync"
 // case's CPU time on a 2-core VM). Only runs that stream (OnLaunch) in the
 // byte mode use it, as only they hand nothing they allocate to the
 // caller once Run returns. Safe for concurrent Runs.
+//
+// A full pool makes room by dropping the arrays put back longest ago:
+// the lengths in demand change as a caller moves from one plan and size
+// to the next, and a pool that kept the first lengths it held (as it
+// once did) would leave every later case to fault its pages in.
 type Buffers struct {
 	mu   sync.Mutex
-	free map[int][][]byte // by length
+	free map[int][]pooled // by length, oldest first
+	seq  uint64
 	held int64
 	max  int64
 }
 
+type pooled struct {
+	b   []byte
+	seq uint64 // when it was put back
+}
+
 // NewBuffers returns a pool that keeps at most max bytes between runs.
 func NewBuffers(max int64) *Buffers {
-	return &Buffers{free: map[int][][]byte{}, max: max}
+	return &Buffers{free: map[int][]pooled{}, max: max}
 }
 
 // get returns n bytes, zeroed when zero is set (as make would); a nil
@@ -30,7 +41,7 @@ func (b *Buffers) get(n int64, zero bool) []byte {
 		b.mu.Lock()
 		l := b.free[int(n)]
 		if len(l) > 0 {
-			s := l[len(l)-1]
+			s := l[len(l)-1].b
 			b.free[int(n)] = l[:len(l)-1]
 			b.held -= n
 			b.mu.Unlock()
@@ -44,19 +55,42 @@ func (b *Buffers) get(n int64, zero bool) []byte {
 	return make([]byte, n)
 }
 
-// put keeps s for a later get of its length, unless the pool is full.
+// put keeps s for a later get of its length, dropping the arrays put back
+// longest ago when the pool would hold more than its bound.
 func (b *Buffers) put(s []byte) {
 	if b == nil || len(s) == 0 {
 		return
 	}
 	s = s[:cap(s)]
+	n := int64(len(s))
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.held+int64(len(s)) > b.max {
+	if n > b.max {
 		return
 	}
-	b.free[len(s)] = append(b.free[len(s)], s)
-	b.held += int64(len(s))
+	for b.held+n > b.max {
+		b.dropOldest()
+	}
+	b.seq++
+	b.free[len(s)] = append(b.free[len(s)], pooled{s, b.seq})
+	b.held += n
+}
+
+// dropOldest lets the garbage collector have the array put back longest
+// ago (each length's list is oldest first).
+func (b *Buffers) dropOldest() {
+	k, at := -1, uint64(0)
+	for n, l := range b.free {
+		if len(l) > 0 && (k < 0 || l[0].seq < at) {
+			k, at = n, l[0].seq
+		}
+	}
+	l := b.free[k]
+	l[0] = pooled{}
+	if b.free[k] = l[1:]; len(l) == 1 {
+		delete(b.free, k)
+	}
+	b.held -= int64(k)
 }
 
 // recycle hands the run's arrays to opt.Buffers once Run is done with

@@ -31,8 +31,8 @@ func TestBuffersReuse(t *testing.T) {
 			pool.mu.Lock()
 			for _, l := range pool.free {
 				for _, s := range l {
-					for i := range s {
-						s[i] = 0xa5
+					for i := range s.b {
+						s.b[i] = 0xa5
 					}
 				}
 			}
@@ -83,4 +83,27 @@ func TestBuffersGet(t *testing.T) {
 		t.Fatal("a nil pool must allocate")
 	}
 	nilPool.put(s)
+}
+
+// TestBuffersMakeRoom: a full pool drops what was put back longest ago,
+// so the lengths in demand now find their arrays.
+func TestBuffersMakeRoom(t *testing.T) {
+	b := NewBuffers(100)
+	old, mid, cur := make([]byte, 40), make([]byte, 50), make([]byte, 60)
+	b.put(old)
+	b.put(mid)
+	b.put(cur) // 150 bytes: old, then mid, make room
+	if b.held != 60 {
+		t.Fatalf("pool holds %d bytes, want 60", b.held)
+	}
+	if g := b.get(60, false); &g[0] != &cur[0] {
+		t.Fatal("the array put back last was dropped")
+	}
+	if g := b.get(40, false); &g[0] == &old[0] {
+		t.Fatal("the array put back first is still held")
+	}
+	b.put(make([]byte, 101)) // over the bound alone: not kept
+	if b.held != 0 {
+		t.Fatalf("pool holds %d bytes, want 0", b.held)
+	}
 }
