@@ -328,7 +328,7 @@ func (s *sim) checkLaunch(l int) {
 	}
 	sz := int64(s.opt.DType.Size())
 	sym := s.opt.DType == symType
-	want, err := s.expected(r.Inputs[l])
+	want, err := s.expected(s.inputsOf(l))
 	if err != nil {
 		return
 	}

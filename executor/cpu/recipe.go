@@ -50,6 +50,21 @@ func (rc *recipe) equalInput(got []byte, r int, a int64) bool {
 	return true
 }
 
+// isInput says whether b holds rank's input of launch (fillInput's
+// bytes), comparing piece by piece with the table instead of building
+// them.
+func isInput(dt DType, seed uint64, launch, rank int, b []byte) bool {
+	tab, w := pieceWalk(dt, seed, launch, rank)
+	for off := 0; off < len(b); off += inputPiece {
+		end := min(off+inputPiece, len(b))
+		at := w.next()
+		if string(b[off:end]) != string(tab[at:at+end-off]) {
+			return false
+		}
+	}
+	return true
+}
+
 // Values of the input tables, for the exact check: every input element
 // is a small integer (Input: [-8, 8], or [0, 15] for the unsigned
 // types), stored biased by valueBias as one byte per element, so that

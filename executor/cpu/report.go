@@ -35,6 +35,12 @@ type Options struct {
 	// returned by Run. Launches finished before a deadlock are still
 	// checked and handed over.
 	OnLaunch func(launch int, inputs, outputs [][]byte) error
+	// OnLaunchInputs, when positive, hands OnLaunch the inputs of that
+	// many first launches only: later launches get nil inputs, and Run
+	// fills each rank's input buffer without keeping a copy of it (the
+	// check reads the inputs from their recipe; a caller rebuilds them
+	// with Input or InputPieces). 0 hands over every launch's inputs.
+	OnLaunchInputs int
 	// Buffers, when set, lends a streaming byte-level run (OnLaunch) its
 	// large arrays and takes them back when Run returns (buffers.go).
 	Buffers *Buffers

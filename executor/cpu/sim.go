@@ -213,9 +213,13 @@ func (s *sim) boundary(rs *rankState, l int, place int32) {
 	if next < s.launches && s.field != nil {
 		rs.vm[rs.inArr].set(s.field, rs.inBase, s.inputRuns(rs.r, next))
 	} else if next < s.launches {
-		in := fillInput(s.opt.DType, s.opt.Seed, next, rs.r, s.stream.buf(s.in))
-		copy(rs.arrs[rs.inArr][rs.inBase:], in)
-		s.report.Inputs[next][rs.r] = in
+		arr := rs.arrs[rs.inArr][rs.inBase : rs.inBase+s.in]
+		fillInput(s.opt.DType, s.opt.Seed, next, rs.r, arr)
+		if s.keepsInputs(next) {
+			in := s.stream.buf(s.in)
+			copy(in, arr)
+			s.report.Inputs[next][rs.r] = in
+		}
 	}
 	if next < s.launches {
 		a.typ, a.base, a.write = ir.BufInput, rs.inBase, true

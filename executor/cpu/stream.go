@@ -48,3 +48,24 @@ func (s *sim) launchDone(l int) {
 	}
 	s.report.Inputs[l], s.report.Outputs[l] = nil, nil
 }
+
+// keepsInputs says whether launch l's inputs are copied for the report
+// (and OnLaunch): always but in a byte-level stream past
+// Options.OnLaunchInputs, whose check reads them from their recipe.
+func (s *sim) keepsInputs(l int) bool {
+	k := s.opt.OnLaunchInputs
+	return s.stream.on == nil || k <= 0 || l < k || s.opt.DType == symType
+}
+
+// inputsOf returns launch l's inputs, rebuilding the ones not kept: for
+// the full check and the clobber report, which run only when something
+// is wrong.
+func (s *sim) inputsOf(l int) [][]byte {
+	ins := s.report.Inputs[l]
+	for r, in := range ins {
+		if in == nil {
+			ins[r] = makeInput(s.opt.DType, s.opt.Seed, l, r, s.in)
+		}
+	}
+	return ins
+}

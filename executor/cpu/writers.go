@@ -127,9 +127,12 @@ func (s *sim) endLaunch(rs *rankState, l int) {
 		s.clobberedRanges(rs, l)
 		return
 	}
-	fed := s.report.Inputs[l][rs.r]
 	now := rs.arrs[rs.inArr][rs.inBase : rs.inBase+s.in]
-	if fed == nil || bytes.Equal(fed, now) {
+	if s.report.Inputs[l][rs.r] == nil && isInput(s.opt.DType, s.opt.Seed, l, rs.r, now) {
+		return // not kept (Options.OnLaunchInputs), and unchanged
+	}
+	fed := s.inputsOf(l)[rs.r]
+	if bytes.Equal(fed, now) {
 		return
 	}
 	s.reportClobbers(rs, l, func(lo, hi int64) bool { return !bytes.Equal(fed[lo:hi], now[lo:hi]) })

@@ -130,7 +130,7 @@ func benchOracleCase(b *testing.B, p *ir.Plan, c gcase) {
 	}
 	b.ResetTimer()
 	for range b.N {
-		_, err := cpu.Run(p, cpu.Options{Size: c.size, DType: c.dt, Reduce: c.red, Launches: c.launches, LLWidth: c.ll, Buffers: pool,
+		_, err := cpu.Run(p, cpu.Options{Size: c.size, DType: c.dt, Reduce: c.red, Launches: c.launches, LLWidth: c.ll, Buffers: pool, OnLaunchInputs: 1,
 			OnLaunch: func(l int, ins, outs [][]byte) error {
 				for r := range ins {
 					if l == 0 {

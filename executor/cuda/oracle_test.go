@@ -361,10 +361,13 @@ func (cr *caseRun) launch(l int, inputs, outputs [][]byte) error {
 		cr.pin = pin
 	}
 	for r := 0; r < cr.n; r++ {
-		if int64(len(inputs[r])) != cr.inN || int64(len(outputs[r])) != cr.outN {
+		// Launches past the first hand no inputs when they are built on
+		// the device (cpu.Options.OnLaunchInputs); they are not read then.
+		staged := !cr.devIn || l == 0
+		if staged && int64(len(inputs[r])) != cr.inN || int64(len(outputs[r])) != cr.outN {
 			return gpuError{fmt.Errorf("rank %d: CPU executor buffers are %d/%d bytes, GPU %d/%d", r, len(inputs[r]), len(outputs[r]), cr.inN, cr.outN)}
 		}
-		if !cr.devIn || l == 0 {
+		if staged {
 			copy(cr.pin.Bytes[int64(r)*cr.inN:], inputs[r])
 		}
 		if cr.devIn {
@@ -538,8 +541,16 @@ func runCase(g *gpuSide, p *ir.Plan, c gcase) caseResult {
 		cr.teardown()
 		gpuMu.Unlock()
 	}()
+	// Inputs built on the device need the CPU's bytes at launch 0 only
+	// (the check of the build): the CPU run then keeps no copy of later
+	// launches' inputs.
+	keepIns := 0
+	if cr.devIn {
+		keepIns = 1
+	}
 	st := time.Now()
-	rep, err := cpu.Run(p, cpu.Options{Size: c.size, DType: c.dt, Seed: oracleSeed, Buffers: cpuBuffers, Reduce: c.red, Launches: c.launches, LLWidth: c.ll, OnLaunch: cr.launch})
+	rep, err := cpu.Run(p, cpu.Options{Size: c.size, DType: c.dt, Seed: oracleSeed, Buffers: cpuBuffers, Reduce: c.red, Launches: c.launches, LLWidth: c.ll,
+		OnLaunch: cr.launch, OnLaunchInputs: keepIns})
 	res := caseResult{cpu: time.Since(st) - cr.gpuTime - cr.gpuWait, gpu: cr.gpuTime, wait: cr.gpuWait}
 	var ge gpuError
 	var h *HangError
