@@ -147,18 +147,19 @@ func (s *sim) equalReduced(rc *recipe, outs [][]byte, a, m int64) bool {
 			}
 		}
 		exp := s.exp[:seg]
+		le := binary.LittleEndian
 		switch sz {
 		case 1:
 			for i, x := range acc {
-				exp[i] = enc[x]
+				exp[i] = byte(enc[x])
 			}
 		case 2:
 			for i, x := range acc {
-				exp[2*i], exp[2*i+1] = enc[2*int(x)], enc[2*int(x)+1]
+				le.PutUint16(exp[2*i:], uint16(enc[x]))
 			}
 		default:
 			for i, x := range acc {
-				copy(exp[4*i:4*i+4], enc[4*int(x):])
+				le.PutUint32(exp[4*i:], enc[x])
 			}
 		}
 		for _, o := range outs {
@@ -172,26 +173,27 @@ func (s *sim) equalReduced(rc *recipe, outs [][]byte, a, m int64) bool {
 }
 
 // exactEncoding maps a byte lane (a biased result) to the element the
-// reducer stores for that integer: storeF of it as fp32 for float
-// types (it is exact there), storeI for integers.
-func (s *sim) exactEncoding(n int) []byte {
-	dt := s.opt.DType
-	sz := dt.Size()
+// reducer stores for that integer, as a little-endian word: storeF of it
+// as fp32 for float types (it is exact there), storeI for integers.
+func (s *sim) exactEncoding(n int) *[256]uint32 {
 	if s.enc != nil {
 		return s.enc
 	}
+	dt := s.opt.DType
 	bias := valueBias(dt)
 	if s.red == ir.ReduceSum {
 		bias *= int64(n)
 	}
-	enc := make([]byte, 256*sz)
+	enc := new([256]uint32)
+	var b [4]byte
 	for x := range int64(256) {
 		v := x - bias
 		if dt.IsFloat() {
-			storeF(dt, []float32{float32(v)}, enc[x*int64(sz):])
+			storeF(dt, []float32{float32(v)}, b[:])
 		} else {
-			storeI(dt, []int64{v}, enc[x*int64(sz):])
+			storeI(dt, []int64{v}, b[:])
 		}
+		enc[x] = binary.LittleEndian.Uint32(b[:])
 	}
 	s.enc = enc
 	return enc

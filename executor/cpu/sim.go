@@ -33,13 +33,13 @@ type sim struct {
 	tr       *tracer
 	stream   streamer
 	expArena []byte
-	rec      recipe    // checkFast's view of a launch's inputs (recipe.go)
-	lanes    []byte    // checkFast's reduced values, one byte per element
-	exp      []byte    // checkFast's expected bytes of one piece
-	enc      []byte    // checkFast's lane-to-element encoding
-	sym      *symState // writers and explanation state (symbolic.go, writers.go)
-	field    *field    // the range mode's arithmetic (symrange.go); nil in the other modes
-	vout     [][]vdata // range mode: [launch][rank] outputs at the end of each launch
+	rec      recipe       // checkFast's view of a launch's inputs (recipe.go)
+	lanes    []byte       // checkFast's reduced values, one byte per element
+	exp      []byte       // checkFast's expected bytes of one piece
+	enc      *[256]uint32 // checkFast's lane-to-element encoding
+	sym      *symState    // writers and explanation state (symbolic.go, writers.go)
+	field    *field       // the range mode's arithmetic (symrange.go); nil in the other modes
+	vout     [][]vdata    // range mode: [launch][rank] outputs at the end of each launch
 }
 
 // block is one thread block of one rank, run as a state machine.
