@@ -69,7 +69,9 @@
 // input, which must survive (collective.go's expected).
 //
 // Results are checked two ways. The byte-level run feeds small integers
-// in the chosen type and reduction over zeroed scratch, which is exact but
+// in the chosen type and reduction over zeroed scratch, which is exact
+// (so a right launch is confirmed by integer arithmetic on the inputs'
+// recipe, fastcheck.go, without rebuilding the definition) but
 // blind to what that one reduction hides (x + 0 = x when an unwritten
 // scratch slot is added, max(x, x) = x when a contribution is doubled).
 // Options.Symbolic (symbolic.go) instead makes every 8-byte element a
