@@ -164,7 +164,10 @@ func (s *sim) setup() error {
 		if s.field != nil {
 			s.setupRanges(rs, lens)
 		} else {
-			rs.arrs[arrMain] = s.opt.Buffers.get(lens[arrMain], true)
+			// The first input fills an input-only array whole before any
+			// op runs (boundary): a recycled one need not be cleared.
+			whole := rs.inBase == 0 && in == lens[arrMain] && !s.opt.Symbolic
+			rs.arrs[arrMain] = s.opt.Buffers.get(lens[arrMain], !whole)
 			if lens[arrOut] > 0 {
 				rs.arrs[arrOut] = s.opt.Buffers.get(lens[arrOut], true)
 			}
