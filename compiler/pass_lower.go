@@ -452,6 +452,14 @@ func (lw *lowerer) explicit(o *evOp) *action {
 			st.errorf(o.rng(), "write e.g. `sem_release sem 0`", "%s needs semaphore ids", o.name)
 			return nil
 		}
+		for _, id := range o.sems {
+			// An id is an expression (`7- 8` is -1): refuse it here, at
+			// its statement, before the plan's validator meets it.
+			if id < 0 {
+				st.errorf(o.rng(), "semaphore ids count from 0", "%s names semaphore %d", o.name, id)
+				return nil
+			}
+		}
 	} else if o.sems != nil {
 		st.errorf(o.rng(), "", "%s takes no semaphores", o.name)
 		return nil
