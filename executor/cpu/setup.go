@@ -174,7 +174,10 @@ func (s *sim) setup() error {
 		}
 		if s.field == nil {
 			rs.arrs[arrScratch] = s.opt.Buffers.get(lay.ScratchAlloc, true)
-			rs.pkt = s.opt.Buffers.get(lay.ScratchAlloc/2, true)
+			// Packet payloads are read only where this launch's flags
+			// say they were written (pktReady), so a recycled store's
+			// old bytes can never be seen: no clearing.
+			rs.pkt = s.opt.Buffers.get(lay.ScratchAlloc/2, false)
 		}
 		rs.half = lay.ScratchAlloc
 		if p.DoubleScratch {
