@@ -31,13 +31,13 @@ var allowed = map[string][]string{
 	"runtime/topo/topotest": {},
 	"runtime/topo":          {"ir"},
 	"runtime/bootstrap":     {"internal/hostid"},
-	"executor/cuda":         {"ir", "kernels", "internal/reference", "runtime/comm", "runtime/cuda", "runtime/cudadev", "internal/nvrtc", "internal/socket"},
+	"executor/cuda":         {"ir", "kernels", "internal/reference", "runtime/comm", "runtime/cuda", "internal/cudadev", "internal/nvrtc", "internal/socket"},
 	"algorithms":            {"compiler"},
 	// Not runtime/topo: comm is linked into libmsccl (capi), and go-nvml's
 	// cgo leaves NVML symbols undefined in a c-shared library, so a C
 	// program could no longer link against it (capi/testdata/smoke.c).
 	"runtime/comm":    {"ir", "runtime/bootstrap", "internal/socket"},
-	"runtime/cudadev": {"runtime/comm", "runtime/cuda"},
+	"internal/cudadev": {"runtime/comm", "runtime/cuda"},
 	// The CPU device, opened only by the root package (msccl.OpenComm).
 	"internal/cpudev": {"runtime/comm"},
 	// NVRTC, the CUDA compiler: executor/cuda's alone (and the kernels'
@@ -63,7 +63,7 @@ var allowed = map[string][]string{
 	"internal/size":     {},
 	// The socket transport knows nothing of plans or devices.
 	"internal/socket": {},
-	".":               {"algorithms", "compiler", "dsl", "executor/cpu", "executor/cuda", "internal/host", "internal/cpudev", "ir", "kernels", "runtime/bootstrap", "runtime/comm", "runtime/cuda", "runtime/cudadev"},
+	".":               {"algorithms", "compiler", "dsl", "executor/cpu", "executor/cuda", "internal/host", "internal/cpudev", "ir", "kernels", "runtime/bootstrap", "runtime/comm", "runtime/cuda", "internal/cudadev"},
 	// Test helpers (like httptest): what the kernel tests use of NVRTC,
 	// and a job's ranks as goroutines for the communicator's users.
 	"internal/nvrtc/nvrtctest": {"internal/nvrtc"},

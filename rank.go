@@ -13,7 +13,7 @@ import (
 	"github.com/msccl-go/msccl-go/runtime/bootstrap"
 	"github.com/msccl-go/msccl-go/runtime/comm"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
-	"github.com/msccl-go/msccl-go/runtime/cudadev"
+	"github.com/msccl-go/msccl-go/internal/cudadev"
 )
 
 // RankComm is this process's rank in a job of one process per rank,

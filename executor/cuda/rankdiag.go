@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/msccl-go/msccl-go/runtime/comm"
-	"github.com/msccl-go/msccl-go/runtime/cudadev"
+	"github.com/msccl-go/msccl-go/internal/cudadev"
 )
 
 // mappingOf describes how this process reaches m, for reports of the

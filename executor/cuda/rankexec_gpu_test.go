@@ -15,7 +15,7 @@ import (
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/comm"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
-	"github.com/msccl-go/msccl-go/runtime/cudadev"
+	"github.com/msccl-go/msccl-go/internal/cudadev"
 )
 
 // OpenRank's ranks as goroutines of this process, each with its own

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/msccl-go/msccl-go/runtime/comm"
-	"github.com/msccl-go/msccl-go/runtime/cudadev"
+	"github.com/msccl-go/msccl-go/internal/cudadev"
 )
 
 // Ranks that are goroutines (or threads) of one process launch into one
