@@ -36,7 +36,7 @@ var allowed = map[string][]string{
 	// Not runtime/topo: comm is linked into libmsccl (capi), and go-nvml's
 	// cgo leaves NVML symbols undefined in a c-shared library, so a C
 	// program could no longer link against it (capi/testdata/smoke.c).
-	"runtime/comm":    {"ir", "runtime/bootstrap", "internal/socket"},
+	"runtime/comm":     {"ir", "runtime/bootstrap", "internal/socket"},
 	"internal/cudadev": {"runtime/comm", "runtime/cuda"},
 	// The CPU device, opened only by the root package (msccl.OpenComm).
 	"internal/cpudev": {"runtime/comm"},

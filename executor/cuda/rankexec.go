@@ -10,12 +10,12 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/msccl-go/msccl-go/internal/cudadev"
 	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/kernels"
 	"github.com/msccl-go/msccl-go/runtime/comm"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
-	"github.com/msccl-go/msccl-go/internal/cudadev"
 )
 
 // RankExecutor runs one rank of a plan in a job of one process per rank:
