@@ -12,10 +12,10 @@ import (
 
 	"github.com/msccl-go/msccl-go/executor/cpu"
 	"github.com/msccl-go/msccl-go/internal/commtest"
+	"github.com/msccl-go/msccl-go/internal/cudadev"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/comm"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
-	"github.com/msccl-go/msccl-go/internal/cudadev"
 )
 
 // OpenRank's ranks as goroutines of this process, each with its own
