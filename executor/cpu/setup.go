@@ -68,6 +68,7 @@ type rankState struct {
 	inBase, outBase int64
 	half            int64 // raw scratch bytes of one half (double scratch) or all of it
 	pkt             []byte
+	scratchLen      int64 // of arrs[arrScratch], made at its first access
 	flags           flagMap
 	chans           [2][]chanEnd // [0] memory, [1] port
 	switches        [][]int      // flattened (channel, rank group) → member ranks
@@ -173,7 +174,14 @@ func (s *sim) setup() error {
 			}
 		}
 		if s.field == nil {
-			rs.arrs[arrScratch] = s.opt.Buffers.get(lay.ScratchAlloc, true)
+			// The scratch array holds non-packet data only (packets live
+			// in pkt): plans that use scratch through packets alone never
+			// touch it, so the byte mode makes (and clears) it at the
+			// first access (array); the symbolic mode poisons it now.
+			rs.scratchLen = lay.ScratchAlloc
+			if s.opt.Symbolic {
+				rs.arrs[arrScratch] = s.opt.Buffers.get(lay.ScratchAlloc, true)
+			}
 			// Packet payloads are read only where this launch's flags
 			// say they were written (pktReady), so a recycled store's
 			// old bytes can never be seen: no clearing.

@@ -30,7 +30,16 @@ func (s *sim) load(ctx agentCtx, place int32, rank int, typ ir.BufferType, off, 
 	if s.field != nil {
 		return payload{v: rs.vm[arr].get(s.field, raw, raw+n, nil)}
 	}
-	return payload{b: rs.arrs[arr][raw : raw+n]}
+	return payload{b: s.array(rs, arr)[raw : raw+n]}
+}
+
+// array is one of rank rs's backing arrays, the scratch array made
+// (zeroed) at its first access.
+func (s *sim) array(rs *rankState, arr int) []byte {
+	if arr == arrScratch && rs.arrs[arr] == nil {
+		rs.arrs[arr] = s.opt.Buffers.get(rs.scratchLen, true)
+	}
+	return rs.arrs[arr]
 }
 
 // store writes d at (rank, typ, off).
@@ -42,7 +51,7 @@ func (s *sim) store(ctx agentCtx, place int32, rank int, typ ir.BufferType, off 
 		rs.vm[arr].set(s.field, raw, d.v)
 		return
 	}
-	copy(rs.arrs[arr][raw:raw+n], d.b)
+	copy(s.array(rs, arr)[raw:raw+n], d.b)
 }
 
 func (d payload) len() int64 {
