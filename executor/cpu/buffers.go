@@ -1,6 +1,10 @@
 package cpu
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/msccl-go/msccl-go/ir"
+)
 
 // Buffers recycles the byte-level simulator's large arrays (every rank's
 // buffers, scratch and packet store, and the streamed launches' input and
@@ -112,4 +116,42 @@ func (s *sim) recycle() {
 		b.put(f)
 	}
 	s.stream.free = nil
+}
+
+// HoldsScratch says whether a byte-level run of p holds a scratch array
+// besides its packet store (ir.Layout's ScratchAlloc bytes, and half as
+// many for packets): only when some op may move data through scratch
+// other than as packets, since the array is made at the first such access
+// (sim.array). A remote or switch reference counts whatever buffer it
+// names. Callers that budget memory per run use it (the GPU oracle).
+func HoldsScratch(p *ir.Plan) bool {
+	var walk func(ops []ir.Op) bool
+	walk = func(ops []ir.Op) bool {
+		for i := range ops {
+			op := &ops[i]
+			info := op.Info()
+			for k, r := range op.Src {
+				if !info.IsPacketSrc(k) && (r.Kind != ir.RefLocal || r.Type == ir.BufScratch) {
+					return true
+				}
+			}
+			for k, r := range op.Dst {
+				if !info.IsPacketDst(k) && (r.Kind != ir.RefLocal || r.Type == ir.BufScratch) {
+					return true
+				}
+			}
+			if walk(op.Ops()) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, g := range p.GPUs {
+		for _, tb := range g.ThreadBlocks {
+			if walk(tb.Ops) {
+				return true
+			}
+		}
+	}
+	return false
 }

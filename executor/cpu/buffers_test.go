@@ -107,3 +107,27 @@ func TestBuffersMakeRoom(t *testing.T) {
 		t.Fatalf("pool holds %d bytes, want 0", b.held)
 	}
 }
+
+// TestHoldsScratch: a run of a fixture that HoldsScratch says holds no
+// scratch array never makes one, and the packet fixtures are such.
+func TestHoldsScratch(t *testing.T) {
+	without := 0
+	for name, p := range fixtures(t) {
+		s := &sim{p: p, opt: Options{Size: 1 << 20, DType: F32, Launches: 2}}
+		if _, err := s.start(); err != nil {
+			continue
+		}
+		holds := HoldsScratch(p)
+		for _, rs := range s.ranks {
+			if !holds && rs.arrs[arrScratch] != nil {
+				t.Errorf("%s: rank %d made a scratch array that HoldsScratch does not count", name, rs.r)
+			}
+		}
+		if !holds {
+			without++
+		}
+	}
+	if without == 0 {
+		t.Error("every fixture holds a scratch array: packet plans should not")
+	}
+}

@@ -526,10 +526,17 @@ func runCase(g *gpuSide, p *ir.Plan, c gcase) caseResult {
 	// outputs, its scratch and packet store, and the pinned staging (an
 	// 8-rank allreduce at 64 MiB: 4 GiB and 0.75 GiB of scratch; the
 	// BenchmarkOracleCPU process peaks at 4 GiB resident).
+	// Packet plans hold only the packet store (half the scratch bytes):
+	// counting a scratch array they never make halved how many of their
+	// cases ran at once.
 	w := int64(n) * (in + out + 3*(in+cr.outN))
+	holds := cpu.HoldsScratch(p)
 	for r := range p.GPUs {
 		if lay, err := p.Layout(r, in, out); err == nil {
-			w += lay.ScratchAlloc * 3 / 2
+			w += lay.ScratchAlloc / 2
+			if holds {
+				w += lay.ScratchAlloc
+			}
 		}
 	}
 	w = cpuMem.acquire(w)
