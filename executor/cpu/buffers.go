@@ -125,22 +125,28 @@ func (s *sim) recycle() {
 // (sim.array). A remote or switch reference counts whatever buffer it
 // names. Callers that budget memory per run use it (the GPU oracle).
 func HoldsScratch(p *ir.Plan) bool {
+	return anyOp(p, func(op *ir.Op) bool {
+		info := op.Info()
+		for k, r := range op.Src {
+			if !info.IsPacketSrc(k) && (r.Kind != ir.RefLocal || r.Type == ir.BufScratch) {
+				return true
+			}
+		}
+		for k, r := range op.Dst {
+			if !info.IsPacketDst(k) && (r.Kind != ir.RefLocal || r.Type == ir.BufScratch) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// anyOp says whether f holds for some op of p, pipeline bodies included.
+func anyOp(p *ir.Plan, f func(op *ir.Op) bool) bool {
 	var walk func(ops []ir.Op) bool
 	walk = func(ops []ir.Op) bool {
 		for i := range ops {
-			op := &ops[i]
-			info := op.Info()
-			for k, r := range op.Src {
-				if !info.IsPacketSrc(k) && (r.Kind != ir.RefLocal || r.Type == ir.BufScratch) {
-					return true
-				}
-			}
-			for k, r := range op.Dst {
-				if !info.IsPacketDst(k) && (r.Kind != ir.RefLocal || r.Type == ir.BufScratch) {
-					return true
-				}
-			}
-			if walk(op.Ops()) {
+			if f(&ops[i]) || walk(ops[i].Ops()) {
 				return true
 			}
 		}

@@ -52,23 +52,7 @@ func sortedNames(m map[string]*ir.Plan) []string {
 
 // reduces reports whether any op of the plan reduces.
 func reduces(p *ir.Plan) bool {
-	var walk func(ops []ir.Op) bool
-	walk = func(ops []ir.Op) bool {
-		for i := range ops {
-			if ops[i].Info().Reduces || walk(ops[i].Ops()) {
-				return true
-			}
-		}
-		return false
-	}
-	for _, g := range p.GPUs {
-		for _, tb := range g.ThreadBlocks {
-			if walk(tb.Ops) {
-				return true
-			}
-		}
-	}
-	return false
+	return anyOp(p, func(op *ir.Op) bool { return op.Info().Reduces })
 }
 
 // sizes are the three message sizes every fixture must pass: the
