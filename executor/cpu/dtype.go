@@ -460,6 +460,7 @@ type reducer struct {
 	accF, tmpF []float32
 	accI, tmpI []int64
 	accS       []uint64
+	keys       []int32 // keyMinMax's
 }
 
 // reduceBlock is how many elements reduce converts at a time: small
@@ -480,7 +481,8 @@ func (r *reducer) reduce(dt DType, op ir.ReduceOp, out []byte, srcs [][]byte) {
 	}
 	n := len(out) / dt.Size()
 	blk := reduceBlock
-	if shiftedAlias(out, srcs) {
+	shifted := shiftedAlias(out, srcs)
+	if shifted {
 		// out overlaps a source at another offset: a block written early
 		// would be read again later, so convert everything first.
 		blk = n
@@ -490,6 +492,9 @@ func (r *reducer) reduce(dt DType, op ir.ReduceOp, out []byte, srcs [][]byte) {
 		m := min(blk, n-lo)
 		b0, b1 := lo*sz, (lo+m)*sz
 		if dt.IsFloat() {
+			if !shifted && keyMinMax(dt, op, out[b0:b1], srcs, b0, &r.keys) {
+				continue
+			}
 			foldBlock(dt, op, out[b0:b1], srcs, b0, &r.accF, &r.tmpF, loadF, foldF, storeF)
 		} else {
 			foldBlock(dt, op, out[b0:b1], srcs, b0, &r.accI, &r.tmpI, loadI, foldI, storeI)
