@@ -1,7 +1,6 @@
 package cpu
 
 import (
-	"encoding/binary"
 	"math"
 	"sync"
 )
@@ -91,48 +90,38 @@ func valueTable(dt DType, seed uint64, neg bool) []byte {
 	if v, ok := valueTables.Load(k); ok {
 		return v.([]byte)
 	}
-	tab := inputTable(dt, seed, neg)
-	sz := dt.Size()
-	vals := make([]byte, len(tab)/sz)
-	bias := valueBias(dt)
-	for i := range vals {
-		v, ok := decodeInt(dt, tab[i*sz:])
-		if !ok || v+bias < 0 || v+bias > valueSpan {
-			vals = nil
-			break
+	ints, ok := tableInts(dt, inputTable(dt, seed, neg))
+	var vals []byte
+	if ok {
+		vals = make([]byte, len(ints))
+		bias := valueBias(dt)
+		for i, v := range ints {
+			if v+bias < 0 || v+bias > valueSpan {
+				vals = nil
+				break
+			}
+			vals[i] = byte(v + bias)
 		}
-		vals[i] = byte(v + bias)
 	}
 	v, _ := valueTables.LoadOrStore(k, vals)
 	return v.([]byte)
 }
 
-// decodeInt reads one element as an integer, false when it is not one
-// (or is a float outside the range where that is exact).
-func decodeInt(dt DType, b []byte) (int64, bool) {
-	var f float32
-	switch dt {
-	case I32:
-		return int64(int32(binary.LittleEndian.Uint32(b))), true
-	case U32:
-		return int64(binary.LittleEndian.Uint32(b)), true
-	case U8:
-		return int64(b[0]), true
-	case F32:
-		f = math.Float32frombits(binary.LittleEndian.Uint32(b))
-	case F16:
-		f = f16ToF32(binary.LittleEndian.Uint16(b))
-	case BF16:
-		f = bf16ToF32(binary.LittleEndian.Uint16(b))
-	case F8E4M3:
-		f = f8e4m3ToF32(b[0])
-	case F8E5M2:
-		f = f8e5m2ToF32(b[0])
-	default:
-		return 0, false
+// tableInts widens a table's elements with the executor's own loaders
+// (loadF, loadI); false when a float element is not exactly an integer.
+func tableInts(dt DType, tab []byte) ([]int64, bool) {
+	ints := make([]int64, len(tab)/dt.Size())
+	if !dt.IsFloat() {
+		loadI(dt, tab, ints)
+		return ints, true
 	}
-	if f != f || f < -1<<20 || f > 1<<20 || f != float32(int64(f)) || math.Signbit(float64(f)) && f == 0 {
-		return 0, false // NaN, huge, fractional or -0
+	fs := make([]float32, len(ints))
+	loadF(dt, tab, fs)
+	for i, f := range fs {
+		if f != f || f < -1<<20 || f > 1<<20 || f != float32(int64(f)) || math.Signbit(float64(f)) && f == 0 {
+			return nil, false // NaN, huge, fractional or -0
+		}
+		ints[i] = int64(f)
 	}
-	return int64(f), true
+	return ints, true
 }
