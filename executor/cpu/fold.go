@@ -138,7 +138,7 @@ func foldI(dt DType, op ir.ReduceOp, acc []int64, src []byte, tmp *[]int64) {
 // OR of the operands' bits, not one of them). TestKeyMinMax holds the
 // result to foldF bit for bit. Measured with 8 sources of 64 KiB
 // (BenchmarkMinMax, paired medians, 2-core VM, 4 runs): f16 max 1.17-1.85x,
-// bf16 max 1.35-1.8x (one run 0.96x), f16 min 1.11-1.17x; bf16 min, FP8
+// bf16 max 1.35-1.8x (one run 0.96x), f16 min 1.11-1.17x; bf16 min and FP8 min and max
 // gained under 10% (bf16 min's float loop has no sign flips and no table
 // to read; FP8's keys loop is as long as its float one), so they
 // keep foldF, as does f32, whose keys would cost more to compute than
