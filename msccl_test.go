@@ -73,16 +73,16 @@ func TestSelectPlan(t *testing.T) {
 		// The 8-rank allreduce rows are the H200 tune's (selection.yaml);
 		// below 1 KiB the built-in LL row stays.
 		{"allreduce", 512, "allreduce_allpairs_packet_0_1KiB", false},
-		{"allreduce", 1 << 10, "allreduce_allpairs_packet_1KiB_4KiB", false},
-		{"allreduce", 512 << 10, "allreduce_allpairs_packet_16KiB_1MiB", false},
-		{"allreduce", 64 << 20, "allreduce_allpairs_16MiB_256MiB", false},
+		{"allreduce", 1 << 10, "allreduce_allpairs_packet_1KiB_64KiB", false},
+		{"allreduce", 512 << 10, "allreduce_allpairs_packet_64KiB_1MiB", false},
+		{"allreduce", 64 << 20, "allreduce_allpairs_16MiB_inf", false},
 		{"allgather", 1 << 20, "allgather_direct", false},
 		{"broadcast", 1 << 20, "", true},
 		{"allreduce", 0, "", true},
 		// 4000 bytes is 1000 floats: chunks of 31 and 32 units, served
 		// since scratch slots are uniform; 4004 is not whole 16-byte
 		// units, and 64 bytes would leave chunks empty.
-		{"allreduce", 4000, "allreduce_allpairs_packet_1KiB_4KiB", false},
+		{"allreduce", 4000, "allreduce_allpairs_packet_1KiB_64KiB", false},
 		{"allreduce", 4004, "size rule: multiples of 16 bytes from 1024 bytes", true},
 		{"allreduce", 64, "no allreduce plan for 8 ranks covers 64 bytes", true},
 	}

@@ -16,7 +16,7 @@ func TestPlansSelection(t *testing.T) {
 		want    []string
 	}{
 		// 8 ranks: selection.yaml's tuned allreduce rows.
-		{map[string]int64{"ranks": 8}, []string{"allreduce_allpairs_packet_0_1KiB", "allreduce_allpairs_packet_16KiB_1MiB", "allreduce_allpairs_256MiB_inf", "allgather_packet_0_128KiB", "alltoall_direct_0_inf"}},
+		{map[string]int64{"ranks": 8}, []string{"allreduce_allpairs_packet_0_1KiB", "allreduce_allpairs_packet_64KiB_1MiB", "allreduce_allpairs_16MiB_inf", "allgather_packet_0_128KiB", "alltoall_direct_0_inf"}},
 		{map[string]int64{"ranks": 6}, []string{"allreduce_allpairs_packet_0_256KiB", "allreduce_twoshot_1MiB_inf"}},
 		{map[string]int64{"ranks": 8, "nodes": 2, "gpus_per_node": 4}, []string{"allreduce_hierarchical_0_inf", "allgather_hierarchical_0_inf"}},
 		{map[string]int64{"ranks": 32}, []string{"allreduce_ring_0_inf", "allgather_ring_0_inf", "reducescatter_ring_0_inf"}},

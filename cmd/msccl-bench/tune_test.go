@@ -163,7 +163,7 @@ func TestShippedPicks(t *testing.T) {
 	got := shippedPicks("allreduce", 8, []int64{1 << 10, 512 << 10, 64 << 20})
 	want := map[int64]string{
 		// algorithms/selection.yaml's 8-rank rows (tuned on one H200).
-		1 << 10:   "allreduce_allpairs_packet instances=8 threads=256",
+		1 << 10:   "allreduce_allpairs_packet instances=1 threads=256",
 		512 << 10: "allreduce_allpairs_packet instances=8 threads=256",
 		64 << 20:  "allreduce_allpairs instances=16 threads=1024",
 	}
