@@ -46,6 +46,14 @@
 #          step's 7. Check on the CPU machine with
 #          MSCCL_SELECTION=$PWD/selection-tuned.yaml go test -run
 #          TestSelectionClaimsProven ./compiler
+#   sweep  every library algorithm at RANKS ranks (hierarchical ones as
+#          2 nodes of RANKS/2), 1K..256M by 4, f16 sum, graph replay, its
+#          default shape (no -D); the three with a hand-written twin
+#          beside it (--reference). Time and bus bandwidth only: results
+#          are the FULL matrix's business (full-matrix.sh). Plots, here:
+#          python3 scripts/plot-bench.py --series '^(allreduce|reference allreduce)'
+#          -o docs/plots/sweep-allreduce-busbw.svg perf-sweep.log (and
+#          --metric time; allgather, the rest likewise)
 #   startup  msccl-compile's process times on this machine (issue 17's
 #          CPU goals: start in under 1.5 ms, an 8-rank compile under
 #          3 ms): 200 runs each of /bin/true (the exec floor),
@@ -115,6 +123,22 @@ for part in $parts; do
     STEP_TIMEOUT=420 step tune "$bench" --tune --collective allreduce --ranks "$ranks" -b 1K -e 256M -f 4 -d f16 -G -n 10 -w 3 \
       --tune-algos allreduce_allpairs_packet,allreduce_allpairs,allreduce_twoshot --tune-instances 1,2,4,8,16,32 \
       --tune-budget 300s --tune-out "$OUT/tuned-allreduce-${ranks}r.yaml" --tune-table "$OUT/selection-tuned.yaml"
+    ;;
+  sweep)
+    for f in "$root"/algorithms/*.msccl; do
+      a=$(basename "$f" .msccl)
+      extra=""
+      case $a in
+        *hierarchical) extra="-D nodes=2 -D gpus_per_node=$((ranks / 2))" ;;
+      esac
+      case $a in
+        allreduce_allpairs_packet) extra="--reference allreduce_oneshot_ll" ;;
+        allreduce_twoshot) extra="--reference allreduce_twoshot" ;;
+        allgather_direct) extra="--reference allgather_direct" ;;
+      esac
+      # shellcheck disable=SC2086 # extra is words on purpose
+      step "$a" "$bench" --algo "$a" --ranks "$ranks" $extra -b 1K -e 256M -f 4 -d f16 -G -n 10 -w 3
+    done
     ;;
   latency)
     # Issue 17's ring-step goal: time(ring at 8 ranks) / 7 steps against
