@@ -46,12 +46,6 @@ func mergeTable(shipped []byte, collective string, ranks int64, tuned []compiler
 		if row.Ranks == nil {
 			return nil, fmt.Errorf("the built-in selection table, line %d: a %s row without ranks: cannot carve out %d ranks", item.Line, collective, ranks)
 		}
-		// The row's text: from its "- " line to its last line.
-		first, last := item.Line-1, lastLine(item)-1
-		for _, l := range lines[next:first] {
-			out.WriteString(l)
-		}
-		next = last + 1
 		var rows []compiler.SelectionRow
 		if row.Ranks[0] < ranks {
 			r := row
@@ -63,6 +57,21 @@ func mergeTable(shipped []byte, collective string, ranks int64, tuned []compiler
 			r.Ranks = []int64{ranks + 1, row.Ranks[1]}
 			rows = append(rows, r)
 		}
+		// The row's text: from its "- " line to its last line.
+		first, last := item.Line-1, lastLine(item)-1
+		keep := first
+		if !placed && len(rows) == 0 {
+			// A comment right above the first row of this world alone
+			// says how that row was made (a tune's note): the note
+			// replaces it, or tables tuned twice stack stale notes.
+			for keep > next && strings.HasPrefix(strings.TrimSpace(lines[keep-1]), "#") {
+				keep--
+			}
+		}
+		for _, l := range lines[next:keep] {
+			out.WriteString(l)
+		}
+		next = last + 1
 		text := formatRows(rows)
 		if !placed {
 			placed = true

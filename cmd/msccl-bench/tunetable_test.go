@@ -75,6 +75,11 @@ func TestMergeTable(t *testing.T) {
 	if !strings.Contains(text, formatRows(tuned)) || strings.Count(text, note) != 1 {
 		t.Errorf("tuned rows not placed once:\n%s", text)
 	}
+	// The shipped table's note on its own 8-rank rows (an earlier tune's)
+	// goes with them: the new note stands alone.
+	if strings.Contains(text, "# allreduce at 8 ranks: tuned by msccl-bench --tune on one NVIDIA H200\n") {
+		t.Errorf("the replaced rows' note is kept:\n%s", text)
+	}
 	// Everything but the 8-rank allreduce rows is kept line for line.
 	for _, keep := range []string{"# Algorithm selection:", "# Several nodes: rows for runs given -D nodes and -D gpus_per_node.", "  algorithm: allreduce_hierarchical.msccl", "  ranks: [17, 32]"} {
 		if !strings.Contains(text, keep) {
