@@ -157,8 +157,14 @@ def svg(series, metric, title, machine):
     out.append('<text x="%d" y="%d" text-anchor="middle">message size (bytes)</text>' % (L + pw / 2, H - 18))
     ylab = "time per collective (µs, log)" if logy else "bus bandwidth (GB/s)"
     out.append('<text transform="translate(18,%d) rotate(-90)" text-anchor="middle">%s</text>' % (T + ph / 2, ylab))
+    # "reference NAME @ STEP" names which run's grid a reference ran on;
+    # when each NAME ran beside one step only (a sweep), the step adds
+    # nothing to the legend but length.
+    refs = [n.split(" @ ")[0] for n in series if n.startswith("reference ")]
+    short = len(refs) == len(set(refs))
     for i, (name, rows) in enumerate(series.items()):
         c = COLORS[i % len(COLORS)]
+        label = name.split(" @ ")[0] if short and name.startswith("reference ") else name
         dash = ' stroke-dasharray="6,4"' if name.startswith("reference") or name == "built-in table" else ""
         rows = sorted((r for r in rows if r[idx] > 0), key=lambda r: r[0])
         path = " ".join("%.1f,%.1f" % (X(r[0]), Y(r[idx])) for r in rows)
@@ -168,7 +174,7 @@ def svg(series, metric, title, machine):
             out.append('<circle cx="%.1f" cy="%.1f" r="3" fill="%s"><title>%s</title></circle>' % (X(r[0]), Y(r[idx]), c, esc(tip)))
         ly = T + 10 + i * 18
         out.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"%s/>' % (L + pw + 12, ly, L + pw + 36, ly, c, dash))
-        out.append('<text x="%d" y="%d">%s</text>' % (L + pw + 42, ly + 4, esc(name[:34])))
+        out.append('<text x="%d" y="%d">%s</text>' % (L + pw + 42, ly + 4, esc(label[:34])))
     out.append("</svg>")
     return "\n".join(out) + "\n"
 

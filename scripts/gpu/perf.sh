@@ -50,10 +50,9 @@
 #          2 nodes of RANKS/2), 1K..256M by 4, f16 sum, graph replay, its
 #          default shape (no -D); the three with a hand-written twin
 #          beside it (--reference). Time and bus bandwidth only: results
-#          are the FULL matrix's business (full-matrix.sh). Plots, here:
-#          python3 scripts/plot-bench.py --series '^(allreduce|reference allreduce)'
-#          -o docs/plots/sweep-allreduce-busbw.svg perf-sweep.log (and
-#          --metric time; allgather, the rest likewise)
+#          are the FULL matrix's business (full-matrix.sh). Plots, on
+#          any machine: bash scripts/sweep-plots.sh perf-sweep.log
+#          (docs/plots/sweep-COLLECTIVE-{busbw,time}.svg)
 #   startup  msccl-compile's process times on this machine (issue 17's
 #          CPU goals: start in under 1.5 ms, an 8-rank compile under
 #          3 ms): 200 runs each of /bin/true (the exec floor),
