@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -233,4 +234,120 @@ func proxyReleasesSpin(t *testing.T, ctx *Context, spin *Function, queue func(k,
 		t.Error("the token arrived before the put's bytes")
 	}
 	return true
+}
+
+// TestProxyUnderCopyLoadProbe records (MSCCL_GPU_PROBE=1) how long the
+// proxy, in its own context, takes to release a spinning kernel (a 1 MiB
+// put, then the token) while other streams keep the copy engines busy
+// with bulk device-to-host copies: none, then 2, 8 and 16 streams of
+// 256 MiB copies, first in the kernel's context, then each in a context
+// of its own (as the proxies of other executors are).
+//
+// Why: in proxy mode (MSCCL_PORT_COPY=proxy) the oracle matrix, which runs
+// many configurations at once and copies every output back to the host,
+// now and then tripped the kernels' 3 s watchdog while the hang report
+// showed every request delivered later ("flush: expected 535, saw 531";
+// docs/evidence/gpu_port_proxy_late.log). If the proxy's copy waits
+// behind other work's bulk copies on a shared copy engine, this probe's
+// release time grows with the load; if it does not, the cause is
+// elsewhere. Either answer goes into docs/evidence.
+func TestProxyUnderCopyLoadProbe(t *testing.T) {
+	if os.Getenv("MSCCL_GPU_PROBE") == "" {
+		t.Skip("a probe of driver behaviour, not a check: set MSCCL_GPU_PROBE=1")
+	}
+	ctx := setup(t)
+	spin := loadSpin(t)
+	for _, own := range []bool{false, true} {
+		for _, load := range []int{0, 2, 8, 16} {
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			var copies atomic.Int64
+			ready := make(chan error, load)
+			for range load {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if err := bulkCopies(ctx, own, ready, stop, &copies); err != nil {
+						t.Error(err)
+					}
+				}()
+			}
+			for range load {
+				if err := <-ready; err != nil {
+					close(stop)
+					wg.Wait()
+					t.FailNow()
+				}
+			}
+			time.Sleep(200 * time.Millisecond) // copies queued and running
+			st := time.Now()
+			ok := proxyReleasesSpin(t, ctx, spin, func(k, c *Stream, ev *Event) error { return nil })
+			took := time.Since(st)
+			close(stop)
+			wg.Wait()
+			where := map[bool]string{false: "the kernel's context", true: "contexts of their own"}[own]
+			verdict := map[bool]string{true: "released", false: "NOT released within 10 s"}[ok]
+			t.Logf("%2d streams of 256 MiB device-to-host copies (%s): kernel %s in %v; %d background copies done",
+				load, where, verdict, took.Round(10*time.Microsecond), copies.Load())
+		}
+	}
+}
+
+// bulkCopies keeps 4 device-to-host copies of 256 MiB queued on a stream
+// of its own (in ctx, or in a new context when own) until stop is closed.
+// It sends one value on ready: nil once its copies can start, else the
+// setup's error (which it also returns). Memory is made and freed on this
+// thread, in the context it belongs to.
+func bulkCopies(ctx *Context, own bool, ready chan<- error, stop <-chan struct{}, copies *atomic.Int64) (err error) {
+	const chunk = 256 << 20
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	setup := true
+	defer func() {
+		if setup {
+			ready <- err
+		}
+	}()
+	if own {
+		c, err := ctx.Device().NewContext()
+		if err != nil {
+			return err
+		}
+		defer c.Destroy()
+	} else if err := ctx.MakeCurrent(); err != nil {
+		return err
+	}
+	src, err := Malloc(chunk)
+	if err != nil {
+		return err
+	}
+	defer Free(src)
+	dst, err := HostAllocMapped(chunk)
+	if err != nil {
+		return err
+	}
+	defer dst.Free()
+	s, err := NewStream(true)
+	if err != nil {
+		return err
+	}
+	defer s.Destroy()
+	setup = false
+	ready <- nil
+	for {
+		select {
+		case <-stop:
+			return s.Synchronize()
+		default:
+		}
+		for range 4 {
+			if err := MemcpyAsync(dst.Dev, src, chunk, s); err != nil {
+				return err
+			}
+		}
+		if err := s.Synchronize(); err != nil {
+			return err
+		}
+		copies.Add(4)
+	}
 }
