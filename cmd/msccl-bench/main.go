@@ -9,7 +9,10 @@
 //	msccl-bench --algo allreduce_ring --ranks 8 -b 1K -e 1K -G --trace ring.json
 //	msccl-bench --tune --collective allreduce --ranks 8 -b 1K -e 256M -f 4 -d f16 -G --tune-out tuned.yaml
 //
-// All ranks run in this process on device 0 (see executor/cuda). With
+// All ranks run in this process on device 0 (see executor/cuda), or where
+// --devices puts them: a device per rank (0,1,2,3) or a count N dealt
+// round-robin; the header names each rank's device and the peer access
+// between them. With
 // --device cpu every rank is a process of its own, its buffers in shared
 // memory and the plan run on CPU threads (internal/host): --procs N starts
 // N of them here, and the same command runs as one rank under torchrun,
@@ -84,6 +87,8 @@ type config struct {
 	timeout              time.Duration
 	perf                 perfConfig // --reference, --trace (perf.go)
 	tune                 tuneConfig // --tune (tune.go)
+	devices              string     // --devices (devices.go)
+	devs                 []int      // --devices resolved for the plan's ranks
 }
 
 // Row is one size's result (the --json record).
@@ -163,6 +168,7 @@ func run(args []string, w io.Writer) (err error) {
 	perfFlags(fs, &c.perf)
 	tuneFlags(fs, &c.tune)
 	pf := addProcFlags(fs)
+	devicesFlag(fs, &c)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(w, "usage: msccl-bench (--plan PLAN.json | --algo NAME [-D NAME=VALUE]...) [flags]")
@@ -188,6 +194,9 @@ func run(args []string, w io.Writer) (err error) {
 	if err := pf.check(&c); err != nil {
 		return err
 	}
+	if err := c.checkDevices(pf); err != nil {
+		return err
+	}
 	if err := c.perf.checkHBM(&c, pf); err != nil {
 		return err
 	}
@@ -199,6 +208,9 @@ func run(args []string, w io.Writer) (err error) {
 	}
 	p, name, err := loadPlan(&c)
 	if err != nil {
+		return err
+	}
+	if err := c.placeDevices(p); err != nil {
 		return err
 	}
 	sizes := sweep(c.minB, c.maxB, c.factor)
@@ -500,7 +512,7 @@ func bench(c *config, p *ir.Plan, name string, sizes []int64, w io.Writer) ([]Ro
 			}
 		}()
 	}
-	ex, err := cudaexec.Open(p, cudaexec.Options{Timeout: c.timeout, Trace: c.perf.traceRecords()})
+	ex, err := cudaexec.Open(p, cudaexec.Options{Timeout: c.timeout, Trace: c.perf.traceRecords(), Devices: c.devs})
 	if err != nil {
 		return nil, err
 	}
@@ -533,8 +545,8 @@ func bench(c *config, p *ir.Plan, name string, sizes []int64, w io.Writer) ([]Ro
 		}
 	}
 	if !c.asJSON {
-		fmt.Fprintf(w, "# msccl-bench: plan %s (%s, %s), %d ranks on one %s, %s %s, LL%d, graph %v, %d warm-up + %d timed iterations%s\n",
-			name, p.Collective, p.Protocol, n, devName, c.dtype, c.redop, c.ll, c.graph, c.warmup, c.iters, portCopyNote(ex))
+		fmt.Fprintf(w, "# msccl-bench: plan %s (%s, %s), %d ranks on %s, %s %s, LL%d, graph %v, %d warm-up + %d timed iterations%s\n",
+			name, p.Collective, p.Protocol, n, placement(ex, devName), c.dtype, c.redop, c.ll, c.graph, c.warmup, c.iters, portCopyNote(ex))
 		tableHeader(w)
 		c.perf.header(w)
 		if c.perf.hbm {

@@ -26,7 +26,7 @@ func TestErrorCodes(t *testing.T) {
 	}{
 		{"size above the rule", above, ir.CodeSizeRefused},
 		{"piece of no whole elements", gather.checkStaged(&Buffers{Size: 24, InBytes: 6, OutBytes: 24}, ir.F32), ir.CodeSizeRefused},
-		{"not resident", residentError("alltoall_ring", 8, 256, 1024, 4096, 1, 132), ir.CodeNotResident},
+		{"not resident", residentError("alltoall_ring", 0, 8, 256, 1024, 4096, 1, 132), ir.CodeNotResident},
 		{"prod of floats", checkReduce(ir.ReduceProd, ir.BF16), ir.CodeBadOptions},
 		{"unknown reduction", checkReduce("avg", ir.F32), ir.CodeBadOptions},
 		{"unknown port copy", func() error { _, err := resolvePortCopy(PortCopy(9)); return err }(), ir.CodeBadOptions},

@@ -7,8 +7,15 @@
 // watchdog records into an error that lists every stuck block.
 //
 // All ranks live in this process, each with its own stream, several per
-// GPU allowed (today: every rank on device 0); peers on one GPU use each
-// other's device pointers directly. Plans with switch channels (NVLink
+// GPU allowed: every rank on device 0 by default, in runtime/cuda's
+// fallback context; peers on one GPU use each other's device pointers
+// directly. Options.Devices places rank r on device Devices[r]
+// (devices.go): each device's primary context is retained once, every
+// driver call of a rank runs in its device's context (cuda.Context.Do,
+// on a locked OS thread), kernels are loaded per device, and device pairs
+// that a channel crosses get peer access, or Open refuses the plan naming
+// the ranks and devices (PeerAccess reports the matrix). Graphs, the port
+// proxy, Reference and Trace stay on one device. Plans with switch channels (NVLink
 // multicast) are refused unless Options.AllowMulticast is set, and even
 // then this package does not create multicast objects: it never enables
 // them on shared machines.

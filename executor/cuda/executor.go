@@ -3,6 +3,7 @@ package cudaexec
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -68,6 +69,15 @@ type Options struct {
 	Trace int
 	// PortCopy chooses who moves port channels' bytes (portcopy.go).
 	PortCopy PortCopy
+	// Devices places rank r on device Devices[r] (one entry per rank,
+	// CheckDevices; ParseDevices reads msccl-bench's --devices). Nil puts
+	// every rank on device 0 in the fallback context, as always; set, even
+	// to all zeros, every rank's driver calls run in its device's context
+	// (devices.go), and pairs of devices that a channel crosses get peer
+	// access or the plan is refused. Open makes Devices[0]'s context the
+	// fallback: a Call.Stream must be a stream of that context, as it is of
+	// device 0's on the default path.
+	Devices []int
 }
 
 // Executor runs one plan; it owns the per-rank streams, channels,
@@ -76,9 +86,11 @@ type Options struct {
 type Executor struct {
 	p      *ir.Plan
 	rule   ir.SizeRule // the sizes the plan serves; every buffer set is checked against it
-	sms    int         // multiprocessors of device 0, for the co-residency check
+	sms    int         // multiprocessors of dev, for the co-residency check
 	opt    Options
-	ctx    *cuda.Context
+	dev    cuda.Device   // the device of ctx: 0, Devices[0], or OpenRank's
+	ctx    *cuda.Context // dev's primary context, the fallback context
+	devs   *devices      // Options.Devices: each rank's device and context (devices.go)
 	arch   string
 	ranks  []*rankRes
 	fns    map[fnKey]*fnEntry
@@ -112,6 +124,7 @@ type fnEntry struct {
 
 // rankRes is what one rank owns for the executor's whole life.
 type rankRes struct {
+	ctx      *cuda.Context // the rank's device context with Options.Devices, else nil (the fallback)
 	stream   *cuda.Stream
 	done     *cuda.Event
 	static   cuda.DevicePtr // chans, sems, barriers, epoch, done counter, fifo head
@@ -171,10 +184,27 @@ func Open(p *ir.Plan, opt Options) (*Executor, error) {
 	if opt.PortCopy, err = resolvePortCopy(opt.PortCopy); err != nil {
 		return nil, err
 	}
+	if opt.Devices != nil {
+		// The list's own mistakes before the driver: they need no GPU to see.
+		if err := CheckDevices(opt.Devices, len(p.GPUs), math.MaxInt); err != nil {
+			return nil, err
+		}
+	}
 	if err := cuda.Init(); err != nil {
 		return nil, err
 	}
 	dev := cuda.Device(0)
+	if opt.Devices != nil {
+		visible, err := cuda.DeviceCount()
+		if err != nil {
+			return nil, err
+		}
+		if err := CheckDevices(opt.Devices, len(p.GPUs), visible); err != nil {
+			return nil, err
+		}
+		opt.Devices = append([]int(nil), opt.Devices...)
+		dev = cuda.Device(opt.Devices[0])
+	}
 	ctx, err := dev.PrimaryContext()
 	if err != nil {
 		return nil, err
@@ -186,8 +216,13 @@ func Open(p *ir.Plan, opt Options) (*Executor, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Executor{p: p, rule: rule, sms: sms, opt: opt, ctx: ctx, arch: arch,
+	e := &Executor{p: p, rule: rule, sms: sms, opt: opt, dev: dev, ctx: ctx, arch: arch,
 		fns: map[fnKey]*fnEntry{}, binds: map[bindKey]*binding{}}
+	if opt.Devices != nil {
+		if err := e.place(opt.Devices); err != nil {
+			return nil, err
+		}
+	}
 	if e.fork, err = cuda.NewEvent(false); err != nil {
 		return nil, err
 	}
@@ -229,33 +264,11 @@ func (e *Executor) setupRanks() error {
 		if rs.nblocks == 0 {
 			return fmt.Errorf("gpus[%d] has no thread blocks", r)
 		}
-		var err error
-		if err = rs.openStreams(); err != nil {
+		if e.devs != nil {
+			rs.ctx = e.devs.ctx[e.devs.of[r]]
+		}
+		if err := rs.do(func() error { return e.setupRank(r, rs, g) }); err != nil {
 			return err
-		}
-		// Port inbound words are device memory when the peers' kernels
-		// signal them (SM copies).
-		sm := e.opt.PortCopy == PortCopySM
-		if err := carveStatic(rs, g, [2]bool{true, sm}); err != nil {
-			return err
-		}
-		if !sm && rs.nchan[1] > 0 {
-			// The proxy delivers port signals from the host (see
-			// runtime/cuda/proxy.c for why not a stream-ordered write),
-			// so their semaphores live in mapped host memory.
-			if rs.portIn, err = cuda.HostAllocMapped(8 * int64(rs.nchan[1])); err != nil {
-				return err
-			}
-			rs.inbound[1] = rs.portIn.Dev
-		}
-		if err := uploadSems(g, r, rs.sems); err != nil {
-			return err
-		}
-		if rs.nchan[1] > 0 && !sm {
-			if rs.fifo, err = cuda.HostAllocMapped(int64(32*e.opt.FifoEntries + 64)); err != nil {
-				return err
-			}
-			clear(rs.fifo.Bytes)
 		}
 	}
 	// Pair the k-th channel A→B with the k-th channel B→A of the same type.
@@ -311,7 +324,7 @@ func (e *Executor) setupRanks() error {
 			if s == 1 {
 				dst = rs.portChan
 			}
-			if err := cuda.MemcpyHtoD(dst, kernels.EncodeChans(cs)); err != nil {
+			if err := rs.do(func() error { return cuda.MemcpyHtoD(dst, kernels.EncodeChans(cs)) }); err != nil {
 				return err
 			}
 		}
@@ -322,6 +335,40 @@ func (e *Executor) setupRanks() error {
 			return err
 		}
 		e.proxy = pr
+	}
+	return nil
+}
+
+// setupRank makes rank r's streams, static device memory, semaphores and
+// FIFO (setupRanks, in the rank's context).
+func (e *Executor) setupRank(r int, rs *rankRes, g *ir.GPU) error {
+	var err error
+	if err = rs.openStreams(); err != nil {
+		return err
+	}
+	// Port inbound words are device memory when the peers' kernels
+	// signal them (SM copies).
+	sm := e.opt.PortCopy == PortCopySM
+	if err := carveStatic(rs, g, [2]bool{true, sm}); err != nil {
+		return err
+	}
+	if !sm && rs.nchan[1] > 0 {
+		// The proxy delivers port signals from the host (see
+		// runtime/cuda/proxy.c for why not a stream-ordered write),
+		// so their semaphores live in mapped host memory.
+		if rs.portIn, err = cuda.HostAllocMapped(8 * int64(rs.nchan[1])); err != nil {
+			return err
+		}
+		rs.inbound[1] = rs.portIn.Dev
+	}
+	if err := uploadSems(g, r, rs.sems); err != nil {
+		return err
+	}
+	if rs.nchan[1] > 0 && !sm {
+		if rs.fifo, err = cuda.HostAllocMapped(int64(32*e.opt.FifoEntries + 64)); err != nil {
+			return err
+		}
+		clear(rs.fifo.Bytes)
 	}
 	return nil
 }
@@ -428,8 +475,11 @@ func (e *Executor) Close() error {
 		keep(f.mod.Unload())
 	}
 	e.fns = map[fnKey]*fnEntry{}
+	e.devs.unload(keep)
 	for _, rs := range e.ranks {
-		rs.free(keep)
+		if rs != nil {
+			keep(rs.do(func() error { rs.free(keep); return nil }))
+		}
 	}
 	keep(e.tl.free())
 	e.tl = nil

@@ -26,6 +26,9 @@ func (e *Executor) Capture(c Call) (*Graph, error) {
 	if c.Stream == nil {
 		return nil, errors.New("cudaexec: Capture needs Call.Stream")
 	}
+	if e.spread() {
+		return nil, spreadRefusal("CUDA graph capture", e.devs.of)
+	}
 	// A staged buffer set runs the plan on its stage: that is the binding
 	// the graph pins (Run adds the copies in and out).
 	bc := c

@@ -584,9 +584,9 @@ type gpuSide struct {
 	tables map[*byte]cuda.DevicePtr // input tables on the device, by the host table
 }
 
-// openGPUSide opens p and what its cases share; gpuMu is held.
-func openGPUSide(p *ir.Plan, cases []gcase) (*gpuSide, error) {
-	e, err := Open(p, Options{Timeout: 3 * time.Second})
+// openGPUSide opens p with opt and what its cases share; gpuMu is held.
+func openGPUSide(p *ir.Plan, cases []gcase, opt Options) (*gpuSide, error) {
+	e, err := Open(p, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -623,11 +623,16 @@ func (g *gpuSide) close() {
 // checkCases runs every case of a plan concurrently (bounded by cpuSlots
 // and cpuMem) and reports each failure.
 func checkCases(t *testing.T, name string, p *ir.Plan, cases []gcase) {
+	checkCasesWith(t, name, p, cases, Options{Timeout: 3 * time.Second})
+}
+
+// checkCasesWith is checkCases on an executor opened with opt.
+func checkCasesWith(t *testing.T, name string, p *ir.Plan, cases []gcase, opt Options) {
 	// Plans with port channels share the process with every other test's
 	// executor and streams: their proxies copy in a context of their own
 	// (proxy.go), so no count of streams against hardware queues matters.
 	gpuMu.Lock()
-	g, err := openGPUSide(p, cases)
+	g, err := openGPUSide(p, cases, opt)
 	gpuMu.Unlock()
 	if err != nil && strings.Contains(err.Error(), "multicast") {
 		t.Skipf("%s: %v", name, err)

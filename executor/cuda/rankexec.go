@@ -104,7 +104,7 @@ func OpenRank(ctx context.Context, c *comm.Comm, p *ir.Plan, opt Options) (*Rank
 		return nil, err
 	}
 	e := &RankExecutor{c: c, dev: dev, rank: c.Rank(), conns: conns, sets: map[*RankBuffers]struct{}{}, space: c.NewSpace(),
-		k: &Executor{p: p, rule: rule, sms: sms, opt: opt, ctx: dev.Context(), arch: arch,
+		k: &Executor{p: p, rule: rule, sms: sms, opt: opt, dev: dev.Context().Device(), ctx: dev.Context(), arch: arch,
 			fns: map[fnKey]*fnEntry{}, binds: map[bindKey]*binding{}},
 		rounds: joinRounds(conns, c.Rank())}
 	if err := e.setup(); err != nil {
@@ -596,7 +596,7 @@ func (e *RankExecutor) upload(b *RankBuffers, fn *fnEntry, blob []byte, offsAt, 
 	if err != nil {
 		return fail(err)
 	}
-	if err := residentError(e.k.p.Name, 1, rs.nblocks, int(rb.threads), int(smem), per, e.k.sms); err != nil {
+	if err := residentError(e.k.p.Name, int(e.k.dev), 1, rs.nblocks, int(rb.threads), int(smem), per, e.k.sms); err != nil {
 		return fail(err)
 	}
 	return rb, nil

@@ -38,6 +38,9 @@ type refBinding struct {
 // this executor's plan: the collective must match, and every rank must
 // run the same number of blocks.
 func (e *Executor) Reference(name string) (*Reference, error) {
+	if e.spread() {
+		return nil, spreadRefusal("a Reference kernel", e.devs.of)
+	}
 	k, err := reference.Lookup(name)
 	if err != nil {
 		return nil, err

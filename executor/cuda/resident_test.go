@@ -13,10 +13,10 @@ import (
 )
 
 func TestResidentError(t *testing.T) {
-	if err := residentError("p", 8, 132, 1024, 4096, 1, 132); err != nil {
+	if err := residentError("p", 0, 8, 132, 1024, 4096, 1, 132); err != nil {
 		t.Errorf("132 blocks fit 132 SMs: %v", err)
 	}
-	err := residentError("alltoall_ring", 8, 256, 1024, 4096, 1, 132)
+	err := residentError("alltoall_ring", 0, 8, 256, 1024, 4096, 1, 132)
 	if err == nil || !strings.Contains(err.Error(), "needs all 256 thread blocks of its 8 ranks resident at once") ||
 		!strings.Contains(err.Error(), "at most 132 blocks of 1024 threads") {
 		t.Fatalf("got %v", err)

@@ -22,6 +22,7 @@ type Buffers struct {
 	InBytes  int64
 	OutBytes int64
 	owned    []cuda.DevicePtr
+	ownedCtx []*cuda.Context // the context each owned pointer was allocated in (nil: the fallback)
 	// stage, for a size outside the plan's rule: buffers at the next size
 	// the rule admits, which the plan runs on; Run copies the pieces in
 	// and out around each rank's kernel (stage.go).
@@ -45,16 +46,20 @@ func (e *Executor) alloc(size int64) (*Buffers, error) {
 	}
 	n := len(e.p.GPUs)
 	b := &Buffers{Size: size, In: make([]cuda.DevicePtr, n), Out: make([]cuda.DevicePtr, n), InBytes: in, OutBytes: out}
-	alloc := func(k int64) (cuda.DevicePtr, error) {
-		p, err := cuda.Malloc(k)
-		if err != nil {
-			return 0, err
-		}
-		b.owned = append(b.owned, p)
-		// Zeroed, as the CPU executor's buffers start.
-		return p, cuda.Memset8(p, 0, k)
+	var rs *rankRes
+	alloc := func(k int64) (p cuda.DevicePtr, err error) {
+		err = rs.do(func() error {
+			if p, err = cuda.Malloc(k); err != nil {
+				return err
+			}
+			b.owned, b.ownedCtx = append(b.owned, p), append(b.ownedCtx, rs.ctx)
+			// Zeroed, as the CPU executor's buffers start.
+			return cuda.Memset8(p, 0, k)
+		})
+		return p, err
 	}
 	for r := 0; r < n; r++ {
+		rs = e.ranks[r]
 		switch {
 		case !e.p.InPlace:
 			if b.In[r], err = alloc(in); err == nil {
@@ -103,10 +108,10 @@ func (e *Executor) Wrap(size int64, in, out []cuda.DevicePtr) (*Buffers, error) 
 // Free releases buffers that Alloc made.
 func (b *Buffers) Free() error {
 	var first firstErr
-	for _, p := range b.owned {
-		first.keep(cuda.Free(p))
+	for i, p := range b.owned {
+		first.keep(freeOn(b.ownedCtx[i], p))
 	}
-	b.owned = nil
+	b.owned, b.ownedCtx = nil, nil
 	if b.stage != nil {
 		first.keep(b.stage.Free())
 		b.stage = nil
@@ -142,8 +147,10 @@ type binding struct {
 	pins    int              // captured graphs that point at this binding's memory
 	sg      *Graph           // the fan-out as a graph, for Run on a caller's stream (runstream.go)
 	fn      *fnEntry
+	rfn     []*fnEntry       // per rank: fn, or its device's copy with Options.Devices
 	args    []cuda.DevicePtr // per rank: Args struct
-	mem     []cuda.DevicePtr // per rank: scratch + tables + args, one allocation
+	mem     []cuda.DevicePtr // per rank: scratch, then per rank: tables + args
+	memCtx  []*cuda.Context  // the context each of mem was allocated in (nil: the fallback)
 	smem    uint32
 	threads uint32
 }
@@ -152,12 +159,12 @@ func (b *binding) free() error {
 	var first firstErr
 	first.keep(b.sg.Destroy())
 	b.sg = nil
-	for _, p := range b.mem {
+	for i, p := range b.mem {
 		if p != 0 {
-			first.keep(cuda.Free(p))
+			first.keep(freeOn(b.memCtx[i], p))
 		}
 	}
-	b.mem = nil
+	b.mem, b.memCtx = nil, nil
 	return first.err
 }
 
@@ -199,10 +206,11 @@ func (e *Executor) bind(c *Call) (*binding, error) {
 	if err := checkReduce(c.Reduce, c.DType); err != nil {
 		return nil, err
 	}
-	fn, err := e.function(c.DType, ll)
+	rfn, err := e.rankFunctions(c.DType, ll)
 	if err != nil {
 		return nil, err
 	}
+	fn := rfn[0]
 	n := len(e.p.GPUs)
 	lays := make([]*ir.Layout, n)
 	bufs := make([]bufSet, n)
@@ -235,21 +243,24 @@ func (e *Executor) bind(c *Call) (*binding, error) {
 	for r := range bufs {
 		bufs[r].scratchN = scratchN
 	}
-	b := &binding{fn: fn, args: make([]cuda.DevicePtr, n), mem: make([]cuda.DevicePtr, n), threads: uint32(e.p.NumThreadsPerBlock)}
+	b := &binding{fn: fn, rfn: rfn, args: make([]cuda.DevicePtr, n), mem: make([]cuda.DevicePtr, n), memCtx: make([]*cuda.Context, n),
+		threads: uint32(e.p.NumThreadsPerBlock)}
 	// Scratch first (its address goes into the tables), then tables.
 	for r := 0; r < n; r++ {
-		sz := scratchN
-		p, err := cuda.Malloc(sz)
+		rs := e.ranks[r]
+		err := rs.do(func() error {
+			p, err := cuda.Malloc(scratchN)
+			if err != nil {
+				return err
+			}
+			b.mem[r], b.memCtx[r] = p, rs.ctx // scratch; tables get their own allocation below
+			bufs[r].scratch = uint64(p)
+			return cuda.Memset8(p, 0, scratchN)
+		})
 		if err != nil {
 			b.free()
 			return nil, err
 		}
-		b.mem[r] = p // scratch; tables get their own allocation below
-		if err := cuda.Memset8(p, 0, sz); err != nil {
-			b.free()
-			return nil, err
-		}
-		bufs[r].scratch = uint64(p)
 	}
 	for r := 0; r < n; r++ {
 		tb := &tableBuilder{p: e.p, rank: r, lay: lays[r], bufs: bufs, reduce: c.Reduce}
@@ -264,13 +275,13 @@ func (e *Executor) bind(c *Call) (*binding, error) {
 			return nil, err
 		}
 		b.smem = max(b.smem, smem)
-		dev, err := cuda.Malloc(int64(len(blob)))
-		if err != nil {
+		rs := e.ranks[r]
+		var dev cuda.DevicePtr
+		if err := rs.do(func() (err error) { dev, err = cuda.Malloc(int64(len(blob))); return err }); err != nil {
 			b.free()
 			return nil, err
 		}
-		b.mem = append(b.mem, dev)
-		rs := e.ranks[r]
+		b.mem, b.memCtx = append(b.mem, dev), append(b.memCtx, rs.ctx)
 		a := kernels.Args{
 			Tables: uint64(dev), TableOff: uint64(dev) + uint64(offsAt),
 			Mem: uint64(rs.memChans), Port: uint64(rs.portChan), Sems: uint64(rs.sems), Barriers: uint64(rs.barriers),
@@ -285,20 +296,23 @@ func (e *Executor) bind(c *Call) (*binding, error) {
 		}
 		fifoArgs(&a, rs, e.opt.FifoEntries)
 		copy(blob[argsAt:], a.Encode())
-		if err := cuda.MemcpyHtoD(dev, blob); err != nil {
+		if err := rs.do(func() error { return cuda.MemcpyHtoD(dev, blob) }); err != nil {
 			b.free()
 			return nil, err
 		}
 		b.args[r] = dev + cuda.DevicePtr(argsAt)
 	}
-	if int(b.smem) > fn.smem {
-		if err := fn.fn.SetMaxDynamicSharedMemory(int(b.smem)); err != nil {
+	for r, f := range b.rfn {
+		if int(b.smem) <= f.smem {
+			continue
+		}
+		if err := e.ranks[r].do(func() error { return f.fn.SetMaxDynamicSharedMemory(int(b.smem)) }); err != nil {
 			b.free()
 			return nil, fmt.Errorf("op table of %d bytes does not fit in shared memory: %w", b.smem, err)
 		}
-		fn.smem = int(b.smem)
+		f.smem = int(b.smem)
 	}
-	if err := e.checkResident(fn, b); err != nil {
+	if err := e.checkResident(b); err != nil {
 		b.free()
 		return nil, err
 	}
@@ -350,7 +364,8 @@ func putU32(b []byte, v uint32) {
 // bindings; a captured graph stays valid while its binding is among them.
 func (e *Executor) Prepare(c Call) error {
 	b, err := e.bind(&c)
-	if err != nil || c.Stream == nil || b.sg != nil || (c.Buffers != nil && c.Buffers.stage != nil) {
+	// Ranks on several devices fan out without a graph (onStream).
+	if err != nil || c.Stream == nil || b.sg != nil || (c.Buffers != nil && c.Buffers.stage != nil) || e.spread() {
 		return err
 	}
 	// Run on a caller's stream launches the fan-out as a graph
@@ -363,7 +378,7 @@ func (e *Executor) Prepare(c Call) error {
 // kernel on the rank's stream.
 func (e *Executor) launches(b *binding) func(r int, rs *rankRes) error {
 	return func(r int, rs *rankRes) error {
-		if err := b.fn.fn.LaunchPtr([3]uint32{uint32(rs.nblocks), 1, 1}, [3]uint32{b.threads, 1, 1}, b.smem, rs.stream, uint64(b.args[r])); err != nil {
+		if err := b.rfn[r].fn.LaunchPtr([3]uint32{uint32(rs.nblocks), 1, 1}, [3]uint32{b.threads, 1, 1}, b.smem, rs.stream, uint64(b.args[r])); err != nil {
 			return fmt.Errorf("launching rank %d: %w", r, err)
 		}
 		return nil
@@ -435,22 +450,32 @@ func (e *Executor) fanOut(s *cuda.Stream, work func(r int, rs *rankRes) error) e
 		}
 	}
 	for r, rs := range e.ranks {
-		if s != nil {
-			if err := rs.stream.WaitEvent(e.fork); err != nil {
-				return err
-			}
-		}
-		if err := work(r, rs); err != nil {
+		if err := rs.do(func() error { return e.rankWork(s, r, rs, work) }); err != nil {
 			return err
 		}
 		if s != nil {
-			if err := rs.done.Record(rs.stream); err != nil {
-				return err
-			}
+			// The caller's stream may wait on another device's event.
 			if err := s.WaitEvent(rs.done); err != nil {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// rankWork is fanOut's part on rank r's stream, in the rank's context:
+// wait for the fork on s, the work, record the rank's done event.
+func (e *Executor) rankWork(s *cuda.Stream, r int, rs *rankRes, work func(r int, rs *rankRes) error) error {
+	if s != nil {
+		if err := rs.stream.WaitEvent(e.fork); err != nil {
+			return err
+		}
+	}
+	if err := work(r, rs); err != nil {
+		return err
+	}
+	if s != nil {
+		return rs.done.Record(rs.stream)
 	}
 	return nil
 }

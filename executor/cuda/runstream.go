@@ -46,6 +46,14 @@ func (e *Executor) onStream(s *cuda.Stream, sg **Graph, work func(r int, rs *ran
 		return err
 	}
 	if st != cuda.CaptureNone {
+		if e.spread() {
+			return spreadRefusal("Run inside a CUDA graph capture", e.devs.of)
+		}
+		return e.fanOut(s, work)
+	}
+	if e.spread() {
+		// No graph of the fan-out: its capture would span the devices'
+		// contexts (devices.go); the events order it as they did before.
 		return e.fanOut(s, work)
 	}
 	if *sg == nil {
@@ -128,7 +136,7 @@ func (e *Executor) syncRanks() error {
 	var first firstErr
 	for _, rs := range e.ranks {
 		if rs != nil && rs.stream != nil {
-			first.keep(rs.stream.Synchronize())
+			first.keep(rs.do(rs.stream.Synchronize))
 		}
 	}
 	if e.graphDone != nil {

@@ -40,3 +40,17 @@ func (rs *rankRes) free(keep func(error)) {
 		keep(cuda.Free(rs.static))
 	}
 }
+
+// doIn runs f in ctx, or directly (in the fallback context, the default
+// path's) when ctx is nil: how the executor reaches a rank's device.
+func doIn(ctx *cuda.Context, f func() error) error {
+	if ctx == nil {
+		return f()
+	}
+	return ctx.Do(f)
+}
+
+// freeOn frees p in ctx, the context it was allocated in.
+func freeOn(ctx *cuda.Context, p cuda.DevicePtr) error {
+	return doIn(ctx, func() error { return cuda.Free(p) })
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -194,6 +195,7 @@ func TestBadInput(t *testing.T) {
 		{"nil exec Launch", func() error { return (*GraphExec)(nil).Launch(nil) }},
 		{"nil context SetCurrent", func() error { return nilCtx.SetCurrent() }},
 		{"nil context EnablePeerAccess", func() error { return nilCtx.EnablePeerAccess(nil) }},
+		{"nil context Do", func() error { return nilCtx.Do(func() error { return nil }) }},
 		{"nil HostMem Free", func() error { return (*HostMem)(nil).Free() }},
 		{"unaligned WriteValue64", func() error { return nilStream.WriteValue64(3, 1) }},
 		{"device out of range", func() error { _, err := Device(1 << 20).Name(); return err }},
@@ -439,6 +441,55 @@ func TestFallbackContext(t *testing.T) {
 			return
 		}
 		errc <- nil
+	}()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestContextDo: Do makes its context current for f alone, on a thread
+// that had none, and puts back what was there (nothing) afterwards, also
+// when f fails or Do nests; calls inside it work.
+func TestContextDo(t *testing.T) {
+	setup(t)
+	ctx, err := Device(0).PrimaryContext()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		errc <- func() error {
+			if err := detachCurrent(); err != nil {
+				return err
+			}
+			inside := func() error {
+				cur, err := currentContext()
+				if err != nil {
+					return err
+				}
+				if cur != uintptr(ctx.h) {
+					return fmt.Errorf("inside Do the current context is %#x, want %#x", cur, uintptr(ctx.h))
+				}
+				p, err := Malloc(64)
+				if err != nil {
+					return err
+				}
+				return Free(p)
+			}
+			if err := ctx.Do(func() error { return errors.Join(inside(), ctx.Do(inside)) }); err != nil {
+				return err
+			}
+			failed := errors.New("f failed")
+			if err := ctx.Do(func() error { return failed }); err != failed {
+				return fmt.Errorf("Do returned %v, want f's error", err)
+			}
+			if cur, err := currentContext(); err != nil || cur != 0 {
+				return fmt.Errorf("after Do the current context is %#x (%v), want none", cur, err)
+			}
+			return nil
+		}()
 	}()
 	if err := <-errc; err != nil {
 		t.Fatal(err)

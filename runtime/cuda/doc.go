@@ -21,5 +21,9 @@
 // retained): any call made on a thread with no current context first makes
 // the fallback current, inside the same cgo call, so it cannot migrate in
 // between. Streams, events, modules and graphs belong to the context that
-// was current when they were created.
+// was current when they were created. Context.Do(f) is the explicit form
+// for several devices: it locks the OS thread, makes the context current
+// (not the fallback), runs f and puts back whatever was current before;
+// executor/cuda runs every driver call of a rank placed on a device
+// (Options.Devices) inside it.
 package cuda

@@ -10,6 +10,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"unsafe"
 )
@@ -371,4 +372,45 @@ func detachCurrent() error {
 		return err
 	}
 	return check("cuCtxSetCurrent", C.mc_cuCtxSetCurrent(0))
+}
+
+// Do runs f with c current on the calling goroutine's OS thread, locked
+// for the duration, and then puts back whatever was current there before
+// (no context at all included, so that later calls on that thread find
+// the fallback again). c does not become the fallback context. This is
+// how one goroutine drives ranks on several devices: every driver call
+// that makes or uses a device's streams, events, memory, modules or
+// launches runs inside that device's Do, because a goroutine may move to
+// another thread between two calls, and a call made outside any Do would
+// go to the fallback context, which belongs to one device only.
+func (c *Context) Do(f func() error) error {
+	if c == nil || c.h == 0 {
+		return errors.New("cuda: Do on a nil or released context")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var prev C.uintptr_t
+	if err := check("cuCtxGetCurrent", C.mc_cuCtxGetCurrent(&prev)); err != nil {
+		return err
+	}
+	if prev != c.h {
+		if err := check("cuCtxSetCurrent", C.mc_cuCtxSetCurrent(c.h)); err != nil {
+			return err
+		}
+		// Restored even when f fails or panics: the thread goes back to
+		// the pool with the context it came with.
+		defer C.mc_cuCtxSetCurrent(prev)
+	}
+	return f()
+}
+
+// currentContext is the calling OS thread's current context handle, 0 for
+// none; tests use it to see what Do leaves behind.
+func currentContext() (uintptr, error) {
+	if err := Init(); err != nil {
+		return 0, err
+	}
+	var h C.uintptr_t
+	err := check("cuCtxGetCurrent", C.mc_cuCtxGetCurrent(&h))
+	return uintptr(h), err
 }
