@@ -187,6 +187,18 @@ func FormatPeers(links []PeerLink) string {
 	return strings.Join(parts, "; ")
 }
 
+// hasPort reports whether any rank of p has a port channel.
+func hasPort(p *ir.Plan) bool {
+	for _, g := range p.GPUs {
+		for _, c := range g.Channels {
+			if c.Type == ir.ChanPort && len(c.ConnectedTo) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // spreadRefusal is the error for a feature kept to one device.
 func spreadRefusal(what string, devs []int) error {
 	return diag.Errorc(diag.CodeUnsupported, "cudaexec: %s with ranks on several devices (%v) is not supported; place every rank on one device", what, devs)
@@ -223,7 +235,9 @@ func (e *Executor) place(devs []int) error {
 	e.devs = d
 	if d.spread {
 		switch {
-		case e.opt.PortCopy == PortCopyProxy:
+		case e.opt.PortCopy == PortCopyProxy && hasPort(e.p):
+			// MSCCL_PORT_COPY=proxy means nothing to a plan without port
+			// channels: no proxy starts, nothing to refuse.
 			return spreadRefusal("the port proxy (PortCopyProxy)", devs)
 		case e.opt.Trace > 0:
 			return spreadRefusal("Trace", devs)

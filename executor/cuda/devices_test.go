@@ -171,6 +171,9 @@ func TestSpreadRefusals(t *testing.T) {
 	if got := spread.Devices(); !slices.Equal(got, []int{0, 0, 1, 1}) {
 		t.Errorf("Devices() = %v", got)
 	}
+	if !hasPort(pairsPlan()) || hasPort(rppktFanOutPlan(ir.ChanMemory)) || !hasPort(rppktFanOutPlan(ir.ChanPort)) {
+		t.Error("hasPort wrong")
+	}
 	if (&Executor{}).Devices() != nil || (&Executor{}).PeerAccess() != nil {
 		t.Error("the default path reports a placement")
 	}
