@@ -157,23 +157,7 @@ func (p *descent) parseFile() (*File, *syntaxError) {
 }
 
 // stmts = stmt*: statements until one does not start (or is backed out).
-func (p *descent) stmts() ([]*Stmt, *syntaxError) {
-	var ss []*Stmt
-	for {
-		start := p.i
-		s, err := p.stmt()
-		if err != nil {
-			if err = p.backOut(start, err); err != nil {
-				return nil, err
-			}
-			return ss, nil
-		}
-		if s == nil {
-			return ss, nil
-		}
-		ss = append(ss, s)
-	}
-}
+func (p *descent) stmts() ([]*Stmt, *syntaxError) { return many(p, p.stmt) }
 
 // body = "{" stmt* "}"
 func (p *descent) body() ([]*Stmt, *syntaxError) {
@@ -277,28 +261,8 @@ func (p *descent) binding(kw string) (string, *Expr, *syntaxError) {
 
 // collective = "collective" Ident attr*
 func (p *descent) collective() (*CollectiveStmt, *syntaxError) {
-	c := &CollectiveStmt{Pos: p.pos(p.peek())}
-	p.i++
-	var err *syntaxError
-	if c.Kind, err = p.kind(tIdent, "a collective kind"); err != nil {
-		return nil, err
-	}
-	for {
-		start := p.i
-		a, err := p.collectiveAttr()
-		if err != nil {
-			if err = p.backOut(start, err); err != nil {
-				return nil, err
-			}
-			break
-		}
-		if a == nil {
-			break
-		}
-		c.Attrs = append(c.Attrs, a)
-	}
-	c.EndPos = p.last()
-	return c, nil
+	c := &CollectiveStmt{}
+	return node(p, c, &c.Pos, &c.EndPos, "collective", ident{&c.Kind, "a collective kind"}, &c.Attrs)
 }
 
 // attr = "inplace" | "chunks" expr | "root" expr | "peers" peerMap
@@ -349,15 +313,10 @@ func (p *descent) peerMap() (*PeerMap, *syntaxError) {
 		}
 		m.Expr, first = nil, err
 	}
-	if p.accept("[") {
-		list, err := p.exprList()
-		if err == nil {
-			err = p.expect("]")
-		}
-		if err != nil {
+	if p.is("[") {
+		if err := p.seq("[", &m.List, "]"); err != nil {
 			return nil, err
 		}
-		m.List = list
 		m.EndPos = p.last()
 		return m, nil
 	}
@@ -369,50 +328,18 @@ func (p *descent) peerMap() (*PeerMap, *syntaxError) {
 
 // for = "for" Ident "in" expr ".." expr ("step" expr)? body
 func (p *descent) forStmt() (*ForStmt, *syntaxError) {
-	f := &ForStmt{Pos: p.pos(p.peek())}
-	p.i++
-	var err *syntaxError
-	if f.Var, err = p.kind(tIdent, "a name"); err != nil {
-		return nil, err
-	}
-	if err = p.expect("in"); err != nil {
-		return nil, err
-	}
-	if f.From, err = p.needExpr(); err != nil {
-		return nil, err
-	}
-	if err = p.expect(".."); err != nil {
-		return nil, err
-	}
-	if f.To, err = p.needExpr(); err != nil {
-		return nil, err
-	}
-	if start := p.i; p.accept("step") {
-		if f.Step, err = p.needExpr(); err != nil {
-			if err = p.backOut(start, err); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if f.Body, err = p.body(); err != nil {
-		return nil, err
-	}
-	f.EndPos = p.last()
-	return f, nil
+	f := &ForStmt{}
+	return node(p, f, &f.Pos, &f.EndPos, "for", ident{&f.Var, "a name"}, "in", &f.From, "..", &f.To, opt{"step", &f.Step}, &f.Body)
 }
 
 // if = "if" expr body ("else" (if | body))?
 func (p *descent) ifStmt() (*IfStmt, *syntaxError) {
 	s := &IfStmt{Pos: p.pos(p.peek())}
-	p.i++
-	var err *syntaxError
-	if s.Cond, err = p.needExpr(); err != nil {
-		return nil, err
-	}
-	if s.Then, err = p.body(); err != nil {
+	if err := p.seq("if", &s.Cond, &s.Then); err != nil {
 		return nil, err
 	}
 	if start := p.i; p.accept("else") {
+		var err *syntaxError
 		if p.is("if") {
 			s.ElseIf, err = p.ifStmt()
 		} else if p.is("{") {
@@ -433,64 +360,20 @@ func (p *descent) ifStmt() (*IfStmt, *syntaxError) {
 
 // on = "on" "rank" "(" expr ")" "tb" expr body
 func (p *descent) onStmt() (*OnStmt, *syntaxError) {
-	s := &OnStmt{Pos: p.pos(p.peek())}
-	p.i++
-	var err *syntaxError
-	if err = p.expect("rank"); err != nil {
-		return nil, err
-	}
-	if err = p.expect("("); err != nil {
-		return nil, err
-	}
-	if s.Rank, err = p.needExpr(); err != nil {
-		return nil, err
-	}
-	if err = p.expect(")"); err != nil {
-		return nil, err
-	}
-	if err = p.expect("tb"); err != nil {
-		return nil, err
-	}
-	if s.TB, err = p.needExpr(); err != nil {
-		return nil, err
-	}
-	if s.Body, err = p.body(); err != nil {
-		return nil, err
-	}
-	s.EndPos = p.last()
-	return s, nil
+	o := &OnStmt{}
+	return node(p, o, &o.Pos, &o.EndPos, "on", "rank", "(", &o.Rank, ")", "tb", &o.TB, &o.Body)
 }
 
 // pipeline = "pipeline" "unit" expr "chunks" expr body
 func (p *descent) pipeline() (*PipelineStmt, *syntaxError) {
-	s := &PipelineStmt{Pos: p.pos(p.peek())}
-	p.i++
-	var err *syntaxError
-	if err = p.expect("unit"); err != nil {
-		return nil, err
-	}
-	if s.Unit, err = p.needExpr(); err != nil {
-		return nil, err
-	}
-	if err = p.expect("chunks"); err != nil {
-		return nil, err
-	}
-	if s.Chunks, err = p.needExpr(); err != nil {
-		return nil, err
-	}
-	if s.Body, err = p.body(); err != nil {
-		return nil, err
-	}
-	s.EndPos = p.last()
-	return s, nil
+	s := &PipelineStmt{}
+	return node(p, s, &s.Pos, &s.EndPos, "pipeline", "unit", &s.Unit, "chunks", &s.Chunks, &s.Body)
 }
 
 // require = "require" expr ("," String)?
 func (p *descent) require() (*RequireStmt, *syntaxError) {
 	s := &RequireStmt{Pos: p.pos(p.peek())}
-	p.i++
-	var err *syntaxError
-	if s.Cond, err = p.needExpr(); err != nil {
+	if err := p.seq("require", &s.Cond); err != nil {
 		return nil, err
 	}
 	if start := p.i; p.accept(",") {
@@ -534,19 +417,8 @@ func (p *descent) op() (*OpStmt, *syntaxError) {
 			o.Arrow = true
 		}
 	}
-	for {
-		start := p.i
-		c, err := p.clause()
-		if err != nil {
-			if err = p.backOut(start, err); err != nil {
-				return nil, err
-			}
-			break
-		}
-		if c == nil {
-			break
-		}
-		o.Clauses = append(o.Clauses, c)
+	if o.Clauses, err = many(p, p.clause); err != nil {
+		return nil, err
 	}
 	o.EndPos = p.last()
 	return o, nil

@@ -1,56 +1,18 @@
 package dsl
 
 // The expression, buffer-reference and clause rules of the parser
-// (descent.go has the statements and the rules every rule follows).
+// (descent.go has the statements and the rules every rule follows,
+// descent_parts.go the parts rules are made of).
 
-// exprList = expr ("," expr)*, the comma-separated part backed out as a
-// repetition.
-func (p *descent) exprList() ([]*Expr, *syntaxError) {
-	e, err := p.needExpr()
-	if err != nil {
-		return nil, err
-	}
-	list := []*Expr{e}
-	for {
-		start := p.i
-		if !p.accept(",") {
-			return list, nil
-		}
-		e, err := p.needExpr()
-		if err != nil {
-			if err = p.backOut(start, err); err != nil {
-				return nil, err
-			}
-			return list, nil
-		}
-		list = append(list, e)
-	}
-}
+// exprList = expr ("," expr)*.
+func (p *descent) exprList() ([]*Expr, *syntaxError) { return commaList(p, p.needExpr, p.needExpr) }
 
 // refList = ref ("," ref)*; nil when no ref starts here.
-func (p *descent) refList() ([]*Ref, *syntaxError) {
-	r, err := p.ref()
-	if r == nil || err != nil {
-		return nil, err
-	}
-	list := []*Ref{r}
-	for {
-		start := p.i
-		if !p.accept(",") {
-			return list, nil
-		}
-		r, err := p.ref()
-		if err == nil && r == nil {
-			err = p.fail("a buffer reference rank(...).BUFFER[...]")
-		}
-		if err != nil {
-			if err = p.backOut(start, err); err != nil {
-				return nil, err
-			}
-			return list, nil
-		}
-		list = append(list, r)
-	}
+func (p *descent) refList() ([]*Ref, *syntaxError) { return commaList(p, p.ref, p.needRef) }
+
+// needRef parses a buffer reference that must be there.
+func (p *descent) needRef() (*Ref, *syntaxError) {
+	return need(p, p.ref, "a buffer reference rank(...).BUFFER[...]")
 }
 
 // ref = "rank" "(" expr ")" "." Ident "[" expr (":" expr)? "]"
@@ -58,42 +20,8 @@ func (p *descent) ref() (*Ref, *syntaxError) {
 	if !p.is("rank") {
 		return nil, nil
 	}
-	r := &Ref{Pos: p.pos(p.peek())}
-	p.i++
-	var err *syntaxError
-	if err = p.expect("("); err != nil {
-		return nil, err
-	}
-	if r.Rank, err = p.needExpr(); err != nil {
-		return nil, err
-	}
-	if err = p.expect(")"); err != nil {
-		return nil, err
-	}
-	if err = p.expect("."); err != nil {
-		return nil, err
-	}
-	if r.Buffer, err = p.kind(tIdent, "a buffer name"); err != nil {
-		return nil, err
-	}
-	if err = p.expect("["); err != nil {
-		return nil, err
-	}
-	if r.Lo, err = p.needExpr(); err != nil {
-		return nil, err
-	}
-	if start := p.i; p.accept(":") {
-		if r.Hi, err = p.needExpr(); err != nil {
-			if err = p.backOut(start, err); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if err = p.expect("]"); err != nil {
-		return nil, err
-	}
-	r.EndPos = p.last()
-	return r, nil
+	r := &Ref{}
+	return node(p, r, &r.Pos, &r.EndPos, "rank", "(", &r.Rank, ")", ".", ident{&r.Buffer, "a buffer name"}, "[", &r.Lo, opt{":", &r.Hi}, "]")
 }
 
 var clauseKeys = map[string]bool{"tb": true, "via": true, "to": true, "op": true, "sem": true, "tbg": true, "id": true, "count": true}
@@ -104,44 +32,15 @@ func (p *descent) clause() (*Clause, *syntaxError) {
 	if t.kind == tEOF || !clauseKeys[p.val(t)] {
 		return nil, nil
 	}
-	c := &Clause{Pos: p.pos(t), Key: p.val(t)}
-	p.i++
-	a, err := p.arg()
-	if err != nil {
-		return nil, err
-	}
-	c.Args = []*Arg{a}
-	for {
-		start := p.i
-		if !p.accept(",") {
-			break
-		}
-		a, err := p.arg()
-		if err != nil {
-			if err = p.backOut(start, err); err != nil {
-				return nil, err
-			}
-			break
-		}
-		c.Args = append(c.Args, a)
-	}
-	c.EndPos = p.last()
-	return c, nil
+	c := &Clause{Key: p.val(t)}
+	return node(p, c, &c.Pos, &c.EndPos, c.Key, &c.Args)
 }
 
 // arg = expr ("@" expr)?
 func (p *descent) arg() (*Arg, *syntaxError) {
 	a := &Arg{Pos: p.pos(p.peek())}
-	var err *syntaxError
-	if a.Value, err = p.needExpr(); err != nil {
+	if err := p.seq(&a.Value, opt{"@", &a.At}); err != nil {
 		return nil, err
-	}
-	if start := p.i; p.accept("@") {
-		if a.At, err = p.needExpr(); err != nil {
-			if err = p.backOut(start, err); err != nil {
-				return nil, err
-			}
-		}
 	}
 	return a, nil
 }
@@ -151,13 +50,7 @@ var binOps = map[string]bool{"||": true, "&&": true, "==": true, "!=": true, "<=
 	"<": true, ">": true, "+": true, "-": true, "^": true, "**": true, "*": true, "/": true, "%": true}
 
 // needExpr parses an expression that must be there.
-func (p *descent) needExpr() (*Expr, *syntaxError) {
-	e, err := p.expr()
-	if err == nil && e == nil {
-		err = p.fail("an expression")
-	}
-	return e, err
-}
+func (p *descent) needExpr() (*Expr, *syntaxError) { return need(p, p.expr, "an expression") }
 
 // expr = unary (binop unary)*; nil when no expression starts here.
 func (p *descent) expr() (*Expr, *syntaxError) {
@@ -173,10 +66,7 @@ func (p *descent) expr() (*Expr, *syntaxError) {
 		}
 		start := p.i
 		p.i++
-		u, err := p.unary()
-		if err == nil && u == nil {
-			err = p.fail("an operand")
-		}
+		u, err := need(p, p.unary, "an operand")
 		if err != nil {
 			if err = p.backOut(start, err); err != nil {
 				return nil, err
@@ -195,10 +85,7 @@ func (p *descent) unary() (*Unary, *syntaxError) {
 	if p.is("-") || p.is("!") {
 		u.Op = p.val(p.peek())
 		p.i++
-		prim, err := p.primary()
-		if err == nil && prim == nil {
-			err = p.fail("an operand")
-		}
+		prim, err := need(p, p.primary, "an operand")
 		if err != nil {
 			return nil, err
 		}
@@ -249,15 +136,9 @@ func (p *descent) primary() (*Primary, *syntaxError) {
 		if err := p.nest(); err != nil {
 			return nil, err
 		}
-		p.i++
-		e, err := p.needExpr()
-		if err == nil {
-			err = p.expect(")")
-		}
-		if err != nil {
+		if err := p.seq("(", &pr.Paren, ")"); err != nil {
 			return nil, err
 		}
-		pr.Paren = e
 	}
 	pr.EndPos = p.last()
 	return pr, nil
@@ -288,24 +169,4 @@ func (p *descent) call() (*Call, *syntaxError) {
 }
 
 // callArgs = expr ("," expr)*; an empty list when no expression starts.
-func (p *descent) callArgs() ([]*Expr, *syntaxError) {
-	e, err := p.expr()
-	if e == nil || err != nil {
-		return nil, err
-	}
-	args := []*Expr{e}
-	for {
-		start := p.i
-		if !p.accept(",") {
-			return args, nil
-		}
-		e, err := p.needExpr()
-		if err != nil {
-			if err = p.backOut(start, err); err != nil {
-				return nil, err
-			}
-			return args, nil
-		}
-		args = append(args, e)
-	}
-}
+func (p *descent) callArgs() ([]*Expr, *syntaxError) { return commaList(p, p.expr, p.needExpr) }
