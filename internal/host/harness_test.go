@@ -65,6 +65,21 @@ func execRanks(t testing.TB, n int, timeout time.Duration, nodeOf func(int) stri
 	})
 }
 
+// admittedSize is the smallest message size p admits from from bytes on:
+// the tests run each plan at a size its rule serves.
+func admittedSize(t *testing.T, p *ir.Plan, from int64) int64 {
+	t.Helper()
+	rule, err := p.SizeRule()
+	if err != nil {
+		t.Fatal(err)
+	}
+	size, ok := rule.Next(from)
+	if !ok {
+		t.Fatalf("no admitted size from %d bytes (%s)", from, rule)
+	}
+	return size
+}
+
 // onNode0 puts every rank on one node.
 func onNode0(int) string { return "node0" }
 
@@ -147,15 +162,7 @@ func TestLibraryAll(t *testing.T) {
 				if ds.HasErrors() {
 					t.Skipf("does not compile at %d ranks", n)
 				}
-				rule, err := p.SizeRule()
-				if err != nil {
-					t.Fatal(err)
-				}
-				size, ok := rule.Next(5000)
-				if !ok {
-					t.Fatal("no size")
-				}
-				runChecked(t, p, size, cpu.I32, ir.ReduceMax, 3)
+				runChecked(t, p, admittedSize(t, p, 5000), cpu.I32, ir.ReduceMax, 3)
 			})
 		}
 	}
@@ -173,14 +180,7 @@ func TestPeerPlans(t *testing.T) {
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			p := loadPlan(t, f)
-			rule, err := p.SizeRule()
-			if err != nil {
-				t.Fatal(err)
-			}
-			size, ok := rule.Next(16 << 10)
-			if !ok {
-				t.Fatal("no admitted size")
-			}
+			size := admittedSize(t, p, 16<<10)
 			rep, err := cpu.Run(p, cpu.Options{Size: size, DType: cpu.F32, Launches: 2})
 			if err != nil || !rep.OK() {
 				t.Skipf("the CPU executor does not pass it at %d bytes: %v %v", size, err, rep)

@@ -47,15 +47,7 @@ func TestAcrossNodes(t *testing.T) {
 					t.Fatal(ds.String())
 				}
 			}
-			rule, err := p.SizeRule()
-			if err != nil {
-				t.Fatal(err)
-			}
-			size, ok := rule.Next(40000)
-			if !ok {
-				t.Fatal("no admitted size")
-			}
-			runCheckedOn(t, p, size, c.dt, c.red, 3, func(r int) string { return fmt.Sprintf("node%d", r/c.perNode) })
+			runCheckedOn(t, p, admittedSize(t, p, 40000), c.dt, c.red, 3, func(r int) string { return fmt.Sprintf("node%d", r/c.perNode) })
 		})
 	}
 }
