@@ -5,7 +5,7 @@ import json
 import os
 import weakref
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import Any, List, Optional
 
 from . import _lib
 from .errors import CompileError, Diagnostic, InvalidArgument, NotCorrect, PlanError, SelectError
@@ -91,6 +91,13 @@ def _release(handle):
         l.msccl_release(handle, None)
 
 
+def _fact(key: str, doc: Optional[str] = None) -> Any:
+    """A read-only Plan attribute: the plan's fact key (one property for
+    every fact rather than a getter each; Any, so that the attribute's own
+    annotation is the type checkers' word)."""
+    return property(lambda self: self._info[key], doc=doc)
+
+
 class Plan:
     """An execution plan (MSCCL++ v0.8+ JSON schema), held by libmsccl.
 
@@ -109,36 +116,15 @@ class Plan:
         sr = self._info.get("size_rule")
         self.size_rule: Optional[SizeRule] = SizeRule(**sr) if sr else None
 
-    # Plan facts (from the plan itself).
-    @property
-    def name(self) -> str:
-        return self._info["name"]
-
-    @property
-    def collective(self) -> str:
-        return self._info["collective"]
-
-    @property
-    def protocol(self) -> str:
-        return self._info["protocol"]
-
-    @property
-    def ranks(self) -> int:
-        return self._info["ranks"]
-
-    @property
-    def inplace(self) -> bool:
-        return self._info["inplace"]
-
-    @property
-    def root(self) -> int:
-        return self._info["root"]
-
-    @property
-    def from_source(self) -> bool:
-        """True when compiled here from a program: findings then name DSL
-        positions, not only plan paths."""
-        return self._info["from_source"]
+    # Plan facts (from the plan itself, read once by msccl_plan_info).
+    name: str = _fact("name")
+    collective: str = _fact("collective")
+    protocol: str = _fact("protocol")
+    ranks: int = _fact("ranks")
+    inplace: bool = _fact("inplace")
+    root: int = _fact("root")
+    from_source: bool = _fact("from_source", """True when compiled here from a program: findings then name DSL
+        positions, not only plan paths.""")
 
     def _live(self):
         if not self._finalizer.alive:
