@@ -246,7 +246,6 @@ func (e *Executor) Ranks() int { return len(e.p.GPUs) }
 func (e *Executor) setupRanks() error {
 	n := len(e.p.GPUs)
 	e.ranks = make([]*rankRes, n)
-	hasPort := false
 	for r := range e.p.GPUs {
 		g := &e.p.GPUs[r]
 		rs := &rankRes{nblocks: len(g.ThreadBlocks)}
@@ -258,9 +257,6 @@ func (e *Executor) setupRanks() error {
 			}
 		}
 		rs.nchan = [2]int{len(rs.peers[0]), len(rs.peers[1])}
-		if rs.nchan[1] > 0 {
-			hasPort = true
-		}
 		if rs.nblocks == 0 {
 			return fmt.Errorf("gpus[%d] has no thread blocks", r)
 		}
@@ -329,7 +325,7 @@ func (e *Executor) setupRanks() error {
 			}
 		}
 	}
-	if hasPort && e.opt.PortCopy == PortCopyProxy {
+	if hasPort(e.p) && e.opt.PortCopy == PortCopyProxy {
 		pr, err := startProxy(e, remotePort)
 		if err != nil {
 			return err
