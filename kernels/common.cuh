@@ -16,54 +16,37 @@ typedef long long i64;
 // ---- memory ordering (PTX memory model, system scope: peers may be other
 // GPUs or the host proxy) ----
 
-DEV u64 ld_acquire_sys(const u64* p) {
-  u64 v;
-  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-DEV u64 ld_relaxed_sys(const u64* p) {
-  u64 v;
-  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-DEV u32 ld_acquire_gpu32(const u32* p) {
-  u32 v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-DEV void st_release_gpu32(u32* p, u32 v) {
-  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-DEV void st_relaxed_sys(u64* p, u64 v) {
-  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
+// Loads, stores and reduction-adds differ only in their ordering, scope and
+// width, so each is one line of the table below; a line reads as the PTX
+// instruction it emits ("ld." ORDER ".global." TYPE). C is the register
+// constraint of the value: "l" for 64 bits, "r" for 32.
+#define PTX_LD(name, T, order, ty, c)                                              \
+  DEV T name(const T* p) {                                                         \
+    T v;                                                                           \
+    asm volatile("ld." order ".global." ty " %0, [%1];" : "=" c(v) : "l"(p) : "memory"); \
+    return v;                                                                      \
+  }
+#define PTX_ST(name, T, order, ty, c) \
+  DEV void name(T* p, T v) { asm volatile("st." order ".global." ty " [%0], %1;" ::"l"(p), c(v) : "memory"); }
+#define PTX_RED_ADD(name, order) \
+  DEV void name(u64* p, u64 v) { asm volatile("red." order ".global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory"); }
+
+PTX_LD(ld_acquire_sys, u64, "acquire.sys", "u64", "l")
+PTX_LD(ld_relaxed_sys, u64, "relaxed.sys", "u64", "l")
+PTX_LD(ld_acquire_gpu32, u32, "acquire.gpu", "u32", "r")
+PTX_ST(st_release_gpu32, u32, "release.gpu", "u32", "r")
+PTX_ST(st_relaxed_sys, u64, "relaxed.sys", "u64", "l")
 // A release increment publishes every write this thread has observed
 // (cumulativity), including those of its block ordered by bar.sync.
-DEV void red_release_sys_add(u64* p, u64 v) {
-  asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-DEV void red_relaxed_sys_add(u64* p, u64 v) {
-  asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
+PTX_RED_ADD(red_release_sys_add, "release.sys")
+PTX_RED_ADD(red_relaxed_sys_add, "relaxed.sys")
 DEV void fence_acq_rel_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
 // GPU-scope forms of the signal primitives, for SIGNAL_SCOPE_GPU only
 // (channels.cuh): they order nothing for another GPU or the host.
-DEV u64 ld_acquire_gpu64(const u64* p) {
-  u64 v;
-  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-DEV u64 ld_relaxed_gpu64(const u64* p) {
-  u64 v;
-  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-DEV void red_release_gpu_add(u64* p, u64 v) {
-  asm volatile("red.release.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-DEV void red_relaxed_gpu_add(u64* p, u64 v) {
-  asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
+PTX_LD(ld_acquire_gpu64, u64, "acquire.gpu", "u64", "l")
+PTX_LD(ld_relaxed_gpu64, u64, "relaxed.gpu", "u64", "l")
+PTX_RED_ADD(red_release_gpu_add, "release.gpu")
+PTX_RED_ADD(red_relaxed_gpu_add, "relaxed.gpu")
 DEV void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
 DEV void fence_sc_sys() { asm volatile("fence.sc.sys;" ::: "memory"); }
 DEV u32 atom_add_gpu32(u32* p, u32 v) {
