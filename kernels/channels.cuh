@@ -171,6 +171,23 @@ DEV bool pkt8_read(const void* p, u32 flag, u32* d, WaitCtx* w) {
   return true;
 }
 
+// pkt_write and pkt_read move the NW = PK/8 data words of one packet of
+// either width; the executor's packet ops and the reference kernels both
+// go through them, so both use the same stores and watchdog.
+template <int PK>
+DEV void pkt_write(void* p, const u32* v, u32 flag) {
+  if (PK == 16) {
+    pkt16_write(p, v[0], v[1], flag);
+  } else {
+    pkt8_write(p, v[0], flag);
+  }
+}
+template <int PK>
+DEV bool pkt_read(const void* p, u32 flag, u32* v, WaitCtx* w) {
+  if (PK == 16) return pkt16_read(p, flag, v, w);
+  return pkt8_read(p, flag, v, w);
+}
+
 // ---- barriers among the blocks of one rank, and counting semaphores ----
 
 struct BlockBarrier {

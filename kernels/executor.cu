@@ -341,14 +341,6 @@ static __device__ __noinline__ void op_reduce(const Env& e, const DOp& op, u32 o
 
 // ---- LL packet ops ----
 
-template <int PK>
-DEV void pkt_write(void* p, const u32* v, u32 flag) {
-  if (PK == 16) {
-    pkt16_write(p, v[0], v[1], flag);
-  } else {
-    pkt8_write(p, v[0], flag);
-  }
-}
 // pkt_copy moves one whole packet (data and flags) with one store.
 template <int PK>
 DEV void pkt_copy(char* d, const char* s) {
@@ -360,11 +352,6 @@ DEV void pkt_copy(char* d, const char* s) {
     asm volatile("ld.volatile.global.v2.u32 {%0,%1}, [%2];" : "=r"(a), "=r"(b) : "l"(s) : "memory");
     asm volatile("st.volatile.global.v2.u32 [%0], {%1,%2};" ::"l"(d), "r"(a), "r"(b) : "memory");
   }
-}
-template <int PK>
-DEV bool pkt_read(const void* p, u32 flag, u32* v, WaitCtx* w) {
-  if (PK == 16) return pkt16_read(p, flag, v, w);
-  return pkt8_read(p, flag, v, w);
 }
 
 // ppkt (memory) and cpkt: pack src[k] into packet dst[k].

@@ -208,21 +208,6 @@ DEV void ref_pkt_load(const void* p, u32* d, u32* f) {
   }
 }
 
-template <int PK>
-DEV void ref_pkt_write(void* p, const u32* v, u32 flag) {
-  if (PK == 16) {
-    pkt16_write(p, v[0], v[1], flag);
-  } else {
-    pkt8_write(p, v[0], flag);
-  }
-}
-
-template <int PK>
-DEV bool ref_pkt_read(const void* p, u32 flag, u32* v, WaitCtx* w) {
-  if (PK == 16) return pkt16_read(p, flag, v, w);
-  return pkt8_read(p, flag, v, w);
-}
-
 template <int DT, int PK>
 DEV void ref_allreduce_oneshot_ll(const RefArgs* a) {
   __shared__ u64 sEpoch;
@@ -240,7 +225,7 @@ DEV void ref_allreduce_oneshot_ll(const RefArgs* a) {
     u32 p = (r + k) % n;
     char* dst = (char*)(a->scratch[p] + half + (u64)r * slot);
     const u32* src = in + (u64)p * chunk / 4;
-    for (u64 i = c.gt; i < npk; i += c.gs) ref_pkt_write<PK>(dst + i * PK, src + i * NW, flag);
+    for (u64 i = c.gt; i < npk; i += c.gs) pkt_write<PK>(dst + i * PK, src + i * NW, flag);
   }
   // 2. Reduce chunk r: load every peer's packet, then wait only for those
   // whose flag was not there yet.
@@ -262,7 +247,7 @@ DEV void ref_allreduce_oneshot_ll(const RefArgs* a) {
       for (int j = 0; j < RB; j++) {
         u32 s = s0 + j, p = s < r ? s : s + 1;
         if (s + 1 >= n) continue;
-        if (f[j][0] != flag || f[j][1] != flag) ref_pkt_read<PK>(mine + (u64)p * slot + i * PK, flag, d[j], &c.w);
+        if (f[j][0] != flag || f[j][1] != flag) pkt_read<PK>(mine + (u64)p * slot + i * PK, flag, d[j], &c.w);
         acc_add<DT, NW>(acc, d[j], a->red);
       }
     }
@@ -270,7 +255,7 @@ DEV void ref_allreduce_oneshot_ll(const RefArgs* a) {
     for (u32 j = 0; j < NW; j++) out[(u64)r * chunk / 4 + i * NW + j] = v[j];
     for (u32 k = 1; k < n; k++) {
       u32 p = (r + k) % n;
-      ref_pkt_write<PK>((char*)(a->scratch[p] + half + (u64)(n + r) * slot) + i * PK, v, flag);
+      pkt_write<PK>((char*)(a->scratch[p] + half + (u64)(n + r) * slot) + i * PK, v, flag);
     }
   }
   // 3. Unpack everyone's reduced chunk.
@@ -279,7 +264,7 @@ DEV void ref_allreduce_oneshot_ll(const RefArgs* a) {
     const char* src = mine + (u64)(n + p) * slot;
     for (u64 i = c.gt; i < npk; i += c.gs) {
       u32 v[2];
-      ref_pkt_read<PK>(src + i * PK, flag, v, &c.w);
+      pkt_read<PK>(src + i * PK, flag, v, &c.w);
       for (u32 j = 0; j < NW; j++) out[(u64)p * chunk / 4 + i * NW + j] = v[j];
     }
   }
