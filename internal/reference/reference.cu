@@ -27,7 +27,7 @@ struct RefArgs {
   u32 rank, nranks, red, pad;
 };
 
-// RefCtx is what every kernel sets up first.
+// RefCtx is what every kernel sets up first (REF_KERNEL, below).
 struct RefCtx {
   u64 epoch;
   WaitCtx w;
@@ -117,11 +117,7 @@ DEV void ref_copy16(int4* dst, const int4* src, u64 n, u64 gt, u64 gs) {
 // ---- direct allgather: every rank writes its input into slot rank of
 // every output (its own first), then waits for everyone's writes ----
 
-DEV void ref_allgather_direct(const RefArgs* a) {
-  __shared__ u64 sEpoch;
-  __shared__ u32 sAborted;
-  RefCtx c;
-  ref_enter(a, &c, &sEpoch, &sAborted);
+DEV void ref_allgather_direct(const RefArgs* a, RefCtx& c) {
   const u32 n = a->nranks, r = a->rank;
   const u64 words = a->chunk / 16;
   const int4* src = (const int4*)a->in[r];
@@ -132,7 +128,6 @@ DEV void ref_allgather_direct(const RefArgs* a) {
   }
   ref_arrive(a, 0);
   ref_await(a, &c, 0);
-  ref_exit(a, &c);
 }
 
 // ---- two-shot allreduce (Simple): chunk p of every rank into slot rank of
@@ -147,11 +142,7 @@ DEV void ref_allgather_direct(const RefArgs* a) {
 #define RB_F8 4
 
 template <int DT>
-DEV void ref_allreduce_twoshot(const RefArgs* a) {
-  __shared__ u64 sEpoch;
-  __shared__ u32 sAborted;
-  RefCtx c;
-  ref_enter(a, &c, &sEpoch, &sAborted);
+DEV void ref_allreduce_twoshot(const RefArgs* a, RefCtx& c) {
   const u32 n = a->nranks, r = a->rank;
   const u64 chunk = a->chunk, words = chunk / 16;
   const int4* in = (const int4*)a->in[r];
@@ -187,7 +178,6 @@ DEV void ref_allreduce_twoshot(const RefArgs* a) {
   }
   ref_arrive(a, 1);
   ref_await(a, &c, 1);
-  ref_exit(a, &c);
 }
 
 // ---- one-shot allreduce with LL packets: chunk p of every rank goes as
@@ -209,11 +199,7 @@ DEV void ref_pkt_load(const void* p, u32* d, u32* f) {
 }
 
 template <int DT, int PK>
-DEV void ref_allreduce_oneshot_ll(const RefArgs* a) {
-  __shared__ u64 sEpoch;
-  __shared__ u32 sAborted;
-  RefCtx c;
-  ref_enter(a, &c, &sEpoch, &sAborted);
+DEV void ref_allreduce_oneshot_ll(const RefArgs* a, RefCtx& c) {
   const u32 P = PK / 2, NW = P / 4;  // payload bytes and words per packet
   const u32 n = a->nranks, r = a->rank;
   const u64 chunk = a->chunk, npk = chunk / P, slot = 2 * chunk;
@@ -268,10 +254,18 @@ DEV void ref_allreduce_oneshot_ll(const RefArgs* a) {
       for (u32 j = 0; j < NW; j++) out[(u64)p * chunk / 4 + i * NW + j] = v[j];
     }
   }
-  ref_exit(a, &c);
 }
 
 // The instance (one kernel, data type and packet width per module) is
 // appended by reference.Source.
-#define REF_KERNEL(name, body) \
-  extern "C" __global__ void __launch_bounds__(1024, 1) name(const RefArgs* a) { body(a); }
+// The entry point owns the launch's bookkeeping (ref_enter before the body,
+// ref_exit after it), so a body is only its collective.
+#define REF_KERNEL(name, body)                                                    \
+  extern "C" __global__ void __launch_bounds__(1024, 1) name(const RefArgs* a) { \
+    __shared__ u64 sEpoch;                                                        \
+    __shared__ u32 sAborted;                                                      \
+    RefCtx c;                                                                     \
+    ref_enter(a, &c, &sEpoch, &sAborted);                                         \
+    body(a, c);                                                                   \
+    ref_exit(a, &c);                                                              \
+  }
