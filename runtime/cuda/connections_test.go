@@ -99,12 +99,7 @@ func TestLaunchRoundsOnSharedQueues(t *testing.T) {
 
 func loadArrive(t *testing.T) *Function {
 	t.Helper()
-	m := owned(t, (*Module).Unload)(LoadModule([]byte(arrivePTX)))
-	arrive, err := m.Function("arrive")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return arrive
+	return loadKernel(t, arrivePTX, "arrive")
 }
 
 // arriveTwice makes k streams and queues two barrier kernels on each:

@@ -119,14 +119,22 @@ func owned[T any](t testing.TB, release func(T) error) func(T, error) T {
 	}
 }
 
-func loadAdd1(t testing.TB) (*Module, *Function) {
+// loadKernel loads one of the tests' PTX modules for the test (unloaded
+// when it ends) and returns its kernel name; f.mod is the module.
+func loadKernel(t testing.TB, ptx, name string) *Function {
 	t.Helper()
-	m := owned(t, (*Module).Unload)(LoadModule([]byte(add1PTX)))
-	f, err := m.Function("add1")
+	m := owned(t, (*Module).Unload)(LoadModule([]byte(ptx)))
+	f, err := m.Function(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m, f
+	return f
+}
+
+func loadAdd1(t testing.TB) (*Module, *Function) {
+	t.Helper()
+	f := loadKernel(t, add1PTX, "add1")
+	return f.mod, f
 }
 
 func u32s(b []byte) []uint32 {

@@ -93,12 +93,7 @@ LOOP:
 // loadSpin loads spinPTX for the test and returns its kernel.
 func loadSpin(t *testing.T) *Function {
 	t.Helper()
-	m := owned(t, (*Module).Unload)(LoadModule([]byte(spinPTX)))
-	spin, err := m.Function("spin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return spin
+	return loadKernel(t, spinPTX, "spin")
 }
 
 // TestCopyBehindSpinningKernel is the probe behind the port proxy's
