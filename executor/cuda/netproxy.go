@@ -145,10 +145,7 @@ func (p *netProxy) failure() error {
 // capture on another thread (as the pulse's).
 func (p *netProxy) loop() {
 	defer p.wg.Done()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	restore, _ := cuda.RelaxCaptureMode()
-	defer restore()
+	defer relaxThread()()
 	tailAt := kernels.FifoEntryWords * p.size
 	seq := uint64(1)<<kernels.FifoSeqBits - 1
 	var tail uint64

@@ -90,11 +90,22 @@ func newNetRecv(dev netDev, rank int, timeout time.Duration, ports []netPort) (*
 // reader is a goroutine like any other, and its stream calls must not
 // spoil an application's graph capture on another thread (as the pulse's).
 func relaxed(f func() error) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	restore, _ := cuda.RelaxCaptureMode()
-	defer restore()
+	defer relaxThread()()
 	return f()
+}
+
+// relaxThread locks the calling goroutine to its OS thread and puts the
+// thread in relaxed capture mode (cuda.RelaxCaptureMode says why); the
+// function it returns puts the mode back and unlocks, in that order, as
+// the mode is the thread's: defer relaxThread()(). The pulse, the socket
+// transport's proxy and its readers all run so.
+func relaxThread() (undo func()) {
+	runtime.LockOSThread()
+	restore, _ := cuda.RelaxCaptureMode()
+	return func() {
+		restore()
+		runtime.UnlockOSThread()
+	}
 }
 
 // register makes b reachable by its buffer set number.

@@ -2,7 +2,6 @@ package cudaexec
 
 import (
 	"fmt"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -74,10 +73,7 @@ func (p *pulser) run() {
 	// (torch.cuda.graph's default), as a query from a thread in that mode
 	// would: the pulse's thread is relaxed (a driver without the call
 	// has no graphs to spoil).
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	restore, _ := cuda.RelaxCaptureMode()
-	defer restore()
+	defer relaxThread()()
 	t := time.NewTicker(pulsePeriod)
 	defer t.Stop()
 	for {
