@@ -71,10 +71,7 @@ func RelaxCaptureMode() (restore func(), err error) {
 // torch.cuda.graph does by default (BeginCapture is thread-local): for
 // the test that a relaxed helper thread leaves such a capture valid.
 func (s *Stream) beginCaptureGlobal() error {
-	if err := s.live("cuStreamBeginCapture"); err != nil {
-		return err
-	}
-	return check("cuStreamBeginCapture", C.mc_cuStreamBeginCapture(s.h, 0))
+	return liveCall(s.live, "cuStreamBeginCapture", func() C.int { return C.mc_cuStreamBeginCapture(s.h, 0) })
 }
 
 // Handle is the CUstream s stands for (0 for nil, the legacy default

@@ -95,12 +95,11 @@ func (m *Module) Global(name string) (DevicePtr, int64, error) {
 
 // Unload unloads the module; its functions become invalid.
 func (m *Module) Unload() error {
-	if err := m.live("cuModuleUnload"); err != nil {
-		return err
-	}
-	err := check("cuModuleUnload", C.mc_cuModuleUnload(m.h))
-	m.h = 0
-	return err
+	return liveCall(m.live, "cuModuleUnload", func() C.int {
+		r := C.mc_cuModuleUnload(m.h)
+		m.h = 0
+		return r
+	})
 }
 
 // Name returns the kernel's name as looked up.

@@ -45,6 +45,16 @@ func liveHandle(call string, gone bool, what string) error {
 	return nil
 }
 
+// liveCall is a driver call on a handle: live's check first (liveHandle),
+// then the call f makes, both under the one name call, so that an error
+// names the same call whichever of them fails.
+func liveCall(live func(call string) error, call string, f func() C.int) error {
+	if err := live(call); err != nil {
+		return err
+	}
+	return check(call, f())
+}
+
 // NewStream creates a stream. A non-blocking stream (CU_STREAM_NON_BLOCKING)
 // does not synchronize with the legacy default stream, which is what
 // concurrently running ranks on one GPU need.
@@ -210,10 +220,7 @@ func (s *Stream) writeValueKernel() (*Function, error) {
 
 // WaitEvent makes later work on s wait until e has completed.
 func (s *Stream) WaitEvent(e *Event) error {
-	if err := e.live("cuStreamWaitEvent"); err != nil {
-		return err
-	}
-	return check("cuStreamWaitEvent", C.mc_cuStreamWaitEvent(s.handle(), e.h))
+	return liveCall(e.live, "cuStreamWaitEvent", func() C.int { return C.mc_cuStreamWaitEvent(s.handle(), e.h) })
 }
 
 // Event is a CUDA event.
@@ -242,10 +249,7 @@ func NewEvent(timing bool) (*Event, error) {
 
 // Record captures the work queued on s so far.
 func (e *Event) Record(s *Stream) error {
-	if err := e.live("cuEventRecord"); err != nil {
-		return err
-	}
-	return check("cuEventRecord", C.mc_cuEventRecord(e.h, s.handle()))
+	return liveCall(e.live, "cuEventRecord", func() C.int { return C.mc_cuEventRecord(e.h, s.handle()) })
 }
 
 // Query reports whether the recorded work is done, without waiting.
@@ -262,10 +266,7 @@ func (e *Event) Query() (bool, error) {
 
 // Synchronize waits until the recorded work is done.
 func (e *Event) Synchronize() error {
-	if err := e.live("cuEventSynchronize"); err != nil {
-		return err
-	}
-	return check("cuEventSynchronize", C.mc_cuEventSynchronize(e.h))
+	return liveCall(e.live, "cuEventSynchronize", func() C.int { return C.mc_cuEventSynchronize(e.h) })
 }
 
 // Elapsed returns the time between two completed, timing-enabled events.
@@ -285,12 +286,11 @@ func Elapsed(start, end *Event) (ms float32, err error) {
 
 // Destroy releases the event.
 func (e *Event) Destroy() error {
-	if err := e.live("cuEventDestroy"); err != nil {
-		return err
-	}
-	err := check("cuEventDestroy", C.mc_cuEventDestroy(e.h))
-	e.h = 0
-	return err
+	return liveCall(e.live, "cuEventDestroy", func() C.int {
+		r := C.mc_cuEventDestroy(e.h)
+		e.h = 0
+		return r
+	})
 }
 
 // Graph is a captured CUDA graph; GraphExec its instantiated, launchable form.
@@ -305,19 +305,13 @@ type GraphExec struct{ h C.uintptr_t }
 // using CUDA on other threads are unaffected. Lock the OS thread between
 // BeginCapture and EndCapture.
 func (s *Stream) BeginCapture() error {
-	if err := s.live("cuStreamBeginCapture"); err != nil {
-		return err
-	}
-	return check("cuStreamBeginCapture", C.mc_cuStreamBeginCapture(s.h, 1))
+	return liveCall(s.live, "cuStreamBeginCapture", func() C.int { return C.mc_cuStreamBeginCapture(s.h, 1) })
 }
 
 // EndCapture ends the capture and returns the graph.
 func (s *Stream) EndCapture() (*Graph, error) {
-	if err := s.live("cuStreamEndCapture"); err != nil {
-		return nil, err
-	}
 	var g C.uintptr_t
-	if err := check("cuStreamEndCapture", C.mc_cuStreamEndCapture(s.h, &g)); err != nil {
+	if err := liveCall(s.live, "cuStreamEndCapture", func() C.int { return C.mc_cuStreamEndCapture(s.h, &g) }); err != nil {
 		return nil, err
 	}
 	return &Graph{h: g}, nil
@@ -333,11 +327,8 @@ func (ge *GraphExec) live(call string) error {
 
 // Instantiate builds an executable graph.
 func (g *Graph) Instantiate() (*GraphExec, error) {
-	if err := g.live("cuGraphInstantiate"); err != nil {
-		return nil, err
-	}
 	var ge C.uintptr_t
-	if err := check("cuGraphInstantiate", C.mc_cuGraphInstantiate(&ge, g.h)); err != nil {
+	if err := liveCall(g.live, "cuGraphInstantiate", func() C.int { return C.mc_cuGraphInstantiate(&ge, g.h) }); err != nil {
 		return nil, err
 	}
 	return &GraphExec{h: ge}, nil
@@ -345,28 +336,23 @@ func (g *Graph) Instantiate() (*GraphExec, error) {
 
 // Launch replays the graph on s.
 func (ge *GraphExec) Launch(s *Stream) error {
-	if err := ge.live("cuGraphLaunch"); err != nil {
-		return err
-	}
-	return check("cuGraphLaunch", C.mc_cuGraphLaunch(ge.h, s.handle()))
+	return liveCall(ge.live, "cuGraphLaunch", func() C.int { return C.mc_cuGraphLaunch(ge.h, s.handle()) })
 }
 
 // Destroy releases the graph (instantiated forms stay valid).
 func (g *Graph) Destroy() error {
-	if err := g.live("cuGraphDestroy"); err != nil {
-		return err
-	}
-	err := check("cuGraphDestroy", C.mc_cuGraphDestroy(g.h))
-	g.h = 0
-	return err
+	return liveCall(g.live, "cuGraphDestroy", func() C.int {
+		r := C.mc_cuGraphDestroy(g.h)
+		g.h = 0
+		return r
+	})
 }
 
 // Destroy releases the executable graph.
 func (ge *GraphExec) Destroy() error {
-	if err := ge.live("cuGraphExecDestroy"); err != nil {
-		return err
-	}
-	err := check("cuGraphExecDestroy", C.mc_cuGraphExecDestroy(ge.h))
-	ge.h = 0
-	return err
+	return liveCall(ge.live, "cuGraphExecDestroy", func() C.int {
+		r := C.mc_cuGraphExecDestroy(ge.h)
+		ge.h = 0
+		return r
+	})
 }
