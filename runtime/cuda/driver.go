@@ -142,16 +142,42 @@ func Init() error {
 	return initErr
 }
 
+// out is a driver call that returns one value through a pointer: f makes
+// the call with a pointer to the value, checked under the name call; the
+// zero value (0, nil context) comes back with an error.
+func out[T any](call string, f func(*T) C.int) (T, error) {
+	var v T
+	if err := check(call, f(&v)); err != nil {
+		var zero T
+		return zero, err
+	}
+	return v, nil
+}
+
+// initOut is out after Init, for a call that needs no handle first.
+func initOut[T any](call string, f func(*T) C.int) (T, error) {
+	if err := Init(); err != nil {
+		var zero T
+		return zero, err
+	}
+	return out(call, f)
+}
+
+// deviceOut is out for a call on device d's handle (cuDeviceGet, after
+// Init), which f is given with the pointer.
+func deviceOut[T any](d Device, call string, f func(v *T, h C.int) C.int) (T, error) {
+	h, err := d.handle()
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return out(call, func(v *T) C.int { return f(v, h) })
+}
+
 // DriverVersion returns the driver's CUDA version as 1000*major + 10*minor.
 func DriverVersion() (int, error) {
-	if err := Init(); err != nil {
-		return 0, err
-	}
-	var v C.int
-	if err := check("cuDriverGetVersion", C.mc_cuDriverGetVersion(&v)); err != nil {
-		return 0, err
-	}
-	return int(v), nil
+	v, err := initOut("cuDriverGetVersion", func(v *C.int) C.int { return C.mc_cuDriverGetVersion(v) })
+	return int(v), err
 }
 
 // HasSymbol reports whether the loaded driver exports a symbol (by its
@@ -167,14 +193,8 @@ func HasSymbol(name string) bool {
 
 // DeviceCount returns the number of visible CUDA devices.
 func DeviceCount() (int, error) {
-	if err := Init(); err != nil {
-		return 0, err
-	}
-	var n C.int
-	if err := check("cuDeviceGetCount", C.mc_cuDeviceGetCount(&n)); err != nil {
-		return 0, err
-	}
-	return int(n), nil
+	n, err := initOut("cuDeviceGetCount", func(n *C.int) C.int { return C.mc_cuDeviceGetCount(n) })
+	return int(n), err
 }
 
 // Device is a device ordinal (0 .. DeviceCount()-1).
@@ -196,14 +216,7 @@ const (
 )
 
 func (d Device) handle() (C.int, error) {
-	if err := Init(); err != nil {
-		return 0, err
-	}
-	var h C.int
-	if err := check("cuDeviceGet", C.mc_cuDeviceGet(&h, C.int(d))); err != nil {
-		return 0, err
-	}
-	return h, nil
+	return initOut("cuDeviceGet", func(h *C.int) C.int { return C.mc_cuDeviceGet(h, C.int(d)) })
 }
 
 // Name returns the device's marketing name ("NVIDIA H200").
@@ -226,15 +239,10 @@ func (d Device) Name() (string, error) {
 
 // Attribute returns a CUdevice_attribute value (see the Attr constants).
 func (d Device) Attribute(attr int) (int, error) {
-	h, err := d.handle()
-	if err != nil {
-		return 0, err
-	}
-	var v C.int
-	if err := check("cuDeviceGetAttribute", C.mc_cuDeviceGetAttribute(&v, C.int(attr), h)); err != nil {
-		return 0, err
-	}
-	return int(v), nil
+	v, err := deviceOut(d, "cuDeviceGetAttribute", func(v *C.int, h C.int) C.int {
+		return C.mc_cuDeviceGetAttribute(v, C.int(attr), h)
+	})
+	return int(v), err
 }
 
 // ComputeCapability returns (9, 0) for an H100/H200.
@@ -266,12 +274,10 @@ type Context struct {
 // (docs/rationale.md, "Why does the port proxy have a context of its
 // own?"). Costs device memory (a context's reserve) and Destroy.
 func (d Device) NewContext() (*Context, error) {
-	h, err := d.handle()
+	ctx, err := deviceOut(d, "cuCtxCreate", func(ctx *C.uintptr_t, h C.int) C.int {
+		return C.mc_cuCtxCreate(ctx, h)
+	})
 	if err != nil {
-		return nil, err
-	}
-	var ctx C.uintptr_t
-	if err := check("cuCtxCreate", C.mc_cuCtxCreate(&ctx, h)); err != nil {
 		return nil, err
 	}
 	return &Context{dev: d, h: ctx, owned: true}, nil
@@ -311,12 +317,10 @@ var fallbackSet sync.Once
 // runtime and with PyTorch in the same process). The first one retained in
 // the process becomes the fallback context (see the package doc).
 func (d Device) PrimaryContext() (*Context, error) {
-	h, err := d.handle()
+	ctx, err := deviceOut(d, "cuDevicePrimaryCtxRetain", func(ctx *C.uintptr_t, h C.int) C.int {
+		return C.mc_cuDevicePrimaryCtxRetain(ctx, h)
+	})
 	if err != nil {
-		return nil, err
-	}
-	var ctx C.uintptr_t
-	if err := check("cuDevicePrimaryCtxRetain", C.mc_cuDevicePrimaryCtxRetain(&ctx, h)); err != nil {
 		return nil, err
 	}
 	fallbackSet.Do(func() { C.mc_set_fallback_ctx(ctx) })

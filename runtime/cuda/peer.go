@@ -71,14 +71,10 @@ func IpcGetMemHandle(p DevicePtr) (IpcMemHandle, error) {
 // CUDA_ERROR_INVALID_CONTEXT on driver 580 / CUDA 13 (H200). In-process
 // ranks share pointers directly instead.
 func IpcOpenMemHandle(h IpcMemHandle) (DevicePtr, error) {
-	if err := Init(); err != nil {
-		return 0, err
-	}
-	var p C.uint64_t
-	if err := check("cuIpcOpenMemHandle", C.mc_cuIpcOpenMemHandle(&p, (*C.uchar)(unsafe.Pointer(&h[0])), 1)); err != nil {
-		return 0, err
-	}
-	return DevicePtr(p), nil
+	p, err := initOut("cuIpcOpenMemHandle", func(p *C.uint64_t) C.int {
+		return C.mc_cuIpcOpenMemHandle(p, (*C.uchar)(unsafe.Pointer(&h[0])), 1)
+	})
+	return DevicePtr(p), err
 }
 
 // IpcCloseMemHandle unmaps memory from IpcOpenMemHandle.
