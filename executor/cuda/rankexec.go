@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/msccl-go/msccl-go/internal/closeonce"
 	"github.com/msccl-go/msccl-go/internal/cudadev"
 	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/ir"
@@ -250,13 +251,10 @@ func (e *RankExecutor) Plan() *ir.Plan { return e.k.p }
 // state, the kernels and, after every rank's Close (a barrier, as in
 // RankBuffers.Free), the plan's semaphore regions. Collective. Buffers
 // are freed by their own Free, before Close.
-func (e *RankExecutor) Close() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		return nil
-	}
-	e.closed = true
+func (e *RankExecutor) Close() error { return closeonce.Close(&e.mu, &e.closed, e.closeLocked) }
+
+// closeLocked is Close's work, done once with e.mu held.
+func (e *RankExecutor) closeLocked() error {
 	// It launches no more: no peer of this process waits for it now.
 	e.stopRounds()
 	var errs []error

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/msccl-go/msccl-go/internal/closeonce"
 	"github.com/msccl-go/msccl-go/runtime/comm"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
 )
@@ -171,13 +172,10 @@ func (d *Device) IPC() IPC {
 func (d *Device) Live() int64 { return d.live.Load() }
 
 // Close releases the primary context. Close every Memory first.
-func (d *Device) Close() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return nil
-	}
-	d.closed = true
+func (d *Device) Close() error { return closeonce.Close(&d.mu, &d.closed, d.closeLocked) }
+
+// closeLocked is Close's work, done once with d.mu held.
+func (d *Device) closeLocked() error {
 	if n := d.live.Load(); n != 0 {
 		d.ctx.Release()
 		return fmt.Errorf("cudadev: device %d closed with %d allocations or imports still open", int(d.dev), n)
@@ -417,13 +415,10 @@ func (d *Device) Import(h comm.Handle) (comm.Memory, error) {
 // (the peer holds a handle); legacy IPC memory must outlive its users,
 // so free it only after the peers are done (the executors' Free comes
 // after a barrier).
-func (m *Memory) Close() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return nil
-	}
-	m.closed = true
+func (m *Memory) Close() error { return closeonce.Close(&m.mu, &m.closed, m.closeLocked) }
+
+// closeLocked is Close's work, done once with m.mu held.
+func (m *Memory) closeLocked() error {
 	m.d.live.Add(-1)
 	if m.alias != nil {
 		return m.alias.unref()

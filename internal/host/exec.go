@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/msccl-go/msccl-go/internal/closeonce"
 	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/internal/socket"
 	"github.com/msccl-go/msccl-go/ir"
@@ -231,13 +232,10 @@ func (e *Executor) Rank() int { return e.rank }
 
 // Close stops the proxy and unmaps the semaphore words. Buffers are
 // freed by their own Free.
-func (e *Executor) Close() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		return nil
-	}
-	e.closed = true
+func (e *Executor) Close() error { return closeonce.Close(&e.mu, &e.closed, e.closeLocked) }
+
+// closeLocked is Close's work, done once with e.mu held.
+func (e *Executor) closeLocked() error {
 	close(e.stopPulse)
 	e.pulsing.Wait()
 	e.pulses[e.rank].Store(closedPulse)
