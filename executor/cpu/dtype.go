@@ -309,7 +309,8 @@ var f8Narrow = sync.OnceValue(func() *[2][2][1 << 16]uint8 {
 // The element conversions below view byte slices as typed slices: plans
 // and GPUs lay elements out little-endian, as this host does (hostLE), and
 // byte-wise decoding cost as much as the rest of a 64 MiB simulation. On a
-// big-endian host they fall back to encoding/binary.
+// big-endian host they fall back to encoding/binary, in words and putWords
+// only, so each conversion is written once for both byte orders.
 var hostLE = func() bool { x := uint16(1); return *(*byte)(unsafe.Pointer(&x)) == 1 }()
 
 // view reinterprets the first n*size(T) bytes of b as n elements of T.
@@ -323,86 +324,60 @@ func view[T uint16 | uint32](b []byte, n int) []T {
 	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n)
 }
 
-// loadF converts n float elements of src into dst.
-func loadF(dt DType, src []byte, dst []float32) {
-	if dt.IsFP8() {
-		loadF8(dt, src, dst)
-		return
-	}
-	n := len(dst)
+// words is b's first n little-endian elements of T: view on a
+// little-endian host, a decoded copy elsewhere (which putWords writes
+// back after a store).
+func words[T uint16 | uint32](b []byte, n int) []T {
+	size := int(unsafe.Sizeof(T(0)))
+	b = b[:size*n]
 	if hostLE {
-		switch dt {
-		case F32:
-			for i, v := range view[uint32](src[:4*n], n) {
-				dst[i] = math.Float32frombits(v)
-			}
-		case F16:
-			tab := f16Widen()
-			for i, v := range view[uint16](src[:2*n], n) {
-				dst[i] = tab[v]
-			}
-		case BF16:
-			for i, v := range view[uint16](src[:2*n], n) {
-				dst[i] = math.Float32frombits(uint32(v) << 16)
-			}
+		return view[T](b, n)
+	}
+	w := make([]T, n)
+	for i := range w {
+		if size == 2 {
+			w[i] = T(binary.LittleEndian.Uint16(b[2*i:]))
+		} else {
+			w[i] = T(binary.LittleEndian.Uint32(b[4*i:]))
 		}
+	}
+	return w
+}
+
+// putWords lands w, which words returned for b, in b: nothing to do on a
+// little-endian host, where w is b itself.
+func putWords[T uint16 | uint32](b []byte, w []T) {
+	if hostLE {
 		return
 	}
-	switch dt {
-	case F32:
-		for i := range dst {
-			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
-		}
-	case F16:
-		for i := range dst {
-			dst[i] = f16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
-		}
-	case BF16:
-		for i := range dst {
-			dst[i] = bf16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
+	for i, v := range w {
+		if unsafe.Sizeof(v) == 2 {
+			binary.LittleEndian.PutUint16(b[2*i:], uint16(v))
+		} else {
+			binary.LittleEndian.PutUint32(b[4*i:], uint32(v))
 		}
 	}
 }
 
-func storeF(dt DType, src []float32, dst []byte) {
-	if dt.IsFP8() {
-		storeF8(dt, src, dst)
-		return
-	}
-	n := len(src)
-	if hostLE {
-		switch dt {
-		case F32:
-			out := view[uint32](dst[:4*n], n)
-			for i, v := range src {
-				out[i] = math.Float32bits(v)
-			}
-		case F16:
-			out := view[uint16](dst[:2*n], n)
-			for i, v := range src {
-				out[i] = f32ToF16(v)
-			}
-		case BF16:
-			out := view[uint16](dst[:2*n], n)
-			for i, v := range src {
-				out[i] = f32ToBF16(v)
-			}
-		}
-		return
-	}
+// loadF converts n float elements of src into dst.
+func loadF(dt DType, src []byte, dst []float32) {
+	n := len(dst)
 	switch dt {
 	case F32:
-		for i, v := range src {
-			binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(v))
+		for i, v := range words[uint32](src, n) {
+			dst[i] = math.Float32frombits(v)
 		}
 	case F16:
-		for i, v := range src {
-			binary.LittleEndian.PutUint16(dst[2*i:], f32ToF16(v))
+		tab := f16Widen()
+		for i, v := range words[uint16](src, n) {
+			dst[i] = tab[v]
 		}
 	case BF16:
-		for i, v := range src {
-			binary.LittleEndian.PutUint16(dst[2*i:], f32ToBF16(v))
+		for i, v := range words[uint16](src, n) {
+			dst[i] = bf16ToF32(v)
 		}
+	case F8E4M3, F8E5M2:
+		loadF8(dt, src, dst)
 	}
 }
 
@@ -410,43 +385,59 @@ func storeF(dt DType, src []float32, dst []byte) {
 // sums and products wrap the same way modulo the element width.
 func loadI(dt DType, src []byte, dst []int64) {
 	n := len(dst)
-	switch {
-	case dt == I32 && hostLE:
-		for i, v := range view[uint32](src[:4*n], n) {
+	switch dt {
+	case I32:
+		for i, v := range words[uint32](src, n) {
 			dst[i] = int64(int32(v))
 		}
-	case dt == U32 && hostLE:
-		for i, v := range view[uint32](src[:4*n], n) {
+	case U32:
+		for i, v := range words[uint32](src, n) {
 			dst[i] = int64(v)
 		}
-	case dt == I32:
-		for i := range dst {
-			dst[i] = int64(int32(binary.LittleEndian.Uint32(src[4*i:])))
-		}
-	case dt == U32:
-		for i := range dst {
-			dst[i] = int64(binary.LittleEndian.Uint32(src[4*i:]))
-		}
-	case dt == U8:
+	case U8:
 		for i := range dst {
 			dst[i] = int64(src[i])
 		}
 	}
 }
 
-func storeI(dt DType, src []int64, dst []byte) {
+// storeF and storeI are the loads' inverses: they narrow dst's first
+// len(src) elements from src.
+func storeF(dt DType, src []float32, dst []byte) {
 	n := len(src)
-	switch {
-	case (dt == I32 || dt == U32) && hostLE:
-		out := view[uint32](dst[:4*n], n)
+	switch dt {
+	case F32:
+		out := words[uint32](dst, n)
+		for i, v := range src {
+			out[i] = math.Float32bits(v)
+		}
+		putWords(dst, out)
+	case F16:
+		out := words[uint16](dst, n)
+		for i, v := range src {
+			out[i] = f32ToF16(v)
+		}
+		putWords(dst, out)
+	case BF16:
+		out := words[uint16](dst, n)
+		for i, v := range src {
+			out[i] = f32ToBF16(v)
+		}
+		putWords(dst, out)
+	case F8E4M3, F8E5M2:
+		storeF8(dt, src, dst)
+	}
+}
+
+func storeI(dt DType, src []int64, dst []byte) {
+	switch dt {
+	case I32, U32:
+		out := words[uint32](dst, len(src))
 		for i, v := range src {
 			out[i] = uint32(v)
 		}
-	case dt == I32 || dt == U32:
-		for i, v := range src {
-			binary.LittleEndian.PutUint32(dst[4*i:], uint32(v))
-		}
-	case dt == U8:
+		putWords(dst, out)
+	case U8:
 		for i, v := range src {
 			dst[i] = byte(v)
 		}
