@@ -527,20 +527,19 @@ func bench(c *config, p *ir.Plan, name string, sizes []int64, w io.Writer) ([]Ro
 		return nil, err
 	}
 	defer s.Destroy()
-	ev0, err := cuda.NewEvent(true)
-	if err != nil {
-		return nil, err
+	// ev[0] and ev[1] bracket every timed span: the plan's runs, the
+	// reference's, the --hbm copy.
+	var ev [2]*cuda.Event
+	for i := range ev {
+		if ev[i], err = cuda.NewEvent(true); err != nil {
+			return nil, err
+		}
+		defer ev[i].Destroy()
 	}
-	defer ev0.Destroy()
-	ev1, err := cuda.NewEvent(true)
-	if err != nil {
-		return nil, err
-	}
-	defer ev1.Destroy()
 	devName, _ := cuda.Device(0).Name()
 	n := len(p.GPUs)
 	if c.perf.hbm {
-		if c.perf.copyRate, err = measureCopy(s, ev0, ev1); err != nil {
+		if c.perf.copyRate, err = measureCopy(s, ev[0], ev[1]); err != nil {
 			return nil, err
 		}
 	}
@@ -560,7 +559,7 @@ func bench(c *config, p *ir.Plan, name string, sizes []int64, w io.Writer) ([]Ro
 		if c.check {
 			job = <-jobs[i]
 		}
-		if err := one(c, ex, ref, p, dt, red, s, ev0, ev1, &row, job); err != nil {
+		if err := one(c, ex, ref, p, dt, red, s, ev[0], ev[1], &row, job); err != nil {
 			if ir.ErrorCode(err) == ir.CodeWatchdog {
 				return nil, err
 			}
