@@ -140,16 +140,19 @@ type Chan struct {
 	Index         uint32 `c:"index"`
 }
 
+func (c *Chan) put(b []byte) {
+	le.PutUint64(b[unsafe.Offsetof(c.Inbound):], c.Inbound)
+	le.PutUint64(b[unsafe.Offsetof(c.RemoteInbound):], c.RemoteInbound)
+	le.PutUint64(b[unsafe.Offsetof(c.Expected):], c.Expected)
+	le.PutUint32(b[unsafe.Offsetof(c.Peer):], uint32(c.Peer))
+	le.PutUint32(b[unsafe.Offsetof(c.Index):], c.Index)
+}
+
 // EncodeChans lays out a rank's channel ends.
 func EncodeChans(cs []Chan) []byte {
 	b := make([]byte, ChanBytes*len(cs))
 	for i := range cs {
-		c, p := &cs[i], b[i*ChanBytes:]
-		le.PutUint64(p[unsafe.Offsetof(c.Inbound):], c.Inbound)
-		le.PutUint64(p[unsafe.Offsetof(c.RemoteInbound):], c.RemoteInbound)
-		le.PutUint64(p[unsafe.Offsetof(c.Expected):], c.Expected)
-		le.PutUint32(p[unsafe.Offsetof(c.Peer):], uint32(c.Peer))
-		le.PutUint32(p[unsafe.Offsetof(c.Index):], c.Index)
+		cs[i].put(b[i*ChanBytes:])
 	}
 	return b
 }
