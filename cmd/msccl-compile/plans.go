@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/msccl-go/msccl-go/algorithms"
 	"github.com/msccl-go/msccl-go/compiler"
 	"github.com/msccl-go/msccl-go/executor/cpu"
 	"github.com/msccl-go/msccl-go/ir"
@@ -18,9 +19,9 @@ func init() {
 
 func cmdPlans(args []string, stdout, stderr io.Writer) int {
 	defs := defines{}
-	fs := newFlags("plans", stderr, "plans --select algorithms/selection.yaml -D ranks=8 [-D gpus_per_node=8] --out DIR [--no-verify] [--json]")
+	fs := newFlags("plans", stderr, "plans [--select FILE.yaml] -D ranks=8 [-D gpus_per_node=8] --out DIR [--no-verify] [--json]")
 	fs.Var(defs, "D", "world description and parameter overrides: -D ranks=8 (required), -D gpus_per_node=4 or -D nodes=2")
-	sel := fs.String("select", "algorithms/selection.yaml", "selection table")
+	sel := fs.String("select", "", "selection table `FILE.yaml` (its algorithm files next to it); default: the library built into this binary")
 	out := fs.String("out", "", "directory for the plans (created if missing)")
 	noVerify := fs.Bool("no-verify", false, "skip the CPU executor's proof of each plan")
 	df := jsonFlag(fs)
@@ -34,7 +35,18 @@ func cmdPlans(args []string, stdout, stderr io.Writer) int {
 	if *out == "" {
 		return fs.usageError("--out DIR is required")
 	}
-	plans, err := compiler.Plans(*sel, defs)
+	// The built-in library (package algorithms embeds the programs and the
+	// table), so an installed msccl-compile works from any directory; a
+	// table on disk is for people tuning their own.
+	var plans []compiler.NamedPlan
+	var err error
+	table := *sel
+	if table == "" {
+		table = "algorithms/" + algorithms.Selection + " (built in)"
+		plans, err = algorithms.Plans(defs)
+	} else {
+		plans, err = compiler.Plans(*sel, defs)
+	}
 	if err != nil {
 		return errorf(stderr, "plans", "%v", err)
 	}
@@ -46,7 +58,7 @@ func cmdPlans(args []string, stdout, stderr io.Writer) int {
 			vds := compiler.Verify(np.Plan, np.Source, nil, []cpu.DType{cpu.F32, cpu.BF16})
 			printDiags(stderr, vds, *df)
 			if vds.HasErrors() {
-				return errorf(stderr, "plans", "%s (row at %s:%d) is not correct; no plan written", np.Algorithm, *sel, np.Row.Line)
+				return errorf(stderr, "plans", "%s (row at %s:%d) is not correct; no plan written", np.Algorithm, table, np.Row.Line)
 			}
 		}
 		data, err := ir.Encode(np.Plan)
