@@ -347,7 +347,7 @@ func (e *Executor) rankFunctions(dt ir.DType, ll int) ([]*fnEntry, error) {
 	return fns, nil
 }
 
-// unloadDevices unloads every device's kernels (Close).
+// unload unloads every device's kernels (Close); nil d does nothing.
 func (d *devices) unload(keep func(error)) {
 	if d == nil {
 		return

@@ -411,10 +411,6 @@ func (c *Context) Do(f func() error) error {
 // currentContext is the calling OS thread's current context handle, 0 for
 // none; tests use it to see what Do leaves behind.
 func currentContext() (uintptr, error) {
-	if err := Init(); err != nil {
-		return 0, err
-	}
-	var h C.uintptr_t
-	err := check("cuCtxGetCurrent", C.mc_cuCtxGetCurrent(&h))
+	h, err := initOut("cuCtxGetCurrent", func(h *C.uintptr_t) C.int { return C.mc_cuCtxGetCurrent(h) })
 	return uintptr(h), err
 }
