@@ -8,31 +8,17 @@ import (
 	"github.com/msccl-go/msccl-go/runtime/cuda"
 )
 
-// Sizes outside the plan's size rule (a PyTorch tensor of 1001 floats on
-// 8 ranks) run through staging buffers of the next size the rule admits:
-// each rank's input pieces are copied into the stage on the rank's own
-// stream before its kernel, the plan runs on the stage at the admitted
-// size (where it is proven), and the output pieces are copied back after
-// the kernel. That is the proof's host model exactly: a rank's host writes
-// its inputs before its kernel and reads its outputs after it. The pad at
-// the end of each piece holds whatever the stage held; every collective
-// here combines elements only with the same element of other ranks' same
-// piece, so pads never reach real elements.
+// Sizes outside the plan's size rule run through staging buffers of the
+// next size the rule admits (ir/pieces.go has the geometry): each rank's
+// input pieces are copied into the stage on the rank's own stream before
+// its kernel, the plan runs on the stage at the admitted size (where it
+// is proven), and the output pieces are copied back after the kernel.
+// That is the proof's host model exactly: a rank's host writes its inputs
+// before its kernel and reads its outputs after it.
 
-// pieces is how many per-rank blocks a buffer of the collective holds:
-// allgather's and gather's output, reducescatter's and scatter's input
-// and both of alltoall's are one block per rank, laid out back to back.
+// pieces is ir.Collective.Pieces of the plan.
 func (e *Executor) pieces() (in, out int64) {
-	n := int64(len(e.p.GPUs))
-	in, out = 1, 1
-	c := e.p.Collective
-	if c.Scatters() || c == ir.AllToAll {
-		in = n
-	}
-	if c.Gathers() || c == ir.AllToAll {
-		out = n
-	}
-	return in, out
+	return e.p.Collective.Pieces(int64(len(e.p.GPUs)))
 }
 
 // stageFor allocates the stage of a buffer set of size bytes.
@@ -74,8 +60,8 @@ func (e *Executor) checkStaged(b *Buffers, dt ir.DType) error {
 // copyPieces copies n pieces of size bytes from src (pieces srcStride
 // apart) to dst (dstStride apart) on s.
 func copyPieces(dst, src cuda.DevicePtr, n, size, dstStride, srcStride int64, s *cuda.Stream) error {
-	for i := int64(0); i < n; i++ {
-		if err := cuda.MemcpyAsync(dst+cuda.DevicePtr(i*dstStride), src+cuda.DevicePtr(i*srcStride), size, s); err != nil {
+	for _, sp := range ir.StageSpans(n, size, dstStride, srcStride) {
+		if err := cuda.MemcpyAsync(dst+cuda.DevicePtr(sp.Dst), src+cuda.DevicePtr(sp.Src), sp.N, s); err != nil {
 			return fmt.Errorf("cudaexec: staging copy: %w", err)
 		}
 	}
