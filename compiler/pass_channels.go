@@ -25,6 +25,7 @@ func buildPlan(prog *program, syn *synced) *built {
 		b.collectExplicitPairs()
 	}
 	b.layoutChannels()
+	b.pktShift = packetShifts(prog)
 	// The workers below look pairs up concurrently.
 	syn.pairs.index()
 	p := &ir.Plan{Name: h.name, Collective: h.collective, Protocol: h.protocol, InPlace: h.inplace, ReuseResources: h.reuse,
@@ -209,6 +210,9 @@ type planBuilder struct {
 	flatOf [][2]int
 	ints   *intSlab
 	refs   *refSlab
+	// pktShift[r]: how far rank r's packet slots move (packetShifts);
+	// nil when no rank's do.
+	pktShift []int
 }
 
 // intSlab and refSlab hand out the small id and operand lists of plan
@@ -468,6 +472,9 @@ func (b *planBuilder) bufRefs(r int, tbb *tbBuild, a *action, refs []aref, scrat
 	}
 	out := b.refs.take(len(refs))
 	for i, x := range refs {
+		if x.packet && b.pktShift != nil && x.buf == ir.BufScratch {
+			x.idx += b.pktShift[x.rank]
+		}
 		if x.buf == ir.BufScratch {
 			scratch[x.rank] = max(scratch[x.rank], x.idx+x.size)
 		}
