@@ -11,7 +11,7 @@ import (
 // fuseSync merges what sync left side by side in a block: consecutive
 // signals (waits, relaxed variants, flushes, semaphore ops) of one channel
 // type become one multi-channel op; duplicate nops collapse; a port put
-// followed by a signal on exactly its channels becomes pws, and a flush of
+// followed by a port signal on exactly its channels becomes pws, and a flush of
 // them after that makes it pwsf.
 func fuseSync(b *built) {
 	n := len(b.plan.GPUs)
@@ -51,11 +51,15 @@ func fuseInto(prev, op *ir.Op) bool {
 	case ir.OpNop:
 		return prev.Code == ir.OpNop
 	case ir.OpSignal, ir.OpWait, ir.OpRlxSignal, ir.OpRlxWait, ir.OpFlush:
-		if prev.Code == ir.OpPut && op.Code == ir.OpSignal && prev.ChannelType == ir.ChanPort && intset.Same(prev.ChannelIDs, op.ChannelIDs) {
+		// Channel ids index a per-type table of the block: memory channel
+		// 0 and port channel 0 are different channels, so only a port
+		// signal on the put's own channels joins it.
+		samePort := prev.ChannelType == ir.ChanPort && op.ChannelType == ir.ChanPort && intset.Same(prev.ChannelIDs, op.ChannelIDs)
+		if prev.Code == ir.OpPut && op.Code == ir.OpSignal && samePort {
 			prev.Code = ir.OpPws
 			return true
 		}
-		if prev.Code == ir.OpPws && op.Code == ir.OpFlush && intset.Same(prev.ChannelIDs, op.ChannelIDs) {
+		if prev.Code == ir.OpPws && op.Code == ir.OpFlush && samePort {
 			prev.Code = ir.OpPwsf
 			return true
 		}
