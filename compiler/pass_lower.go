@@ -44,6 +44,9 @@ func lower(st *state, e *evaluated) *program {
 	}
 	p := &program{hdr: e.hdr, explicit: chanOp != nil}
 	lw := &lowerer{st: st, p: p, pkt: make([]map[int]bool, p.hdr.ranks)}
+	if p.hdr.protocol == ir.LL {
+		lw.sg.scratchEnd = make([]int, p.hdr.ranks)
+	}
 	// One action per op at most: sized once, not grown through a dozen
 	// copies for a million ops.
 	p.actions = make([]*action, 0, len(ops))
@@ -60,8 +63,10 @@ func lower(st *state, e *evaluated) *program {
 		if a != nil {
 			a.seq = int32(len(p.actions))
 			p.actions = append(p.actions, a)
+			lw.sg.wrote(a)
 		}
 	}
+	lw.sg.placeStaging()
 	if len(p.actions) == 0 {
 		p.actions = nil // as if never grown
 	}
@@ -76,6 +81,7 @@ type lowerer struct {
 	actSlab []action
 	refs    []aref         // slab for copy operands
 	pkt     []map[int]bool // [rank] scratch chunk -> holds packets
+	sg      staging        // LL copies over port channels
 }
 
 // canon maps a reference through the in-place aliasing of the collective,
@@ -83,6 +89,7 @@ type lowerer struct {
 func (lw *lowerer) canon(r evRef) aref {
 	h := &lw.p.hdr
 	a := aref{rank: int(r.rank), buf: r.buf, idx: int(r.lo), size: int(r.hi - r.lo)}
+	lw.sg.noteScratch(a)
 	if !h.inplace {
 		return a
 	}
@@ -283,8 +290,12 @@ func (lw *lowerer) copyOp(o *evOp, a *action, src, dst aref) *action {
 		}
 		a.rank = src.rank
 		a.code = ir.OpPpkt
-		if srcAll {
+		switch {
+		case srcAll:
 			a.code = ir.OpRppkt
+		case t == ir.ChanPort:
+			a.src[0] = lw.stage(o, src)
+			lw.sg.refs = append(lw.sg.refs, &a.src[0])
 		}
 		a.dst[0].packet = true
 		lw.setPkt(dst, true)

@@ -149,13 +149,17 @@ func (s *syncer) gather(seq int32, nd *node, reads, writes []aref, lo, hi int, n
 			need = append(need, edgeNeed{seq: p, full: full})
 		}
 	}
+	// A packet read waits for the packets' flags, which orders it after
+	// their write, unless a port channel's proxy does the reading: it
+	// copies the bytes as they are, so the write must be ordered first.
+	flagged := nd.act == nil || nd.act.chType != ir.ChanPort
 	for _, r := range reads {
 		if r.rank < lo || r.rank >= hi {
 			continue
 		}
 		for i := r.idx; i < r.idx+r.size; i++ {
 			ci := s.info(r.rank, r.buf, i)
-			if ci.lastW >= 0 && !(r.packet && ci.wPacket) {
+			if ci.lastW >= 0 && !(r.packet && ci.wPacket && flagged) {
 				add(ci.lastW, true)
 			}
 		}
