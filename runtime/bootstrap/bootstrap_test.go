@@ -398,34 +398,58 @@ func TestClosedPeer(t *testing.T) {
 	noErrors(t, errs)
 }
 
-// The root refuses, with a reason, ranks that disagree about the job or
-// claim a rank already taken; bad configurations fail before dialling.
+// A rank that proves the secret but cannot be right (a rank taken twice,
+// another world size) is refused with a reason, and the job fails at once
+// with that reason on every rank, not later as "rank 2 did not arrive".
+// A connection without the secret cannot end the job (anyone could), but
+// the connect timeout's verdict quotes why it was refused.
 func TestAdmission(t *testing.T) {
 	t.Parallel() // rank 0 keeps its failed root until the connect deadline
 	const n = 3
-	id, root := startRoot(t, n, 5*time.Second)
-	one, err := hello(id, Config{Rank: 1, World: n}, 5000)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, tc := range []struct {
 		cfg  Config
 		want string
 	}{
-		{Config{Rank: 1, World: n}, "rank 1 already joined"},
-		{Config{Rank: 2, World: 4}, "world size is 4, rank 0 says 3"},
+		{Config{Rank: 1, World: n}, "rank 1 joined twice"},
+		{Config{Rank: 2, World: 4}, "rank 2 (from 127.0.0.1) says the world size is 4, rank 0 says 3"},
 	} {
-		if c, err := hello(id, tc.cfg, 5000); err == nil || !errors.Is(err, errRefused) || !strings.Contains(err.Error(), tc.want) {
+		start := time.Now()
+		id, root := startRoot(t, n, 20*time.Second)
+		one, err := hello(id, Config{Rank: 1, World: n}, 20000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c, err := hello(id, tc.cfg, 20000); err == nil || !errors.Is(err, errRefused) || !strings.Contains(err.Error(), tc.want) {
 			if c != nil {
 				c.Close()
 			}
 			t.Errorf("%+v: %v, want refused: %q", tc.cfg, err, tc.want)
 		}
+		var pr *ProtocolError
+		if err := <-root; !errors.As(err, &pr) || pr.Rank != tc.cfg.Rank || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("rank 0: %v, want rank %d's refusal %q", err, tc.cfg.Rank, tc.want)
+		}
+		one.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if m, err := readMsg(one, frameLimit); err != nil || m.kind != kAbort || !strings.Contains(abortErr(m).Error(), tc.want) {
+			t.Errorf("rank 1 heard %+v, %v; want the abort quoting %q", m, err, tc.want)
+		}
+		one.Close()
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("%q took %v to reach every rank", tc.want, d)
+		}
 	}
-	one.Close() // rank 1 dies before the job formed
-	var pe *PeerError
-	if err := <-root; !errors.As(err, &pe) || pe.Rank != 1 {
-		t.Errorf("rank 0: %v, want rank 1 named as gone", err)
+	id, root := startRoot(t, n, time.Second)
+	wrong := id
+	wrong.Secret[0] ^= 1
+	if c, err := hello(wrong, Config{Rank: 2, World: n}, 5000); err == nil || !strings.Contains(err.Error(), "authentication failed") {
+		if c != nil {
+			c.Close()
+		}
+		t.Errorf("wrong secret: %v, want refused", err)
+	}
+	var te *TimeoutError
+	if err := <-root; !errors.As(err, &te) || !strings.Contains(err.Error(), "claiming rank 2 was refused: it does not hold this job's secret") {
+		t.Errorf("rank 0: %v, want a timeout quoting the refusal", err)
 	}
 	for _, tc := range []struct {
 		cfg  Config

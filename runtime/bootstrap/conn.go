@@ -95,6 +95,9 @@ func (o *outbox) run() {
 // HMAC over the nonces in the other order. The secret never travels, a
 // recorded handshake cannot be replayed (fresh nonces), and a rank never
 // joins a root of another job that happens to listen on the same port.
+// Every field of the hello is under the MAC, the time left included: the
+// root shortens the connect phase by it, so a forged value could end the
+// job's wait early.
 
 func helloMAC(secret [16]byte, rootNonce []byte, m *msg) []byte {
 	h := hmac.New(sha256.New, secret[:])
@@ -104,6 +107,7 @@ func helloMAC(secret [16]byte, rootNonce []byte, m *msg) []byte {
 	var b []byte
 	b = binary.AppendUvarint(b, uint64(m.rank))
 	b = binary.AppendUvarint(b, uint64(m.world))
+	b = binary.AppendUvarint(b, m.ms)
 	b = binary.AppendUvarint(b, uint64(len(m.node)))
 	h.Write(b)
 	h.Write([]byte(m.node))
@@ -132,6 +136,10 @@ func nonce() []byte {
 // the same credentials cannot help.
 var errRefused = errors.New("refused")
 
+// errAuth marks a hello whose MAC is wrong: the sender does not hold the
+// secret.
+var errAuth = errors.New("authentication failed")
+
 // errNotRoot marks a listener that does not speak this protocol.
 var errNotRoot = errors.New("not an msccl bootstrap root")
 
@@ -146,6 +154,8 @@ func readMsg(c net.Conn, limit int) (*msg, error) {
 
 // serverHello runs the root's half up to checking the rank's MAC. It
 // returns the hello and the root's nonce; the caller accepts or rejects.
+// A hello with a wrong MAC comes back too, with errAuth, so the root can
+// say which rank a refused connection claimed to be.
 func serverHello(c net.Conn, secret [16]byte, deadline time.Time) (*msg, []byte, error) {
 	c.SetDeadline(deadline)
 	rn := nonce()
@@ -161,7 +171,7 @@ func serverHello(c net.Conn, secret [16]byte, deadline time.Time) (*msg, []byte,
 	}
 	if !hmac.Equal(m.mac, helloMAC(secret, rn, m)) {
 		c.Write(encode(&msg{kind: kReject, text: "authentication failed: the connecting process does not hold this job's secret"}))
-		return nil, nil, errors.New("authentication failed")
+		return m, nil, errAuth
 	}
 	return m, rn, nil
 }

@@ -31,9 +31,10 @@ type Config struct {
 	// for it (and re-read it if the root they reach refuses them). ID is
 	// then ignored.
 	IDFile string
-	// ListenAddr is what rank 0 listens on; "" means ID.Addr. Set when the
-	// address is derived from launcher variables: rank 0 listens on every
-	// interface, since MASTER_ADDR may name it in any way.
+	// ListenAddr is what rank 0 listens on; "" means ID.Addr, exactly
+	// (loopback stays loopback). MSCCL_BOOTSTRAP_LISTEN sets it, for a
+	// host whose name resolves on itself to an address the other hosts
+	// cannot reach (":PORT" listens on every interface).
 	ListenAddr string
 	// ListenFD, when > 0, is an inherited listening socket rank 0 serves
 	// on instead of binding (MSCCL_BOOTSTRAP_LISTEN_FD; Spawn passes one so
@@ -69,8 +70,13 @@ type launcher struct {
 	node                  string
 	rootHost              string // where rank 0 runs; "" = unknown
 	port                  int    // root port; 0 = unknown
-	secret                []string
-	err                   error
+	// secret is a random per-job value the launcher itself hands every
+	// rank through the environment (nil when it gives none).
+	secret []string
+	// noSecret says, when secret is nil, how to give this launcher's
+	// job one.
+	noSecret string
+	err      error
 }
 
 func fromEnv(get func(string) string) (Config, error) {
@@ -139,7 +145,10 @@ func fromEnv(get func(string) string) (Config, error) {
 // rendezvous fills the root address and the secret, in this order of
 // preference: MSCCL_UNIQUE_ID, MSCCL_UNIQUE_ID_FILE, then an address from
 // MSCCL_BOOTSTRAP_ADDR / MSCCL_BOOTSTRAP_PORT / the launcher with a
-// secret from MSCCL_SECRET or derived from the launcher's job identity.
+// secret from MSCCL_SECRET or a random per-job key the launcher put in
+// the environment. Nothing is derived from guessable job variables (run
+// id, job id, addresses): without a secret the job is refused, saying how
+// to give it one (docs/rationale.md).
 func rendezvous(cfg *Config, l *launcher, get func(string) string) error {
 	if s := get("MSCCL_UNIQUE_ID"); s != "" {
 		id, err := ParseUniqueID(s)
@@ -181,19 +190,34 @@ func rendezvous(cfg *Config, l *launcher, get func(string) string) error {
 		return fmt.Errorf("bootstrap: %s does not say where rank 0 runs; set MSCCL_UNIQUE_ID, MSCCL_UNIQUE_ID_FILE or MSCCL_BOOTSTRAP_ADDR=HOST:PORT", l.name)
 	}
 	cfg.ID.Addr = net.JoinHostPort(host, strconv.Itoa(port))
-	cfg.ListenAddr = ":" + strconv.Itoa(port)
+	if s := get("MSCCL_BOOTSTRAP_LISTEN"); s != "" {
+		if _, _, err := net.SplitHostPort(s); err != nil {
+			return fmt.Errorf("bootstrap: MSCCL_BOOTSTRAP_LISTEN=%q: want HOST:PORT or :PORT", clip(s))
+		}
+		cfg.ListenAddr = s
+	}
 	if s := get("MSCCL_SECRET"); s != "" {
 		cfg.ID.Secret = secretFrom("msccl-secret-v1", s)
 		cfg.Source += ", MSCCL_SECRET"
 		return nil
 	}
 	if len(l.secret) == 0 {
-		return fmt.Errorf("bootstrap: %s gives no job identity to derive a secret from; set MSCCL_SECRET (the same on every rank) or MSCCL_UNIQUE_ID", l.name)
+		how := l.noSecret
+		if how == "" {
+			how = "set MSCCL_SECRET to the same random value on every rank, or MSCCL_UNIQUE_ID"
+		}
+		return fmt.Errorf("bootstrap: %s hands its ranks no secret, and none is derived from guessable job variables: %s", l.name, how)
 	}
-	cfg.ID.Secret = secretFrom("msccl-derived-secret-v1", append([]string{l.name}, l.secret...)...)
-	cfg.Source += ", secret derived from the job's identity"
+	cfg.ID.Secret = secretFrom("msccl-launcher-secret-v1", append([]string{l.name}, l.secret...)...)
+	cfg.Source += ", the launcher's per-job key"
 	return nil
 }
+
+// setSecretHow is what FromEnv tells a user whose launcher hands out no
+// secret.
+const setSecretHow = "set MSCCL_SECRET to the same fresh random value in every rank's environment " +
+	"(e.g. export MSCCL_SECRET=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \\n') before launching), " +
+	"or MSCCL_UNIQUE_ID_FILE to a path on storage every rank reads (rank 0 writes a fresh id there, readable only by you)"
 
 // torchrun (and torch.distributed.launch, and most tools that mimic them)
 // set RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and
@@ -212,10 +236,11 @@ func torchrun(get func(string) string) *launcher {
 		l.intVar(&l.port, "MASTER_PORT", get)
 		l.port++
 	}
-	// TORCHELASTIC_RUN_ID is a random UUID under `torchrun --standalone`
-	// and the --rdzv-id the user chose otherwise; the restart count makes
-	// a restarted group a different job, so stale workers are refused.
-	l.secret = []string{get("TORCHELASTIC_RUN_ID"), get("TORCHELASTIC_RESTART_COUNT"), get("MASTER_ADDR"), get("MASTER_PORT"), get("WORLD_SIZE")}
+	// torchrun hands out no secret in the environment (the run id is the
+	// --rdzv-id the user chose unless --standalone, and nothing tells
+	// which); its store would carry one, which is what Python's
+	// Communicator.from_torch uses.
+	l.noSecret = setSecretHow + "; from Python, Communicator.from_torch hands a fresh id through torch's own store"
 	return l
 }
 
@@ -244,11 +269,12 @@ func openMPI(get func(string) string) *launcher {
 	} else if job != "" {
 		l.port = derivedPort(job)
 	}
-	if job != "" {
-		// Open MPI 4 puts a random per-job key in the environment for its
-		// PSM transports; when present it makes the derived secret a real one.
-		l.secret = []string{job, get("OMPI_COMM_WORLD_SIZE"), get("OMPI_MCA_orte_precondition_transports"), get("OMPI_MCA_opal_precondition_transports")}
+	// mpirun puts a random per-job key in every rank's environment for
+	// its PSM transports: a secret the launcher itself handed out.
+	if key := firstOf(get, "OMPI_MCA_orte_precondition_transports", "OMPI_MCA_opal_precondition_transports"); key != "" {
+		l.secret = []string{job, key}
 	}
+	l.noSecret = setSecretHow + " (mpirun -x MSCCL_SECRET passes it on)"
 	return l
 }
 
@@ -287,9 +313,9 @@ func slurm(get func(string) string) *launcher {
 	} else if get("SLURM_JOB_ID") != "" {
 		l.port = derivedPort(job)
 	}
-	if get("SLURM_JOB_ID") != "" {
-		l.secret = []string{job, ntasks, firstOf(get, "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST")}
-	}
+	// Slurm hands out no per-job secret (job ids and node lists are
+	// public through squeue).
+	l.noSecret = setSecretHow + " (srun passes the environment on)"
 	return l
 }
 

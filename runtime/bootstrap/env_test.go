@@ -27,18 +27,18 @@ func TestFromEnv(t *testing.T) {
 		src  string
 	}{
 		{"single process", nil, Config{Rank: 0, World: 1, LocalRank: 0, LocalWorld: 1, Node: "thishost", ID: UniqueID{Addr: "127.0.0.1:0"}, ListenAddr: "127.0.0.1:0"}, "single process"},
-		{"torchrun", []string{"RANK=3", "WORLD_SIZE=8", "LOCAL_RANK=1", "LOCAL_WORLD_SIZE=2", "MASTER_ADDR=gpu1", "MASTER_PORT=29500", "TORCHELASTIC_RUN_ID=abc"},
-			Config{Rank: 3, World: 8, LocalRank: 1, LocalWorld: 2, Node: "thishost", ID: UniqueID{Addr: "gpu1:29501"}, ListenAddr: ":29501"}, "torchrun, secret derived from the job's identity"},
-		{"openmpi one host", []string{"OMPI_COMM_WORLD_RANK=2", "OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_LOCAL_RANK=2", "OMPI_COMM_WORLD_LOCAL_SIZE=4", "PMIX_NAMESPACE=prterun-x-1@1"},
-			Config{Rank: 2, World: 4, LocalRank: 2, LocalWorld: 4, Node: "thishost", ID: UniqueID{Addr: "127.0.0.1:" + itoa(derivedPort("prterun-x-1@1"))}, ListenAddr: ":" + itoa(derivedPort("prterun-x-1@1"))}, "openmpi, secret derived from the job's identity"},
-		{"slurm", []string{"SLURM_PROCID=5", "SLURM_NTASKS=8", "SLURM_LOCALID=1", "SLURM_NODEID=2", "SLURM_STEP_TASKS_PER_NODE=2(x3),2", "SLURM_STEP_NODELIST=gpu[07-10]", "SLURM_JOB_ID=77", "SLURM_STEP_ID=0", "SLURMD_NODENAME=gpu09"},
-			Config{Rank: 5, World: 8, LocalRank: 1, LocalWorld: 2, Node: "gpu09", ID: UniqueID{Addr: "gpu07:" + itoa(derivedPort("77.0"))}, ListenAddr: ":" + itoa(derivedPort("77.0"))}, "slurm, secret derived from the job's identity"},
-		{"torchrun under slurm", []string{"RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=100", "SLURM_PROCID=0", "SLURM_NTASKS=1"},
-			Config{Rank: 1, World: 2, LocalRank: -1, LocalWorld: -1, Node: "thishost", ID: UniqueID{Addr: "h:101"}, ListenAddr: ":101"}, "torchrun, secret derived from the job's identity"},
+		{"torchrun", []string{"RANK=3", "WORLD_SIZE=8", "LOCAL_RANK=1", "LOCAL_WORLD_SIZE=2", "MASTER_ADDR=gpu1", "MASTER_PORT=29500", "TORCHELASTIC_RUN_ID=abc", "MSCCL_SECRET=s"},
+			Config{Rank: 3, World: 8, LocalRank: 1, LocalWorld: 2, Node: "thishost", ID: UniqueID{Addr: "gpu1:29501", Secret: secretFrom("msccl-secret-v1", "s")}}, "torchrun, MSCCL_SECRET"},
+		{"openmpi one host", []string{"OMPI_COMM_WORLD_RANK=2", "OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_LOCAL_RANK=2", "OMPI_COMM_WORLD_LOCAL_SIZE=4", "PMIX_NAMESPACE=prterun-x-1@1", "OMPI_MCA_orte_precondition_transports=0123456789abcdef-fedcba9876543210"},
+			Config{Rank: 2, World: 4, LocalRank: 2, LocalWorld: 4, Node: "thishost", ID: UniqueID{Addr: "127.0.0.1:" + itoa(derivedPort("prterun-x-1@1"))}}, "openmpi, the launcher's per-job key"},
+		{"slurm", []string{"SLURM_PROCID=5", "SLURM_NTASKS=8", "SLURM_LOCALID=1", "SLURM_NODEID=2", "SLURM_STEP_TASKS_PER_NODE=2(x3),2", "SLURM_STEP_NODELIST=gpu[07-10]", "SLURM_JOB_ID=77", "SLURM_STEP_ID=0", "SLURMD_NODENAME=gpu09", "MSCCL_SECRET=s"},
+			Config{Rank: 5, World: 8, LocalRank: 1, LocalWorld: 2, Node: "gpu09", ID: UniqueID{Addr: "gpu07:" + itoa(derivedPort("77.0"))}}, "slurm, MSCCL_SECRET"},
+		{"torchrun under slurm", []string{"RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=100", "SLURM_PROCID=0", "SLURM_NTASKS=1", "MSCCL_SECRET=s", "MSCCL_BOOTSTRAP_LISTEN=:101"},
+			Config{Rank: 1, World: 2, LocalRank: -1, LocalWorld: -1, Node: "thishost", ID: UniqueID{Addr: "h:101"}, ListenAddr: ":101"}, "torchrun, MSCCL_SECRET"},
 		{"msccl overrides", []string{"RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=100", "MSCCL_RANK=0", "MSCCL_WORLD_SIZE=3", "MSCCL_NODE=n7", "MSCCL_BOOTSTRAP_TIMEOUT=90s", "MSCCL_UNIQUE_ID=" + id.String()},
 			Config{Rank: 0, World: 3, LocalRank: -1, LocalWorld: -1, Node: "n7", ID: id, Timeout: 90 * time.Second}, "torchrun, MSCCL_UNIQUE_ID"},
 		{"msccl alone", []string{"MSCCL_RANK=1", "MSCCL_WORLD_SIZE=2", "MSCCL_BOOTSTRAP_ADDR=[::1]:999", "MSCCL_SECRET=pass", "MSCCL_BOOTSTRAP_TIMEOUT=2.5"},
-			Config{Rank: 1, World: 2, LocalRank: -1, LocalWorld: -1, Node: "thishost", ID: UniqueID{Addr: "[::1]:999", Secret: secretFrom("msccl-secret-v1", "pass")}, ListenAddr: ":999", Timeout: 2500 * time.Millisecond}, "msccl, MSCCL_SECRET"},
+			Config{Rank: 1, World: 2, LocalRank: -1, LocalWorld: -1, Node: "thishost", ID: UniqueID{Addr: "[::1]:999", Secret: secretFrom("msccl-secret-v1", "pass")}, Timeout: 2500 * time.Millisecond}, "msccl, MSCCL_SECRET"},
 		{"one rank", []string{"MSCCL_RANK=0", "MSCCL_WORLD_SIZE=1"},
 			Config{Rank: 0, World: 1, LocalRank: -1, LocalWorld: -1, Node: "thishost", ID: UniqueID{Addr: "127.0.0.1:0"}, ListenAddr: "127.0.0.1:0"}, "msccl"},
 		{"id file", []string{"MSCCL_RANK=1", "MSCCL_WORLD_SIZE=2", "MSCCL_UNIQUE_ID_FILE=/tmp/x"},
@@ -67,21 +67,33 @@ func TestFromEnv(t *testing.T) {
 	}
 }
 
-// The derived secret is the same on every rank of one job and differs
-// between jobs (and restarts).
-func TestDerivedSecret(t *testing.T) {
-	job := func(rank, restart string) [16]byte {
-		c, err := fromEnv(envOf("RANK="+rank, "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=100", "TORCHELASTIC_RUN_ID=u1", "TORCHELASTIC_RESTART_COUNT="+restart))
+// A launcher's own per-job key (Open MPI's) gives every rank of the job
+// the same secret and other jobs another; the job's public identity alone
+// (torchrun's run id, Slurm's job id) gives none: the job is refused,
+// saying how to set one.
+func TestLauncherSecret(t *testing.T) {
+	ompi := func(rank, key string) [16]byte {
+		c, err := fromEnv(envOf("OMPI_COMM_WORLD_RANK="+rank, "OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_LOCAL_SIZE=2", "PMIX_NAMESPACE=j", "OMPI_MCA_opal_precondition_transports="+key))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return c.ID.Secret
 	}
-	if job("0", "0") != job("1", "0") {
-		t.Error("ranks of one job derive different secrets")
+	if ompi("0", "a-b") != ompi("1", "a-b") {
+		t.Error("ranks of one job get different secrets")
 	}
-	if job("0", "0") == job("0", "1") {
-		t.Error("a restarted job derives the same secret")
+	if ompi("0", "a-b") == ompi("0", "a-c") {
+		t.Error("two jobs with different keys get the same secret")
+	}
+	for _, env := range [][]string{
+		{"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=100", "TORCHELASTIC_RUN_ID=u1", "TORCHELASTIC_RESTART_COUNT=0"},
+		{"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_LOCAL_SIZE=2", "PMIX_NAMESPACE=j"},
+		{"SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_STEP_NODELIST=n1", "SLURM_JOB_ID=7", "SLURM_STEP_ID=0"},
+	} {
+		_, err := fromEnv(envOf(env...))
+		if err == nil || !strings.Contains(err.Error(), "no secret") || !strings.Contains(err.Error(), "MSCCL_SECRET") {
+			t.Errorf("%v: %v, want a refusal naming MSCCL_SECRET", env, err)
+		}
 	}
 }
 
@@ -126,6 +138,15 @@ func TestUniqueIDRoundTrip(t *testing.T) {
 	for _, bad := range []string{"", "msccl1:", "msccl1:h:1:zz", "msccl1:h:0:00000000000000000000000000000000", "msccl2:h:1:00000000000000000000000000000000", "msccl1:h:1:00"} {
 		if _, err := ParseUniqueID(bad); err == nil {
 			t.Errorf("%q parsed", bad)
+		}
+	}
+	// The id is a credential: however it is malformed, the error quotes
+	// no part of it (a misplaced colon moves the secret into the address).
+	const secret = "0123456789abcdef0123456789abcdef"
+	for _, bad := range []string{secret, "msccl1:" + secret, "msccl1:h:1:" + secret + ":", "msccl1:h:1:" + secret + "0", "mscc1:h:1:" + secret, "msccl1:h:x" + secret + ":00"} {
+		_, err := ParseUniqueID(bad)
+		if err == nil || strings.Contains(err.Error(), secret[:8]) {
+			t.Errorf("ParseUniqueID(%q): %v", bad, err)
 		}
 	}
 }

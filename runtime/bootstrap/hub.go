@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sort"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -34,6 +37,16 @@ type hub struct {
 	live    int // admitted connections not yet gone
 	done    chan struct{}
 	doneSet bool
+
+	// Connections that have not proved the secret yet, in total and by
+	// source host: strangers beyond the caps are closed at once, so they
+	// can neither exhaust descriptors nor crowd out the ranks.
+	strangers  int
+	strangerBy map[string]int
+	// refused notes connections refused for a wrong secret, by the rank
+	// they claimed: an unauthenticated claim cannot fail the job (anyone
+	// could then end it), but the connect timeout's verdict quotes it.
+	refused map[int]string
 }
 
 type hubPeer struct {
@@ -56,6 +69,24 @@ type pending struct {
 	deadline time.Time
 	timer    *time.Timer
 }
+
+// The admission limits; variables so tests can lower them.
+var (
+	// maxStrangers bounds the connections in their handshake at once.
+	maxStrangers = 256
+	// maxStrangersPerHost bounds them per source address, so one host
+	// cannot take every slot from ranks on other hosts.
+	maxStrangersPerHost = 32
+	// handshakeLimitTime bounds one handshake: a silent stranger holds its
+	// slot no longer.
+	handshakeLimitTime = 10 * time.Second
+	// acceptBackoffMax bounds the pause after a failed Accept.
+	acceptBackoffMax = time.Second
+)
+
+// acceptRetries counts Accept errors the root survived (tests read it to
+// know a flood really ran the listener out of descriptors).
+var acceptRetries atomic.Int64
 
 func opName(op byte, seq uint64) string {
 	if op == opBarrier {
@@ -90,7 +121,8 @@ func startHub(cfg *Config, deadline time.Time) (h *hub, dial string, err error) 
 		}
 	}
 	h = &hub{world: cfg.World, secret: cfg.ID.Secret, timeout: cfg.Timeout, ln: ln, start: time.Now(),
-		peers: make([]*hubPeer, cfg.World), nodes: make([]string, cfg.World), colls: map[uint64]*pending{}, done: make(chan struct{})}
+		peers: make([]*hubPeer, cfg.World), nodes: make([]string, cfg.World), colls: map[uint64]*pending{}, done: make(chan struct{}),
+		strangerBy: map[string]int{}, refused: map[int]string{}}
 	h.dl = deadline
 	h.timer = time.AfterFunc(time.Until(deadline), h.connectTimeout)
 	go h.accept()
@@ -102,48 +134,99 @@ func startHub(cfg *Config, deadline time.Time) (h *hub, dial string, err error) 
 	return h, net.JoinHostPort(ip.String(), fmt.Sprint(a.Port)), nil
 }
 
+// accept admits connections until the listener is closed. Any other
+// Accept error (EMFILE when strangers hold every descriptor, ENFILE,
+// ECONNABORTED, ENOBUFS) is about one connection or a passing shortage:
+// wait and try again, so the ranks still get in once it passes.
 func (h *hub) accept() {
+	backoff := 5 * time.Millisecond
 	for {
 		c, err := h.ln.Accept()
 		if err != nil {
-			return // closed when every rank joined, or on failure
+			if errors.Is(err, net.ErrClosed) {
+				return // closed when every rank joined, or at shutdown
+			}
+			acceptRetries.Add(1)
+			time.Sleep(backoff)
+			backoff = min(2*backoff, acceptBackoffMax)
+			continue
 		}
-		go h.admit(c)
+		backoff = 5 * time.Millisecond
+		host := remoteHost(c)
+		h.mu.Lock()
+		full := h.strangers >= maxStrangers || h.strangerBy[host] >= maxStrangersPerHost
+		if !full {
+			h.strangers++
+			h.strangerBy[host]++
+		}
+		h.mu.Unlock()
+		if full {
+			c.Close()
+			continue
+		}
+		go h.admit(c, host)
 	}
 }
+
+// remoteHost is the source address of c without its port.
+func remoteHost(c net.Conn) string {
+	a := c.RemoteAddr().String()
+	if h, _, err := net.SplitHostPort(a); err == nil {
+		return h
+	}
+	return a
+}
+
+// vouched moves c out of the strangers' count: its handshake ended.
+func (h *hub) vouched(host string) {
+	h.mu.Lock()
+	h.strangers--
+	if h.strangerBy[host]--; h.strangerBy[host] <= 0 {
+		delete(h.strangerBy, host)
+	}
+	h.mu.Unlock()
+}
+
+// maxRefusedNotes bounds the refusals a verdict quotes.
+const maxRefusedNotes = 8
 
 // admit runs the handshake on c. A connection that does not prove the
 // secret, or arrives when the job is complete or failed, is refused and
 // changes nothing else.
-func (h *hub) admit(c net.Conn) {
-	hs := h.timeout
-	if hs > 10*time.Second {
-		hs = 10 * time.Second // a silent stranger holds a goroutine no longer
-	}
+func (h *hub) admit(c net.Conn, host string) {
+	hs := min(h.timeout, handshakeLimitTime)
 	m, rn, err := serverHello(c, h.secret, time.Now().Add(hs))
+	h.vouched(host)
 	if err != nil {
+		if errors.Is(err, errAuth) && m != nil {
+			h.noteRefusal(m.rank, fmt.Sprintf("a connection from %s claiming rank %d was refused: it does not hold this job's secret", host, m.rank))
+		}
 		c.Close()
 		return
 	}
-	reject := func(format string, args ...any) {
-		c.Write(encode(&msg{kind: kReject, text: fmt.Sprintf(format, args...)}))
+	// A rank that proved the secret belongs to this job: a claim that
+	// cannot be right is a misconfigured job, and every rank hears why at
+	// once rather than timing out on the rank that never got in.
+	refuse := func(err error) {
+		c.Write(encode(&msg{kind: kReject, text: err.Error()}))
 		c.Close()
+		h.fail(err)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
-	case m.world != h.world:
-		reject("rank %d says the world size is %d, rank 0 says %d", m.rank, m.world, h.world)
-		return
-	case m.rank >= h.world:
-		reject("rank %d is out of range for world size %d", m.rank, h.world)
-		return
 	case h.err != nil:
 		c.Write(encode(abortMsg(h.err)))
 		c.Close()
 		return
+	case m.world != h.world:
+		refuse(&ProtocolError{Rank: m.rank, Detail: fmt.Sprintf("rank %d (from %s) says the world size is %d, rank 0 says %d", m.rank, host, m.world, h.world)})
+		return
+	case m.rank >= h.world:
+		refuse(&ProtocolError{Rank: m.rank, Detail: fmt.Sprintf("rank %d (from %s) is out of range for world size %d", m.rank, host, h.world)})
+		return
 	case h.peers[m.rank] != nil:
-		reject("rank %d already joined (from %s)", m.rank, h.peers[m.rank].conn.RemoteAddr())
+		refuse(&ProtocolError{Rank: m.rank, Detail: fmt.Sprintf("rank %d joined twice (from %s, and earlier from %s)", m.rank, host, remoteHost(h.peers[m.rank].conn))})
 		return
 	}
 	c.SetDeadline(time.Time{})
@@ -188,7 +271,31 @@ func (h *hub) connectTimeout() {
 			missing = append(missing, r)
 		}
 	}
-	h.fail(&TimeoutError{Op: "connect", Ranks: missing, After: time.Since(h.start).Round(time.Millisecond)})
+	te := &TimeoutError{Op: "connect", Ranks: missing, After: time.Since(h.start).Round(time.Millisecond)}
+	var notes []string
+	for _, r := range missing {
+		if n, ok := h.refused[r]; ok {
+			notes = append(notes, n)
+		}
+	}
+	if len(notes) == 0 && len(h.refused) > 0 {
+		for _, n := range h.refused {
+			notes = append(notes, n)
+		}
+		sort.Strings(notes)
+	}
+	te.Detail = strings.Join(notes, "; ")
+	h.fail(te)
+}
+
+// noteRefusal remembers why a connection claiming rank was refused.
+func (h *hub) noteRefusal(rank int, why string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.refused[rank]; ok || len(h.refused) >= maxRefusedNotes {
+		return
+	}
+	h.refused[rank] = why
 }
 
 // read handles one rank's frames in order; that order is what makes

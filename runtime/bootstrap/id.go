@@ -85,26 +85,28 @@ func (u UniqueID) String() string {
 	return idPrefix + u.Addr + ":" + hex.EncodeToString(u.Secret[:])
 }
 
-// ParseUniqueID parses the form String prints.
+// ParseUniqueID parses the form String prints. Its errors never quote
+// the input, not even the address part (a misplaced colon would put the
+// secret there): the id is a credential, and errors end up in logs.
 func ParseUniqueID(s string) (UniqueID, error) {
 	s = strings.TrimSpace(s)
 	rest, ok := strings.CutPrefix(s, idPrefix)
 	if !ok {
-		return UniqueID{}, fmt.Errorf("bootstrap: unique id %q does not start with %q", clip(s), idPrefix)
+		return UniqueID{}, fmt.Errorf("bootstrap: the unique id (%d characters, not shown: it holds the secret) does not start with %q", len(s), idPrefix)
 	}
 	i := strings.LastIndexByte(rest, ':')
 	if i < 0 {
-		return UniqueID{}, fmt.Errorf("bootstrap: unique id %q: want %sHOST:PORT:SECRET", clip(s), idPrefix)
+		return UniqueID{}, fmt.Errorf("bootstrap: the unique id (%d characters, not shown) has no secret: want %sHOST:PORT:SECRET", len(s), idPrefix)
 	}
 	var id UniqueID
+	id.Addr = rest[:i]
 	sec, err := hex.DecodeString(rest[i+1:])
 	if err != nil || len(sec) != len(id.Secret) {
-		return UniqueID{}, fmt.Errorf("bootstrap: unique id %q: the secret must be %d hex digits", clip(s), 2*len(id.Secret))
+		return UniqueID{}, fmt.Errorf("bootstrap: the unique id (not shown): the secret after the last ':' must be %d hex digits, it has %d characters", 2*len(id.Secret), len(rest)-i-1)
 	}
 	copy(id.Secret[:], sec)
-	id.Addr = rest[:i]
 	if _, _, err := splitPort(id.Addr); err != nil {
-		return UniqueID{}, fmt.Errorf("bootstrap: unique id %q: %w", clip(s), err)
+		return UniqueID{}, fmt.Errorf("bootstrap: the unique id (not shown): its address is not HOST:PORT with a port in 1..65535")
 	}
 	return id, nil
 }

@@ -3,6 +3,8 @@ package bootstrap
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -485,6 +487,11 @@ func TestLaunchers(t *testing.T) {
 	masterPort := ln.Addr().(*net.TCPAddr).Port - 1 // the root takes MASTER_PORT+1
 	ln.Close()
 	runID := fmt.Sprint(time.Now().UnixNano())
+	// The secret comes from the user (MSCCL_SECRET) for torchrun and
+	// Slurm, and from mpirun's own per-job key for Open MPI.
+	var key [16]byte
+	rand.Read(key[:])
+	secret := hex.EncodeToString(key[:])
 	ompiJob, slurmJob := freeDerived(t, "prterun-test-", ""), freeDerived(t, "", ".0")
 	launchers := []struct {
 		name  string
@@ -496,17 +503,18 @@ func TestLaunchers(t *testing.T) {
 			// torchrun --nnodes 2 --nproc-per-node 2 (both "nodes" here).
 			return []string{"RANK=" + strconv.Itoa(r), "WORLD_SIZE=4", "LOCAL_RANK=" + strconv.Itoa(r%2), "LOCAL_WORLD_SIZE=2",
 				"GROUP_RANK=" + strconv.Itoa(r/2), "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + strconv.Itoa(masterPort),
-				"TORCHELASTIC_RUN_ID=" + runID, "TORCHELASTIC_RESTART_COUNT=0"}
-		}, "local=1/2", "src=torchrun, secret derived"},
+				"TORCHELASTIC_RUN_ID=" + runID, "TORCHELASTIC_RESTART_COUNT=0", "MSCCL_SECRET=" + secret}
+		}, "local=1/2", "src=torchrun, MSCCL_SECRET"},
 		{"openmpi", func(r int) []string {
 			return []string{"OMPI_COMM_WORLD_RANK=" + strconv.Itoa(r), "OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_LOCAL_RANK=" + strconv.Itoa(r),
-				"OMPI_COMM_WORLD_LOCAL_SIZE=4", "OMPI_COMM_WORLD_NODE_RANK=0", "PMIX_RANK=" + strconv.Itoa(r), "PMIX_NAMESPACE=" + ompiJob}
-		}, "local=1/4", "src=openmpi, secret derived"},
+				"OMPI_COMM_WORLD_LOCAL_SIZE=4", "OMPI_COMM_WORLD_NODE_RANK=0", "PMIX_RANK=" + strconv.Itoa(r), "PMIX_NAMESPACE=" + ompiJob,
+				"OMPI_MCA_orte_precondition_transports=" + secret[:16] + "-" + secret[16:]}
+		}, "local=1/4", "src=openmpi, the launcher's per-job key"},
 		{"slurm", func(r int) []string {
 			return []string{"SLURM_PROCID=" + strconv.Itoa(r), "SLURM_NTASKS=4", "SLURM_STEP_NUM_TASKS=4", "SLURM_LOCALID=" + strconv.Itoa(r),
 				"SLURM_NODEID=0", "SLURM_STEP_TASKS_PER_NODE=4", "SLURM_STEP_NODELIST=localhost", "SLURM_JOB_ID=" + slurmJob,
-				"SLURM_STEP_ID=0", "SLURMD_NODENAME=localhost"}
-		}, "local=1/4", "src=slurm, secret derived"},
+				"SLURM_STEP_ID=0", "SLURMD_NODENAME=localhost", "MSCCL_SECRET=" + secret}
+		}, "local=1/4", "src=slurm, MSCCL_SECRET"},
 	}
 	for _, l := range launchers {
 		t.Run(l.name, func(t *testing.T) {
