@@ -19,8 +19,9 @@ import (
 // RankComm is this process's rank in a job of one process per rank,
 // started by msccl-bench --procs, torchrun, mpirun or srun.
 type RankComm struct {
-	c   *comm.Comm
-	gpu *cudadev.Device // the cuda device; nil on the cpu device
+	c    *comm.Comm
+	gpu  *cudadev.Device // the cuda device; nil on the cpu device
+	coll *collState      // the collectives on caller buffers (collective.go)
 }
 
 // CommOptions configure OpenComm.
@@ -96,7 +97,13 @@ func openComm(ctx context.Context, cfg bootstrap.Config, opt CommOptions) (*Rank
 		bs.Close()
 		return nil, err
 	}
-	return &RankComm{c: c, gpu: gpu}, nil
+	rc := &RankComm{c: c, gpu: gpu}
+	if gpu != nil {
+		rc.coll = newCollState(gpuDevice{rankGPU{rc}})
+	} else {
+		rc.coll = newCollState(hostDevice{rc})
+	}
+	return rc, nil
 }
 
 // openGPU opens this rank's GPU: the local rank comes from the launcher,
@@ -159,10 +166,13 @@ func (c *RankComm) Recv(ctx context.Context, peer, tag int) ([]byte, error) {
 	return c.c.Bootstrap().Recv(ctx, peer, tag)
 }
 
-// Close leaves the job and releases the GPU. Close RankExecs and free
-// RankBuffers first.
+// Close closes the plans the collectives opened, leaves the job and
+// releases the GPU. Close RankExecs and free RankBuffers first.
 func (c *RankComm) Close() error {
-	err := c.c.Close()
+	err := c.coll.close()
+	if e := c.c.Close(); err == nil {
+		err = e
+	}
 	if c.gpu != nil {
 		if e := c.gpu.Close(); err == nil {
 			err = e

@@ -1,0 +1,182 @@
+package msccl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+
+	"github.com/msccl-go/msccl-go/internal/diag"
+	"github.com/msccl-go/msccl-go/ir"
+	"github.com/msccl-go/msccl-go/runtime/cuda"
+)
+
+// The cuda device's collectives. The caller's buffers are device memory
+// (PyTorch's tensors) and its stream is where everything goes:
+// stream-ordered device-to-device copies stage the input into the rank's
+// registered buffers, the rank's kernel is launched behind them, and the
+// output is copied back behind the kernel. Nothing waits on the host, so
+// the call is ordered with the caller's other work as a kernel of its
+// own would be, and a CUDA graph capture of the stream records it.
+//
+// Capture forbids allocation, synchronisation and module loading; so
+// does a prepared run: buffers, op tables and the kernel are made by
+// Prepare or by the first run of a (plan, size, type, reduction) outside
+// capture. A capture that reaches an unprepared one is refused with an
+// error saying so, before anything is queued.
+
+// gpuOps is what the cuda device needs of the driver and of executor/cuda
+// for one rank: the real one is rankGPU; the staging tests substitute host
+// memory (collcuda_test.go).
+type gpuOps interface {
+	// open opens plan p at message size bytes on this rank (collective).
+	open(ctx context.Context, p *Plan, size int64) (gpuExec, error)
+	// captureStatus is cuda.Stream.CaptureStatus of stream.
+	captureStatus(stream uintptr) (int, error)
+	// copy queues an n-byte device copy on stream.
+	copy(dst, src uint64, n int64, stream uintptr) error
+}
+
+// gpuExec is one plan opened at one size on a cuda rank.
+type gpuExec interface {
+	// input and output are the registered buffers' device addresses,
+	// inBytes and outBytes their lengths.
+	input() uint64
+	output() uint64
+	inBytes() int64
+	outBytes() int64
+	// prepare makes what a launch of (dt, red) needs without launching.
+	prepare(dt DType, red ReduceOp) error
+	// enqueue launches the collective on stream, behind the work queued
+	// on it, without waiting: once prepared, capturable.
+	enqueue(dt DType, red ReduceOp, stream uintptr) error
+	close() error
+}
+
+// gpuDevice is the cuda device of a communicator.
+type gpuDevice struct{ ops gpuOps }
+
+func (gpuDevice) name() string { return "cuda" }
+
+// capturing asks whether stream is being captured; an invalidated
+// capture is refused (whatever broke it, queuing more work would hide it).
+func (d gpuDevice) capturing(stream uintptr) (bool, error) {
+	st, err := d.ops.captureStatus(stream)
+	if err != nil {
+		return false, diag.Errorc(diag.CodeBadOptions, "msccl: stream %#x: %v (is it a stream of this process's current CUDA device?)", stream, err)
+	}
+	switch st {
+	case cuda.CaptureActive:
+		return true, nil
+	case cuda.CaptureInvalidated:
+		return false, diag.Errorc(diag.CodeBadOptions, "msccl: stream %#x: its graph capture was invalidated by an earlier call; end the capture", stream)
+	}
+	return false, nil
+}
+
+func (d gpuDevice) copy(dst, src Mem, stream uintptr) error {
+	if dst.dev == src.dev {
+		return nil
+	}
+	return d.ops.copy(uint64(dst.dev), uint64(src.dev), src.n, stream)
+}
+
+// setup runs f with the calling OS thread in relaxed capture mode
+// (cuda.RelaxCaptureMode), the executor's driver calls off the capture
+// path: ranks that are threads of one process each capture their own
+// stream, and a call of one rank's thread that the driver deems unsafe
+// during another thread's global-mode capture (torch.cuda.graph's
+// default) would fail and invalidate that capture. The calls that
+// conflict with any capture whatever (cuCtxSynchronize) the executor
+// does not make. Without the driver call f runs as it is.
+func (gpuDevice) setup(f func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if restore, err := cuda.RelaxCaptureMode(); err == nil {
+		defer restore()
+	}
+	return f()
+}
+
+func (d gpuDevice) open(ctx context.Context, p *Plan, size int64) (collExec, error) {
+	x, err := d.ops.open(ctx, p, size)
+	if err != nil {
+		return nil, err
+	}
+	return gpuColl{x: x, ops: d.ops}, nil
+}
+
+// gpuColl is a gpuExec with the staging copies around its launch.
+type gpuColl struct {
+	x   gpuExec
+	ops gpuOps
+}
+
+func (c gpuColl) bytes() (int64, int64)                { return c.x.inBytes(), c.x.outBytes() }
+func (c gpuColl) prepare(dt DType, red ReduceOp) error { return c.x.prepare(dt, red) }
+func (c gpuColl) close() error                         { return c.x.close() }
+
+func (c gpuColl) run(_ context.Context, dt DType, red ReduceOp, in Mem, ins []ir.Span, out Mem, outs []ir.Span, stream uintptr) error {
+	for _, s := range ins {
+		if err := c.ops.copy(c.x.input()+uint64(s.Dst), uint64(in.dev)+uint64(s.Src), s.N, stream); err != nil {
+			return fmt.Errorf("msccl: staging the input: %w", err)
+		}
+	}
+	if err := c.x.enqueue(dt, red, stream); err != nil {
+		return err
+	}
+	for _, s := range outs {
+		if err := c.ops.copy(uint64(out.dev)+uint64(s.Dst), c.x.output()+uint64(s.Src), s.N, stream); err != nil {
+			return fmt.Errorf("msccl: staging the output: %w", err)
+		}
+	}
+	return nil
+}
+
+// rankGPU is the real gpuOps: plans run by RankExec (executor/cuda's
+// one-rank-per-process executor), stream work by the driver, on streams
+// borrowed from the caller.
+type rankGPU struct{ rc *RankComm }
+
+func (g rankGPU) open(ctx context.Context, p *Plan, size int64) (gpuExec, error) {
+	in, out, err := p.BufferBytes(size)
+	if err != nil {
+		return nil, err
+	}
+	ex, b, err := g.rc.openAt(ctx, p, size)
+	if err != nil {
+		return nil, err
+	}
+	return &rankGPUExec{ex: ex, b: b, in: in, out: out}, nil
+}
+
+func (rankGPU) captureStatus(stream uintptr) (int, error) {
+	return cuda.StreamOf(stream).CaptureStatus()
+}
+
+func (rankGPU) copy(dst, src uint64, n int64, stream uintptr) error {
+	return cuda.MemcpyAsync(cuda.DevicePtr(dst), cuda.DevicePtr(src), n, cuda.StreamOf(stream))
+}
+
+// rankGPUExec is a RankExec and its buffers at one size: RankExec.Prepare
+// binds, RankExec.Enqueue launches on the caller's stream without waiting.
+type rankGPUExec struct {
+	ex      *RankExec
+	b       *RankBuffers
+	in, out int64
+}
+
+func (x *rankGPUExec) input() uint64   { return uint64(x.b.InputPtr()) }
+func (x *rankGPUExec) output() uint64  { return uint64(x.b.OutputPtr()) }
+func (x *rankGPUExec) inBytes() int64  { return x.in }
+func (x *rankGPUExec) outBytes() int64 { return x.out }
+
+func (x *rankGPUExec) prepare(dt DType, red ReduceOp) error { return x.ex.Prepare(x.b, dt, red) }
+
+func (x *rankGPUExec) enqueue(dt DType, red ReduceOp, stream uintptr) error {
+	return x.ex.Enqueue(x.b, dt, red, stream)
+}
+
+// close frees the buffers and the plan's channels (both collective on
+// the cuda device).
+func (x *rankGPUExec) close() error { return errors.Join(x.b.Free(), x.ex.Close()) }
