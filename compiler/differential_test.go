@@ -72,7 +72,7 @@ func TestDifferential(t *testing.T) {
 		for k := 0; k < 2; k++ {
 			size := diffSize(rng, rule)
 			launches := 1 + rng.Intn(5)
-			diffOne(t, &st, p, src, size, launches)
+			diffOne(t, &st, p, src, size, launches, diffReduces)
 		}
 	}
 	t.Logf("%d programs: %d compiled (%d skipped); %d runs at %d sizes (%d more admitted by the rule but refused by the executor); symbolic correct %d, wrong %d, race %d, deadlock %d, unbalanced %d; byte level blind: %s; %v",
@@ -126,7 +126,9 @@ func diffSize(rng *rand.Rand, rule ir.SizeRule) int64 {
 	return s
 }
 
-func diffOne(t *testing.T, st *diffStats, p *ir.Plan, src string, size int64, launches int) {
+// diffOne compares the symbolic run of p with its byte-level runs in
+// every type, under each reduction of reds.
+func diffOne(t *testing.T, st *diffStats, p *ir.Plan, src string, size int64, launches int, reds []ir.ReduceOp) {
 	t.Helper()
 	sym, err := cpu.Run(p, cpu.Options{Size: size, Symbolic: true, Launches: launches})
 	if err != nil && (strings.Contains(err.Error(), "whole number") || strings.Contains(err.Error(), "past the")) {
@@ -147,7 +149,7 @@ func diffOne(t *testing.T, st *diffStats, p *ir.Plan, src string, size int64, la
 	st.verdicts[sym.Verdict]++
 	rangesAgree(t, p, src, size, launches)
 	for _, dt := range diffDTypes {
-		for _, red := range diffReduces {
+		for _, red := range reds {
 			if red == ir.ReduceProd && dt != cpu.I32 {
 				continue // prod is defined for integer types only
 			}

@@ -320,6 +320,10 @@ func (s *sim) check() {
 // each wrong element's last writer, decodes it in symbolic runs, and folds
 // the wrong elements into findings.
 func (s *sim) checkLaunch(l int) {
+	if s.opt.cons != nil {
+		s.consCheck(l) // the values are trees or random floats, not the definition's
+		return
+	}
 	r := s.report
 	st := s.symState()
 	defer func() { st.outWriters[l] = nil }()

@@ -76,6 +76,10 @@ type Options struct {
 	// large plans, where the clocks are most of the work.
 	NoRaces bool
 
+	// cons, when set, runs a consistency check instead of the result
+	// check (consistency.go).
+	cons *consMode
+
 	// sched, when not zero, seeds a shuffled schedule (tests use it to
 	// show that verdicts do not depend on the interleaving).
 	sched uint64

@@ -214,7 +214,7 @@ func (s *sim) boundary(rs *rankState, l int, place int32) {
 		rs.vm[rs.inArr].set(s.field, rs.inBase, s.inputRuns(rs.r, next))
 	} else if next < s.launches {
 		arr := rs.arrs[rs.inArr][rs.inBase : rs.inBase+s.in]
-		fillInput(s.opt.DType, s.opt.Seed, next, rs.r, arr)
+		s.fillLaunch(next, rs.r, arr)
 		if s.keepsInputs(next) {
 			in := s.stream.buf(s.in)
 			copy(in, arr)

@@ -64,6 +64,9 @@ func (d payload) len() int64 {
 // reduce combines n bytes of srcs with op: in the range mode every
 // reduction adds fingerprints (symbolic.go says why).
 func (s *sim) reduce(op ir.ReduceOp, srcs []payload, n int64) payload {
+	if s.opt.cons != nil && s.opt.cons.trees {
+		return s.treeReduce(srcs, n)
+	}
 	if s.field != nil {
 		vs := make([]vdata, len(srcs))
 		for k, x := range srcs {

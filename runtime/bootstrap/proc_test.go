@@ -577,3 +577,58 @@ func alive(pid int) bool {
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
+
+// A rank stopped mid-collective (SIGSTOP) ends the job: the others time
+// out naming it, the job kills it after Linger (SIGKILL ends a stopped
+// process), Wait names it as stopped, and no process is left.
+func TestSpawnStoppedRank(t *testing.T) {
+	t.Parallel()
+	const n, victim = 3, 1
+	p := spawn(t, SpawnConfig{N: n, Timeout: 2 * time.Second, Linger: 500 * time.Millisecond, Env: []string{"BOOTSTRAP_TEST_VICTIM=" + strconv.Itoa(victim)}}, "killed")
+	for start := time.Now(); !strings.Contains(p.out[victim].String(), "ready"); time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("the victim did not get ready:\n%s", p.dump())
+		}
+	}
+	stopped := time.Now()
+	if err := p.job.Signal(victim, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	st := p.wait(t, 15*time.Second)
+	t.Logf("job ended %v after the SIGSTOP (bootstrap timeout 2 s)", time.Since(stopped).Round(time.Millisecond))
+	_, err := p.job.Wait()
+	if want := fmt.Sprintf("rank %d (pid %d) was stopped", victim, st[victim].Pid); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Wait: %v, want it to say %q", err, want)
+	}
+	if !st[victim].Stopped || !st[victim].Killed {
+		t.Errorf("victim: %+v", st[victim])
+	}
+	for r, s := range st {
+		if alive(s.Pid) {
+			t.Errorf("rank %d (pid %d) outlived the job", r, s.Pid)
+			syscall.Kill(s.Pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// The unique id (its secret) reaches the children in their environment,
+// which only their user can read, and never on their command lines,
+// which every local user can (ps, /proc/PID/cmdline).
+func TestSpawnSecretNotOnCommandLine(t *testing.T) {
+	p := spawn(t, SpawnConfig{N: 2, Env: []string{"BOOTSTRAP_TEST_VICTIM=-1"}}, "sleepers")
+	id := p.job.ID()
+	secret := hex.EncodeToString(id.Secret[:])
+	for r, pid := range p.job.Pids() {
+		argv, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			t.Skipf("no /proc: %v", err)
+		}
+		if strings.Contains(string(argv), secret) {
+			t.Errorf("rank %d's command line holds the secret: %q", r, argv)
+		}
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if err != nil || !strings.Contains(string(env), "MSCCL_UNIQUE_ID="+id.String()) {
+			t.Errorf("rank %d's environment lacks the id (%v): the test looks in the wrong place", r, err)
+		}
+	}
+}

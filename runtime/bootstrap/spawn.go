@@ -32,6 +32,10 @@ type SpawnConfig struct {
 	// KeepGoing leaves the other ranks running when one fails; by default
 	// they are killed, since a collective job cannot finish without it.
 	KeepGoing bool
+	// Linger, when > 0, is how long the other ranks get after the first
+	// failure to exit on their own (and report it in their words, naming
+	// the rank they lost) before they are killed.
+	Linger time.Duration
 	// Timeout, when > 0, is passed as MSCCL_BOOTSTRAP_TIMEOUT.
 	Timeout time.Duration
 }
@@ -43,13 +47,18 @@ type RankStatus struct {
 	ExitCode int    // -1 when a signal ended it
 	Signal   string // the signal that ended it, if one did
 	Killed   bool   // the job killed it (another rank failed, Kill, or ctx)
-	Err      error  // nil when it exited with status 0
+	// Stopped: it was stopped (SIGSTOP, SIGTSTP, a debugger) when the job
+	// killed it, so it had stopped answering its peers.
+	Stopped bool
+	Err     error // nil when it exited with status 0
 }
 
 func (s RankStatus) String() string {
 	switch {
 	case s.Err == nil:
 		return fmt.Sprintf("rank %d (pid %d): exit 0", s.Rank, s.Pid)
+	case s.Killed && s.Stopped:
+		return fmt.Sprintf("rank %d (pid %d): was stopped (SIGSTOP or a debugger) and answered no one; killed by the job (%v)", s.Rank, s.Pid, s.Err)
 	case s.Killed:
 		return fmt.Sprintf("rank %d (pid %d): killed by the job after another rank failed (%v)", s.Rank, s.Pid, s.Err)
 	}
@@ -58,11 +67,12 @@ func (s RankStatus) String() string {
 
 // Job is a set of running rank processes.
 type Job struct {
-	id    UniqueID
-	cmds  []*exec.Cmd
-	keep  bool
-	done  chan struct{}
-	first int // the first rank that failed on its own, -1 if none
+	id     UniqueID
+	cmds   []*exec.Cmd
+	keep   bool
+	linger time.Duration
+	done   chan struct{}
+	first  int // the first rank that failed on its own, -1 if none
 
 	mu       sync.Mutex
 	status   []RankStatus
@@ -85,8 +95,12 @@ func SpawnLocal(ctx context.Context, n int, argv []string, extraEnv []string) (*
 
 // Spawn starts the processes sc describes. Rank 0 inherits the root's
 // listening socket (MSCCL_BOOTSTRAP_LISTEN_FD), so no other program can
-// take the port between choosing it and binding it. Children die with
-// this process (Linux: PR_SET_PDEATHSIG), and ctx's end kills them all.
+// take the port between choosing it and binding it. The unique id, secret
+// included, reaches the children in their environment (MSCCL_UNIQUE_ID),
+// which only their user can read, never on their command lines. Each
+// child leads a process group of its own that the job signals as a whole;
+// children die with this process (Linux: PR_SET_PDEATHSIG), and ctx's end
+// kills them all.
 func Spawn(ctx context.Context, sc SpawnConfig) (*Job, error) {
 	if sc.N < 1 || sc.N > maxWorld {
 		return nil, fmt.Errorf("bootstrap: spawn %d processes: want 1..%d", sc.N, maxWorld)
@@ -102,7 +116,7 @@ func Spawn(ctx context.Context, sc SpawnConfig) (*Job, error) {
 		}
 		prog = exe
 	}
-	j := &Job{keep: sc.KeepGoing, done: make(chan struct{}), first: -1, status: make([]RankStatus, sc.N), exited: make([]bool, sc.N), left: sc.N}
+	j := &Job{keep: sc.KeepGoing, linger: sc.Linger, done: make(chan struct{}), first: -1, status: make([]RankStatus, sc.N), exited: make([]bool, sc.N), left: sc.N}
 	var lnFile *os.File
 	if !sc.NoRendezvous {
 		ln, err := listenFree("127.0.0.1")
@@ -196,14 +210,27 @@ func (j *Job) reap(r int, cmd *exec.Cmd) {
 	last := j.left == 0
 	j.mu.Unlock()
 	if failedFirst && !j.keep {
-		j.stop()
+		if j.linger <= 0 {
+			j.stop()
+		} else {
+			go func() {
+				select {
+				case <-j.done:
+				case <-time.After(j.linger):
+					j.stop()
+				}
+			}()
+		}
 	}
 	if last {
 		close(j.done)
 	}
 }
 
-// stop kills every rank still running: SIGTERM, then SIGKILL after a grace.
+// stop kills every rank still running: SIGTERM to its process group,
+// then SIGKILL after a grace. A stopped rank cannot act on SIGTERM; it is
+// noted as stopped, since that is why its peers failed, and SIGKILL ends
+// it all the same.
 func (j *Job) stop() {
 	j.stopOnce.Do(func() {
 		j.mu.Lock()
@@ -212,18 +239,19 @@ func (j *Job) stop() {
 		for r, c := range j.cmds {
 			if !j.exited[r] {
 				live = append(live, c)
+				j.status[r].Stopped = isStopped(c.Process.Pid)
 			}
 		}
 		j.mu.Unlock()
 		for _, c := range live {
-			c.Process.Signal(syscall.SIGTERM)
+			signalGroup(c.Process, syscall.SIGTERM)
 		}
 		go func() {
 			select {
 			case <-j.done:
 			case <-time.After(killGrace):
 				for _, c := range live {
-					c.Process.Kill()
+					signalGroup(c.Process, syscall.SIGKILL)
 				}
 			}
 		}()
@@ -276,6 +304,13 @@ func (j *Job) Wait() ([]RankStatus, error) {
 	}
 	var b strings.Builder
 	b.WriteString("bootstrap: job failed")
+	for _, s := range out {
+		if s.Stopped {
+			// The others failed because this one stopped answering.
+			fmt.Fprintf(&b, ": rank %d (pid %d) was stopped and answered no one", s.Rank, s.Pid)
+			break
+		}
+	}
 	if j.first >= 0 {
 		fmt.Fprintf(&b, ": first %v", out[j.first])
 	}

@@ -1,0 +1,334 @@
+package compiler
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/ir"
+)
+
+// FuzzProof is the differential fuzzer of the proof: it takes a plan (a
+// library algorithm compiled at 2–9 ranks, or a fixture of
+// testdata/peer-plans), applies the plan-level mutations its input
+// encodes (proofMutate: drop or add a nop, drop, move or duplicate a
+// signal, wait or flush, swap relaxed and release sync, move a chunk
+// index, wrap an op in a pipeline, toggle double scratch, fix a
+// reduction), and runs the result at an admitted size with 1–5 launches
+// once symbolically and once at byte level per type and reduction. It
+// fails when the two disagree in the ways TestDifferential forbids
+// (diffOne): a proven plan must be correct at byte level in every
+// type and reduction it serves, which also means it changes no input byte
+// of an out-of-place collective (the byte-level run reports clobbered
+// inputs) and no output byte but as the collective defines; deadlocks,
+// races and unbalanced signals are found by both modes or neither; and a
+// symbolic wrong result must be wrong at byte level unless a documented
+// blind spot explains it.
+//
+// Each input is one plan at one size (a few milliseconds to a second at
+// nine ranks), so `go test -fuzz FuzzProof` explores many; the seeds are
+// every source plan unmutated and mutated once.
+func FuzzProof(f *testing.F) {
+	srcs := proofSources(f)
+	for i := range srcs {
+		// Every plan once unmutated; one mutation a plan, each kind in
+		// turn, so that the seeds stay a few seconds (CI fuzzes each
+		// target for 10 s).
+		kind := byte(i % numProofMutations)
+		f.Add(uint16(i), uint8(i), uint8(i%3+1), []byte{})
+		f.Add(uint16(i), uint8(3*i+int(kind)), uint8(kind%5+1), []byte{kind, byte(i), byte(3 * kind), byte(5*i + int(kind)), 0x41})
+	}
+	f.Fuzz(func(t *testing.T, which uint16, sizeSel, launches uint8, data []byte) {
+		src := srcs[int(which)%len(srcs)]
+		base := src.plan()
+		if base == nil {
+			return
+		}
+		p, desc := proofMutate(base, data)
+		if p == nil {
+			return
+		}
+		if ds := ir.Validate(p); ds.HasErrors() {
+			return // the decoder refuses it before any executor runs it
+		}
+		rule, err := p.SizeRule()
+		if err != nil {
+			return
+		}
+		size, ok := rule.Next(rule.Min + int64(sizeSel%8)*rule.Granularity)
+		if !ok {
+			return
+		}
+		in, _, err := p.BufferBytes(size)
+		if err != nil || in*int64(len(p.GPUs)) > 4<<20 {
+			return // keep each input fast
+		}
+		what := fmt.Sprintf("%s, mutated: %s", src.name, desc)
+		n := 1 + int(launches%5)
+		if _, err := cpu.Run(p, cpu.Options{Size: size, Symbolic: true, Launches: n}); err != nil {
+			return // refused at setup (a mutated index past a buffer): not a verdict
+		}
+		diffOne(t, &diffStats{}, p, what, size, n, proofReductions(p))
+	})
+}
+
+// A proofSource is one plan the fuzzer starts from, compiled or decoded
+// once per process.
+type proofSource struct {
+	name string
+	once sync.Once
+	p    *ir.Plan
+	load func() *ir.Plan
+}
+
+func (s *proofSource) plan() *ir.Plan {
+	s.once.Do(func() { s.p = s.load() })
+	return s.p
+}
+
+// proofSources lists every library algorithm at 2–9 ranks (hierarchical
+// ones at 2 nodes) and every peer-plan fixture, in a fixed order so that
+// a corpus entry names the same plan on every machine.
+func proofSources(f *testing.F) []*proofSource {
+	files, _ := filepath.Glob("../algorithms/*.msccl")
+	sort.Strings(files)
+	var out []*proofSource
+	for _, file := range files {
+		for n := int64(2); n <= 9; n++ {
+			defs := map[string]int64{"ranks": n}
+			if strings.Contains(file, "hierarchical") {
+				if n%2 != 0 {
+					continue
+				}
+				defs["nodes"], defs["gpus_per_node"] = 2, n/2
+			}
+			file := file
+			out = append(out, &proofSource{name: fmt.Sprintf("%s@%d", filepath.Base(file), n), load: func() *ir.Plan {
+				b, err := os.ReadFile(file)
+				if err != nil {
+					return nil
+				}
+				p, _, ds := CompileSource(filepath.Base(file), b, defs, Options{})
+				if ds.HasErrors() {
+					return nil // the algorithm refuses this rank count
+				}
+				return p
+			}})
+		}
+	}
+	fixtures, _ := filepath.Glob("../testdata/peer-plans/*.json")
+	sort.Strings(fixtures)
+	for _, path := range fixtures {
+		path := path
+		out = append(out, &proofSource{name: filepath.Base(path), load: func() *ir.Plan {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return nil
+			}
+			p, ds := ir.Decode(b)
+			if ds.HasErrors() {
+				return nil
+			}
+			return p
+		}})
+	}
+	if len(out) == 0 {
+		f.Fatal("no source plans: run from the compiler directory")
+	}
+	return out
+}
+
+// proofReductions are the reductions a plan is compared under: every one
+// (prod for integer types only) unless its ops name one reduction
+// explicitly, which it alone serves (a plan of `re max` is not an
+// allreduce-sum, and the byte-level run would rightly call it wrong).
+func proofReductions(p *ir.Plan) []ir.ReduceOp {
+	switch r := planReduce(p); r {
+	case ir.ReduceNone, ir.ReduceSum:
+		return diffReduces
+	default:
+		return []ir.ReduceOp{r}
+	}
+}
+
+// The plan-level mutations, by the first byte of each 5-byte group.
+const (
+	mutDropNop = iota
+	mutDropSync
+	mutMoveSync
+	mutSwapRelaxed
+	mutChunkIndex
+	mutPipeline
+	mutDoubleScratch
+	mutFixReduce
+	mutDupSync
+	mutAddNop
+	numProofMutations
+)
+
+// proofMutate applies the mutations data encodes (5 bytes each: kind,
+// rank, block, op, value) to a copy of p and says what it did. Each
+// mutation finds the op of its kind at or after the indexed one, so most
+// inputs change something. It returns nil when p cannot be copied.
+func proofMutate(p *ir.Plan, data []byte) (*ir.Plan, string) {
+	js, err := ir.Encode(p)
+	if err != nil {
+		return nil, ""
+	}
+	q, ds := ir.Decode(js)
+	if ds.HasErrors() {
+		return nil, ""
+	}
+	var did []string
+	for ; len(data) >= 5; data = data[5:] {
+		kind, v := data[0]%numProofMutations, data[4]
+		if kind == mutDoubleScratch {
+			q.DoubleScratch = !q.DoubleScratch
+			did = append(did, fmt.Sprintf("double scratch %v", q.DoubleScratch))
+			continue
+		}
+		g := &q.GPUs[int(data[1])%len(q.GPUs)]
+		if len(g.ThreadBlocks) == 0 {
+			continue
+		}
+		b := int(data[2]) % len(g.ThreadBlocks)
+		tb := &g.ThreadBlocks[b]
+		if s := mutateOps(&tb.Ops, kind, int(data[3]), v); s != "" {
+			did = append(did, fmt.Sprintf("rank %d block %d: %s", g.ID, b, s))
+		}
+	}
+	if len(did) == 0 {
+		return q, "none"
+	}
+	return q, strings.Join(did, "; ")
+}
+
+func isSyncOp(c ir.OpCode) bool {
+	switch c {
+	case ir.OpSignal, ir.OpWait, ir.OpRlxSignal, ir.OpRlxWait, ir.OpFlush:
+		return true
+	}
+	return false
+}
+
+// mutateOps applies one mutation of kind to the ops of a block (or of a
+// pipeline body, where the chosen op is a pipeline and v's top bit says
+// to go in), starting the search at index at.
+func mutateOps(ops *[]ir.Op, kind byte, at int, v byte) string {
+	l := *ops
+	if len(l) == 0 {
+		return ""
+	}
+	// find returns the first op from at (cyclically) that ok accepts.
+	find := func(ok func(*ir.Op) bool) int {
+		for k := range l {
+			i := (at + k) % len(l)
+			if ok(&l[i]) {
+				return i
+			}
+		}
+		return -1
+	}
+	if i := at % len(l); l[i].Code == ir.OpPipeline && v&0x80 != 0 {
+		body := l[i].Ops()
+		s := mutateOps(&body, kind, int(v), v&0x7f)
+		l[i].SetOps(body)
+		if s == "" {
+			return ""
+		}
+		return fmt.Sprintf("in pipeline op %d: %s", i, s)
+	}
+	switch kind {
+	case mutDropNop, mutDropSync:
+		want := func(o *ir.Op) bool { return o.Code == ir.OpNop }
+		if kind == mutDropSync {
+			want = func(o *ir.Op) bool { return isSyncOp(o.Code) }
+		}
+		i := find(want)
+		if i < 0 {
+			return ""
+		}
+		name := l[i].Code.String()
+		*ops = append(l[:i:i], l[i+1:]...)
+		return fmt.Sprintf("drop op %d (%s)", i, name)
+	case mutMoveSync:
+		i := find(func(o *ir.Op) bool { return isSyncOp(o.Code) })
+		j := i + 1
+		if v&1 != 0 {
+			j = i - 1
+		}
+		if i < 0 || j < 0 || j >= len(l) {
+			return ""
+		}
+		l[i], l[j] = l[j], l[i]
+		return fmt.Sprintf("swap ops %d (%s) and %d (%s)", i, l[j].Code, j, l[i].Code)
+	case mutSwapRelaxed:
+		swap := map[ir.OpCode]ir.OpCode{ir.OpSignal: ir.OpRlxSignal, ir.OpRlxSignal: ir.OpSignal, ir.OpWait: ir.OpRlxWait, ir.OpRlxWait: ir.OpWait}
+		i := find(func(o *ir.Op) bool { _, ok := swap[o.Code]; return ok })
+		if i < 0 {
+			return ""
+		}
+		old := l[i].Code
+		l[i].Code = swap[old]
+		return fmt.Sprintf("op %d %s -> %s", i, old, l[i].Code)
+	case mutChunkIndex:
+		i := find(func(o *ir.Op) bool { return len(o.Src)+len(o.Dst) > 0 })
+		if i < 0 {
+			return ""
+		}
+		o := &l[i]
+		refs, side := o.Src, "src"
+		if v&1 != 0 && len(o.Dst) > 0 || len(o.Src) == 0 {
+			refs, side = o.Dst, "dst"
+		}
+		k := int(v>>1) % len(refs)
+		d := 1
+		if v&0x40 != 0 {
+			d = -1
+		}
+		if refs[k].Index+d < 0 {
+			d = -d
+		}
+		refs[k].Index += d
+		return fmt.Sprintf("op %d (%s) %s[%d].index %+d", i, o.Code, side, k, d)
+	case mutPipeline:
+		i := find(func(o *ir.Op) bool { return o.Info().Class != ir.ClassControl && len(o.Src)+len(o.Dst) > 0 })
+		if i < 0 {
+			return ""
+		}
+		unit := 16 << (v % 5)
+		var pipe ir.Op
+		pipe.Code = ir.OpPipeline
+		pipe.SetIter(&ir.IterContext{UnitSize: unit, NumChunks: 1})
+		pipe.SetOps([]ir.Op{l[i]})
+		l[i] = pipe
+		return fmt.Sprintf("op %d (%s) in a pipeline of %d-byte windows", i, pipe.Ops()[0].Code, unit)
+	case mutFixReduce:
+		i := find(func(o *ir.Op) bool { return o.Info().Reduces })
+		if i < 0 {
+			return ""
+		}
+		r := []ir.ReduceOp{ir.ReduceMax, ir.ReduceMin, ir.ReduceSum}[int(v)%3]
+		l[i].SetReduceOp(r)
+		return fmt.Sprintf("op %d (%s) reduce_op %s", i, l[i].Code, r)
+	case mutDupSync:
+		i := find(func(o *ir.Op) bool { return isSyncOp(o.Code) })
+		if i < 0 {
+			return ""
+		}
+		dup := l[i]
+		dup.ChannelIDs = append([]int(nil), dup.ChannelIDs...)
+		*ops = append(l[:i+1:i+1], append([]ir.Op{dup}, l[i+1:]...)...)
+		return fmt.Sprintf("duplicate op %d (%s)", i, dup.Code)
+	case mutAddNop:
+		i := at % (len(l) + 1)
+		*ops = append(l[:i:i], append([]ir.Op{{Code: ir.OpNop}}, l[i:]...)...)
+		return fmt.Sprintf("nop before op %d", i)
+	}
+	return ""
+}

@@ -1,0 +1,270 @@
+package cpu
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/msccl-go/msccl-go/ir"
+)
+
+// Rank consistency. A proof says every output element holds each expected
+// contribution once; it does not say in which order they were combined,
+// and in floating point the order decides the bits: an all-pairs one-shot
+// allreduce, where every rank adds the inputs starting with its own, gives
+// each rank a slightly different sum of the same numbers, while a
+// two-shot, where one rank reduces each chunk and the others copy it,
+// gives all of them the same bits. A training job that expects its
+// replicas to stay identical needs the second kind.
+//
+// CheckConsistency runs the plan with reduction trees in place of values
+// (consMode.trees): inputs are the symbolic proof's fingerprints; a copy
+// moves a tree; a reducing op with sources s0, s1, ..., sk makes the node
+// round(((s0 ⊕ s1) ⊕ s2) ... ⊕ sk), hashed so that only s0 and s1 commute
+// (reducer folds sources in order in fp32 and rounds once; IEEE addition
+// and multiplication commute, neither associates). Output elements that
+// the collective defines as the same value (element i of every rank of an
+// allreduce; the symbolic definition, i.e. the same multiset of
+// contributions, is the key) must then hold the same tree for the ranks
+// to receive bit-identical values in every type and reduction. Equal
+// trees are sufficient; unequal ones may still agree where rounding does
+// not notice (integer types, min and max, which associate; f32 sums
+// whose two ops nest the way one op would fold), so "not identical"
+// means "not in general for floating-point sums".
+//
+// The order is fixed whatever the timing for every op but a switch
+// reduction (glres): NVLink SHARP reduces in the switch, in an order the
+// hardware does not promise; everywhere else an op's sources are listed
+// in the plan, and a proven plan has no race, so each element is reduced
+// by the same ops in the same order in every run.
+
+// consMode switches a run to one of the two consistency checks: trees
+// (symbolic inputs, reductions build trees) or floats (random float
+// inputs, real reductions). Either replaces the result check with
+// consCheck, which groups output elements by definition.
+type consMode struct {
+	trees bool
+	found *Consistency
+	seen  map[consKey]consHolder
+}
+
+type consKey struct {
+	fp  uint64 // the definition's symbolic fingerprint at the element's 8-byte word
+	sub int64  // byte offset inside that word (elements narrower than 8 bytes)
+}
+
+type consHolder struct {
+	at  Holder
+	val string
+}
+
+// Holder names one output element: a rank and an element index of its
+// output buffer.
+type Holder struct {
+	Rank int
+	Elem int64
+}
+
+// Consistency is what a consistency run found.
+type Consistency struct {
+	// Identical: every group of output elements the collective defines
+	// as one value holds one reduction tree (CheckConsistency) or one bit
+	// pattern (CompareFloats) across all ranks.
+	Identical bool
+	// Fixed: no op reduces in the switch, so the order cannot change from
+	// run to run (a proven plan has no race to make it).
+	Fixed bool
+	// Reduced: some output element combines two or more contributions;
+	// without one, every output is a copy of an input and identical
+	// trivially. Only CheckConsistency sets it.
+	Reduced bool
+	// A and B are the first two holders found to differ (when !Identical),
+	// at message size Size and launch Launch.
+	A, B   Holder
+	Size   int64
+	Launch int
+}
+
+// String is the one-line summary msccl-compile prints.
+func (c *Consistency) String() string {
+	order := "fixed whatever the timing"
+	if !c.Fixed {
+		order = "not fixed: a switch reduction (glres) sums in the order the hardware chooses"
+	}
+	switch {
+	case !c.Identical:
+		return fmt.Sprintf("rank-consistent: no, rank %d element %d and rank %d element %d are reduced in different orders (at %d bytes); reduction order %s",
+			c.A.Rank, c.A.Elem, c.B.Rank, c.B.Elem, c.Size, order)
+	case !c.Reduced:
+		return fmt.Sprintf("rank-consistent: yes, every output is a copy of an input; reduction order %s", order)
+	}
+	return fmt.Sprintf("rank-consistent: yes, every value the collective defines has the same bits on every rank that receives it; reduction order %s", order)
+}
+
+// CheckConsistency runs p at each size with launches back-to-back
+// launches (0 means 2) and says whether the ranks receive bit-identical
+// results. It answers for a proven plan; on another, what the reduction
+// trees of wrong elements say means little.
+func CheckConsistency(p *ir.Plan, sizes []int64, launches int) (*Consistency, error) {
+	c := &Consistency{Identical: true, Fixed: !hasSwitchReduce(p)}
+	for _, size := range sizes {
+		m := &consMode{trees: true, found: c, seen: map[consKey]consHolder{}}
+		if err := runCons(p, Options{Size: size, Symbolic: true, PerElement: true, Launches: launches, NoRaces: true, cons: m}); err != nil {
+			return nil, err
+		}
+		if !c.Identical {
+			break
+		}
+	}
+	return c, nil
+}
+
+// CompareFloats runs p at size on random floats of type dt (not the
+// small integers Run feeds, whose sums are exact in any order) and
+// compares bitwise the output elements that the collective defines as
+// one value. It is the byte-level witness of CheckConsistency.
+func CompareFloats(p *ir.Plan, size int64, dt DType, launches int, seed uint64) (*Consistency, error) {
+	if !dt.IsFloat() {
+		return nil, fmt.Errorf("CompareFloats needs a floating-point type, not %s", dt)
+	}
+	c := &Consistency{Identical: true, Fixed: !hasSwitchReduce(p)}
+	m := &consMode{found: c, seen: map[consKey]consHolder{}}
+	err := runCons(p, Options{Size: size, DType: dt, Launches: launches, Seed: seed, NoRaces: true, cons: m})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func runCons(p *ir.Plan, opt Options) error {
+	rep, err := run(p, opt)
+	if err != nil {
+		return err
+	}
+	if len(rep.Deadlocks) > 0 || len(rep.Unbalanced) > 0 {
+		return fmt.Errorf("the plan does not run to completion (%s): prove it first", rep.Verdict)
+	}
+	return nil
+}
+
+func hasSwitchReduce(p *ir.Plan) bool {
+	found := false
+	var walk func(ops []ir.Op)
+	walk = func(ops []ir.Op) {
+		for i := range ops {
+			if ops[i].Code == ir.OpPipeline {
+				walk(ops[i].Ops())
+			}
+			if ops[i].Info().Class == ir.ClassSwitch && ops[i].Info().Reduces {
+				found = true
+			}
+		}
+	}
+	for _, g := range p.GPUs {
+		for _, tb := range g.ThreadBlocks {
+			walk(tb.Ops)
+		}
+	}
+	return found
+}
+
+// treeReduce is reduce in the trees mode: each 8-byte element of the
+// result is the hash of the node that folds the sources' trees in order.
+func (s *sim) treeReduce(srcs []payload, n int64) payload {
+	out := s.scratchBuf(n)
+	for x := int64(0); x+8 <= n; x += 8 {
+		var acc uint64
+		for k, src := range srcs {
+			v := binary.LittleEndian.Uint64(src.b[x:])
+			switch k {
+			case 0:
+				acc = v
+			case 1:
+				// The first pair commutes: a symmetric combination.
+				acc = fmix(fmix(acc^0x5bd1e995) + fmix(v^0x5bd1e995))
+			default:
+				acc = fmix(fmix(acc^0x27d4eb2f)*31 + v)
+			}
+		}
+		if len(srcs) > 1 {
+			acc = fmix(acc ^ 0x165667b19e3779f9) // the rounding at the op's end
+		}
+		binary.LittleEndian.PutUint64(out[x:], acc)
+	}
+	return payload{b: out}
+}
+
+// consFill writes the random floats of (seed, launch, rank) into out:
+// uniform in (-1, 1) with all mantissa bits used, so that any two orders
+// of a sum differ somewhere in a buffer of a few hundred elements.
+func consFill(dt DType, seed uint64, launch, rank int, out []byte) {
+	x := seed ^ uint64(launch)<<32 ^ uint64(rank)<<48 ^ 0x9e3779b97f4a7c15
+	vals := make([]float32, len(out)/dt.Size())
+	for i := range vals {
+		u := splitmix(&x)
+		vals[i] = float32(int64(u>>11)-1<<52) / float32(1<<52)
+		if math.Abs(float64(vals[i])) < 1e-3 {
+			vals[i] = 0.5 // avoid subnormals in the narrow types
+		}
+	}
+	storeF(dt, vals, out)
+}
+
+// fillLaunch writes rank's input of launch into arr: what fillInput
+// makes, or random floats in a CompareFloats run.
+func (s *sim) fillLaunch(launch, rank int, arr []byte) {
+	if m := s.opt.cons; m != nil && !m.trees {
+		consFill(s.opt.DType, s.opt.Seed, launch, rank, arr)
+		return
+	}
+	fillInput(s.opt.DType, s.opt.Seed, launch, rank, arr)
+}
+
+// consCheck groups launch l's defined output elements by their symbolic
+// definition and records the first group whose members differ.
+func (s *sim) consCheck(l int) {
+	m, c := s.opt.cons, s.opt.cons.found
+	if !c.Identical {
+		return
+	}
+	dt := s.opt.DType
+	ins := make([][]byte, len(s.ranks))
+	for r := range ins {
+		ins[r] = makeInput(symType, s.opt.Seed, l, r, s.in)
+	}
+	// The definition in fingerprints, whatever type the run holds.
+	s.opt.DType = symType
+	want, err := s.expected(ins)
+	s.opt.DType = dt
+	if err != nil {
+		return
+	}
+	sz := int64(dt.Size())
+	for rank, got := range s.report.Outputs[l] {
+		w, at := want[rank], s.outAt(rank)
+		if got == nil || w == nil {
+			continue
+		}
+		for off := int64(0); off+sz <= int64(len(w)); off += sz {
+			val := got[at+off : at+off+sz]
+			word := off &^ 7
+			k := consKey{fp: binary.LittleEndian.Uint64(w[word:]), sub: off - word}
+			if m.trees && binary.LittleEndian.Uint64(val) != k.fp {
+				c.Reduced = true
+			}
+			h := Holder{Rank: rank, Elem: (at + off) / sz}
+			first, ok := m.seen[k]
+			if !ok {
+				m.seen[k] = consHolder{at: h, val: string(val)}
+				continue
+			}
+			if first.val != string(val) {
+				c.Identical = false
+				c.A, c.B, c.Size, c.Launch = first.at, h, s.opt.Size, l
+				return
+			}
+		}
+	}
+	// Launches are not compared with each other: their inputs differ.
+	clear(m.seen)
+}
