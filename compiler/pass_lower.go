@@ -67,6 +67,7 @@ func lower(st *state, e *evaluated) *program {
 		}
 	}
 	lw.sg.placeStaging()
+	lw.foldPairErrors()
 	if len(p.actions) == 0 {
 		p.actions = nil // as if never grown
 	}
@@ -82,6 +83,8 @@ type lowerer struct {
 	refs    []aref         // slab for copy operands
 	pkt     []map[int]bool // [rank] scratch chunk -> holds packets
 	sg      staging        // LL copies over port channels
+	// pairErrs: errors met once per rank pair, folded (lower_pairerr.go)
+	pairErrs map[pairErrKey]*pairErr
 }
 
 // canon maps a reference through the in-place aliasing of the collective,
@@ -128,7 +131,7 @@ func (lw *lowerer) chanFor(o *evOp, a, b int) (ir.ChannelType, bool) {
 		}
 	}
 	if t == ir.ChanMemory && lw.node(a) != lw.node(b) {
-		lw.st.errorf(o.rng(), fmt.Sprintf("ranks %d and %d are on nodes %d and %d (gpus_per_node = %d); memory channels only reach GPUs of one node: use `via port` or a port-capable op", a, b, lw.node(a), lw.node(b), h.gpusPerNode),
+		lw.pairErrorf("memory-across-nodes", o.rng(), fmt.Sprintf("ranks %d and %d are on nodes %d and %d (gpus_per_node = %d); memory channels only reach GPUs of one node: use `via port` or a port-capable op", a, b, lw.node(a), lw.node(b), h.gpusPerNode),
 			"no usable channel type for %s between rank %d and rank %d", o.name, a, b)
 		return t, false
 	}
@@ -395,7 +398,7 @@ func (lw *lowerer) reduceOp(o *evOp, a *action, srcs []aref, dst aref) *action {
 	}
 	for _, r := range remote {
 		if lw.node(r.rank) != lw.node(dst.rank) || contains(o.via, "port") || lw.p.hdr.intra != ir.ChanMemory {
-			st.errorf(o.rng(), fmt.Sprintf("reading rank %d's memory needs a memory channel, and ranks %d and %d are not connected by one; copy the chunk over first (a port put), then reduce locally", r.rank, r.rank, dst.rank),
+			lw.pairErrorf("remote-reduce", o.rng(), fmt.Sprintf("reading rank %d's memory needs a memory channel, and ranks %d and %d are not connected by one; copy the chunk over first (a port put), then reduce locally", r.rank, r.rank, dst.rank),
 				"no usable channel type for a reduce reading rank %d from rank %d", r.rank, dst.rank)
 			return nil
 		}
