@@ -48,7 +48,7 @@ func corpusSource(t *testing.T, name string) []byte {
 //     the 48 bytes of rank 0's output").
 //
 // So the compiler rejects plans whose only defect is the rule (with
-// "cannot simulate" at the collective line, or a wrong result), where it
+// "the proof could not run" at the collective line, or a wrong result), where it
 // should narrow the rule to even splits and prove them; and with
 // --no-verify it writes size_granularity 16 / 32 into plans that are
 // wrong or unrunnable at the sizes that admits. Want: the rule excludes

@@ -99,7 +99,16 @@ func Verify(p *ir.Plan, sm *SourceMap, sizes []int64, dtypes []cpu.DType) Diagno
 	for _, r := range runs {
 		run := r.name
 		if r.err != nil {
-			add(diag.Diagnostic{Code: diag.CodeCannotRun, Summary: fmt.Sprintf("cannot simulate (%s): %v", r.name, r.err), Subject: sm.header()})
+			// A run that could not start found nothing either way; the
+			// same refusal at several runs is one diagnostic.
+			k := "cannot|" + r.err.Error()
+			if _, ok := first[k]; ok {
+				also[k] = appendNew(also[k], run)
+				continue
+			}
+			first[k], firstRun[k] = len(ds), run
+			add(diag.Diagnostic{Code: diag.CodeCannotRun, Summary: fmt.Sprintf("the proof could not run (%s): %v", r.name, r.err),
+				Detail: "this run neither proves nor refutes the plan", Subject: sm.header()})
 			continue
 		}
 		for _, f := range findings(r.rep, sm, run) {

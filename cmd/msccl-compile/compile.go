@@ -79,7 +79,12 @@ func cmdCompile(args []string, stdout, stderr io.Writer) int {
 		vds := compiler.Verify(p, sm, vs, vt)
 		printDiags(stderr, vds, *df)
 		if vds.HasErrors() {
-			fmt.Fprintf(stderr, "%s: the compiled plan is not correct (see above); no plan written. Use --no-verify to write it anyway.\n", pos[0])
+			what := "the compiled plan is not correct"
+			if compiler.VerdictOf(vds) == compiler.KindError {
+				// Only runs that could not start: nothing is known wrong.
+				what = "the proof could not run, so the compiled plan is not proven"
+			}
+			fmt.Fprintf(stderr, "%s: %s (see above); no plan written. Use --no-verify to write it anyway.\n", pos[0], what)
 			return exitBad
 		}
 	}

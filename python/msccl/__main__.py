@@ -71,7 +71,9 @@ def cmd_compile(a):
         res = p.verify(dtype=a.verify_dtypes.split(","), sizes=sizes)
         _print_diags(res.findings, sys.stderr)
         if not res.ok:
-            print("%s: the compiled plan is not correct (see above); no plan written. Use --no-verify to write it anyway." % a.file, file=sys.stderr)
+            # Only runs that could not start: nothing is known wrong.
+            what = "the proof could not run, so the compiled plan is not proven" if res.verdict == "error" else "the compiled plan is not correct"
+            print("%s: %s (see above); no plan written. Use --no-verify to write it anyway." % (a.file, what), file=sys.stderr)
             return EXIT_BAD
     data = p.to_bytes()
     if a.o:
