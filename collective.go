@@ -28,11 +28,15 @@ type Collective = ir.Collective
 // (DeviceMem). The zero Mem is an empty buffer, which rooted collectives
 // take where NCCL ignores the argument (a non-root's output of Reduce).
 type Mem struct {
-	host []byte
-	dev  cuda.DevicePtr
-	n    int64
-	gpu  bool
+	host    []byte
+	dev     cuda.DevicePtr
+	n       int64
+	gpu     bool
+	lenOnly bool
 }
+
+// DevicePtr is an address of device memory.
+type DevicePtr = cuda.DevicePtr
 
 // HostMem is b, host memory (the cpu device).
 func HostMem(b []byte) Mem { return Mem{host: b, n: int64(len(b))} }
@@ -52,6 +56,15 @@ func DeviceMem(p cuda.DevicePtr, n int64) Mem {
 		return Mem{}
 	}
 	return Mem{dev: p, n: n, gpu: true}
+}
+
+// LenOnly is a length without memory, for Prepare, which reads only the
+// lengths of a call's buffers.
+func LenOnly(n int64) Mem {
+	if n <= 0 {
+		return Mem{}
+	}
+	return Mem{n: n, lenOnly: true}
 }
 
 // Len is the buffer's length in bytes.

@@ -94,7 +94,10 @@ func (s *collState) do(ctx context.Context, n, rank int, cl Call, prepare bool) 
 		return diag.Errorc(diag.CodeBadOptions, "msccl: stream %#x: the %s device runs collectives on the calling goroutine; pass 0", cl.Stream, dev)
 	}
 	for _, m := range []Mem{cl.In, cl.Out} {
-		if m.n > 0 && m.gpu != (dev == "cuda") {
+		if m.lenOnly && !prepare {
+			return diag.Errorc(diag.CodeBadOptions, "msccl: %s: a buffer without memory (LenOnly) is for Prepare", cl.Collective)
+		}
+		if m.n > 0 && !m.lenOnly && m.gpu != (dev == "cuda") {
 			return diag.Errorc(diag.CodeBadOptions, "msccl: %s: a buffer of %s memory on the %s device (HostMem is the cpu device's, DeviceMem the cuda device's)", cl.Collective, map[bool]string{true: "device", false: "host"}[m.gpu], dev)
 		}
 	}
@@ -107,6 +110,9 @@ func (s *collState) do(ctx context.Context, n, rank int, cl Call, prepare bool) 
 	}
 	g, err := callGeometry(&cl, n, rank)
 	if err != nil {
+		return err
+	}
+	if err := checkPlan(&cl, n); err != nil {
 		return err
 	}
 	if g.in == 0 && g.out == 0 {
@@ -147,6 +153,22 @@ func (s *collState) do(ctx context.Context, n, rank int, cl Call, prepare bool) 
 	return x.run(ctx, cl.DType, cl.Op, cl.In, ins, cl.Out, outs, cl.Stream)
 }
 
+// checkPlan refuses a plan the caller gives for another collective,
+// world or root.
+func checkPlan(cl *Call, n int) error {
+	p := cl.Plan
+	switch {
+	case p == nil:
+	case p.Collective != cl.Collective:
+		return diag.Errorc(diag.CodeBadOptions, "msccl: plan %q is for %s; this call is %s", p.Name, p.Collective, cl.Collective)
+	case len(p.GPUs) != n:
+		return diag.Errorc(diag.CodeBadOptions, "msccl: plan %q is for %d ranks; this communicator has %d", p.Name, len(p.GPUs), n)
+	case p.Collective.Rooted() && p.Root != cl.Root:
+		return diag.Errorc(diag.CodeBadOptions, "msccl: plan %q has root %d; this call's root is %d", p.Name, p.Root, cl.Root)
+	}
+	return nil
+}
+
 // plan is the plan cl runs: the caller's, checked; a rooted
 // collective's library plan; or the selection table's row for the size.
 func (s *collState) plan(cl *Call, n int, g geometry) (*Plan, error) {
@@ -154,15 +176,7 @@ func (s *collState) plan(cl *Call, n int, g geometry) (*Plan, error) {
 	p := cl.Plan
 	switch {
 	case p != nil:
-		if p.Collective != cl.Collective {
-			return nil, diag.Errorc(diag.CodeBadOptions, "msccl: plan %q is for %s; this call is %s", p.Name, p.Collective, cl.Collective)
-		}
-		if len(p.GPUs) != n {
-			return nil, diag.Errorc(diag.CodeBadOptions, "msccl: plan %q is for %d ranks; this communicator has %d", p.Name, len(p.GPUs), n)
-		}
-		if p.Collective.Rooted() && p.Root != cl.Root {
-			return nil, diag.Errorc(diag.CodeBadOptions, "msccl: plan %q has root %d; this call's root is %d", p.Name, p.Root, cl.Root)
-		}
+		// checkPlan has judged it.
 	case cl.Collective.Rooted():
 		var err error
 		if p, err = rootedPlanFor(cl.Collective, n, cl.Root); err != nil {

@@ -68,6 +68,14 @@ var allowed = map[string][]string{
 	// and a job's ranks as goroutines for the communicator's users.
 	"internal/nvrtc/nvrtctest": {"internal/nvrtc"},
 	"internal/commtest":        {"runtime/bootstrap", "runtime/comm"},
+	// libmsccl converts C arguments and calls the root package: running
+	// collectives (choosing plans, staging, caching opened plans) is the
+	// communicator's (msccl.RankComm.Collective), so no executor of a
+	// device, no runtime package is in reach. compiler and executor/cpu
+	// serve msccl_compile and msccl_verify (compiling and proving, which
+	// report the compiler's own diagnostics). TestCAPIConvertsOnly holds
+	// the rest.
+	"capi": {".", "compiler", "executor/cpu", "ir", "internal/hostmem"},
 }
 
 // layered internal packages are held to their rules although they import
@@ -193,6 +201,31 @@ func TestLayering(t *testing.T) {
 	}
 	for _, v := range layerViolations(g) {
 		t.Errorf("layering: %s (see allowed in deps_test.go and docs/architecture.md)", v)
+	}
+}
+
+// capi holds no selection, staging or caching of its own: the names that
+// do those are the root package's and ir's, and a capi file that uses
+// them has grown logic a Go caller would miss.
+func TestCAPIConvertsOnly(t *testing.T) {
+	files, err := filepath.Glob("capi/*.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("capi sources: %v %v", files, err)
+	}
+	forbidden := []string{"StageSpans", ".Pieces(", ".Next(", "compiler.Plans", "BufferBytes(", ".Open(", ".Alloc(", "RankExec", "sha256"}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range forbidden {
+			if bytes.Contains(data, []byte(w)) {
+				t.Errorf("%s uses %s: staging, selection and caching belong to msccl.RankComm (collexec.go)", f, w)
+			}
+		}
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 // shape changes incompatibly, or exports a caller needs are added (2:
 // msccl_comm_prepare, msccl_comm_select); the Python package refuses a
 // library whose number it was not written for.
-const abiVersion = 2
+const abiVersion = 3
 
 func libVersion() string { return version.String("libmsccl") }
 

@@ -291,16 +291,18 @@ func msccl_comm_info(comm C.int64_t, out **C.char, errmsg **C.char) C.int {
 // the rank's input, outbytes at out receive its output (they may be the
 // same memory), elements of dtype ("f32", "bf16", ...) reduced with op
 // ("sum", "min", "max", "prod"; NULL for sum). The message size is
-// outbytes for allgather and inbytes otherwise, and must be one the
-// plan's rule admits, with the buffer lengths the plan gives it. Every
-// rank runs the same sequence of collectives. On the cpu device in and
-// out are host memory and stream must be 0; the call returns when this
-// rank's part is done.
+// outbytes for allgather and inbytes otherwise; a size outside the
+// plan's rule runs padded to the next size it admits. Every rank runs
+// the same sequence of collectives. On the cpu device in and out are
+// host memory and stream must be 0; the call returns when this rank's
+// part is done. On the cuda device they are device memory and the call
+// is queued on stream. msccl_comm_call is the general form.
 //
 //export msccl_comm_run
 func msccl_comm_run(comm C.int64_t, plan C.int64_t, in unsafe.Pointer, inbytes C.size_t, out unsafe.Pointer, outbytes C.size_t, dtype *C.char, op *C.char, stream C.uint64_t, errmsg **C.char) C.int {
 	st, msg := guard(func() error {
-		return commRun(int64(comm), int64(plan), in, int64(inbytes), out, int64(outbytes), goString(dtype), goString(op), uint64(stream))
+		return commCall(callArgs{comm: int64(comm), plan: int64(plan), in: in, inBytes: int64(inbytes), out: out, outBytes: int64(outbytes),
+			dtype: goString(dtype), op: goString(op), stream: uint64(stream)})
 	})
 	return finish(errmsg, st, msg)
 }

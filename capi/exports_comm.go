@@ -7,6 +7,8 @@ package main
 import "C"
 
 import (
+	"unsafe"
+
 	"github.com/msccl-go/msccl-go"
 )
 
@@ -20,7 +22,27 @@ import (
 //export msccl_comm_prepare
 func msccl_comm_prepare(comm C.int64_t, plan C.int64_t, inbytes C.size_t, outbytes C.size_t, dtype *C.char, op *C.char, errmsg **C.char) C.int {
 	st, msg := guard(func() error {
-		return commPrepare(int64(comm), int64(plan), int64(inbytes), int64(outbytes), goString(dtype), goString(op))
+		return commCall(callArgs{comm: int64(comm), plan: int64(plan), inBytes: int64(inbytes), outBytes: int64(outbytes),
+			dtype: goString(dtype), op: goString(op), prepare: true})
+	})
+	return finish(errmsg, st, msg)
+}
+
+// msccl_comm_call runs (prepare 0) or readies (prepare 1, in and out
+// unused) collective ("allreduce", "allgather", "reducescatter",
+// "alltoall", "broadcast", "reduce", "gather", "scatter") on this rank:
+// with plan 0 the communicator picks the proven plan (the selection
+// table's, or the library's rooted algorithm for root), else plan runs.
+// Buffers, dtype, op and stream as msccl_comm_run; off the root, the
+// buffer NCCL ignores (broadcast's and scatter's input, reduce's and
+// gather's output) may be NULL with 0 bytes. A world of one rank copies
+// the input to the output.
+//
+//export msccl_comm_call
+func msccl_comm_call(comm C.int64_t, collective *C.char, plan C.int64_t, in unsafe.Pointer, inbytes C.size_t, out unsafe.Pointer, outbytes C.size_t, dtype *C.char, op *C.char, root C.int64_t, stream C.uint64_t, prepare C.int, errmsg **C.char) C.int {
+	st, msg := guard(func() error {
+		return commCall(callArgs{comm: int64(comm), collective: goString(collective), plan: int64(plan), in: in, inBytes: int64(inbytes), out: out, outBytes: int64(outbytes),
+			dtype: goString(dtype), op: goString(op), root: int64(root), stream: uint64(stream), prepare: prepare != 0})
 	})
 	return finish(errmsg, st, msg)
 }

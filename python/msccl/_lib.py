@@ -15,7 +15,7 @@ import threading
 from .errors import Error, InternalError, InvalidArgument, RunError
 
 #: The ABI this package was written for (capi/api.go: abiVersion).
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 # Status codes (capi/status.go).
 OK = 0
@@ -49,6 +49,8 @@ _SIGNATURES = {
                                       ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint64, _c_char_pp]),
     "msccl_comm_prepare": (ctypes.c_int, [_i64, _i64, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_char_p, _c_char_pp]),
     "msccl_comm_select": (ctypes.c_int, [_i64, ctypes.c_char_p, _i64, _i64p, _c_char_pp]),
+    "msccl_comm_call": (ctypes.c_int, [_i64, ctypes.c_char_p, _i64, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t,
+                                       ctypes.c_char_p, ctypes.c_char_p, _i64, ctypes.c_uint64, ctypes.c_int, _c_char_pp]),
 }
 
 _lock = threading.Lock()

@@ -184,6 +184,37 @@ class Communicator:
         its piece r of output (input and output the same size)."""
         self._run(*self._all_to_all(output, input, plan))
 
+    def broadcast(self, output, input=None, root=0):
+        """output (on every rank) receives root's input; off the root input
+        may be None."""
+        self._run(*self._rooted("broadcast", output, input, root, None))
+
+    def reduce(self, output, input, op="sum", root=0):
+        """root's output receives the reduction over ranks of input; off
+        the root output may be None."""
+        self._run(*self._rooted("reduce", output, input, root, op))
+
+    def gather(self, output, input, root=0):
+        """root's output (size x input) receives every rank's input, rank
+        by rank; off the root output may be None."""
+        self._run(*self._rooted("gather", output, input, root, None))
+
+    def scatter(self, output, input=None, root=0):
+        """output receives this rank's piece of root's input (size x
+        output); off the root input may be None."""
+        self._run(*self._rooted("scatter", output, input, root, None))
+
+    def _rooted(self, collective, output, input, root, op):
+        _plan._int_arg(root, "root", 0)
+        if root >= self.size:
+            raise ValueError("root %d is not a rank of %d" % (root, self.size))
+        o = _Buf(output, "output", True) if output is not None else None
+        i = _Buf(input, "input", False) if input is not None else None
+        if i is None and o is None:
+            raise ValueError("%s: give the input or the output" % collective)
+        i, o = i or _Empty(o), o or _Empty(i)
+        return collective, None, i, o, max(i.nbytes, o.nbytes), op, root
+
     def prepare(self, collective, *args, **kwargs):
         """Ready a collective for the arguments of a later call without
         running it: comm.prepare("all_reduce", t, op="sum") makes the
@@ -257,7 +288,7 @@ class Communicator:
                              % (b.index, torch.cuda.current_device(), b.index))
         return torch.cuda.current_stream(b.index).cuda_stream
 
-    def _run(self, collective, plan, i, o, size, op, prepare=False):
+    def _run(self, collective, plan, i, o, size, op, root=0, prepare=False):
         if not self._handle:
             raise InvalidArgument("the communicator was closed")
         if i.device != self.device:
@@ -270,24 +301,34 @@ class Communicator:
         if size == 0:
             return
         if plan is None:
-            plan = self.plan_for(collective, size)
+            # The communicator picks the proven plan (and copies on a
+            # world of one rank).
+            handle = 0
         elif not isinstance(plan, _plan.Plan):
             raise TypeError("plan must be an msccl.Plan, got %s" % type(plan).__name__)
-        if plan.collective != collective:
-            raise ValueError("plan %r is for %s; this call is %s" % (plan.name, plan.collective, collective))
-        if plan.ranks != self.size:
-            raise ValueError("plan %r is for %d ranks; this communicator has %d" % (plan.name, plan.ranks, self.size))
-        rule = plan.size_rule
-        if rule is None or (rule.max is not None and size > rule.max):
-            plan.check_size(size)  # raises, naming the rule
+        else:
+            if plan.collective != collective:
+                raise ValueError("plan %r is for %s; this call is %s" % (plan.name, plan.collective, collective))
+            if plan.ranks != self.size:
+                raise ValueError("plan %r is for %d ranks; this communicator has %d" % (plan.name, plan.ranks, self.size))
+            rule = plan.size_rule
+            if rule is None or (rule.max is not None and size > rule.max):
+                plan.check_size(size)  # raises, naming the rule
+            handle = plan._live()
         # Other sizes outside the rule run staged at the next size it
         # admits (libmsccl); the library refuses pieces that are not whole
         # elements.
-        if prepare:
-            _lib.call("msccl_comm_prepare", self._handle, plan._live(), i.nbytes, o.nbytes, i.dtype.encode(), (op or "sum").encode())
-            return
-        _lib.call("msccl_comm_run", self._handle, plan._live(), i.addr, i.nbytes, o.addr, o.nbytes,
-                  i.dtype.encode(), (op or "sum").encode(), stream)
+        _lib.call("msccl_comm_call", self._handle, collective.encode(), handle, i.addr, i.nbytes, o.addr, o.nbytes,
+                  i.dtype.encode(), (op or "sum").encode(), root, stream, 1 if prepare else 0)
+
+
+class _Empty:
+    """The argument a rooted collective ignores off the root: no memory,
+    the type and device of the other buffer."""
+
+    def __init__(self, other):
+        self.dtype, self.device, self.index = other.dtype, other.device, other.index
+        self.addr, self.nbytes, self.numel = None, 0, 0
 
 
 def _where(b):

@@ -1,5 +1,6 @@
 """The communicator: a 4-process job on the cpu device, from Python."""
 
+import array
 import ctypes
 import os
 import subprocess
@@ -281,6 +282,21 @@ class Communicator(unittest.TestCase):
         r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout.split(), ["0", "1", "cpu"])
+
+    def test_world_of_one(self):
+        # A world of one rank runs every collective, as a copy (NCCL users
+        # debug with one rank first).
+        with msccl.Communicator.from_unique_id(msccl.unique_id(), 0, 1) as c:
+            t = array.array("f", [float(i) for i in range(1001)])
+            c.all_reduce(t)
+            self.assertEqual(list(t), [float(i) for i in range(1001)])
+            for name in ("all_gather", "reduce_scatter", "all_to_all", "gather", "scatter", "reduce"):
+                out = array.array("f", [0.0] * 1001)
+                getattr(c, name)(out, t)
+                self.assertEqual(list(out), list(t), name)
+            out = array.array("f", [0.0] * 1001)
+            c.broadcast(out, t)
+            self.assertEqual(list(out), list(t))
 
 
 if __name__ == "__main__":
