@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"sort"
 	"strconv"
 	"unsafe"
 
 	"github.com/msccl-go/msccl-go/internal/diag"
+	"github.com/msccl-go/msccl-go/internal/size"
 )
 
 // Decode parses a plan strictly. Every problem is reported with the JSON
@@ -294,4 +296,78 @@ func knownCollective(c Collective) bool {
 		}
 	}
 	return false
+}
+
+// PlanTooLargeError refuses a plan for its size in bytes, before it is
+// decoded: decoding holds about DecodeBytesPerByte bytes of memory per
+// byte of JSON, so an unbounded plan (or /dev/zero) would exhaust memory
+// before any check ran.
+type PlanTooLargeError struct {
+	Name string
+	Size int64 // -1: a stream, read up to Max+1 bytes
+	Max  int64
+}
+
+func (e *PlanTooLargeError) Error() string {
+	how := "is " + byteCount(e.Size)
+	if e.Size < 0 {
+		how = "holds more than " + byteCount(e.Max)
+	}
+	return fmt.Sprintf("%s %s, above the %s cap on plans (decoding would need about %d times that in memory)", e.Name, how, byteCount(e.Max), DecodeBytesPerByte)
+}
+
+// byteCount is size.Format with a unit on plain numbers.
+func byteCount(n int64) string {
+	s := size.Format(n)
+	if s == strconv.FormatInt(n, 10) {
+		s += " bytes"
+	}
+	return s
+}
+
+// checkPlanBytes refuses n bytes of plan above maxBytes (0 or less:
+// DefaultMaxPlanBytes).
+func checkPlanBytes(name string, n, maxBytes int64) error {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxPlanBytes
+	}
+	if n > maxBytes {
+		return &PlanTooLargeError{Name: name, Size: n, Max: maxBytes}
+	}
+	return nil
+}
+
+// ReadPlanFile reads a plan file of at most maxBytes (0 or less:
+// DefaultMaxPlanBytes). A regular file is refused by its size before it
+// is read; anything else (a pipe, a device) is read up to the cap and
+// refused there.
+func ReadPlanFile(path string, maxBytes int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		if err := checkPlanBytes(path, fi.Size(), maxBytes); err != nil {
+			return nil, err
+		}
+	}
+	return ReadPlan(f, path, maxBytes)
+}
+
+// ReadPlan reads a plan from r, which name names in errors, stopping
+// with a *PlanTooLargeError once it holds more than maxBytes (0 or less:
+// DefaultMaxPlanBytes).
+func ReadPlan(r io.Reader, name string, maxBytes int64) ([]byte, error) {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxPlanBytes
+	}
+	data, err := io.ReadAll(io.LimitReader(r, maxBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if int64(len(data)) > maxBytes {
+		return nil, &PlanTooLargeError{Name: name, Size: -1, Max: maxBytes}
+	}
+	return data, nil
 }

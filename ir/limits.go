@@ -28,3 +28,21 @@ const (
 	// MaxThreadsPerBlock is CUDA's limit on num_threads_per_block.
 	MaxThreadsPerBlock = 1024
 )
+
+// Bounds of our own, not upstream's: they keep a plan from costing more
+// memory than its reader can give before anything notices.
+const (
+	// MaxRanks bounds a plan's gpus (and the compiler's ranks
+	// parameter). Validate refuses a larger plan before it allocates
+	// anything per gpu.
+	MaxRanks = 1 << 14
+	// DefaultMaxPlanBytes is the largest plan file ReadPlanFile, ReadPlan
+	// and Load accept unless told otherwise. Decoding holds about 20
+	// bytes of memory per byte of JSON (the generic JSON tree, then the
+	// plan), so this cap is about 5 GiB of memory. The library's
+	// 512-rank ring allreduce is about 250 MB of JSON; a 1024-rank plan
+	// needs a raised cap (msccl-compile --max-plan-size).
+	DefaultMaxPlanBytes = 256 << 20
+	// DecodeBytesPerByte is that memory per byte of JSON, for messages.
+	DecodeBytesPerByte = 20
+)

@@ -2,7 +2,6 @@ package ir
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
@@ -19,6 +18,12 @@ import (
 func Validate(p *Plan) Diagnostics {
 	if p == nil {
 		return Diagnostics{{Code: CodeInvalid, Summary: "no plan"}}
+	}
+	// Every structure below is per gpu; the count is checked first so
+	// that a hostile plan cannot make this allocate before it is refused.
+	if n := len(p.GPUs); n > MaxRanks {
+		return Diagnostics{{Code: CodeInvalid, Path: "gpus",
+			Summary: fmt.Sprintf("plan has %d gpus, more than the %d this toolchain handles", n, MaxRanks)}}
 	}
 	v := &validator{p: p, flat: make([][numChanTypes][]FlatChannel, len(p.GPUs)), byPeer: make([][numChanTypes]map[int][]int, len(p.GPUs))}
 	n := len(p.GPUs)
@@ -325,10 +330,19 @@ func (v *validator) remoteBuffers(r int, path string) {
 	}
 }
 
-// Load decodes and validates a plan. The error, when not nil, is a
-// *DiagError listing every problem; warnings come back in the diagnostics
-// either way.
+// Load decodes and validates a plan of at most DefaultMaxPlanBytes. The
+// error, when not nil, is a *DiagError listing every problem (or a
+// *PlanTooLargeError); warnings come back in the diagnostics either way.
 func Load(data []byte) (*Plan, Diagnostics, error) {
+	return LoadLimit(data, DefaultMaxPlanBytes)
+}
+
+// LoadLimit is Load with another cap on the plan's size in bytes (0 or
+// less: DefaultMaxPlanBytes).
+func LoadLimit(data []byte, maxBytes int64) (*Plan, Diagnostics, error) {
+	if err := checkPlanBytes("the plan", int64(len(data)), maxBytes); err != nil {
+		return nil, nil, err
+	}
 	p, ds := Decode(data)
 	if ds.HasErrors() {
 		return nil, ds, ds.Err()
@@ -342,7 +356,7 @@ func Load(data []byte) (*Plan, Diagnostics, error) {
 
 // LoadFile is Load of the plan file at path; its errors name the file.
 func LoadFile(path string) (*Plan, Diagnostics, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadPlanFile(path, DefaultMaxPlanBytes)
 	if err != nil {
 		return nil, nil, err
 	}

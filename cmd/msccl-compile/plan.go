@@ -1,12 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
-	"os"
-	"slices"
 
 	"github.com/msccl-go/msccl-go/internal/diag"
+	"github.com/msccl-go/msccl-go/internal/size"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -15,16 +15,21 @@ func init() {
 	register("dump", "print a plan as readable text", cmdDump)
 }
 
-// loadPlan reads, decodes and validates a plan file, printing every
-// diagnostic (in format f) at the file. It returns nil when the plan has
-// errors.
-func loadPlan(path string, stderr io.Writer, f diag.Format) *ir.Plan {
-	data, err := os.ReadFile(path)
+// loadPlan reads, decodes and validates a plan file of at most maxBytes,
+// printing every diagnostic (in format f) at the file. It returns nil when
+// the plan has errors or is refused for its size.
+func loadPlan(path string, stderr io.Writer, f diag.Format, maxBytes int64) *ir.Plan {
+	data, err := ir.ReadPlanFile(path, maxBytes)
+	var tl *ir.PlanTooLargeError
+	if errors.As(err, &tl) {
+		fmt.Fprintf(stderr, "%v; raise the cap with --max-plan-size SIZE\n", err)
+		return nil
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "%v\n", err)
 		return nil
 	}
-	p, ds, err := ir.Load(data)
+	p, ds, err := ir.LoadLimit(data, maxBytes)
 	for i := range ds {
 		ds[i].Subject.Start.Filename = path
 	}
@@ -35,31 +40,50 @@ func loadPlan(path string, stderr io.Writer, f diag.Format) *ir.Plan {
 	return p
 }
 
-// onePath reads a command's only argument, a plan file; when ok is false
-// the command is over and code is its exit status (0 after -h).
-func onePath(cmd string, args []string, stderr io.Writer) (path string, code int, ok bool) {
-	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
-		fmt.Fprintf(stderr, "usage: msccl-compile %s PLAN.json\n", cmd)
-		return "", exitOK, false
+// planSizeFlag registers --max-plan-size, the cap loadPlan reads plans
+// under: decoding needs about ir.DecodeBytesPerByte times the file in
+// memory, so a plan far above the cap is refused before it is read.
+func planSizeFlag(fs *flagSet) *int64 {
+	n := new(int64)
+	*n = ir.DefaultMaxPlanBytes
+	fs.Func("max-plan-size", fmt.Sprintf("refuse plan files larger than this before decoding them (default %s; decoding needs about %d times the file in memory)",
+		size.Format(ir.DefaultMaxPlanBytes), ir.DecodeBytesPerByte), func(s string) error {
+		v, err := size.Parse(s)
+		if err != nil {
+			return err
+		}
+		if v <= 0 {
+			return fmt.Errorf("want a positive size, got %q", s)
+		}
+		*n = v
+		return nil
+	})
+	return n
+}
+
+// planFlags parses the flags of check and dump: diagnostics as JSON and
+// the plan-size cap, then one plan file. When ok is false the command is
+// over and code is its exit status (0 after -h).
+func planFlags(cmd string, args []string, stderr io.Writer) (path string, df diag.Format, maxBytes int64, code int, ok bool) {
+	fs := newFlags(cmd, stderr, cmd+" [--json] [--max-plan-size SIZE] PLAN.json")
+	f := jsonFlag(fs)
+	mb := planSizeFlag(fs)
+	pos, code, ok := fs.parse(args)
+	if !ok {
+		return "", 0, 0, code, false
 	}
-	if len(args) != 1 || len(args[0]) == 0 || args[0][0] == '-' {
-		fmt.Fprintf(stderr, "msccl-compile %s: want one PLAN.json, got %q (usage: msccl-compile %s PLAN.json)\n", cmd, args, cmd)
-		return "", exitUsage, false
+	if len(pos) != 1 {
+		return "", 0, 0, fs.usageError("want one PLAN.json, got %s", arguments(pos)), false
 	}
-	return args[0], 0, true
+	return pos[0], *f, *mb, 0, true
 }
 
 func cmdCheck(args []string, stdout, stderr io.Writer) int {
-	// --json is check's one flag; onePath takes the plan.
-	f := diag.Text
-	if i := slices.IndexFunc(args, func(a string) bool { return a == "--json" || a == "-json" }); i >= 0 {
-		f, args = diag.JSON, slices.Delete(slices.Clone(args), i, i+1)
-	}
-	path, code, ok := onePath("check", args, stderr)
+	path, f, maxBytes, code, ok := planFlags("check", args, stderr)
 	if !ok {
 		return code
 	}
-	p := loadPlan(path, stderr, f)
+	p := loadPlan(path, stderr, f, maxBytes)
 	if p == nil {
 		return exitBad
 	}
@@ -74,11 +98,11 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 }
 
 func cmdDump(args []string, stdout, stderr io.Writer) int {
-	path, code, ok := onePath("dump", args, stderr)
+	path, f, maxBytes, code, ok := planFlags("dump", args, stderr)
 	if !ok {
 		return code
 	}
-	p := loadPlan(path, stderr, diag.Text)
+	p := loadPlan(path, stderr, f, maxBytes)
 	if p == nil {
 		return exitBad
 	}

@@ -84,6 +84,7 @@ func cmdSim(args []string, stdout, stderr io.Writer) int {
 	var f simFlags
 	fs := newFlags("sim", stderr, "sim PLAN.json [--size 1MiB] [--dtype f16] [--op sum] [--launches 2] [--trace out.json] [--json]")
 	f.register(fs)
+	maxPlan := planSizeFlag(fs)
 	pos, code, ok := fs.parse(args)
 	if !ok {
 		return code
@@ -99,7 +100,7 @@ func cmdSim(args []string, stdout, stderr io.Writer) int {
 	if f.json {
 		df = diag.JSON
 	}
-	p := loadPlan(pos[0], stderr, df)
+	p := loadPlan(pos[0], stderr, df, *maxPlan)
 	if p == nil {
 		return exitBad
 	}
