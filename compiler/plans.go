@@ -27,7 +27,12 @@ type SelectionRow struct {
 	MaxSize      string           `yaml:"max_message_size"`
 	Algorithm    string           `yaml:"algorithm"`
 	Defines      map[string]int64 `yaml:"defines"`
-	Line         int              `yaml:"-"`
+	// Consistent demands a rank-consistent plan (Consistency): every
+	// rank receives bit-identical values, in an order fixed whatever
+	// the timing. A row whose plan is not is refused, naming two
+	// elements that differ.
+	Consistent bool `yaml:"consistent"`
+	Line       int  `yaml:"-"`
 }
 
 // NamedPlan is one compiled row of a selection table.
@@ -97,7 +102,7 @@ func loadSelectionFS(fsys fs.FS, path string) ([]SelectionRow, error) {
 	return rows, nil
 }
 
-var rowKeys = []string{"collective", "ranks", "ranks_per_node", "nodes", "multi_node", "min_message_size", "max_message_size", "algorithm", "defines"}
+var rowKeys = []string{"collective", "ranks", "ranks_per_node", "nodes", "multi_node", "min_message_size", "max_message_size", "algorithm", "defines", "consistent"}
 
 func checkRowKeys(n *yaml.Node) error {
 	if n.Kind != yaml.MappingNode {
@@ -176,6 +181,11 @@ func PlansFS(fsys fs.FS, selPath string, defines map[string]int64) ([]NamedPlan,
 		}
 		if string(p.Collective) != row.Collective {
 			return nil, fmt.Errorf("%s:%d: %s implements %s, not %s", selPath, row.Line, row.Algorithm, p.Collective, row.Collective)
+		}
+		if row.Consistent {
+			if err := RequireConsistent(p); err != nil {
+				return nil, fmt.Errorf("%s:%d: %s at %d ranks: the row demands consistent: true, but %w", selPath, row.Line, row.Algorithm, ranks, err)
+			}
 		}
 		// The row's range narrows the plan's own size rule, never widens it.
 		rowMin, _ := size.ParseBound(row.MinSize, 0)

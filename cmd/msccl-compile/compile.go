@@ -22,13 +22,14 @@ func init() {
 
 func cmdCompile(args []string, stdout, stderr io.Writer) int {
 	defs := defines{}
-	fs := newFlags("compile", stderr, "compile FILE.msccl [-D name=value ...] [-o plan.json] [--dump=PASS|all] [--no-verify] [--verify-sizes SIZES] [--verify-dtypes f32,bf16] [--json]")
+	fs := newFlags("compile", stderr, "compile FILE.msccl [-D name=value ...] [-o plan.json] [--dump=PASS|all] [--no-verify] [--verify-sizes SIZES] [--verify-dtypes f32,bf16] [--require-consistent] [--json]")
 	fs.Var(defs, "D", "override a parameter: -D ranks=16 (repeatable)")
 	out := fs.String("o", "", "write the plan here instead of stdout")
 	dump := fs.String("dump", "", "print the IR after this pass to stderr (passes: "+strings.Join(compiler.PassNames(), ", ")+"; or all)")
 	noVerify := fs.Bool("no-verify", false, "skip the CPU executor's proof of the compiled plan")
 	sizes := fs.String("verify-sizes", "", "message sizes (nccl-tests convention) the proof runs at (default: sizes that cover every size the plan's rule admits)")
 	dtypes := fs.String("verify-dtypes", "f32,bf16", "data types the proof runs with")
+	requireCons := fs.Bool("require-consistent", false, "refuse a plan whose ranks may receive different bits for one result (reduced in different orders, or by the switch)")
 	df := jsonFlag(fs)
 	pos, code, ok := fs.parse(args)
 	if !ok {
@@ -88,6 +89,11 @@ func cmdCompile(args []string, stdout, stderr io.Writer) int {
 			return exitBad
 		}
 	}
+	consLine, code := consistencyLine(p, !*noVerify, *requireCons)
+	if code != exitOK {
+		fmt.Fprintf(stderr, "%s: %s; no plan written (drop --require-consistent to write it anyway)\n", pos[0], consLine)
+		return code
+	}
 	// Streamed: a 1024-rank plan is about 1 GB of JSON.
 	dst, closeOut := stdout, func() error { return nil }
 	if *out != "" {
@@ -117,7 +123,38 @@ func cmdCompile(args []string, stdout, stderr io.Writer) int {
 	if !*noVerify {
 		fmt.Fprintf(stderr, "%s: wrote %s (%d ranks); %s\n", pos[0], outName(*out), len(p.GPUs), provenSummary(p, vs, vt))
 	}
+	if consLine != "" {
+		fmt.Fprintf(stderr, "%s: %s\n", pos[0], consLine)
+	}
 	return exitOK
+}
+
+// consistencyMaxRanks bounds the worlds compile checks rank consistency
+// for unasked: the check grows with the op count (0.8 s at 128 ranks of
+// the ring, about 50 s at 1024), so larger plans are checked only under
+// --require-consistent.
+const consistencyMaxRanks = 256
+
+// consistencyLine is what compile prints about rank consistency, and
+// exitBad when require is set and the plan is not consistent. A plan
+// that was not verified is checked only when required.
+func consistencyLine(p *ir.Plan, verified, require bool) (string, int) {
+	if !require && (!verified || len(p.GPUs) > consistencyMaxRanks) {
+		if verified {
+			return fmt.Sprintf("rank consistency not checked above %d ranks (--require-consistent checks it)", consistencyMaxRanks), exitOK
+		}
+		return "", exitOK
+	}
+	c, err := compiler.Consistency(p)
+	switch {
+	case err != nil && require:
+		return "cannot check rank consistency: " + err.Error(), exitBad
+	case err != nil:
+		return "rank consistency unknown: " + err.Error(), exitOK
+	case require && c.Err() != nil:
+		return c.Err().Error(), exitBad
+	}
+	return c.String(), exitOK
 }
 
 func cmdFmt(args []string, stdout, stderr io.Writer) int {

@@ -58,11 +58,11 @@ type consHolder struct {
 	val string
 }
 
-// Holder names one output element: a rank and an element index of its
-// output buffer.
+// Holder names one output element: a rank and the element's byte offset
+// in its output buffer.
 type Holder struct {
 	Rank int
-	Elem int64
+	Off  int64
 }
 
 // Consistency is what a consistency run found.
@@ -93,12 +93,30 @@ func (c *Consistency) String() string {
 	}
 	switch {
 	case !c.Identical:
-		return fmt.Sprintf("rank-consistent: no, rank %d element %d and rank %d element %d are reduced in different orders (at %d bytes); reduction order %s",
-			c.A.Rank, c.A.Elem, c.B.Rank, c.B.Elem, c.Size, order)
+		return fmt.Sprintf("rank-consistent: no, %s; reduction order %s", c.Pair(), order)
 	case !c.Reduced:
 		return fmt.Sprintf("rank-consistent: yes, every output is a copy of an input; reduction order %s", order)
 	}
 	return fmt.Sprintf("rank-consistent: yes, every value the collective defines has the same bits on every rank that receives it; reduction order %s", order)
+}
+
+// Pair words the first difference found: "rank 0 output byte 0 and rank
+// 2 output byte 0 are reduced in different orders (at 16 bytes)".
+func (c *Consistency) Pair() string {
+	return fmt.Sprintf("rank %d output byte %d and rank %d output byte %d are reduced in different orders (at %d bytes, launch %d)",
+		c.A.Rank, c.A.Off, c.B.Rank, c.B.Off, c.Size, c.Launch)
+}
+
+// Err is nil for a rank-consistent plan with a fixed order and otherwise
+// says why not.
+func (c *Consistency) Err() error {
+	switch {
+	case !c.Identical:
+		return fmt.Errorf("the plan is not rank-consistent: %s, so in floating point they may differ", c.Pair())
+	case !c.Fixed:
+		return fmt.Errorf("the plan is not rank-consistent: a switch reduction (glres) sums in the order the hardware chooses, which may change from run to run")
+	}
+	return nil
 }
 
 // CheckConsistency runs p at each size with launches back-to-back
@@ -252,7 +270,7 @@ func (s *sim) consCheck(l int) {
 			if m.trees && binary.LittleEndian.Uint64(val) != k.fp {
 				c.Reduced = true
 			}
-			h := Holder{Rank: rank, Elem: (at + off) / sz}
+			h := Holder{Rank: rank, Off: at + off}
 			first, ok := m.seen[k]
 			if !ok {
 				m.seen[k] = consHolder{at: h, val: string(val)}

@@ -36,7 +36,7 @@ func TestConsistencyMatchesFloats(t *testing.T) {
 				differs = dt.String()
 			}
 			if claim.Identical && !got.Identical {
-				t.Errorf("%s: claimed %s, but in %s rank %d element %d differs from rank %d element %d", name, claim, dt, got.A.Rank, got.A.Elem, got.B.Rank, got.B.Elem)
+				t.Errorf("%s: claimed %s, but in %s rank %d byte %d differs from rank %d byte %d", name, claim, dt, got.A.Rank, got.A.Off, got.B.Rank, got.B.Off)
 			}
 		}
 		if !claim.Identical && differs == "" {
