@@ -268,7 +268,9 @@ class Communicator(unittest.TestCase):
             msccl.Communicator.from_unique_id("msccl1:127.0.0.1:1:00", "0", 2)
         with self.assertRaises(msccl.Error) as cm:
             msccl.Communicator.from_unique_id("not an id", 0, 2)
-        self.assertIn("not an id", str(cm.exception))
+        # Named, never quoted: an id holds the job's secret.
+        self.assertIn("unique id", str(cm.exception))
+        self.assertNotIn("not an id", str(cm.exception))
         with self.assertRaises(msccl.Error) as cm:
             msccl.Communicator.from_unique_id(msccl.unique_id(), 0, 1, device="cuda")
         self.assertIn("cuda", str(cm.exception))

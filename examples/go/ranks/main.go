@@ -1,9 +1,11 @@
 // Command ranks shows the one-process-per-rank Go API on the cpu or the
 // cuda device: each process joins the job its launcher describes
-// (msccl.OpenComm, one call), compiles and opens the same plan, fills its
-// input with its rank number plus one, runs one allreduce and checks that
-// every element is 1+2+...+n.
+// (msccl.OpenComm, one call), fills its input with its rank number plus
+// one, runs one allreduce on its own buffer (the communicator picks the
+// proven plan, or with -algo compiles that library algorithm) and checks
+// that every element is 1+2+...+n. One rank works too, as with NCCL.
 //
+//	go run ./examples/go/ranks                      # a job of one rank
 //	go run ./examples/go/ranks -procs 4             # starts 4 processes of itself
 //	go run ./examples/go/ranks -procs 4 -device cuda  # one GPU each, or round-robin
 //	mpirun -np 4 ./ranks                            # or under a launcher:
@@ -22,11 +24,12 @@ import (
 
 	msccl "github.com/msccl-go/msccl-go"
 	"github.com/msccl-go/msccl-go/runtime/bootstrap"
+	"github.com/msccl-go/msccl-go/runtime/cuda"
 )
 
 func main() {
 	procs := flag.Int("procs", 0, "start this many processes of this program, one rank each")
-	algo := flag.String("algo", "allreduce_ring", "library allreduce algorithm")
+	algo := flag.String("algo", "", "library allreduce algorithm (default: the selection table's choice)")
 	size := flag.Int64("size", 1<<20, "message bytes (f32 elements × 4)")
 	device := flag.String("device", "cpu", "cpu (shared memory) or cuda (a GPU per rank, peers' memory through CUDA IPC)")
 	flag.Parse()
@@ -70,42 +73,63 @@ func rank(algo string, size int64, device string) error {
 	}
 	defer rc.Close()
 	n := rc.Size()
-	p, err := msccl.CompileAlgorithm("", algo, map[string]int64{"ranks": int64(n)})
+	var opts []msccl.CallOption
+	name := "selection table"
+	if algo != "" && n > 1 {
+		p, err := msccl.CompileAlgorithm("", algo, map[string]int64{"ranks": int64(n)})
+		if err != nil {
+			return err
+		}
+		opts, name = append(opts, msccl.WithPlan(p)), algo
+	}
+	buf := make([]byte, size)
+	for i := 0; i+4 <= len(buf); i += 4 {
+		binary.LittleEndian.PutUint32(buf[i:], math.Float32bits(float32(rc.Rank()+1)))
+	}
+	// Host memory on the cpu device; on the cuda device the buffer is
+	// device memory (msccl.DeviceMem) and the call is queued on a stream.
+	mem, finish, err := buffer(rc, buf)
 	if err != nil {
 		return err
 	}
-	ex, err := rc.Open(ctx, p, msccl.Options{})
-	if err != nil {
+	if err := rc.AllReduce(ctx, mem, mem, msccl.F32, msccl.Sum, opts...); err != nil {
 		return err
 	}
-	defer ex.Close()
-	b, err := ex.Alloc(ctx, size)
-	if err != nil {
-		return err
-	}
-	defer b.Free()
-	// SetInput and OutputOf copy on either device (on the cpu device
-	// Input and Output are the shared memory itself).
-	in := make([]byte, size)
-	for i := 0; i+4 <= len(in); i += 4 {
-		binary.LittleEndian.PutUint32(in[i:], math.Float32bits(float32(rc.Rank()+1)))
-	}
-	if err := b.SetInput(in); err != nil {
-		return err
-	}
-	if err := ex.Run(ctx, b, msccl.F32, msccl.Sum); err != nil {
+	if err := finish(buf); err != nil {
 		return err
 	}
 	want := float32(n * (n + 1) / 2)
-	out, err := b.OutputOf(rc.Rank())
-	if err != nil {
-		return err
-	}
-	for i := 0; i+4 <= len(out); i += 4 {
-		if got := math.Float32frombits(binary.LittleEndian.Uint32(out[i:])); got != want {
+	for i := 0; i+4 <= len(buf); i += 4 {
+		if got := math.Float32frombits(binary.LittleEndian.Uint32(buf[i:])); got != want {
 			return fmt.Errorf("rank %d: element %d is %v, want %v", rc.Rank(), i/4, got, want)
 		}
 	}
-	fmt.Printf("rank %d of %d (%s): %s of %s bytes correct\n", rc.Rank(), n, algo, p.Collective, strconv.FormatInt(size, 10))
+	fmt.Printf("rank %d of %d (%s): allreduce of %s bytes correct\n", rc.Rank(), n, name, strconv.FormatInt(size, 10))
 	return nil
+}
+
+// buffer is buf as the rank's device takes it, and finish copies the
+// result back into buf once the call is done: host memory on the cpu
+// device; on the cuda device a copy in device memory, the allreduce
+// queued on the legacy default stream (0) and waited for in finish.
+func buffer(rc *msccl.RankComm, buf []byte) (msccl.Mem, func([]byte) error, error) {
+	if rc.Device() != "cuda" {
+		return msccl.HostMem(buf), func([]byte) error { return nil }, nil
+	}
+	d, err := cuda.Malloc(int64(len(buf)))
+	if err != nil {
+		return msccl.Mem{}, nil, err
+	}
+	if err := cuda.MemcpyHtoD(d, buf); err != nil {
+		cuda.Free(d)
+		return msccl.Mem{}, nil, err
+	}
+	finish := func(out []byte) error {
+		defer cuda.Free(d)
+		if err := cuda.StreamOf(0).Synchronize(); err != nil {
+			return err
+		}
+		return cuda.MemcpyDtoH(out, d)
+	}
+	return msccl.DeviceMem(d, int64(len(buf))), finish, nil
 }
