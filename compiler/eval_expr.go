@@ -14,8 +14,9 @@ import (
 )
 
 // precedence of a binary operator; higher binds tighter. The levels are
-// Go's (`^`, `<<` and `>>` sit with `+` and `*` as there, so `1 + 2 << 3`
-// is 17), with `**` above them all and right-associative as in
+// Go's (`^` and `|` sit with `+`, `&`, `<<` and `>>` with `*` as there, so
+// `1 + 2 << 3` is 17 and `x & 1 == 0` tests a bit), not C's, where `&`
+// and `|` bind looser than `==`; with `**` above them all and right-associative as in
 // mathematics: `2 * 3 ** 2` is 18 and `2 ** 3 ** 2` is 512.
 func precedence(op string) int {
 	switch op {
@@ -25,9 +26,9 @@ func precedence(op string) int {
 		return 2
 	case "==", "!=", "<", "<=", ">", ">=":
 		return 3
-	case "+", "-", "^":
+	case "+", "-", "^", "|":
 		return 4
-	case "*", "/", "%", "<<", ">>":
+	case "*", "/", "%", "<<", ">>", "&":
 		return 5
 	case "**":
 		return 6
@@ -197,6 +198,10 @@ func (ev *evaluator) binop(t *dsl.BinTail, a, b int64, first *dsl.Unary, bare bo
 		return b2i(a >= b), true
 	case "^":
 		return a ^ b, true
+	case "&":
+		return a & b, true
+	case "|":
+		return a | b, true
 	case "+":
 		if s, ok := addInt(a, b); ok {
 			return s, true
@@ -348,15 +353,20 @@ func (ev *evaluator) unary(u *dsl.Unary) (int64, bool) {
 		return -v, true
 	case "!":
 		return b2i(v == 0), true
+	case "~":
+		return ^v, true
 	}
 	return v, true
 }
 
-var builtins = []string{"min", "max", "abs", "log2"}
+var builtins = []string{"min", "max", "abs", "log2", "len"}
 
 func (ev *evaluator) primary(p *dsl.Primary) (int64, bool) {
 	// Spelled only for a message: primaries are evaluated millions of times.
 	r := func() dsl.Range { return dsl.RangeOf(p.Pos, p.EndPos) }
+	if p.Index != nil {
+		return ev.index(p)
+	}
 	switch {
 	case p.Int != nil:
 		if v, ok := ev.ints[p]; ok {
@@ -375,6 +385,30 @@ func (ev *evaluator) primary(p *dsl.Primary) (int64, bool) {
 		return 0, false
 	case p.Paren != nil:
 		return ev.eval(p.Paren)
+	case p.Cond != nil:
+		// Only the branch taken is evaluated, as with && and ||:
+		// `if per > 0 then n / per else 0` never divides by zero.
+		c, ok := ev.eval(p.Cond.If)
+		if !ok {
+			return 0, false
+		}
+		if c != 0 {
+			return ev.eval(p.Cond.Then)
+		}
+		return ev.eval(p.Cond.Else)
+	case p.List != nil:
+		ev.st.errorf(r(), "bind it with `let NAME = [...]` and read NAME[i], or index it here: [...][i]", "a list is not an integer")
+		return 0, false
+	case p.Call != nil && p.Call.Func == "len":
+		if len(p.Call.Args) == 1 {
+			if list, isList, ok := ev.listExpr(p.Call.Args[0]); isList {
+				return int64(len(list)), ok
+			}
+		}
+		ev.st.errorf(r(), "write len(NAME) with NAME bound by `let NAME = [...]`", "len takes one list")
+		return 0, false
+	case p.Call != nil && ev.fns[p.Call.Func] != nil:
+		return ev.callFn(ev.fns[p.Call.Func], p.Call, r)
 	case p.Call != nil:
 		args := make([]int64, len(p.Call.Args))
 		for i, a := range p.Call.Args {
@@ -419,12 +453,17 @@ func (ev *evaluator) primary(p *dsl.Primary) (int64, bool) {
 			}
 			return n, true
 		}
-		ev.st.errorf(r(), joinDetail(diag.Suggest(p.Call.Func, builtins), "functions: "+strings.Join(builtins, ", ")), "unknown function %q", p.Call.Func)
+		fns := slices.Concat(builtins, slices.Sorted(maps.Keys(ev.fns)))
+		ev.st.errorf(r(), joinDetail(diag.Suggest(p.Call.Func, fns), "functions: "+strings.Join(fns, ", ")), "unknown function %q", p.Call.Func)
 		return 0, false
 	case p.Ident != nil:
 		name := *p.Ident
 		if v, ok := ev.lookup(name); ok {
 			return v, true
+		}
+		if b := ev.find(name); b != nil && b.isList && !b.bad {
+			ev.notAnInteger(name, len(b.list), r())
+			return 0, false
 		}
 		if name == "true" || name == "false" {
 			return b2i(name == "true"), true
@@ -438,13 +477,12 @@ func (ev *evaluator) primary(p *dsl.Primary) (int64, bool) {
 	return 0, false
 }
 
-// lookup finds a name's value: the innermost binding, else a param. A
-// binding whose value failed to evaluate hides outer ones and has none.
+// lookup finds a name's integer value: the innermost visible binding,
+// else a param. A binding whose value failed to evaluate hides outer ones
+// and has none; so does a list (not an integer).
 func (ev *evaluator) lookup(name string) (int64, bool) {
-	for i := len(ev.vars) - 1; i >= 0; i-- {
-		if ev.vars[i].name == name {
-			return ev.vars[i].v, !ev.vars[i].bad
-		}
+	if b := ev.find(name); b != nil {
+		return b.v, !b.bad && !b.isList
 	}
 	v, ok := ev.params[name]
 	return v, ok
@@ -453,10 +491,8 @@ func (ev *evaluator) lookup(name string) (int64, bool) {
 // poisoned says whether name is bound, but to an expression whose
 // evaluation failed (a let, or a param's default).
 func (ev *evaluator) poisoned(name string) bool {
-	for i := len(ev.vars) - 1; i >= 0; i-- {
-		if ev.vars[i].name == name {
-			return ev.vars[i].bad
-		}
+	if b := ev.find(name); b != nil {
+		return b.bad
 	}
 	return ev.badParams[name]
 }
@@ -465,14 +501,19 @@ func (ev *evaluator) undeclaredHint(name string) string {
 	if name == "nodes" || name == "gpus_per_node" {
 		return "declare it with `param " + name + " = ...`"
 	}
+	if ev.calls > 0 {
+		return "a function sees its parameters, the params and the top-level lets; pass anything else as an argument"
+	}
 	return ""
 }
 
 // visible lists the names in scope, for suggestions.
 func (ev *evaluator) visible() []string {
 	set := map[string]bool{}
-	for _, b := range ev.vars {
-		set[b.name] = true
+	for i, b := range ev.vars {
+		if i < ev.hideFrom || i >= ev.hideTo {
+			set[b.name] = true
+		}
 	}
 	for k := range ev.params {
 		set[k] = true
@@ -484,21 +525,28 @@ func (ev *evaluator) visible() []string {
 }
 
 // parseInt reads a decimal or hex integer with an optional binary size
-// suffix (K, M, G, KiB, MiB, GiB: all powers of 1024).
+// suffix (K, M, G, KiB, MiB, GiB: all powers of 1024). A leading 0 is
+// not octal: 010 is ten.
 func parseInt(s string, r dsl.Range, st *state) (int64, bool) {
+	lit := s
 	mult := int64(1)
-	for _, sfx := range []struct {
-		s string
-		m int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}} {
-		if strings.HasSuffix(s, sfx.s) && !strings.HasPrefix(s, "0x") && !strings.HasPrefix(s, "0X") {
-			s, mult = strings.TrimSuffix(s, sfx.s), sfx.m
-			break
+	base := 10
+	if strings.HasPrefix(s, "0x") || strings.HasPrefix(s, "0X") {
+		s, base = s[2:], 16
+	} else {
+		for _, sfx := range []struct {
+			s string
+			m int64
+		}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}} {
+			if strings.HasSuffix(s, sfx.s) {
+				s, mult = strings.TrimSuffix(s, sfx.s), sfx.m
+				break
+			}
 		}
 	}
-	v, err := strconv.ParseInt(s, 0, 64)
-	if err != nil || v > (1<<62)/mult {
-		st.errorf(r, "", "integer %s out of range", s)
+	v, err := strconv.ParseInt(s, base, 64)
+	if err != nil || v > math.MaxInt64/mult {
+		st.errorf(r, fmt.Sprintf("integers are 64-bit: at most %d (2^63-1)", int64(math.MaxInt64)), "integer %s out of range", lit)
 		return 0, false
 	}
 	return v * mult, true

@@ -79,6 +79,36 @@ func TestEvalOperators(t *testing.T) {
 		{"-2 ** 2", 0, "ambiguous"},
 		{"!0 ** 2", 0, "ambiguous"},
 		{"abs(0 - (1 << 62) - (1 << 62))", 0, "integer overflow"},
+		{"6 & 3", 2, ""},
+		{"4 | 1", 5, ""},
+		{"~0", -1, ""},
+		{"~5 & 7", 2, ""},
+		{"5 & 1 == 1", 1, ""},    // Go: (5 & 1) == 1; in C, 5 & (1 == 1)
+		{"1 | 2 == 3", 1, ""},    // Go: (1 | 2) == 3
+		{"1 + 2 & 3", 3, ""},     // & binds like *
+		{"8 | 1 << 1", 10, ""},   // | binds like +
+		{"2 | 4 ^ 1 + 1", 8, ""}, // one level, left to right: ((2 | 4) ^ 1) + 1
+		{"~2 ** 2", 0, "ambiguous"},
+		{"if 1 then 2 else 3", 2, ""},
+		{"if 0 then 2 else 3 + 4", 7, ""},
+		{"(if 0 then 2 else 3) + 4", 7, ""},
+		{"if 0 then 1 / 0 else 5", 5, ""},
+		{"if 1 then 5 else 1 / 0", 5, ""},
+		{"if 0 then 1 else if 0 then 2 else 3", 3, ""},
+		{"if 1 / 0 then 1 else 2", 0, "division by zero"},
+		{"[4, 5, 6][2]", 6, ""},
+		{"[4, 5, 6][3]", 0, "index 3 out of range"},
+		{"[4, 5, 6][-1]", 0, "index -1 out of range"},
+		{"len([4, 5, 6])", 3, ""},
+		{"len([])", 0, ""},
+		{"[1, 2]", 0, "a list is not an integer"},
+		{"(3)[0]", 0, "(3) is an integer, not a list"},
+		{"9223372036854775807", math.MaxInt64, ""},
+		{"0x7fffffffffffffff", math.MaxInt64, ""},
+		{"8589934591G", 8589934591 << 30, ""},
+		{"9223372036854775808", 0, "integer 9223372036854775808 out of range"},
+		{"8589934592G", 0, "out of range"},
+		{"010", 10, ""},
 	} {
 		src := "collective allreduce\nparam ranks = 1\nlet x = " + c.expr + "\n"
 		f, ds := dsl.Parse("x.msccl", []byte(src))

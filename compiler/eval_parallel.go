@@ -133,6 +133,7 @@ func (ev *evaluator) fork() *evaluator {
 		hdr:    ev.hdr,
 		params: ev.params, badParams: ev.badParams,
 		names:  ev.names,
+		fns:    ev.fns,
 		vars:   append([]binding(nil), ev.vars...),
 		marks:  append([]int(nil), ev.marks...),
 		maxOps: ev.maxOps - ev.nops,

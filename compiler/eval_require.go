@@ -28,7 +28,7 @@ func (ev *evaluator) requirements() bool {
 		return true
 	}
 	pre := &evaluator{st: st.sub(), hdr: ev.hdr,
-		params: ev.params, badParams: ev.badParams, names: ev.names, maxOps: ev.maxOps, maxIt: ev.maxIt}
+		params: ev.params, badParams: ev.badParams, names: ev.names, fns: ev.fns, maxOps: ev.maxOps, maxIt: ev.maxIt}
 	ev.checked = map[*dsl.RequireStmt]bool{}
 	ok := true
 	var walk func(ss []*dsl.Stmt) bool
@@ -36,11 +36,9 @@ func (ev *evaluator) requirements() bool {
 		for _, s := range ss {
 			switch {
 			case s.Let != nil:
-				v, good := pre.eval(s.Let.Value)
-				if !good {
+				if !pre.letStmt(s.Let) {
 					return false
 				}
-				pre.bind(s.Let.Name, v)
 			case s.If != nil:
 				for i := s.If; ; i = i.ElseIf {
 					c, good := pre.eval(i.Cond)
@@ -137,36 +135,15 @@ func (ev *evaluator) require(rq *dsl.RequireStmt) bool {
 func (ev *evaluator) valuesIn(e *dsl.Expr) string {
 	var parts []string
 	seen := map[string]bool{}
-	var expr func(e *dsl.Expr)
-	unary := func(u *dsl.Unary) {
-		p := u.Prim
-		switch {
-		case p.Paren != nil:
-			expr(p.Paren)
-		case p.Call != nil:
-			for _, a := range p.Call.Args {
-				expr(a)
-			}
-		case p.Ident != nil:
-			name := *p.Ident
-			if seen[name] {
-				return
-			}
-			seen[name] = true
-			if v, ok := ev.lookup(name); ok {
-				parts = append(parts, fmt.Sprintf("%s=%d", name, v))
-			}
-		}
-	}
-	expr = func(e *dsl.Expr) {
-		if e == nil {
+	walkPrims(e, func(p *dsl.Primary) {
+		if p.Ident == nil || seen[*p.Ident] {
 			return
 		}
-		unary(e.Head)
-		for _, t := range e.Tail {
-			unary(t.Operand)
+		name := *p.Ident
+		seen[name] = true
+		if v, ok := ev.lookup(name); ok {
+			parts = append(parts, fmt.Sprintf("%s=%d", name, v))
 		}
-	}
-	expr(e)
+	})
 	return strings.Join(parts, ", ")
 }

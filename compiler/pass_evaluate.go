@@ -87,6 +87,12 @@ type evaluator struct {
 	// checked holds the requirements the pre-pass evaluated (see
 	// requirements); the body skips them.
 	checked map[*dsl.RequireStmt]bool
+	// fns are the declared functions (eval_fn.go); calls counts the
+	// function calls being evaluated, inside which the bindings in
+	// [hideFrom, hideTo) are out of sight.
+	fns              map[string]*dsl.FnStmt
+	calls            int
+	hideFrom, hideTo int
 }
 
 func (ev *evaluator) header() {
@@ -120,8 +126,9 @@ func (ev *evaluator) header() {
 	if !known {
 		st.errorf(dsl.RangeOf(coll.Pos, coll.EndPos), joinDetail(diag.Suggest(coll.Kind, names), "collectives: "+strings.Join(names, ", ")), "unknown collective %q", coll.Kind)
 	}
-	// Params first (in order, each may use the ones before), so the header
-	// and options can use them.
+	// Functions, then params (in order, each may use the ones before), so
+	// the header and options can use them.
+	ev.declareFns()
 	seen := map[string]bool{}
 	for _, s := range f.Stmts {
 		if s.Param == nil {
@@ -475,11 +482,10 @@ func (ev *evaluator) stmts(ss []*dsl.Stmt, onRank, onTB int, top bool) []*evOp {
 				ev.st.errorf(r(), "move it to the top level of the file", "collective, param and option statements cannot be nested")
 			}
 		case s.Let != nil:
-			v, ok := ev.eval(s.Let.Value)
-			ev.bind(s.Let.Name, v)
-			if !ok {
-				// Uses of the name fail quietly: the error is this one.
-				ev.vars[len(ev.vars)-1].bad = true
+			ev.letStmt(s.Let)
+		case s.Fn != nil:
+			if !top {
+				ev.st.errorf(r(), "move it to the top level of the file", "fn statements cannot be nested")
 			}
 		case s.For != nil:
 			out = append(out, ev.forStmt(s.For, onRank, onTB)...)
@@ -563,6 +569,9 @@ type binding struct {
 	name string
 	v    int64
 	bad  bool // the value failed to evaluate (see poisoned)
+	// isList says the binding is a list (list; v unused).
+	isList bool
+	list   []int64
 }
 
 func (ev *evaluator) push() { ev.marks = append(ev.marks, len(ev.vars)) }

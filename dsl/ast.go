@@ -38,6 +38,7 @@ type Stmt struct {
 	On         *OnStmt         `parser:" | @@"`
 	Pipeline   *PipelineStmt   `parser:" | @@"`
 	Require    *RequireStmt    `parser:" | @@"`
+	Fn         *FnStmt         `parser:" | @@"`
 	Op         *OpStmt         `parser:" | @@ ) \";\"?"`
 }
 
@@ -127,6 +128,17 @@ type RequireStmt struct {
 	Msg    *string `parser:"( \",\" @String )?"`
 }
 
+// FnStmt declares a function of integers: `fn peer(r, k) = r ^ (1 << k)`.
+// Its body is one expression over its parameters, the params and the
+// top-level lets; calls to it evaluate the body with the arguments bound.
+type FnStmt struct {
+	Pos    lexer.Position
+	EndPos lexer.Position
+	Name   string   `parser:"\"fn\" @Ident \"(\""`
+	Params []string `parser:"( @Ident ( \",\" @Ident )* )? \")\" \"=\""`
+	Body   *Expr    `parser:"@@"`
+}
+
 // OnStmt opens a channel-level block: the ops inside run on one rank's
 // thread block exactly as written.
 type OnStmt struct {
@@ -194,29 +206,51 @@ type Expr struct {
 
 // BinTail is one `op operand` of an Expr chain.
 type BinTail struct {
-	Op      string `parser:"@( \"||\" | \"&&\" | \"==\" | \"!=\" | \"<=\" | \">=\" | \"<<\" | \">>\" | \"<\" | \">\" | \"+\" | \"-\" | \"^\" | \"**\" | \"*\" | \"/\" | \"%\" )"`
+	Op      string `parser:"@( \"||\" | \"&&\" | \"==\" | \"!=\" | \"<=\" | \">=\" | \"<<\" | \">>\" | \"<\" | \">\" | \"+\" | \"-\" | \"^\" | \"&\" | \"|\" | \"**\" | \"*\" | \"/\" | \"%\" )"`
 	Operand *Unary `parser:"@@"`
 }
 
-// Unary is an optionally negated primary.
+// Unary is a primary with an optional prefix: `-` negates, `!` is logical
+// not, `~` bitwise complement.
 type Unary struct {
 	Pos  lexer.Position
-	Op   string   `parser:"@( \"-\" | \"!\" )?"`
+	Op   string   `parser:"@( \"-\" | \"!\" | \"~\" )?"`
 	Prim *Primary `parser:"@@"`
 }
 
-// Primary is a literal, name, call or parenthesised expression.
+// Primary is a literal, conditional, name, call, list or parenthesised
+// expression, optionally indexed: `ring[i]`.
 type Primary struct {
 	Pos    lexer.Position
 	EndPos lexer.Position
-	Int    *string `parser:"(  @Int"`
-	Str    *string `parser:" | @String"`
-	Call   *Call   `parser:" | @@"`
-	Ident  *string `parser:" | @Ident"`
-	Paren  *Expr   `parser:" | \"(\" @@ \")\" )"`
+	Int    *string  `parser:"(  @Int"`
+	Str    *string  `parser:" | @String"`
+	Cond   *Cond    `parser:" | @@"`
+	Call   *Call    `parser:" | @@"`
+	Ident  *string  `parser:" | @Ident"`
+	List   *ListLit `parser:" | @@"`
+	Paren  *Expr    `parser:" | \"(\" @@ \")\" )"`
+	Index  *Expr    `parser:"( \"[\" @@ \"]\" )?"`
 }
 
-// Call is a builtin function call: min(a, b), max, abs, log2.
+// Cond is the conditional expression `if C then A else B`. Else extends
+// as far right as an expression goes, so a conditional inside a larger
+// expression is written in parentheses.
+type Cond struct {
+	Pos  lexer.Position
+	If   *Expr `parser:"\"if\" @@"`
+	Then *Expr `parser:"\"then\" @@"`
+	Else *Expr `parser:"\"else\" @@"`
+}
+
+// ListLit is a list of integers: `[0, 2, 4, 6, 7, 5, 3, 1]`.
+type ListLit struct {
+	Pos   lexer.Position
+	Elems []*Expr `parser:"\"[\" ( @@ ( \",\" @@ )* )? \"]\""`
+}
+
+// Call is a function call: a builtin (min, max, abs, log2, len) or a
+// function declared with fn.
 type Call struct {
 	Pos  lexer.Position
 	Func string  `parser:"@Ident \"(\""`

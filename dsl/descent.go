@@ -46,6 +46,15 @@ type descent struct {
 	i       int
 	deepest *syntaxError
 	depth   int // open parentheses, calls and blocks
+	// aliases are the tokens (by offset) that read as a keyword while a
+	// misspelled keyword is tried (misspelled.go); nil outside a trial.
+	aliases map[int32]alias
+	// misspelled are the statement names found to be misspelled
+	// keywords, fixed their tokens, read as the keywords from then on;
+	// near caches nearKeyword.
+	misspelled []misspelling
+	fixed      map[int32]string
+	near       map[string]string
 }
 
 // maxDepth bounds nesting: a recursive parser on a hostile input of a
@@ -67,7 +76,19 @@ func (p *descent) nest() *syntaxError {
 
 func (p *descent) peek() *token { return &p.toks[p.i] }
 
-func (p *descent) val(t *token) string { return p.src[t.off:t.endOff] }
+func (p *descent) val(t *token) string {
+	if p.aliases != nil {
+		if a, ok := p.aliases[t.off]; ok {
+			return a.kw
+		}
+	}
+	if p.fixed != nil {
+		if kw, ok := p.fixed[t.off]; ok {
+			return kw
+		}
+	}
+	return p.src[t.off:t.endOff]
+}
 
 func (p *descent) pos(t *token) lexer.Position {
 	return lexer.Position{Filename: p.file, Offset: int(t.off), Line: int(t.line), Column: int(t.col)}
@@ -179,7 +200,7 @@ func (p *descent) body() ([]*Stmt, *syntaxError) {
 }
 
 // stmt = (collective | param | option | let | for | if | on | pipeline |
-// require | op) ";"?
+// require | fn | op) ";"?
 //
 // A keyword statement that fails within the lookahead falls back to an op
 // of that name, as participle's alternatives do; keywordOps then names
@@ -191,9 +212,33 @@ func (p *descent) stmt() (*Stmt, *syntaxError) {
 	}
 	s := &Stmt{Pos: p.pos(t)}
 	start := p.i
+	keyword, err := p.keywordStmt(s, p.val(t))
+	if !keyword {
+		keyword, err = p.misspelledKeyword(s, start)
+	}
+	if keyword && err != nil {
+		if err = p.backOut(start, err); err != nil {
+			return nil, err
+		}
+		*s = Stmt{Pos: p.pos(t)}
+		keyword = false
+	}
+	if !keyword {
+		if s.Op, err = p.op(); err != nil {
+			return nil, err
+		}
+	}
+	p.accept(";")
+	s.EndPos = p.last()
+	return s, nil
+}
+
+// keywordStmt parses the statement that keyword kw begins into s; false
+// when kw is no statement keyword.
+func (p *descent) keywordStmt(s *Stmt, kw string) (bool, *syntaxError) {
+	t := p.peek()
 	var err *syntaxError
-	keyword := true
-	switch p.val(t) {
+	switch kw {
 	case "collective":
 		s.Collective, err = p.collective()
 	case "param":
@@ -218,24 +263,12 @@ func (p *descent) stmt() (*Stmt, *syntaxError) {
 		s.Pipeline, err = p.pipeline()
 	case "require":
 		s.Require, err = p.require()
+	case "fn":
+		s.Fn, err = p.fnStmt()
 	default:
-		keyword = false
+		return false, nil
 	}
-	if keyword && err != nil {
-		if err = p.backOut(start, err); err != nil {
-			return nil, err
-		}
-		*s = Stmt{Pos: p.pos(t)}
-		keyword = false
-	}
-	if !keyword {
-		if s.Op, err = p.op(); err != nil {
-			return nil, err
-		}
-	}
-	p.accept(";")
-	s.EndPos = p.last()
-	return s, nil
+	return true, err
 }
 
 func (p *descent) endIf(err *syntaxError) lexer.Position {
@@ -368,6 +401,37 @@ func (p *descent) onStmt() (*OnStmt, *syntaxError) {
 func (p *descent) pipeline() (*PipelineStmt, *syntaxError) {
 	s := &PipelineStmt{}
 	return node(p, s, &s.Pos, &s.EndPos, "pipeline", "unit", &s.Unit, "chunks", &s.Chunks, &s.Body)
+}
+
+// fn = "fn" Ident "(" (Ident ("," Ident)*)? ")" "=" expr
+func (p *descent) fnStmt() (*FnStmt, *syntaxError) {
+	f := &FnStmt{Pos: p.pos(p.peek())}
+	if err := p.seq("fn", ident{&f.Name, "a function name"}, "("); err != nil {
+		return nil, err
+	}
+	if t := p.peek(); t.kind == tIdent {
+		p.i++
+		f.Params = append(f.Params, p.val(t))
+		for {
+			start := p.i
+			if !p.accept(",") {
+				break
+			}
+			name, err := p.kind(tIdent, "a parameter name")
+			if err != nil {
+				if err = p.backOut(start, err); err != nil {
+					return nil, err
+				}
+				break
+			}
+			f.Params = append(f.Params, name)
+		}
+	}
+	if err := p.seq(")", "=", &f.Body); err != nil {
+		return nil, err
+	}
+	f.EndPos = p.last()
+	return f, nil
 }
 
 // require = "require" expr ("," String)?

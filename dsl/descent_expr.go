@@ -47,7 +47,7 @@ func (p *descent) arg() (*Arg, *syntaxError) {
 
 // binOps are the infix operators of an Expr chain.
 var binOps = map[string]bool{"||": true, "&&": true, "==": true, "!=": true, "<=": true, ">=": true, "<<": true, ">>": true,
-	"<": true, ">": true, "+": true, "-": true, "^": true, "**": true, "*": true, "/": true, "%": true}
+	"<": true, ">": true, "+": true, "-": true, "^": true, "&": true, "|": true, "**": true, "*": true, "/": true, "%": true}
 
 // needExpr parses an expression that must be there.
 func (p *descent) needExpr() (*Expr, *syntaxError) { return need(p, p.expr, "an expression") }
@@ -79,10 +79,10 @@ func (p *descent) expr() (*Expr, *syntaxError) {
 	return e, nil
 }
 
-// unary = ("-" | "!")? primary
+// unary = ("-" | "!" | "~")? primary
 func (p *descent) unary() (*Unary, *syntaxError) {
 	u := &Unary{Pos: p.pos(p.peek())}
-	if p.is("-") || p.is("!") {
+	if p.is("-") || p.is("!") || p.is("~") {
 		u.Op = p.val(p.peek())
 		p.i++
 		prim, err := need(p, p.primary, "an operand")
@@ -100,7 +100,8 @@ func (p *descent) unary() (*Unary, *syntaxError) {
 	return u, nil
 }
 
-// primary = Int | String | call | Ident | "(" expr ")"
+// primary = (Int | String | cond | call | Ident | list | "(" expr ")")
+// ("[" expr "]")?
 func (p *descent) primary() (*Primary, *syntaxError) {
 	t := p.peek()
 	pr := &Primary{Pos: p.pos(t)}
@@ -114,34 +115,98 @@ func (p *descent) primary() (*Primary, *syntaxError) {
 		v := p.val(t)
 		pr.Str = &v
 	case tIdent:
-		if p.toks[p.i+1].kind == tOp && p.val(&p.toks[p.i+1]) == "(" {
-			start := p.i
-			c, err := p.call()
-			if err == nil {
-				pr.Call = c
+		// `if` is a name where no conditional follows, a name followed
+		// by "(" one where no call does (participle's alternatives: the
+		// conditional, then the call, are tried first).
+		if p.val(t) == "if" {
+			c, err := attempt(p, p.cond)
+			if err != nil {
+				return nil, err
+			}
+			if pr.Cond = c; c != nil {
 				break
 			}
-			if err = p.backOut(start, err); err != nil {
+		}
+		if p.toks[p.i+1].kind == tOp && p.val(&p.toks[p.i+1]) == "(" {
+			c, err := attempt(p, p.call)
+			if err != nil {
 				return nil, err
+			}
+			if pr.Call = c; c != nil {
+				break
 			}
 		}
 		p.i++
 		v := p.val(t)
 		pr.Ident = &v
 	default:
-		if !p.is("(") {
+		switch {
+		case p.is("["):
+			l, err := p.list()
+			if err != nil {
+				return nil, err
+			}
+			pr.List = l
+		case p.is("("):
+			if err := p.nested(func() *syntaxError { return p.seq("(", &pr.Paren, ")") }); err != nil {
+				return nil, err
+			}
+		default:
 			return nil, nil
 		}
-		defer func() { p.depth-- }()
-		if err := p.nest(); err != nil {
-			return nil, err
-		}
-		if err := p.seq("(", &pr.Paren, ")"); err != nil {
-			return nil, err
+	}
+	if start := p.i; p.is("[") {
+		if err := p.nested(func() *syntaxError { return p.seq("[", &pr.Index, "]") }); err != nil {
+			if err = p.backOut(start, err); err != nil {
+				return nil, err
+			}
+			pr.Index = nil
 		}
 	}
 	pr.EndPos = p.last()
 	return pr, nil
+}
+
+// nested runs a rule one level of nesting deeper (see maxDepth).
+func (p *descent) nested(rule func() *syntaxError) *syntaxError {
+	defer func() { p.depth-- }()
+	if err := p.nest(); err != nil {
+		return err
+	}
+	return rule()
+}
+
+// cond = "if" expr "then" expr "else" expr
+func (p *descent) cond() (*Cond, *syntaxError) {
+	c := &Cond{Pos: p.pos(p.peek())}
+	err := p.nested(func() *syntaxError { return p.seq("if", &c.If, "then", &c.Then, "else", &c.Else) })
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// list = "[" (expr ("," expr)*)? "]"
+func (p *descent) list() (*ListLit, *syntaxError) {
+	l := &ListLit{Pos: p.pos(p.peek())}
+	err := p.nested(func() *syntaxError {
+		p.i++ // "["
+		if start := p.i; !p.is("]") {
+			elems, err := p.callArgs()
+			if err != nil {
+				if err = p.backOut(start, err); err != nil {
+					return err
+				}
+			} else {
+				l.Elems = elems
+			}
+		}
+		return p.expect("]")
+	})
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
 // call = Ident "(" (expr ("," expr)*)? ")"

@@ -26,6 +26,17 @@ func many[T any](p *descent, item func() (*T, *syntaxError)) ([]*T, *syntaxError
 	}
 }
 
+// attempt parses an alternative: one that fails within the lookahead is
+// backed out (nil, nil: the caller tries the next alternative).
+func attempt[T any](p *descent, rule func() (*T, *syntaxError)) (*T, *syntaxError) {
+	start := p.i
+	x, err := rule()
+	if err != nil {
+		return nil, p.backOut(start, err)
+	}
+	return x, nil
+}
+
 // need parses an item that must be there: finding none is an error that
 // names what was wanted.
 func need[T any](p *descent, item func() (*T, *syntaxError), what string) (*T, *syntaxError) {

@@ -129,6 +129,8 @@ func (p *printer) stmt(s *Stmt, depth int) {
 		if s.Require.Msg != nil {
 			p.b.WriteString(", " + *s.Require.Msg)
 		}
+	case s.Fn != nil:
+		p.b.WriteString("fn " + s.Fn.Name + "(" + strings.Join(s.Fn.Params, ", ") + ") = " + ExprString(s.Fn.Body))
 	case s.Op != nil:
 		p.b.WriteString(opString(s.Op))
 	}
@@ -244,15 +246,18 @@ func unaryString(u *Unary) string {
 	case p.Str != nil:
 		s = *p.Str
 	case p.Call != nil:
-		args := make([]string, len(p.Call.Args))
-		for i, a := range p.Call.Args {
-			args[i] = ExprString(a)
-		}
-		s = p.Call.Func + "(" + strings.Join(args, ", ") + ")"
+		s = p.Call.Func + "(" + exprsString(p.Call.Args) + ")"
 	case p.Ident != nil:
 		s = *p.Ident
+	case p.Cond != nil:
+		s = "if " + ExprString(p.Cond.If) + " then " + ExprString(p.Cond.Then) + " else " + ExprString(p.Cond.Else)
+	case p.List != nil:
+		s = "[" + exprsString(p.List.Elems) + "]"
 	case p.Paren != nil:
 		s = "(" + ExprString(p.Paren) + ")"
+	}
+	if p.Index != nil {
+		s += "[" + ExprString(p.Index) + "]"
 	}
 	return u.Op + s
 }
@@ -262,9 +267,14 @@ func peerMapString(m *PeerMap) string {
 	if m.Expr != nil {
 		return m.Var + " -> " + ExprString(m.Expr)
 	}
-	parts := make([]string, len(m.List))
-	for i, e := range m.List {
+	return "[" + exprsString(m.List) + "]"
+}
+
+// exprsString prints a comma-separated expression list.
+func exprsString(es []*Expr) string {
+	parts := make([]string, len(es))
+	for i, e := range es {
 		parts[i] = ExprString(e)
 	}
-	return "[" + strings.Join(parts, ", ") + "]"
+	return strings.Join(parts, ", ")
 }

@@ -22,7 +22,7 @@ import (
 //	String      "(\\.|[^"\\\n])*"
 //	Int         0[xX][0-9a-fA-F]+|[0-9]+(KiB|MiB|GiB|K|M|G)?
 //	Ident       [A-Za-z_][A-Za-z0-9_]*
-//	Op          \.\.|->|==|!=|<=|>=|<<|>>|\*\*|&&|\|\||[-+*/%<>!=^(){}\[\],.:;@]
+//	Op          \.\.|->|==|!=|<=|>=|<<|>>|\*\*|&&|\|\||[-+*/%<>!=^&|~(){}\[\],.:;@]
 //	Whitespace  [ \t\r\n]+
 //
 // Comments and whitespace are not handed to the parser; comments are kept
@@ -191,7 +191,7 @@ func tokenAt(s string, i int) (int, tokKind) {
 			return 2, tOp
 		}
 	}
-	if strings.IndexByte("-+*/%<>!=^(){}[],.:;@", c) >= 0 {
+	if strings.IndexByte("-+*/%<>!=^&|~(){}[],.:;@", c) >= 0 {
 		return 1, tOp
 	}
 	return 0, 0

@@ -31,6 +31,10 @@ func Parse(filename string, src []byte) (f *File, ds Diagnostics) {
 		return nil, lexDiags
 	}
 	f, err := d.parseFile()
+	if ms := d.misspellingDiags(); len(ms) > 0 {
+		// The cause, rather than what it made of the rest of the line.
+		return nil, ms
+	}
 	if err != nil {
 		return nil, Diagnostics{syntaxDiag(src, err)}
 	}
@@ -52,6 +56,7 @@ var statementKeywords = map[string]string{
 	"let": "a name and a value", "for": "a range and a body", "if": "a condition and a body",
 	"on": "rank(...) tb ... and a body", "pipeline": "unit, chunks and a body",
 	"require": "a condition; write e.g. `require ranks % 2 == 0, \"the ring pairs ranks\"`", "else": "a preceding if",
+	"fn": "a name, (parameters) and = EXPR; write e.g. `fn peer(r, k) = r ^ (1 << k)`",
 }
 
 // clauseKeywords and otherKeywords are the grammar's other words. An op
@@ -60,7 +65,7 @@ var statementKeywords = map[string]string{
 // as that op's clause, a different program.
 var (
 	clauseKeywords = []string{"tb", "via", "to", "op", "sem", "tbg", "id", "count"}
-	otherKeywords  = []string{"inplace", "chunks", "root", "peers", "in", "step", "unit", "rank"}
+	otherKeywords  = []string{"inplace", "chunks", "root", "peers", "in", "step", "unit", "rank", "then"}
 )
 
 func keywordOps(ss []*Stmt, ds Diagnostics) Diagnostics {

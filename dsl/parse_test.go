@@ -152,3 +152,30 @@ func TestDeepNesting(t *testing.T) {
 		t.Error(ds)
 	}
 }
+
+// TestMisspelledKeywords: a statement whose name is a keyword misspelled
+// is reported at the name, with the keyword, rather than as the syntax
+// error (or the unknown ops) the misspelling makes of the line; a name
+// that is only near a keyword is not.
+func TestMisspelledKeywords(t *testing.T) {
+	for _, c := range []struct{ src, want string }{
+		{"colective allreduce\nparam ranks = 2\n", `x.msccl:1:1: error: unknown statement "colective"; did you mean "collective"?`},
+		{"collective allreduce\nparm ranks = 2\n", `x.msccl:2:1: error: unknown statement "parm"; did you mean "param"?`},
+		{"collective allreduce\noptoin protocol = LL\n", `x.msccl:2:1: error: unknown statement "optoin"; did you mean "option"?`},
+		{"collective allreduce\nfro r in 0..2 {\n  nop\n}\n", `x.msccl:2:1: error: unknown statement "fro"; did you mean "for"?`},
+		{"collective allreduce\nfro r in 0..2 {\n  fro q in 0..2 { nop }\n}\n", "x.msccl:2:1: error: unknown statement \"fro\"; did you mean \"for\"?\n" +
+			`x.msccl:3:3: error: unknown statement "fro"; did you mean "for"?`},
+		{"collective allreduce\nrequre ranks > 1\n", `x.msccl:2:1: error: unknown statement "requre"; did you mean "require"?`},
+		{"collective allreduce\nfnc f(x) = x\n", `x.msccl:2:1: error: unknown statement "fnc"; did you mean "fn"?`},
+	} {
+		_, ds := Parse("x.msccl", []byte(c.src))
+		if ds.String() != c.want+"\n" {
+			t.Errorf("%q:\n got %s\nwant %s", c.src, ds, c.want)
+		}
+	}
+	// Ops near a keyword (get ~ let, nop ~ for/on, put ~ let) stay ops.
+	src := "on rank(0) tb 0 {\n  nop\n  get rank(1).input[0] -> rank(0).output[0]\n  put rank(0).input[0] -> rank(1).output[0]\n  re rank(0).input[0] -> rank(0).output[0]\n}\n"
+	if _, ds := Parse("x.msccl", []byte(src)); ds.HasErrors() {
+		t.Errorf("ops near keywords: %s", ds)
+	}
+}
