@@ -250,3 +250,48 @@ func TestConcurrentCollectives(t *testing.T) {
 		return err
 	})
 }
+
+// SendBuf/RecvBuf: a ring (each rank sends to the next and receives
+// from the one before), a send to itself, and the refusals.
+func TestSendRecvBuf(t *testing.T) {
+	joinRanks(t, 3, func(ctx context.Context, rc *RankComm) error {
+		r, n := rc.Rank(), rc.Size()
+		out := i32s([]int32{val(r, 0), val(r, 1), val(r, 2)})
+		if err := rc.SendBuf(ctx, HostMem(out), (r+1)%n); err != nil {
+			return err
+		}
+		in := make([]byte, len(out))
+		if err := rc.RecvBuf(ctx, HostMem(in), (r+n-1)%n); err != nil {
+			return err
+		}
+		for i := range 3 {
+			if got, want := at(in, i), val((r+n-1)%n, i); got != want {
+				return fmt.Errorf("received element %d is %d, want %d", i, got, want)
+			}
+		}
+		if err := rc.SendBuf(ctx, HostMem(out), r); err != nil {
+			return err
+		}
+		self := make([]byte, len(out))
+		if err := rc.RecvBuf(ctx, HostMem(self), r); err != nil || string(self) != string(out) {
+			return fmt.Errorf("send to itself: %v", err)
+		}
+		if err := rc.RecvBuf(ctx, HostMem(self), r); err == nil || !strings.Contains(err.Error(), "no send to itself") {
+			return fmt.Errorf("recv from itself with nothing sent: %v", err)
+		}
+		if err := rc.SendBuf(ctx, HostMem(out), n); err == nil || !strings.Contains(err.Error(), "not a rank of 3") {
+			return fmt.Errorf("peer out of range: %v", err)
+		}
+		if err := rc.SendBuf(ctx, HostMem(out), (r+1)%n, OnStream(5)); err == nil || !strings.Contains(err.Error(), "stream 0") {
+			return fmt.Errorf("stream on the cpu device: %v", err)
+		}
+		// A length mismatch is named on the receiving side.
+		if err := rc.SendBuf(ctx, HostMem(out[:4]), (r+1)%n); err != nil {
+			return err
+		}
+		if err := rc.RecvBuf(ctx, HostMem(in), (r+n-1)%n); err == nil || !strings.Contains(err.Error(), "which sent 4") {
+			return fmt.Errorf("short message: %v", err)
+		}
+		return nil
+	})
+}

@@ -25,6 +25,7 @@ type collState struct {
 	execs  map[execKey]collExec  // opened plans
 	order  []execKey             // opening order, closed in reverse
 	ready  map[readyKey]struct{} // (plan, size, type, reduction) prepared
+	self   [][]byte              // sends of this rank to itself, not yet received
 	// entered, when set (tests), is called by each call once it holds
 	// the communicator, and what it returns when the call lets go.
 	entered func() (left func())
@@ -167,6 +168,16 @@ func checkPlan(cl *Call, n int) error {
 		return diag.Errorc(diag.CodeBadOptions, "msccl: plan %q has root %d; this call's root is %d", p.Name, p.Root, cl.Root)
 	}
 	return nil
+}
+
+// locked runs f holding the communicator, as a collective would.
+func (s *collState) locked(f func() error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return diag.Errorc(diag.CodeBroken, "msccl: the communicator is closed")
+	}
+	return f()
 }
 
 // plan is the plan cl runs: the caller's, checked; a rooted
