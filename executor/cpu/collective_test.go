@@ -159,6 +159,12 @@ func TestOptionsVariants(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if knownRacy[tc.plan] != "" {
+				if rep.Verdict != Race || rep.WrongTotal > 0 {
+					t.Fatalf("want a race with right results:\n%s", rep)
+				}
+				return
+			}
 			if !rep.OK() {
 				t.Fatalf("not correct:\n%s", rep)
 			}

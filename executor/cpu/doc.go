@@ -35,11 +35,14 @@
 // Kernel boundaries: a launch's end orders everything its blocks did
 // before the host reads the outputs and writes the next inputs (our model
 // of the application's producer and consumer kernels on the same stream).
-// A kernel start sees every write execution-ordered before it (the new
-// kernel starts with clean caches), and a kernel's end publishes its writes
-// to anyone execution-ordered after that end: so a relaxed handshake at the
-// start of a launch suffices to read a peer's freshly written input, as
-// upstream plans assume. Port channels run through one in-order proxy
+// A kernel's end fences the rank's own blocks: the host, and the rank's
+// next kernel, see their writes and whatever the blocks acquired. It
+// publishes the rank's writes to anyone execution-ordered after that end,
+// so a relaxed handshake at the start of a launch suffices to read a
+// peer's freshly written input, as upstream plans assume. A peer's write
+// the rank only knows through relaxed edges is not visible at the rank's
+// own kernel end: the host reads outputs then, before the peer's kernel
+// has necessarily ended. Port channels run through one in-order proxy
 // agent per rank.
 //
 // Where we differ from upstream MSCCL++ on purpose: reduce_op is honoured

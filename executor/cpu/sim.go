@@ -182,15 +182,19 @@ func (s *sim) options() error {
 func (s *sim) boundary(rs *rankState, l int, place int32) {
 	j := rs.hostClk
 	for _, b := range rs.blocks {
-		// V never runs ahead of E and becomes E below: E suffices.
-		join(j.E, b.clk.E)
-		join(j.E, b.pend.E)
-		j.E.set(b.agent, b.ph)
+		// The kernel's end is a nop for every block: what each acquired
+		// reaches the host.
+		j.join(b.clk)
+		j.join(b.pend)
+		// It also fences the rank's own blocks, so their writes become
+		// visible to the host. Another rank's write the blocks only know
+		// through relaxed edges (E) stays invisible: that rank publishes
+		// it at its own kernel's end (acc.pubEpoch), which the host here
+		// is not ordered after (docs/model.md: relaxed pairs never make
+		// data readable, and the host reads outputs when its own kernel
+		// ends).
+		j.set(b.agent, b.ph)
 	}
-	// A kernel's end invalidates the rank's caches, so the next kernel
-	// (and the host) may read whatever was execution-ordered before it:
-	// relaxed signals suffice to hand data across launches.
-	j.V.assign(j.E)
 	rs.hostEpoch++
 	j.set(rs.host, rs.hostEpoch)
 	s.exec++
