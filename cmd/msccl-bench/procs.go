@@ -23,6 +23,8 @@ type procFlags struct {
 	procs  int
 	nodes  int
 	device string
+	// watchdog is --timeout: a rank stopped that long ends the job.
+	watchdog time.Duration
 }
 
 func addProcFlags(fs *flag.FlagSet) *procFlags {
@@ -35,6 +37,7 @@ func addProcFlags(fs *flag.FlagSet) *procFlags {
 
 // check refuses combinations that cannot run, before any file is read.
 func (pf *procFlags) check(c *config) error {
+	pf.watchdog = c.timeout
 	switch pf.device {
 	case "", "cuda", "cpu":
 	default:
@@ -94,9 +97,12 @@ func (pf *procFlags) deviceName() string {
 // launch starts --procs processes of this program with the same
 // arguments (less --procs), one rank each, and waits for them. Rank 0's
 // standard output is the table; every rank's errors go to standard error
-// prefixed with its rank. A rank that fails does not stop the others:
-// they report the failure themselves (naming the rank) within their
-// timeouts and exit, which the summary lists.
+// prefixed with its rank. When a rank fails, the others get a moment to
+// report it themselves (naming the rank, as their bootstrap or watchdog
+// tells them) and are then killed; a rank stopped (SIGSTOP) as long as
+// the watchdog's timeout counts as failed, and is killed too: the launcher
+// exits non-zero naming the first rank that failed and why, and leaves no
+// process behind (children die with it too, and on SIGINT/SIGTERM).
 func (pf *procFlags) launch(p *ir.Plan, name string, args []string, w io.Writer) error {
 	if pf.procs != len(p.GPUs) {
 		return fmt.Errorf("--procs %d: %s has %d ranks, one process each; give --procs %d", pf.procs, name, len(p.GPUs), len(p.GPUs))
@@ -108,7 +114,8 @@ func (pf *procFlags) launch(p *ir.Plan, name string, args []string, w io.Writer)
 	job, err := bootstrap.Spawn(ctx, bootstrap.SpawnConfig{
 		N:         pf.procs,
 		Argv:      append([]string{""}, withoutFlag(withoutFlag(args, "procs"), "nodes")...),
-		KeepGoing: true,
+		Linger:    launchLinger,
+		StopLimit: pf.watchdog,
 		RankEnv: func(r int) []string {
 			var env []string
 			if pf.nodes > 1 {
@@ -140,6 +147,12 @@ func (pf *procFlags) launch(p *ir.Plan, name string, args []string, w io.Writer)
 	}
 	return nil
 }
+
+// launchLinger is how long the other ranks get, after one failed, to
+// exit on their own: a dead rank is known to its peers through the
+// bootstrap within milliseconds; a stopped one only after their watchdog
+// (--timeout), by which time the first to give up has already failed.
+const launchLinger = 2 * time.Second
 
 // withoutFlag drops -name/--name with its value (separate or after =).
 func withoutFlag(args []string, name string) []string {

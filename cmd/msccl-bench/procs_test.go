@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"io"
 	"net"
 	"os"
@@ -260,7 +261,8 @@ func TestProcsLauncherKilled(t *testing.T) {
 
 // The same command runs unchanged as one rank under a launcher: here two
 // processes with torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK,
-// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RUN_ID).
+// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RUN_ID) and
+// the MSCCL_SECRET the user sets, since torchrun hands out no secret.
 func TestUnderTorchrun(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -275,7 +277,8 @@ func TestUnderTorchrun(t *testing.T) {
 		Argv:         []string{"", "--device", "cpu", "--algo", "allgather_ring", "--ranks", "2", "-b", "1K", "-e", "64K", "-f", "8", "-c", "-n", "2", "-w", "1"},
 		NoRendezvous: true,
 		KeepGoing:    true,
-		Env:          []string{asCommand + "=1", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + strconv.Itoa(port-1), "WORLD_SIZE=2", "LOCAL_WORLD_SIZE=2", "TORCHELASTIC_RUN_ID=" + t.Name()},
+		Env: []string{asCommand + "=1", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + strconv.Itoa(port-1), "WORLD_SIZE=2", "LOCAL_WORLD_SIZE=2", "TORCHELASTIC_RUN_ID=" + t.Name(),
+			"MSCCL_SECRET=" + strconv.FormatInt(time.Now().UnixNano(), 36)},
 		RankEnv: func(r int) []string {
 			return []string{"RANK=" + strconv.Itoa(r), "LOCAL_RANK=" + strconv.Itoa(r)}
 		},
@@ -299,5 +302,109 @@ func TestUnderTorchrun(t *testing.T) {
 	}
 	if rows != 3 || outs[1].Len() != 0 {
 		t.Errorf("rank 0 printed %d rows (want 3), rank 1 printed %q\n%s", rows, outs[1].String(), outs[0].String())
+	}
+}
+
+// startLong starts msccl-bench --procs 2 on a sweep that runs for minutes
+// and returns the launcher and its two ranks' pids, by rank.
+func startLong(t *testing.T, extra ...string) (*exec.Cmd, *bytes.Buffer, [2]int) {
+	t.Helper()
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	args := append([]string{"--procs", "2", "--device", "cpu", "--algo", "allgather_ring", "--ranks", "2", "-b", "1K", "-e", "64K", "-n", "100000", "-w", "0"}, extra...)
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), asCommand+"=1", "MSCCL_BOOTSTRAP_TIMEOUT=5s")
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	var pids [2]int
+	for deadline := time.Now().Add(20 * time.Second); pids[0] == 0 || pids[1] == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the launcher did not start its ranks")
+		}
+		for _, k := range children(cmd.Process.Pid) {
+			env, _ := os.ReadFile("/proc/" + strconv.Itoa(k) + "/environ")
+			for _, kv := range strings.Split(string(env), "\x00") {
+				if r, ok := strings.CutPrefix(kv, "MSCCL_RANK="); ok && (r == "0" || r == "1") {
+					pids[r[0]-'0'] = k
+				}
+			}
+		}
+	}
+	return cmd, &errOut, pids
+}
+
+// A rank stopped mid-sweep (SIGSTOP) ends the job: the other rank's
+// watchdog names it, the launcher kills the stopped rank, exits non-zero
+// naming it, and leaves no process behind.
+func TestProcsStoppedRank(t *testing.T) {
+	cmd, errOut, pids := startLong(t, "--timeout", "1s")
+	time.Sleep(300 * time.Millisecond) // into the timed loop
+	stopped := time.Now()
+	if err := syscall.Kill(pids[1], syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		syscall.Kill(pids[1], syscall.SIGKILL)
+		t.Fatalf("the launcher still runs 20 s after rank 1 stopped (watchdog 1 s)\n%s", errOut)
+	}
+	el := time.Since(stopped)
+	t.Logf("launcher exited %d, %v after the SIGSTOP (watchdog 1 s)", cmd.ProcessState.ExitCode(), el.Round(time.Millisecond))
+	if cmd.ProcessState.ExitCode() != 1 {
+		t.Errorf("exit %d, want 1\n%s", cmd.ProcessState.ExitCode(), errOut)
+	}
+	if want := "rank 1 (pid " + strconv.Itoa(pids[1]) + ") was stopped"; !strings.Contains(errOut.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, errOut)
+	}
+	if el > 8*time.Second {
+		t.Errorf("took %v (watchdog 1 s, linger %v)\n%s", el, launchLinger, errOut)
+	}
+	for r, pid := range pids {
+		if err := syscall.Kill(pid, 0); err != syscall.ESRCH {
+			t.Errorf("rank %d (pid %d) outlived the launcher: %v", r, pid, err)
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// The job's secret is in the ranks' environment (readable by their user
+// only), never on a command line any local user can read.
+func TestProcsSecretNotOnCommandLine(t *testing.T) {
+	cmd, _, pids := startLong(t)
+	env, err := os.ReadFile("/proc/" + strconv.Itoa(pids[1]) + "/environ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id bootstrap.UniqueID
+	for _, kv := range strings.Split(string(env), "\x00") {
+		if s, ok := strings.CutPrefix(kv, "MSCCL_UNIQUE_ID="); ok {
+			if id, err = bootstrap.ParseUniqueID(s); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	secret := hex.EncodeToString(id.Secret[:])
+	if id.Addr == "" {
+		t.Fatal("rank 1's environment has no MSCCL_UNIQUE_ID: the test looks in the wrong place")
+	}
+	for _, pid := range []int{cmd.Process.Pid, pids[0], pids[1]} {
+		argv, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(argv), secret) {
+			t.Errorf("pid %d's command line holds the secret: %q", pid, argv)
+		}
 	}
 }

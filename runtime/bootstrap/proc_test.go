@@ -632,3 +632,27 @@ func TestSpawnSecretNotOnCommandLine(t *testing.T) {
 		}
 	}
 }
+
+// With StopLimit, the job itself notices a rank stopped that long (its
+// peers here would wait a minute) and ends, naming it first.
+func TestSpawnStopLimit(t *testing.T) {
+	t.Parallel()
+	p := spawn(t, SpawnConfig{N: 3, StopLimit: 500 * time.Millisecond, Env: []string{"BOOTSTRAP_TEST_VICTIM=-1"}}, "sleepers")
+	stopped := time.Now()
+	if err := p.job.Signal(2, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	st := p.wait(t, 10*time.Second)
+	if d := time.Since(stopped); d > 4*time.Second {
+		t.Errorf("the job ended %v after the SIGSTOP (limit 500ms)", d)
+	}
+	_, err := p.job.Wait()
+	if want := fmt.Sprintf("rank 2 (pid %d) was stopped (SIGSTOP or a debugger) and answered no one, the first to fail", st[2].Pid); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Wait: %v, want %q", err, want)
+	}
+	for r, s := range st {
+		if !s.Killed || alive(s.Pid) {
+			t.Errorf("rank %d: %+v (alive %v)", r, s, alive(s.Pid))
+		}
+	}
+}

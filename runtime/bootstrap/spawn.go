@@ -36,6 +36,11 @@ type SpawnConfig struct {
 	// failure to exit on their own (and report it in their words, naming
 	// the rank they lost) before they are killed.
 	Linger time.Duration
+	// StopLimit, when > 0, ends the job when a rank has been stopped
+	// (SIGSTOP, SIGTSTP: Linux state T, read from /proc) that long while
+	// this process runs: it answers no one, and its peers would otherwise
+	// wait on it for as long as their own timeouts and cleanups take.
+	StopLimit time.Duration
 	// Timeout, when > 0, is passed as MSCCL_BOOTSTRAP_TIMEOUT.
 	Timeout time.Duration
 }
@@ -72,9 +77,12 @@ type Job struct {
 	keep   bool
 	linger time.Duration
 	done   chan struct{}
-	first  int // the first rank that failed on its own, -1 if none
 
-	mu       sync.Mutex
+	mu    sync.Mutex
+	first int // the first rank that failed on its own, -1 if none
+	// firstStopped: first was found stopped past StopLimit, not exited.
+	firstStopped bool
+
 	status   []RankStatus
 	exited   []bool
 	killing  bool
@@ -189,7 +197,51 @@ func Spawn(ctx context.Context, sc SpawnConfig) (*Job, error) {
 		case <-j.done:
 		}
 	}()
+	if sc.StopLimit > 0 {
+		go j.watchStopped(sc.StopLimit)
+	}
 	return j, nil
+}
+
+// watchStopped fails the job when a rank stays stopped past limit.
+func (j *Job) watchStopped(limit time.Duration) {
+	tick := time.NewTicker(min(limit/4, 100*time.Millisecond))
+	defer tick.Stop()
+	since := make([]time.Time, len(j.cmds))
+	for {
+		select {
+		case <-j.done:
+			return
+		case <-tick.C:
+		}
+		for r, c := range j.cmds {
+			j.mu.Lock()
+			exited := j.exited[r]
+			j.mu.Unlock()
+			if exited || !isStopped(c.Process.Pid) {
+				since[r] = time.Time{}
+				continue
+			}
+			if since[r].IsZero() {
+				since[r] = time.Now()
+				continue
+			}
+			if time.Since(since[r]) < limit {
+				continue
+			}
+			j.mu.Lock()
+			first := j.first < 0 && !j.killing
+			if first {
+				j.first, j.firstStopped = r, true
+				j.status[r].Stopped = true
+			}
+			j.mu.Unlock()
+			if first {
+				j.failed()
+			}
+			return
+		}
+	}
 }
 
 func (j *Job) reap(r int, cmd *exec.Cmd) {
@@ -209,21 +261,29 @@ func (j *Job) reap(r int, cmd *exec.Cmd) {
 	j.left--
 	last := j.left == 0
 	j.mu.Unlock()
-	if failedFirst && !j.keep {
-		if j.linger <= 0 {
-			j.stop()
-		} else {
-			go func() {
-				select {
-				case <-j.done:
-				case <-time.After(j.linger):
-					j.stop()
-				}
-			}()
-		}
+	if failedFirst {
+		j.failed()
 	}
 	if last {
 		close(j.done)
+	}
+}
+
+// failed ends the job after its first failure, unless KeepGoing: at
+// once, or once the others had Linger to report it themselves.
+func (j *Job) failed() {
+	switch {
+	case j.keep:
+	case j.linger <= 0:
+		j.stop()
+	default:
+		go func() {
+			select {
+			case <-j.done:
+			case <-time.After(j.linger):
+				j.stop()
+			}
+		}()
 	}
 }
 
@@ -239,7 +299,7 @@ func (j *Job) stop() {
 		for r, c := range j.cmds {
 			if !j.exited[r] {
 				live = append(live, c)
-				j.status[r].Stopped = isStopped(c.Process.Pid)
+				j.status[r].Stopped = j.status[r].Stopped || isStopped(c.Process.Pid)
 			}
 		}
 		j.mu.Unlock()
@@ -293,7 +353,7 @@ func (j *Job) Wait() ([]RankStatus, error) {
 	for _, s := range out {
 		switch {
 		case s.Err == nil:
-		case s.Killed:
+		case s.Killed && s.Rank != j.first:
 			killed = append(killed, strconv.Itoa(s.Rank))
 		case s.Rank != j.first:
 			failed = append(failed, s.String())
@@ -304,15 +364,21 @@ func (j *Job) Wait() ([]RankStatus, error) {
 	}
 	var b strings.Builder
 	b.WriteString("bootstrap: job failed")
-	for _, s := range out {
-		if s.Stopped {
-			// The others failed because this one stopped answering.
-			fmt.Fprintf(&b, ": rank %d (pid %d) was stopped and answered no one", s.Rank, s.Pid)
-			break
+	switch {
+	case j.firstStopped:
+		s := out[j.first]
+		fmt.Fprintf(&b, ": rank %d (pid %d) was stopped (SIGSTOP or a debugger) and answered no one, the first to fail", s.Rank, s.Pid)
+	default:
+		for _, s := range out {
+			if s.Stopped {
+				// The others failed because this one stopped answering.
+				fmt.Fprintf(&b, ": rank %d (pid %d) was stopped and answered no one", s.Rank, s.Pid)
+				break
+			}
 		}
-	}
-	if j.first >= 0 {
-		fmt.Fprintf(&b, ": first %v", out[j.first])
+		if j.first >= 0 {
+			fmt.Fprintf(&b, ": first %v", out[j.first])
+		}
 	}
 	for _, f := range failed {
 		b.WriteString("; ")
