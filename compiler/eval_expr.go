@@ -469,7 +469,8 @@ func (ev *evaluator) primary(p *dsl.Primary) (int64, bool) {
 			return b2i(name == "true"), true
 		}
 		if ev.poisoned(name) {
-			return 0, false // its definition's error was reported; not again at every use
+			ev.poisonedUse(name)
+			return 0, false
 		}
 		ev.st.errorf(r(), joinDetail(diag.Suggest(name, ev.visible()), ev.undeclaredHint(name)), "unknown name %q", name)
 		return 0, false
@@ -495,6 +496,16 @@ func (ev *evaluator) poisoned(name string) bool {
 		return b.bad
 	}
 	return ev.badParams[name]
+}
+
+// poisonedUse is a use of a name whose definition failed. That error
+// was reported, and is not again at every use; in the header it is
+// reported at this first use (headerLets).
+func (ev *evaluator) poisonedUse(name string) {
+	if ds, ok := ev.letDiags[name]; ok {
+		ev.st.diags = append(ev.st.diags, ds...)
+		delete(ev.letDiags, name)
+	}
 }
 
 func (ev *evaluator) undeclaredHint(name string) string {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/msccl-go/msccl-go/dsl"
+	"github.com/msccl-go/msccl-go/internal/diag"
 )
 
 // User functions and lists: the parts of the expression language that
@@ -205,6 +206,35 @@ func (ev *evaluator) find(name string) *binding {
 	return nil
 }
 
+// headerLets binds the top-level lets, in order, for the header's
+// expressions (chunks, root, peers, option values), which are evaluated
+// before the body: `let per = 2` then `collective allreduce chunks per *
+// ranks`. The lets are evaluated again with the body, which reports
+// their problems; here they go to a throwaway state, and a let's errors
+// move to the real one only when a header expression uses it (the
+// header's errors end the compilation before the body runs). Otherwise
+// a failing let would stop the compilation before the requirements,
+// whose message is what a user should see first.
+func (ev *evaluator) headerLets() {
+	pre := &evaluator{st: ev.st.sub(), hdr: ev.hdr, params: ev.params, badParams: ev.badParams, names: ev.names, fns: ev.fns,
+		maxOps: ev.maxOps, maxIt: ev.maxIt}
+	for _, s := range ev.st.file.Stmts {
+		if s.Let == nil {
+			continue
+		}
+		n := len(pre.st.diags)
+		if pre.letStmt(s.Let) {
+			delete(ev.letDiags, s.Let.Name)
+			continue
+		}
+		if ev.letDiags == nil {
+			ev.letDiags = map[string]diag.Diagnostics{}
+		}
+		ev.letDiags[s.Let.Name] = slices.Clone(pre.st.diags[n:])
+	}
+	ev.vars = pre.vars
+}
+
 // letStmt binds a let's value, a list or an integer; a value that failed
 // marks the binding so that its uses fail quietly (the error is the
 // let's). It reports whether the value was good.
@@ -244,6 +274,9 @@ func (ev *evaluator) primList(p *dsl.Primary) (list []int64, isList, ok bool) {
 		return list, true, ok
 	case p.Ident != nil:
 		if b := ev.find(*p.Ident); b != nil && b.isList {
+			if b.bad {
+				ev.poisonedUse(b.name)
+			}
 			return b.list, true, !b.bad
 		}
 	case p.Paren != nil:

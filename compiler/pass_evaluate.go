@@ -39,7 +39,7 @@ func evaluate(st *state) *evaluated {
 	if st.diags.HasErrors() {
 		return &evaluated{hdr: ev.hdr}
 	}
-	ev.vars, ev.marks = nil, nil
+	ev.vars, ev.marks, ev.letDiags = nil, nil, nil
 	if !ev.requirements() {
 		// The program does not support these parameters: say only that.
 		return &evaluated{hdr: ev.hdr}
@@ -93,6 +93,9 @@ type evaluator struct {
 	fns              map[string]*dsl.FnStmt
 	calls            int
 	hideFrom, hideTo int
+	// letDiags, while the header is evaluated, holds the diagnostics of
+	// the top-level lets that failed (see headerLets).
+	letDiags map[string]diag.Diagnostics
 }
 
 func (ev *evaluator) header() {
@@ -200,6 +203,7 @@ func (ev *evaluator) header() {
 		}
 		h.nodes, h.gpusPerNode = int(n/gpn), int(gpn)
 	}
+	ev.headerLets()
 	h.chunks = 1
 	var rootAttr, peersAttr *dsl.CollectiveAttr
 	for _, a := range coll.Attrs {
