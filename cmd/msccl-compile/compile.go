@@ -68,6 +68,10 @@ func cmdCompile(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return errorf(stderr, "compile", "%v", err)
 	}
+	if h := planHint(pos[0], src); h != nil {
+		printDiags(stderr, h, *df)
+		return exitBad
+	}
 	opts := compiler.Options{DumpAfter: *dump, Dump: func(pass, text string) {
 		fmt.Fprintf(stderr, "# after pass %s\n%s", pass, text)
 	}}
@@ -177,7 +181,11 @@ func cmdFmt(args []string, stdout, stderr io.Writer) int {
 			rc = exitBad
 			continue
 		}
-		f, ds := dsl.Parse(path, src)
+		ds := planHint(path, src)
+		var f *dsl.File
+		if ds == nil {
+			f, ds = dsl.Parse(path, src)
+		}
 		printDiags(stderr, ds, *df)
 		if ds.HasErrors() {
 			rc = exitBad

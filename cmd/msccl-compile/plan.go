@@ -29,6 +29,10 @@ func loadPlan(path string, stderr io.Writer, f diag.Format, maxBytes int64) *ir.
 		fmt.Fprintf(stderr, "%v\n", err)
 		return nil
 	}
+	if h := scheduleHint(path, data); h != nil {
+		printDiags(stderr, h, f)
+		return nil
+	}
 	p, ds, err := ir.LoadLimit(data, maxBytes)
 	for i := range ds {
 		ds[i].Subject.Start.Filename = path
