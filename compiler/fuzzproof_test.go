@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"fmt"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"sort"
@@ -14,8 +15,10 @@ import (
 )
 
 // FuzzProof is the differential fuzzer of the proof: it takes a plan (a
-// library algorithm compiled at 2–9 ranks, or a fixture of
-// testdata/peer-plans), applies the plan-level mutations its input
+// library algorithm compiled at 2–9 ranks, a fixture of
+// testdata/peer-plans, or a random chunk-level program of 2–4 ranks from
+// TestDifferential's generator: any collective, LL, double scratch),
+// applies the plan-level mutations its input
 // encodes (proofMutate: drop or add a nop, drop, move or duplicate a
 // signal, wait or flush, swap relaxed and release sync, move a chunk
 // index, wrap an op in a pipeline, toggle double scratch, fix a
@@ -43,9 +46,24 @@ func FuzzProof(f *testing.F) {
 		f.Add(uint16(i), uint8(i), uint8(i%3+1), []byte{})
 		f.Add(uint16(i), uint8(3*i+int(kind)), uint8(kind%5+1), []byte{kind, byte(i), byte(3 * kind), byte(5*i + int(kind)), 0x41})
 	}
+	// Inputs past the source plans compile a random chunk-level program
+	// (TestDifferential's generator, seeded by which) instead.
+	for k := 0; k < 8; k++ {
+		f.Add(uint16(len(srcs)+k), uint8(k), uint8(k%5), []byte{byte(k), 0, 0, byte(k), 0x41})
+	}
 	f.Fuzz(func(t *testing.T, which uint16, sizeSel, launches uint8, data []byte) {
-		src := srcs[int(which)%len(srcs)]
-		base := src.plan()
+		var base *ir.Plan
+		name := ""
+		if k := int(which) % (len(srcs) + 64); k < len(srcs) {
+			base, name = srcs[k].plan(), srcs[k].name
+		} else {
+			prog := genProgram(rand.New(rand.NewSource(int64(which))))
+			p, _, ds := CompileSource("gen.msccl", []byte(prog), nil, Options{})
+			if ds.HasErrors() {
+				return
+			}
+			base, name = p, "generated program:\n"+prog
+		}
 		if base == nil {
 			return
 		}
@@ -68,7 +86,7 @@ func FuzzProof(f *testing.F) {
 		if err != nil || in*int64(len(p.GPUs)) > 4<<20 {
 			return // keep each input fast
 		}
-		what := fmt.Sprintf("%s, mutated: %s", src.name, desc)
+		what := fmt.Sprintf("%s, mutated: %s", name, desc)
 		n := 1 + int(launches%5)
 		if _, err := cpu.Run(p, cpu.Options{Size: size, Symbolic: true, Launches: n}); err != nil {
 			return // refused at setup (a mutated index past a buffer): not a verdict
