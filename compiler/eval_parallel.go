@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"slices"
+	"sync/atomic"
 
 	"github.com/msccl-go/msccl-go/dsl"
 	"github.com/msccl-go/msccl-go/internal/par"
@@ -92,18 +93,41 @@ func (ev *evaluator) forParallel(f *dsl.ForStmt, from, step, n int64) bool {
 		ok    bool
 	}
 	res := make([]result, parts)
+	// The workers share one op budget: each adds what an iteration made
+	// and all stop once the sum passes the limit. Each on a budget of its
+	// own, a program far past the limit cost the limit's worth of ops per
+	// worker and then once more serially (a 16384-rank ring took two
+	// minutes and 5 GB to be refused).
+	var produced atomic.Int64
+	var over atomic.Pointer[dsl.Range] // an op statement the budget ran out at
+	budget := int64(ev.maxOps - ev.nops)
 	par.ForEach(workers, parts, func(_, p int) {
 		lo, hi := int64(p)*n/int64(parts), int64(p+1)*n/int64(parts)
 		w := ev.fork()
 		for k := lo; k < hi && !w.stop; k++ {
+			made := w.nops
 			w.iters++
 			w.push()
 			w.bind(f.Var, loopValue(from, step, k))
 			w.stmts(f.Body, -1, -1, false)
 			w.pop()
+			if produced.Add(int64(w.nops-made)) > budget {
+				if len(w.ops) > 0 {
+					over.CompareAndSwap(nil, w.ops[len(w.ops)-1].rngp)
+				}
+				break
+			}
 		}
 		res[p] = result{ops: w.ops, nops: w.nops, iters: w.iters, ok: !w.stop && len(w.st.diags) == 0}
 	})
+	if at := over.Load(); produced.Load() > budget && at != nil {
+		// The workers made distinct ops of the program, more than the
+		// limit, whichever order they ran in: refuse here, at an op
+		// statement of this loop, without a serial run to the limit.
+		ev.st.errorf(*at, "reduce ranks or chunks", "the program produces more than %d ops", ev.maxOps)
+		ev.stop = true
+		return true
+	}
 	nops, iters, total := ev.nops, ev.iters, 0
 	for _, r := range res {
 		if !r.ok {
