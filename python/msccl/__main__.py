@@ -187,9 +187,8 @@ def parser():
     b.add_argument("-n", dest="iters", type=int, default=20, help="timed iterations")
     b.add_argument("-w", dest="warmup", type=int, default=5, help="warm-up iterations")
     b.add_argument("-c", dest="check", action="store_true", help="check results against the collective's definition (#wrong)")
-    b.add_argument("--uid", help=argparse.SUPPRESS)
-    b.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
-    b.add_argument("--world", type=int, default=0, help=argparse.SUPPRESS)
+    b.add_argument("--stop-limit", type=float, default=10.0, metavar="SECONDS",
+                   help="with --procs: a rank stopped (SIGSTOP) this long ends the job (default 10, the watchdog's timeout)")
     b.set_defaults(run=cmd_bench)
 
     ver = sub.add_parser("version", help="print the package's and the library's versions")

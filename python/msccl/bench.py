@@ -1,8 +1,9 @@
 """python -m msccl bench: msccl-bench's sweep from Python, one rank per process.
 
-With --procs N it starts N processes of itself on this host (a unique id
-passed on the command line) and prints rank 0's table; without it, it is
-one rank of a job a launcher started (torchrun, mpirun, srun). Columns as
+With --procs N it starts N processes of itself on this host and prints
+rank 0's table (launch() says how the job is run and ended); without it,
+it is one rank of a job a launcher started (torchrun, mpirun, srun), or
+of the job --procs started, which it finds in its environment. Columns as
 nccl-tests prints them: algbw = bytes / time; busbw = algbw x 2(n-1)/n for
 allreduce, x (n-1)/n for allgather, reducescatter and alltoall. -c checks
 every result against the collective's definition (integer values, exact
@@ -10,6 +11,9 @@ in every type) and counts the wrong elements.
 """
 
 import array
+import ctypes
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -151,38 +155,154 @@ def main(a):
     if a.dtype not in _FORMATS:
         raise ValueError("bench -d: %s is not a type array.array holds (want one of %s)" % (a.dtype, ", ".join(_FORMATS)))
     if a.procs:
-        return spawn(a)
-    if a.uid:
-        c = _comm.Communicator.from_unique_id(a.uid, a.rank, a.world, device=a.device)
-    else:
-        c = _comm.Communicator.from_env(device=a.device)
-    with c:
+        return launch(a.procs, _child_args(sys.argv[1:]), a.stop_limit)
+    with _comm.Communicator.from_env(device=a.device) as c:
         return run_rank(a, c)
 
 
-def spawn(a):
-    """Start a.procs ranks of this command and wait for them all."""
-    uid = _comm.unique_id()
-    argv = [arg for arg in sys.argv[1:]]
-    # Drop --procs N (both spellings) from the children's arguments.
-    child = []
-    skip = False
+def _child_args(argv):
+    """argv without --procs N / --procs=N: what each rank runs."""
+    child, skip = [], False
     for arg in argv:
         if skip:
             skip = False
-            continue
-        if arg == "--procs":
+        elif arg == "--procs":
             skip = True
-            continue
-        if arg.startswith("--procs="):
-            continue
-        child.append(arg)
-    procs = [subprocess.Popen([sys.executable, "-m", "msccl"] + child + ["--uid", uid, "--rank", str(r), "--world", str(a.procs)],
-                              stdout=None if r == 0 else subprocess.DEVNULL) for r in range(a.procs)]
-    rc = 0
-    for r, p in enumerate(procs):
-        code = p.wait()
-        if code and not rc:
-            rc = code
-            print("python -m msccl bench: rank %d exited with status %d" % (r, code), file=sys.stderr)
-    return rc
+        elif not arg.startswith("--procs="):
+            child.append(arg)
+    return child
+
+
+# After the first failure, the other ranks get LINGER seconds to exit on
+# their own (reporting it in their words, naming the rank they lost); then
+# SIGTERM, and SIGKILL GRACE seconds later.
+LINGER, GRACE, POLL = 2.0, 1.0, 0.05
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _child_setup(parent):
+    """Runs in each child before exec: lead a process group of its own
+    (the launcher signals the group, which reaches anything the rank
+    starts), and die with the launcher (Linux PR_SET_PDEATHSIG: also when
+    the launcher is killed outright)."""
+    os.setpgid(0, 0)
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # the launcher died before prctl took hold
+        os._exit(1)
+
+
+def _stopped(pid):
+    """Whether pid is stopped (SIGSTOP, SIGTSTP: state T; t under a
+    tracer), from /proc; False where there is none."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            stat = f.read()
+    except OSError:
+        return False
+    rest = stat[stat.rfind(")") + 2:]  # the command name may hold anything
+    return rest[:1] in ("T", "t")
+
+
+def _why(code):
+    if code < 0:
+        try:
+            return "was killed by %s" % signal.Signals(-code).name
+        except ValueError:
+            return "was killed by signal %d" % -code
+    return "exited with status %d" % code
+
+
+def _signal_group(p, sig):
+    try:
+        os.killpg(p.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def launch(n, args, stop_limit=10.0):
+    """Start n ranks of `python -m msccl ARGS` on this host and wait for
+    them; return the launcher's exit status.
+
+    The job's unique id, a credential, reaches the ranks in their
+    environment (MSCCL_UNIQUE_ID with MSCCL_RANK and MSCCL_WORLD_SIZE),
+    which only their user can read, never on a command line. The job ends
+    when a rank fails or stays stopped for stop_limit seconds (it answers
+    no one): the others get LINGER seconds to report it, then are killed;
+    the launcher prints which rank failed first and why and exits non-zero.
+    Children die with the launcher, also when it is killed; SIGINT and
+    SIGTERM end the job."""
+    uid = _comm.unique_id()
+    base = dict(os.environ, MSCCL_UNIQUE_ID=uid, MSCCL_WORLD_SIZE=str(n), MSCCL_LOCAL_WORLD_SIZE=str(n))
+    me = os.getpid()
+    procs = []
+    interrupted = []
+
+    def on_signal(sig, frame):
+        interrupted.append(sig)
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        for r in range(n):
+            env = dict(base, MSCCL_RANK=str(r), MSCCL_LOCAL_RANK=str(r))
+            procs.append(subprocess.Popen([sys.executable, "-m", "msccl"] + args, env=env, stdin=subprocess.DEVNULL,
+                                          stdout=None if r == 0 else subprocess.DEVNULL, preexec_fn=lambda: _child_setup(me)))
+        return _watch(procs, stop_limit, interrupted)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                _signal_group(p, signal.SIGKILL)
+                p.wait()
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _watch(procs, stop_limit, interrupted):
+    """Wait for procs, ending the job at its first failure; the status."""
+    first = None  # (rank, why, status)
+    stopped_since = {}
+    kill_at = term_at = None
+    while True:
+        now = time.monotonic()
+        for r, p in enumerate(procs):
+            code = p.poll()
+            if code is not None:
+                if code != 0 and first is None:
+                    first = (r, _why(code), code if code > 0 else 1)
+                continue
+            if not _stopped(p.pid):
+                stopped_since.pop(r, None)
+                continue
+            since = stopped_since.setdefault(r, now)
+            if now - since >= stop_limit and first is None:
+                first = (r, "was stopped (SIGSTOP or a debugger) and answered no one for %.1f s" % (now - since), 1)
+        if interrupted and first is None:
+            first = (None, "the launcher got %s" % signal.Signals(interrupted[0]).name, 128 + interrupted[0])
+        if first is not None and kill_at is None:
+            kill_at = now if first[0] is None else now + LINGER
+        if kill_at is not None and term_at is None and now >= kill_at:
+            term_at = now
+            for p in procs:
+                if p.poll() is None:
+                    _signal_group(p, signal.SIGTERM)
+        if term_at is not None and now >= term_at + GRACE:
+            for p in procs:
+                if p.poll() is None:
+                    _signal_group(p, signal.SIGKILL)  # a stopped rank too
+        if all(p.poll() is not None for p in procs):
+            break
+        time.sleep(POLL)
+    if first is None:
+        return 0
+    r, why, status = first
+    killed = [str(q) for q, p in enumerate(procs) if q != r and p.returncode is not None and p.returncode < 0 and term_at is not None]
+    who = "rank %d (pid %d)" % (r, procs[r].pid) if r is not None else "the job"
+    msg = "python -m msccl bench: %s %s" % (who, why)
+    if killed:
+        msg += "; killed: ranks %s" % ", ".join(killed)
+    print(msg, file=sys.stderr)
+    return status
