@@ -36,10 +36,11 @@ type SpawnConfig struct {
 	// failure to exit on their own (and report it in their words, naming
 	// the rank they lost) before they are killed.
 	Linger time.Duration
-	// StopLimit, when > 0, ends the job when a rank has been stopped
-	// (SIGSTOP, SIGTSTP: Linux state T, read from /proc) that long while
-	// this process runs: it answers no one, and its peers would otherwise
-	// wait on it for as long as their own timeouts and cleanups take.
+	// StopLimit ends the job when a rank has been stopped (SIGSTOP,
+	// SIGTSTP: Linux state T, read from /proc) that long while this
+	// process runs: it answers no one, and its peers would otherwise wait
+	// on it for as long as their own timeouts and cleanups take. 0 means
+	// the bootstrap's timeout (Timeout, or DefaultTimeout); < 0 never.
 	StopLimit time.Duration
 	// Timeout, when > 0, is passed as MSCCL_BOOTSTRAP_TIMEOUT.
 	Timeout time.Duration
@@ -197,6 +198,12 @@ func Spawn(ctx context.Context, sc SpawnConfig) (*Job, error) {
 		case <-j.done:
 		}
 	}()
+	if sc.StopLimit == 0 {
+		sc.StopLimit = DefaultTimeout
+		if sc.Timeout > 0 {
+			sc.StopLimit = sc.Timeout
+		}
+	}
 	if sc.StopLimit > 0 {
 		go j.watchStopped(sc.StopLimit)
 	}
