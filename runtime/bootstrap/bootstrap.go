@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sort"
 	"sync"
 	"time"
 )
@@ -31,6 +32,8 @@ type Bootstrap struct {
 	results map[uint64][][]byte
 	mail    map[mailKey][][]byte
 	left    map[int]bool
+	// departed is closed and replaced when a rank closes cleanly.
+	departed chan struct{}
 }
 
 type mailKey struct {
@@ -237,7 +240,7 @@ func welcome(ctx context.Context, cfg *Config, c net.Conn, deadline time.Time) (
 		return nil, err
 	}
 	b := &Bootstrap{cfg: *cfg, conn: c, rdone: make(chan struct{}), kick: make(chan struct{}), failed: make(chan struct{}),
-		results: map[uint64][][]byte{}, mail: map[mailKey][][]byte{}, left: map[int]bool{}}
+		results: map[uint64][][]byte{}, mail: map[mailKey][][]byte{}, left: map[int]bool{}, departed: make(chan struct{})}
 	for _, n := range m.list {
 		b.nodes = append(b.nodes, string(n))
 	}
@@ -284,6 +287,8 @@ func (b *Bootstrap) read() {
 			b.mail[k] = append(b.mail[k], m.data)
 		case kLeft:
 			b.left[m.peer] = true
+			close(b.departed)
+			b.departed = make(chan struct{})
 		case kAbort:
 			b.setErr(abortErr(m))
 		default:
@@ -306,6 +311,21 @@ func (b *Bootstrap) setErr(err error) {
 		b.err = err
 		close(b.failed)
 	}
+}
+
+// Departed returns the ranks that have closed their bootstrap cleanly
+// so far, in order, and a channel closed at the next departure. A
+// communicator watches it: a peer that leaves while this rank still runs
+// collectives with it will never answer them.
+func (b *Bootstrap) Departed() ([]int, <-chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []int
+	for r := range b.left {
+		out = append(out, r)
+	}
+	sort.Ints(out)
+	return out, b.departed
 }
 
 // Failed is closed when the job has failed (or this rank closed): Err then

@@ -144,17 +144,52 @@ func (c *Comm) connectLinks(ctx context.Context) error {
 // died or hung; Failed is closed then. (Polling with Recv cannot tell a
 // job-ending *TimeoutError, which every later call returns at once, from
 // a receive that merely got nothing: it would spin and never report it.)
+//
+// A peer that closes cleanly fails nothing in the bootstrap, yet any
+// collective still waiting on it waits for the watchdog. So a departure
+// fails this communicator too, as closed and naming the rank, unless this
+// rank closes within closedGrace: at the end of a job every rank closes
+// within moments of the others, and a wait whose peer did its part
+// before leaving still completes (the executors check readiness once more
+// before they give up).
 func (c *Comm) watch(ctx context.Context) {
 	defer c.watched.Done()
-	select {
-	case <-ctx.Done():
-		return
-	case <-c.bs.Failed():
+	var expire <-chan time.Time
+	gone := -1
+	for {
+		left, next := c.bs.Departed()
+		if len(left) > 0 && gone < 0 {
+			gone = left[0]
+			t := time.NewTimer(closedGrace)
+			defer t.Stop()
+			expire = t.C
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.bs.Failed():
+			err := c.bs.Err()
+			if errors.Is(err, bootstrap.ErrClosed) {
+				return
+			}
+			c.setErr(err)
+			return
+		case <-next:
+		case <-expire:
+			c.setErr(&bootstrap.PeerError{Op: "communicator", Rank: gone, Closed: true,
+				Detail: fmt.Sprintf("it left the job while rank %d still runs (its collectives with it cannot complete)", c.rank)})
+			return
+		}
 	}
-	err := c.bs.Err()
-	if errors.Is(err, bootstrap.ErrClosed) {
-		return
-	}
+}
+
+// closedGrace is how long a peer may be gone before this rank, still
+// open, counts it as a failure.
+const closedGrace = 500 * time.Millisecond
+
+// setErr records the first failure and closes Dead, unless Close came
+// first.
+func (c *Comm) setErr(err error) {
 	c.mu.Lock()
 	if c.err == nil && !c.closed {
 		c.err = err

@@ -1,0 +1,74 @@
+package comm_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/msccl-go/msccl-go/algorithms"
+	"github.com/msccl-go/msccl-go/compiler"
+	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/internal/commtest"
+	"github.com/msccl-go/msccl-go/internal/cpudev"
+	"github.com/msccl-go/msccl-go/internal/host"
+	"github.com/msccl-go/msccl-go/ir"
+	"github.com/msccl-go/msccl-go/runtime/bootstrap"
+	"github.com/msccl-go/msccl-go/runtime/comm"
+)
+
+// A peer that closes while this rank still runs a collective with it is
+// reported as closed, naming it, within a second: the wait gives up on
+// Dead, not on the 10 s watchdog.
+func TestClosedPeerMidCollective(t *testing.T) {
+	src, _ := algorithms.Source("allreduce_ring")
+	p, _, ds := compiler.CompileSource("allreduce_ring", src, map[string]int64{"ranks": 2}, compiler.Options{})
+	if ds.HasErrors() {
+		t.Fatal(ds.String())
+	}
+	errs := commtest.Join(t, []string{"a", "a"}, cpudev.Device{}, 5*time.Second, func(ctx context.Context, c *comm.Comm) error {
+		e, err := host.Open(ctx, c, p, host.Options{Timeout: 10 * time.Second})
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		b, err := e.Alloc(ctx, 4096)
+		if err != nil {
+			return err
+		}
+		defer b.Free()
+		if c.Rank() == 1 {
+			return nil // leaves the job (Join closes the communicator) instead of running
+		}
+		start := time.Now()
+		err = e.Run(ctx, b, cpu.F32, ir.ReduceSum)
+		took := time.Since(start)
+		var pe *bootstrap.PeerError
+		switch {
+		case !errors.As(err, &pe) || pe.Rank != 1 || !pe.Closed:
+			return fmt.Errorf("run: %v, want rank 1 named as closed", err)
+		case !strings.Contains(err.Error(), "rank 1 has closed"):
+			return fmt.Errorf("run: %v, want it to say rank 1 has closed", err)
+		case took > time.Second:
+			return fmt.Errorf("rank 1's departure took %v to end the run (watchdog 10 s)", took)
+		}
+		t.Logf("rank 0: %v after %v", err, took.Round(time.Millisecond))
+		return nil
+	})
+	commtest.Check(t, errs)
+}
+
+// At the end of a job the ranks close one after another: a rank that
+// closes within the grace after a peer left gets no error.
+func TestPeersCloseTogether(t *testing.T) {
+	errs := commtest.Join(t, []string{"a", "a", "a"}, cpudev.Device{}, 5*time.Second, func(ctx context.Context, c *comm.Comm) error {
+		if err := c.Bootstrap().Barrier(ctx); err != nil {
+			return err
+		}
+		time.Sleep(time.Duration(c.Rank()) * 100 * time.Millisecond)
+		return c.Err()
+	})
+	commtest.Check(t, errs)
+}
