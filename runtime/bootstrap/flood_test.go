@@ -140,3 +140,60 @@ func TestStrangerCaps(t *testing.T) {
 		t.Fatalf("rank 0: %v", err)
 	}
 }
+
+// MSCCL_BOOTSTRAP_ADDR=127.0.0.1:P keeps the root on loopback: another
+// address of this host does not reach it.
+func TestListensExactly(t *testing.T) {
+	other := localAddress()
+	if other == "127.0.0.1" {
+		t.Skip("this host has no address but loopback")
+	}
+	port := freePort(t)
+	cfg, err := fromEnv(envOf("MSCCL_RANK=0", "MSCCL_WORLD_SIZE=2", "MSCCL_BOOTSTRAP_ADDR=127.0.0.1:"+port, "MSCCL_SECRET=s", "MSCCL_NODE=n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Timeout = 2 * time.Second
+	root := make(chan error, 1)
+	go func() { root <- connectExercise(cfg) }()
+	waitListening(t, "127.0.0.1:"+port)
+	if c, err := net.DialTimeout("tcp", net.JoinHostPort(other, port), time.Second); err == nil {
+		c.Close()
+		t.Errorf("the root configured on 127.0.0.1 answers on %s", other)
+	}
+	<-root
+}
+
+func freePort(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	return port
+}
+
+// Every field of the hello is under its MAC: a hello whose time left was
+// changed after signing is refused like a wrong secret.
+func TestHelloTimeLeftSigned(t *testing.T) {
+	id, root := startRoot(t, 2, time.Second)
+	c, err := net.Dial("tcp", id.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	ch, err := readMsg(c, handshakeLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &msg{kind: kHello, rank: 1, world: 2, ms: 60000, nonce: nonce(), node: "x"}
+	h.mac = helloMAC(id.Secret, ch.nonce, h)
+	h.ms = 1 // what an attacker would shorten the connect phase to
+	c.Write(encode(h))
+	if r, err := readMsg(c, handshakeLimit); err != nil || r.kind != kReject || !strings.Contains(r.text, "authentication failed") {
+		t.Errorf("tampered hello: %+v, %v; want refused", r, err)
+	}
+	<-root
+}
