@@ -118,6 +118,17 @@ class Launcher(unittest.TestCase):
         self.assertIn("rank 0 (pid %d) was killed by SIGKILL" % ranks[0], err)
         self.assert_gone(ranks)
 
+    def test_sigterm_ends_the_job(self):
+        p, ranks = self.start()
+        p.send_signal(signal.SIGTERM)
+        try:
+            _, err = p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.fail("the launcher still runs 10 s after SIGTERM")
+        self.assertEqual(p.returncode, 128 + signal.SIGTERM, err)
+        self.assertIn("the launcher got SIGTERM", err)
+        self.assert_gone(ranks)
+
 
 if __name__ == "__main__":
     unittest.main()
