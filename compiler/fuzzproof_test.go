@@ -31,7 +31,8 @@ import (
 // inputs) and no output byte but as the collective defines; deadlocks,
 // races and unbalanced signals are found by both modes or neither; and a
 // symbolic wrong result must be wrong at byte level unless a documented
-// blind spot explains it.
+// blind spot explains it. A proven plan claimed rank-consistent must
+// also give every rank the same bits on random floats (consistentBits).
 //
 // Each input is one plan at one size (a few milliseconds to a second at
 // nine ranks), so `go test -fuzz FuzzProof` explores many.
@@ -89,11 +90,46 @@ func FuzzProof(f *testing.F) {
 		}
 		what := fmt.Sprintf("%s, mutated: %s", name, desc)
 		n := 1 + int(launches%5)
-		if _, err := cpu.Run(p, cpu.Options{Size: size, Symbolic: true, Launches: n}); err != nil {
+		sym, err := cpu.Run(p, cpu.Options{Size: size, Symbolic: true, Launches: n})
+		if err != nil {
 			return // refused at setup (a mutated index past a buffer): not a verdict
 		}
-		diffOne(t, &diffStats{}, p, what, size, n, proofReductions(p))
+		reds := proofReductions(p)
+		diffOne(t, &diffStats{}, p, what, size, n, reds)
+		if sym.OK() && len(reds) == len(diffReduces) {
+			consistentBits(t, what, p)
+		}
 	})
+}
+
+// consistentBits holds a proven plan's rank-consistency claim to random
+// floats in the direction that must never fail: a plan claimed
+// rank-consistent gives every rank the same bits. (A plan claimed not
+// may still round alike, e.g. when its trees differ only in how f32 ops
+// nest.)
+func consistentBits(t *testing.T, what string, p *ir.Plan) {
+	t.Helper()
+	c, err := Consistency(p)
+	if err != nil || !c.Identical {
+		return
+	}
+	rule, err := p.SizeRule()
+	if err != nil {
+		return
+	}
+	size, ok := rule.Next(max(rule.Min, 4096)) // a few hundred elements a rank
+	if !ok {
+		size = rule.Min
+	}
+	for _, dt := range []cpu.DType{cpu.F32, cpu.BF16} {
+		got, err := cpu.CompareFloats(p, size, dt, 2, 9)
+		if err != nil {
+			t.Fatalf("%s: CompareFloats %s at %d bytes: %v", what, dt, size, err)
+		}
+		if !got.Identical {
+			t.Fatalf("%s: claimed rank-consistent, but on random %s at %d bytes %s", what, dt, size, got.Pair())
+		}
+	}
 }
 
 // A proofSource is one plan the fuzzer starts from, compiled or decoded
