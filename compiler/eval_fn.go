@@ -147,7 +147,19 @@ func walkPrims(e *dsl.Expr, f func(*dsl.Primary)) {
 }
 
 // maxFnArgs bounds a call's arguments, evaluated into a fixed array.
-const maxFnArgs = 16
+// maxCallDepth bounds calls inside calls: without recursion the depth is
+// at most the number of functions, but a hostile file can declare a
+// chain of a hundred thousand, and Go stops a program whose stack passes
+// 1 GB, a crash no recover catches. fnCallsPerIter bounds the calls of a
+// whole evaluation, per loop iteration allowed (16M by default, a few
+// seconds): a function that calls another twice, which calls another
+// twice, ... doubles the work with each function, and sixty of them
+// would never finish.
+const (
+	maxFnArgs      = 16
+	maxCallDepth   = 256
+	fnCallsPerIter = 1
+)
 
 // callFn evaluates a call of a declared function: the arguments in the
 // caller's scope, then the body with only the parameters bound above the
@@ -160,6 +172,15 @@ func (ev *evaluator) callFn(f *dsl.FnStmt, c *dsl.Call, r func() dsl.Range) (int
 	}
 	if len(c.Args) > maxFnArgs {
 		ev.st.errorf(r(), "", "%s: at most %d arguments", f.Name, maxFnArgs)
+		return 0, false
+	}
+	if ev.calls >= maxCallDepth {
+		ev.st.errorf(r(), "", "calls of %s nest more than %d deep", f.Name, maxCallDepth)
+		return 0, false
+	}
+	if ev.fnCalls++; ev.fnCalls > fnCallsPerIter*int64(ev.maxIt) {
+		ev.st.errorf(r(), "simplify the functions: each call here makes several more", "the program makes more than %d function calls", fnCallsPerIter*int64(ev.maxIt))
+		ev.stop = true
 		return 0, false
 	}
 	var args [maxFnArgs]int64

@@ -92,6 +92,7 @@ type evaluator struct {
 	// [hideFrom, hideTo) are out of sight.
 	fns              map[string]*dsl.FnStmt
 	calls            int
+	fnCalls          int64 // made so far, bounded (callFn)
 	hideFrom, hideTo int
 	// letDiags, while the header is evaluated, holds the diagnostics of
 	// the top-level lets that failed (see headerLets).

@@ -1,6 +1,7 @@
 package compiler
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/msccl-go/msccl-go/dsl"
 	"github.com/msccl-go/msccl-go/executor/cpu"
 	"github.com/msccl-go/msccl-go/internal/diag"
+	"github.com/msccl-go/msccl-go/internal/hostmem"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -27,6 +29,25 @@ import (
 // be nil (plans not compiled from source); findings then carry plan paths
 // only.
 func Verify(p *ir.Plan, sm *SourceMap, sizes []int64, dtypes []cpu.DType) Diagnostics {
+	return VerifyWith(p, sm, VerifyOptions{Sizes: sizes, DTypes: dtypes})
+}
+
+// VerifyOptions say what Verify proves at and how much memory it may use.
+type VerifyOptions struct {
+	Sizes  []int64     // message sizes; nil: the rule's proof sizes (ProofRuns)
+	DTypes []cpu.DType // byte-level data types; nil: ProofRuns' default
+	// MaxMemory caps the proof's memory (0: 16 GiB, cpu.Options'
+	// default). Runs go in parallel only as far as their estimates
+	// (cpu.ClockMemory plus buffers) fit together; a run whose estimate
+	// alone is past the cap is refused before it allocates, and one whose
+	// heap grows past it is stopped: "the proof could not run", never a
+	// verdict on the plan.
+	MaxMemory int64
+}
+
+// VerifyWith is Verify with options.
+func VerifyWith(p *ir.Plan, sm *SourceMap, vo VerifyOptions) Diagnostics {
+	sizes, dtypes := vo.Sizes, vo.DTypes
 	var ds Diagnostics
 	seen := map[string]bool{}
 	add := func(d dsl.Diagnostic) {
@@ -62,9 +83,10 @@ func Verify(p *ir.Plan, sm *SourceMap, sizes []int64, dtypes []cpu.DType) Diagno
 			// cheaper on large plans (docs/rationale.md).
 			opt = cpu.Options{Size: pr.Size, DType: pr.DType, Reduce: red, Launches: ProofLaunches, NoRaces: true}
 		}
+		opt.MaxMemory = vo.MaxMemory
 		runs[i] = run{size: pr.Size, name: pr.String(), opt: opt}
 	}
-	par := min(runtime.GOMAXPROCS(0), len(runs))
+	par := min(runtime.GOMAXPROCS(0), len(runs), runsThatFit(p, prs, vo.MaxMemory))
 	if par <= 1 {
 		for i := range runs {
 			runs[i].rep, runs[i].err = cpu.Run(p, runs[i].opt)
@@ -107,8 +129,12 @@ func Verify(p *ir.Plan, sm *SourceMap, sizes []int64, dtypes []cpu.DType) Diagno
 				continue
 			}
 			first[k], firstRun[k] = len(ds), run
+			detail := "this run neither proves nor refutes the plan"
+			if me := (*cpu.MemoryError)(nil); errors.As(r.err, &me) {
+				detail += "; raise the memory cap (msccl-compile compile --proof-memory SIZE, VerifyOptions.MaxMemory) where the host has the memory"
+			}
 			add(diag.Diagnostic{Code: diag.CodeCannotRun, Summary: fmt.Sprintf("the proof could not run (%s): %v", r.name, r.err),
-				Detail: "this run neither proves nor refutes the plan", Subject: sm.header()})
+				Detail: detail, Subject: sm.header()})
 			continue
 		}
 		for _, f := range findings(r.rep, sm, run) {
@@ -145,6 +171,30 @@ func Verify(p *ir.Plan, sm *SourceMap, sizes []int64, dtypes []cpu.DType) Diagno
 	}
 	ds.Sort()
 	return ds
+}
+
+// runsThatFit is how many of the runs may go at once within maxMemory
+// (0: 16 GiB), by their largest estimate: clocks plus, at the byte level,
+// buffers (a symbolic run holds byte ranges, not bytes). At least one:
+// a run that does not fit alone is refused by cpu.Run itself.
+func runsThatFit(p *ir.Plan, prs []ProofRun, maxMemory int64) int {
+	if maxMemory <= 0 {
+		maxMemory = 16 << 30
+	}
+	most := cpu.ClockMemory(p)
+	clocks := most
+	for _, pr := range prs {
+		if pr.Symbolic {
+			continue
+		}
+		if need, err := hostmem.Need(p, pr.Size, ProofLaunches, false); err == nil {
+			most = max(most, clocks+need)
+		}
+	}
+	if most <= 0 {
+		return len(prs)
+	}
+	return int(max(1, min(int64(len(prs)), maxMemory/most)))
 }
 
 func appendNew(l []string, s string) []string {

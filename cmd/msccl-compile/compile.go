@@ -11,6 +11,7 @@ import (
 	"github.com/msccl-go/msccl-go/compiler"
 	"github.com/msccl-go/msccl-go/dsl"
 	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/internal/hostmem"
 	"github.com/msccl-go/msccl-go/internal/size"
 	"github.com/msccl-go/msccl-go/ir"
 )
@@ -29,6 +30,7 @@ func cmdCompile(args []string, stdout, stderr io.Writer) int {
 	noVerify := fs.Bool("no-verify", false, "skip the CPU executor's proof of the compiled plan")
 	sizes := fs.String("verify-sizes", "", "message sizes (nccl-tests convention) the proof runs at (default: sizes that cover every size the plan's rule admits)")
 	dtypes := fs.String("verify-dtypes", "f32,bf16", "data types the proof runs with")
+	proofMem := fs.String("proof-memory", "", "memory the proof may use, e.g. 8GiB (default: 75% of available memory, or $MSCCL_HOST_MEMORY); a proof estimated past it is refused before it runs")
 	requireCons := fs.Bool("require-consistent", false, "refuse a plan whose ranks may receive different bits for one result (reduced in different orders, or by the switch)")
 	df := jsonFlag(fs)
 	pos, code, ok := fs.parse(args)
@@ -45,6 +47,10 @@ func cmdCompile(args []string, stdout, stderr io.Writer) int {
 	}
 	var vs []int64
 	var vt []cpu.DType
+	maxMem, err := proofMemory(*proofMem)
+	if err != nil {
+		return errorf(stderr, "compile", "--proof-memory: %v", err)
+	}
 	if !*noVerify {
 		for _, s := range strings.Split(*sizes, ",") {
 			if *sizes == "" {
@@ -81,7 +87,7 @@ func cmdCompile(args []string, stdout, stderr io.Writer) int {
 		return exitBad
 	}
 	if !*noVerify {
-		vds := compiler.Verify(p, sm, vs, vt)
+		vds := compiler.VerifyWith(p, sm, compiler.VerifyOptions{Sizes: vs, DTypes: vt, MaxMemory: maxMem})
 		printDiags(stderr, vds, *df)
 		if vds.HasErrors() {
 			what := "the compiled plan is not correct"
@@ -209,6 +215,21 @@ func cmdFmt(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return rc
+}
+
+// proofMemory is the proof's memory cap: --proof-memory when given, else
+// the share of available memory sim allows itself (hostmem.NewBudget,
+// which reads $MSCCL_HOST_MEMORY first).
+func proofMemory(flag string) (int64, error) {
+	if flag == "" {
+		b, err := hostmem.NewBudget(simMemoryPercent)
+		return b.Bytes, err
+	}
+	n, err := size.Parse(flag)
+	if err == nil && n <= 0 {
+		err = fmt.Errorf("want a positive size, got %q", flag)
+	}
+	return n, err
 }
 
 func outName(o string) string {

@@ -22,9 +22,12 @@ type Options struct {
 	// MaxSteps bounds the op executions of the whole run (fuzzing feeds
 	// plans that would otherwise loop for minutes); 0 means 50 million.
 	MaxSteps int64
-	// MaxMemory bounds the simulated buffers of all ranks together (a
-	// plan with a billion scratch chunks is refused, not allocated); 0
-	// means 16 GiB.
+	// MaxMemory bounds the run's memory; 0 means 16 GiB. The simulated
+	// buffers of all ranks together (a plan with a billion scratch chunks
+	// is refused, not allocated) and the happens-before clocks' estimate
+	// (ClockMemory) are each checked against it before the run
+	// allocates them, and the heap during the run: past it, Run returns a
+	// *MemoryError, never a verdict.
 	MaxMemory int64
 	// OnLaunch, when set, is called once every rank has finished a
 	// launch, with that launch's inputs and the simulated outputs

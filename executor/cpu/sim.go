@@ -100,6 +100,9 @@ func (s *sim) start() (*Report, error) {
 	if opt.Symbolic && s.field == nil {
 		s.poison() // the range mode's arrays start as poison (setupRanges)
 	}
+	if err := s.checkClockMemory(); err != nil {
+		return nil, err
+	}
 	s.report = &Report{}
 	s.det = detector{mem: make([][numArrs]shadow, len(s.ranks)), seen: map[raceKey]int{}, s: s}
 	s.tmpClk = newClocks(s.agents, &s.tags)
@@ -274,6 +277,11 @@ func (s *sim) schedule(hostPlace []int32) error {
 				}
 				if s.steps > s.maxSteps {
 					return fmt.Errorf("simulation stopped after %d op executions (MaxSteps); the plan may loop far longer than intended", s.steps)
+				}
+				if s.steps%heapCheckSteps == 0 {
+					if err := s.checkHeap(); err != nil {
+						return err
+					}
 				}
 			}
 		}

@@ -1,0 +1,35 @@
+package cpu
+
+import (
+	"errors"
+	"path/filepath"
+	"testing"
+)
+
+// TestClockMemoryRefusal: a run whose clock estimate is past
+// Options.MaxMemory is refused with a MemoryError before it runs (the
+// 512-rank ring was killed at 10.7 GB, mid-proof), and a run whose heap
+// grows past the cap is stopped with one.
+func TestClockMemoryRefusal(t *testing.T) {
+	p := loadPlan(t, filepath.Join(fixtureDir, "allreduce.json"))
+	need := ClockMemory(p)
+	if need <= 0 {
+		t.Fatalf("ClockMemory = %d", need)
+	}
+	for _, sym := range []bool{false, true} {
+		_, err := Run(p, Options{Size: 8 << 10, DType: F32, Symbolic: sym, MaxMemory: need - 1})
+		var me *MemoryError
+		if !errors.As(err, &me) || me.Held || me.Need != need || me.Max != need-1 {
+			t.Errorf("symbolic %v, cap one byte under the estimate: got %v, want a MemoryError", sym, err)
+		}
+		rep, err := Run(p, Options{Size: 8 << 10, DType: F32, Symbolic: sym, MaxMemory: 1 << 30})
+		if err != nil || !rep.OK() {
+			t.Errorf("symbolic %v under 1 GiB: %v %v", sym, err, rep)
+		}
+	}
+	s := &sim{opt: Options{MaxMemory: 1}}
+	var me *MemoryError
+	if err := s.checkHeap(); !errors.As(err, &me) || !me.Held {
+		t.Errorf("heap check under a 1-byte cap: got %v", err)
+	}
+}
