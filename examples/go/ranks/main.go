@@ -9,8 +9,9 @@
 //	go run ./examples/go/ranks -procs 4             # starts 4 processes of itself
 //	go run ./examples/go/ranks -procs 4 -device cuda  # one GPU each, or round-robin
 //	mpirun -np 4 ./ranks                            # or under a launcher:
-//	torchrun --no-python --nproc-per-node 4 ./ranks
-//	srun -n 4 ./ranks
+//	export MSCCL_SECRET=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+//	torchrun --no-python --nproc-per-node 4 ./ranks  # torchrun and srun hand out
+//	srun -n 4 ./ranks                               # no secret: MSCCL_SECRET is it
 package main
 
 import (
