@@ -149,8 +149,9 @@ func walkPrims(e *dsl.Expr, f func(*dsl.Primary)) {
 // maxFnArgs bounds a call's arguments, evaluated into a fixed array.
 // maxCallDepth bounds calls inside calls: without recursion the depth is
 // at most the number of functions, but a hostile file can declare a
-// chain of a hundred thousand, and Go stops a program whose stack passes
-// 1 GB, a crash no recover catches. fnCallsPerIter bounds the calls of a
+// chain of a hundred thousand (the 4 MiB source bound allows about
+// 200k), whose evaluation held 600 MB of goroutine stack, near Go's 1 GB
+// limit, a crash no recover catches. fnCallsPerIter bounds the calls of a
 // whole evaluation, per loop iteration allowed (16M by default, a few
 // seconds): a function that calls another twice, which calls another
 // twice, ... doubles the work with each function, and sixty of them
