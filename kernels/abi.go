@@ -134,9 +134,14 @@ func GeneratedFiles() ([]GeneratedFile, error) {
 	if err != nil {
 		return nil, err
 	}
+	handles, err := handlesCheck()
+	if err != nil {
+		return nil, err
+	}
 	return []GeneratedFile{
-		{"kernels/abi.cuh", abiHeader()},
+		{"kernels/" + IncludeDir + "/abi.cuh", abiHeader()},
 		{"kernels/abi_check.cuh", check},
+		{"kernels/" + IncludeDir + "/handles_check.cuh", handles},
 		{"runtime/cuda/abi.h", proxyHeader()},
 	}, nil
 }
@@ -163,6 +168,7 @@ func abiHeader() []byte {
 	var b bytes.Buffer
 	b.WriteString(generatedLine)
 	b.WriteString("// abi.cuh: the codes the host and the kernel share; the first part of every kernel source.\n")
+	b.WriteString("#pragma once\n")
 	b.WriteString("\n// Op codes: the ir op table.\n")
 	for _, in := range ir.Ops() {
 		fmt.Fprintf(&b, "#define OP_%s %d\n", strings.ToUpper(in.Name), in.Code)
@@ -189,6 +195,7 @@ func abiHeader() []byte {
 	for i, k := range watchKinds {
 		fmt.Fprintf(&b, "#define %s %d\n", k.c, i)
 	}
+	fmt.Fprintf(&b, "#define WD_USER_OP 0x%xu  // WatchRecord.op of a wait in a user's kernel\n", WatchUserOp)
 	// NVRTC before 13.4 has no __builtin_offsetof (and no stddef.h
 	// without the toolkit); there EDG's __INTADDR__ makes the null-pointer
 	// form an integral constant (what libcu++ does for NVRTC), and the
@@ -230,11 +237,25 @@ func abiCheck() ([]byte, error) {
 // LayoutAsserts renders static_asserts that CUDA struct cName has goType's
 // size and, for every field but blank ones, the offset unsafe.Offsetof
 // gives in Go (reflect's StructField.Offset is the same number); each
-// field's c tag names the CUDA member. ABI_OFFSETOF comes from abi.cuh.
+// field's c tag names the CUDA member. A field of struct type is a nested
+// CUDA struct: its own fields are asserted too, as "member.field".
+// ABI_OFFSETOF comes from abi.cuh.
 func LayoutAsserts(goType reflect.Type, cName string) (string, error) {
+	return layoutAsserts(goType, cName, nil)
+}
+
+// layoutAsserts is LayoutAsserts that does not descend into the nested
+// structs of asserted, whose own asserts cover them.
+func layoutAsserts(goType reflect.Type, cName string, asserted map[reflect.Type]bool) (string, error) {
 	var b strings.Builder
-	t := goType
-	fmt.Fprintf(&b, "static_assert(sizeof(%s) == %d, \"sizeof(%s) differs from %s\");\n", cName, t.Size(), cName, t)
+	fmt.Fprintf(&b, "static_assert(sizeof(%s) == %d, \"sizeof(%s) differs from %s\");\n", cName, goType.Size(), cName, goType)
+	if err := fieldAsserts(&b, goType, cName, "", goType.String()+".", 0, asserted); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+func fieldAsserts(b *strings.Builder, t reflect.Type, cName, cPrefix, goPrefix string, base uintptr, asserted map[reflect.Type]bool) error {
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		if f.Name == "_" {
@@ -242,12 +263,17 @@ func LayoutAsserts(goType reflect.Type, cName string) (string, error) {
 		}
 		c := f.Tag.Get("c")
 		if c == "" {
-			return "", fmt.Errorf("%s.%s has no c tag naming its CUDA member", t, f.Name)
+			return fmt.Errorf("%s%s has no c tag naming its CUDA member", goPrefix, f.Name)
 		}
-		fmt.Fprintf(&b, "static_assert(ABI_OFFSETOF(%s, %s) == %d, \"%s.%s: offset differs from %s.%s\");\n",
-			cName, c, f.Offset, cName, c, t, f.Name)
+		fmt.Fprintf(b, "static_assert(ABI_OFFSETOF(%s, %s%s) == %d, \"%s.%s%s: offset differs from %s%s\");\n",
+			cName, cPrefix, c, base+f.Offset, cName, cPrefix, c, goPrefix, f.Name)
+		if f.Type.Kind() == reflect.Struct && !asserted[f.Type] {
+			if err := fieldAsserts(b, f.Type, cName, cPrefix+c+".", goPrefix+f.Name+".", base+f.Offset, asserted); err != nil {
+				return err
+			}
+		}
 	}
-	return b.String(), nil
+	return nil
 }
 
 func proxyHeader() []byte {

@@ -1,8 +1,11 @@
 // executor.cu: the generic executor kernel. Each block copies its op table
-// into shared memory and interprets it. The codes it uses (OP_*, CHAN_*,
-// DT_*, RED_*, REF_*, FIFO_*, WD_*, MAXR) come from the generated abi.cuh,
-// and abi_check.cuh asserts its structs against kernels/layout.go (see
-// kernels/abi.go).
+// into shared memory and interprets it, calling the same device primitives
+// (kernels/include/msccl) a user's kernel calls. The codes it uses (OP_*,
+// CHAN_*, DT_*, RED_*, REF_*, FIFO_*, WD_*, MAXR) come from the generated
+// abi.cuh, and abi_check.cuh asserts its structs against
+// kernels/layout.go (see kernels/abi.go).
+#include "msccl/msccl.cuh"
+#include "reduce.cuh"
 
 // DRef is one resolved buffer reference: the byte address of the range's
 // start for this block (tbg_info applied; packet buffers at twice the
@@ -111,36 +114,6 @@ DEV Span span(const Env& e, const DRef& r, u32 off, u32 unit) {
   u32 left = r.size - off;
   s.n = left < unit ? left : unit;
   return s;
-}
-
-// COPY_DEPTH is how many 16-byte loads a thread has in flight before it
-// stores them (internal/reference's ref_copy16 keeps four): one at a time
-// leaves the latency of a peer's (or HBM's) memory uncovered and one
-// block cannot fill it. Overridable for measurements
-// (MSCCL_KERNEL_DEFINES, kernels.Tunables).
-#ifndef COPY_DEPTH
-#define COPY_DEPTH 4
-#endif
-
-DEV void copy_bytes(char* dst, const char* src, u32 n) {
-  u32 t = threadIdx.x, nt = blockDim.x;
-  if ((((u64)dst | (u64)src | n) & 15) == 0) {
-    int4* d = (int4*)dst;
-    const int4* s = (const int4*)src;
-    u32 w = n / 16, i = t;
-    for (; i + (COPY_DEPTH - 1) * nt < w; i += COPY_DEPTH * nt) {
-      int4 v[COPY_DEPTH];
-#pragma unroll
-      for (int j = 0; j < COPY_DEPTH; j++) v[j] = s[i + j * nt];
-#pragma unroll
-      for (int j = 0; j < COPY_DEPTH; j++) d[i + j * nt] = v[j];
-    }
-    for (; i < w; i += nt) d[i] = s[i];
-  } else if ((((u64)dst | (u64)src | n) & 3) == 0) {
-    for (u32 i = t; i < n / 4; i += nt) ((u32*)dst)[i] = ((const u32*)src)[i];
-  } else {
-    for (u32 i = t; i < n; i += nt) dst[i] = src[i];
-  }
 }
 
 // ---- Simple protocol: put, get, copy, and the reductions ----
@@ -341,32 +314,13 @@ static __device__ __noinline__ void op_reduce(const Env& e, const DOp& op, u32 o
 
 // ---- LL packet ops ----
 
-// pkt_copy moves one whole packet (data and flags) with one store.
-template <int PK>
-DEV void pkt_copy(char* d, const char* s) {
-  u32 a, b, c, f;
-  if (PK == 16) {
-    asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(a), "=r"(b), "=r"(c), "=r"(f) : "l"(s) : "memory");
-    asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(d), "r"(a), "r"(b), "r"(c), "r"(f) : "memory");
-  } else {
-    asm volatile("ld.volatile.global.v2.u32 {%0,%1}, [%2];" : "=r"(a), "=r"(b) : "l"(s) : "memory");
-    asm volatile("st.volatile.global.v2.u32 [%0], {%1,%2};" ::"l"(d), "r"(a), "r"(b) : "memory");
-  }
-}
-
 // ppkt (memory) and cpkt: pack src[k] into packet dst[k].
 template <int PK>
 DEV void op_pack(const Env& e, const DOp& op, u32 off, u32 unit) {
-  const u32 P = PK / 2, NW = P / 4;
   for (int k = 0; k < op.ndst && k < op.nsrc; k++) {
     Span s = span(e, e.refs[op.ref0 + k], off, unit);
     Span d = span(e, e.refs[op.ref0 + op.nsrc + k], off, unit);
-    u32 n = d.n < s.n ? d.n : s.n;
-    for (u32 i = threadIdx.x; i < n / P; i += blockDim.x) {
-      u32 v[2];
-      for (u32 j = 0; j < NW; j++) v[j] = ((const u32*)s.p)[i * NW + j];
-      pkt_write<PK>(d.p + (u64)i * PK, v, e.flag);
-    }
+    pack_packets<PK>(d.p, s.p, d.n < s.n ? d.n : s.n, e.flag, threadIdx.x, blockDim.x);
   }
 }
 
@@ -376,7 +330,7 @@ DEV void op_pack(const Env& e, const DOp& op, u32 off, u32 unit) {
 // read each packet of src[0] once and forward it to every dst.
 template <int PK>
 DEV void op_unpack(Env& e, const DOp& op, u32 off, u32 unit, bool forward) {
-  const u32 P = PK / 2, NW = P / 4;
+  const u32 P = PK / 2;
   if (forward && op.nsrc == 1 && op.ndst > 1) {
     Span s = span(e, e.refs[op.ref0], off, unit);
     Span d[MAXR];
@@ -397,15 +351,7 @@ DEV void op_unpack(Env& e, const DOp& op, u32 off, u32 unit, bool forward) {
     Span s = span(e, e.refs[op.ref0 + k], off, unit);
     Span d = span(e, e.refs[op.ref0 + op.nsrc + k], off, unit);
     u32 n = d.n < s.n ? d.n : s.n;
-    for (u32 i = threadIdx.x; i < n / P; i += blockDim.x) {
-      u32 v[2];
-      pkt_read<PK>(s.p + (u64)i * PK, e.flag, v, &e.w);
-      if (forward) {
-        pkt_write<PK>(d.p + (u64)i * PK, v, e.flag);
-      } else {
-        for (u32 j = 0; j < NW; j++) ((u32*)d.p)[i * NW + j] = v[j];
-      }
-    }
+    MOVE_PACKETS(PK, d.p, s.p, n, e.flag, forward, &e.w, threadIdx.x, blockDim.x);
   }
 }
 

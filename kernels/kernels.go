@@ -13,14 +13,29 @@ import (
 // go generate can run) when the generated abi.cuh or abi_check.cuh is
 // missing; Source then yields an #error that names it.
 //
-//go:embed *.cuh executor.cu
+//go:embed *.cuh executor.cu include/msccl/*.cuh
 var files embed.FS
 
-// sourceOrder is the order in which the files are concatenated: each one
-// uses only what the ones before it define. abi.cuh (codes) comes first
-// and abi_check.cuh (layout assertions) last; both are generated from
-// abi.go and layout.go.
-var sourceOrder = []string{"abi.cuh", "common.cuh", "reduce.cuh", "channels.cuh", "executor.cu", "abi_check.cuh"}
+// IncludeDir is where the device headers sit among the embedded files;
+// a kernel includes them as "msccl/NAME.cuh" with IncludeDir's parent
+// on its include path.
+const IncludeDir = "include/msccl"
+
+// primitives lists the device headers in the order they are concatenated:
+// each uses only what the ones before it define. abi.cuh (codes) comes
+// first and handles_check.cuh (the handles' layout assertions) last; both
+// are generated from abi.go, layout.go and handles.go. reduce.cuh, the
+// executor's reductions, sits where it did before the primitives moved
+// into the headers, so the executor's PTX kept its bytes.
+var primitives = []string{
+	IncludeDir + "/abi.cuh", IncludeDir + "/common.cuh", "reduce.cuh", IncludeDir + "/semaphore.cuh",
+	IncludeDir + "/port_channel.cuh", IncludeDir + "/packet.cuh", IncludeDir + "/device_syncer.cuh",
+	IncludeDir + "/memory_channel.cuh", IncludeDir + "/handles_check.cuh",
+}
+
+// sourceOrder is the executor's translation unit: the primitives, the
+// interpreter, and abi_check.cuh (its structs' layout assertions).
+var sourceOrder = append(append([]string(nil), primitives...), "executor.cu", "abi_check.cuh")
 
 var (
 	srcOnce sync.Once
@@ -63,11 +78,16 @@ func Source() string {
 	return src
 }
 
+// Primitives is the device headers concatenated (Concat), for sources
+// built from embedded files: the executor's and internal/reference's.
+func Primitives() string { return Concat(primitives...) }
+
 // Concat joins embedded files by name, each under a banner; a missing one
 // becomes an #error naming it, which NVRTC then reports (embed guarantees
 // the hand-written files; only a deleted generated file can be missing,
-// and go generate ./kernels restores it). internal/reference builds its
-// sources from the same pieces.
+// and go generate ./kernels restores it). The headers' own #include
+// "..." and #pragma once lines are dropped: the caller concatenates what
+// they name, in order, and the source needs no include path.
 func Concat(names ...string) string {
 	var b strings.Builder
 	for _, n := range names {
@@ -77,7 +97,12 @@ func Concat(names ...string) string {
 			continue
 		}
 		fmt.Fprintf(&b, "// ---- %s ----\n", n)
-		b.Write(data)
+		for _, line := range strings.SplitAfter(string(data), "\n") {
+			if t := strings.TrimSpace(line); t == "#pragma once" || strings.HasPrefix(t, "#include \"") {
+				continue
+			}
+			b.WriteString(line)
+		}
 	}
 	return b.String()
 }

@@ -8,6 +8,6 @@
 //
 // Like package kernels it holds sources and byte layouts only: it must not
 // import executor/ or runtime/ outside tests. Its sources start with
-// kernels' abi.cuh, common.cuh, reduce.cuh and channels.cuh, so the
+// kernels.Primitives (the device headers and reduce.cuh), so the
 // reductions round exactly as the executor's and the CPU executor's do.
 package reference

@@ -121,7 +121,7 @@ func (k Kernel) Source(dt ir.DType, llWidth int) (src, entry string, err error) 
 		body = fmt.Sprintf("%s<DT_%s>", k.body, strings.ToUpper(dt.String()))
 	}
 	var b strings.Builder
-	b.WriteString(kernels.Concat("abi.cuh", "common.cuh", "reduce.cuh", "channels.cuh"))
+	b.WriteString(kernels.Primitives())
 	b.WriteString("// ---- reference.cu ----\n")
 	b.WriteString(cuSource)
 	b.WriteString("\n// ---- layout checks against internal/reference.Args ----\n")

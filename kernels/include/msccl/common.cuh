@@ -2,6 +2,8 @@
 // bfloat16 conversions, and the hang watchdog. Written without any CUDA
 // header so that NVRTC 11.8 on a machine without the CUDA toolkit and
 // NVRTC 13 on the GPU machine both compile it.
+#pragma once
+#include "abi.cuh"
 
 typedef unsigned char u8;
 typedef unsigned short u16;
@@ -12,6 +14,8 @@ typedef unsigned long long u64;
 typedef long long i64;
 
 #define DEV static __device__ __forceinline__
+// DEV_MEMBER is DEV for member functions, which cannot be static.
+#define DEV_MEMBER __device__ __forceinline__
 
 // ---- memory ordering (PTX memory model, system scope: peers may be other
 // GPUs or the host proxy) ----

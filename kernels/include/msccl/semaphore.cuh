@@ -1,7 +1,10 @@
-// channels.cuh: the device side of memory channels, port channels (a FIFO
-// of requests in mapped host memory, served by the host proxy), LL
-// packets, block-group barriers and counting semaphores. Every wait spins
-// under the watchdog of WaitCtx.
+// semaphore.cuh: the semaphores a channel signals and waits on, the
+// counting semaphores shared by the blocks of one rank, and
+// msccl::Semaphore, the handle a user's kernel holds. Every wait spins
+// under the watchdog (WaitCtx, common.cuh). docs/primitives.md states
+// each call's memory-ordering contract.
+#pragma once
+#include "common.cuh"
 
 // MemChan is one memory (or port) channel end: the semaphore this rank
 // waits on, the peer's semaphore it signals, and how many signals this end
@@ -77,146 +80,17 @@ DEV void chan_wait(const MemChan& c, bool relaxed, u32 chanType, WaitCtx* w) {
   }
 }
 
-// ---- port channels: FIFO requests to the host proxy ----
-
-// Fifo is one rank's request queue. Entries live in mapped host memory
-// (FIFO_ENTRY_WORDS words: src, dst, size, tag); the tag word is written
-// last and is non-zero while the entry is pending; the proxy clears it.
-// Kinds and tag layout: abi.cuh (kernels/abi.go).
-struct Fifo {
-  u64* entries;        // mapped host memory, size*FIFO_ENTRY_WORDS words
-  u64* head;           // device memory: next free slot (atomic)
-  u64* tail;           // mapped: entries the proxy has taken
-  u64* flushed;        // mapped: requests whose copies are complete
-  u64 size;            // entries, a power of two
-};
-
-DEV u64 fifo_push(const Fifo& f, u64 kind, u32 chan, u64 src, u64 dst, u64 size, WaitCtx* w) {
-  u64 idx = atom_add_gpu64(f.head, 1);
-  u32 spins = 0;
-  wd_arm(w);
-  while (idx >= ld_relaxed_sys(f.tail) + f.size) {
-    if (wd_stop(w, &spins)) {
-      wd_report(w, WD_FIFO_FULL, CHAN_PORT, chan, -1, idx, ld_relaxed_sys(f.tail));
-      return idx;
-    }
-  }
-  u64* e = f.entries + FIFO_ENTRY_WORDS * (idx & (f.size - 1));
-  st_relaxed_sys(e + 0, src);
-  st_relaxed_sys(e + 1, dst);
-  st_relaxed_sys(e + 2, size);
-  // The tag carries the sequence number so that the proxy can tell a fresh
-  // entry from one of the previous lap.
-  u64 tag = (kind << FIFO_KIND_SHIFT) | (((u64)chan & FIFO_CHAN_MASK) << FIFO_CHAN_SHIFT) | ((idx + 1) & FIFO_SEQ_MASK);
-  fence_sc_sys();
-  st_relaxed_sys(e + 3, tag);
-  return idx;
-}
-
-DEV void fifo_flush(const Fifo& f, u32 chan, WaitCtx* w) {
-  u64 idx = fifo_push(f, FIFO_FLUSH, chan, 0, 0, 0, w);
-  u32 spins = 0;
-  wd_arm(w);
-  for (;;) {
-    u64 seen = ld_acquire_sys(f.flushed);
-    if (seen > idx) return;
-    if (wd_stop(w, &spins)) {
-      wd_report(w, WD_FLUSH, CHAN_PORT, chan, -1, idx + 1, seen);
-      return;
-    }
-  }
-}
-
-// ---- LL packets: each 4-byte datum travels with a 4-byte flag ----
-
-// LL16: {data0, flag, data1, flag} written with one 16-byte store.
-DEV void pkt16_write(void* p, u32 d0, u32 d1, u32 flag) {
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(d0), "r"(flag), "r"(d1), "r"(flag)
-               : "memory");
-}
-DEV bool pkt16_read(const void* p, u32 flag, u32* d, WaitCtx* w) {
-  u32 a, fa, b, fb, spins = 0;
-  wd_arm(w);
-  for (;;) {
-    asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(a), "=r"(fa), "=r"(b), "=r"(fb)
-                 : "l"(p)
-                 : "memory");
-    if (fa == flag && fb == flag) break;
-    if (wd_stop(w, &spins)) {
-      wd_report(w, WD_PACKET, CHAN_NONE, 0, -1, flag, fa != flag ? fa : fb);
-      return false;
-    }
-  }
-  d[0] = a;
-  d[1] = b;
-  return true;
-}
-// LL8: {data, flag} written with one 8-byte store.
-DEV void pkt8_write(void* p, u32 d0, u32 flag) {
-  asm volatile("st.volatile.global.v2.u32 [%0], {%1,%2};" ::"l"(p), "r"(d0), "r"(flag) : "memory");
-}
-DEV bool pkt8_read(const void* p, u32 flag, u32* d, WaitCtx* w) {
-  u32 a, fa, spins = 0;
-  wd_arm(w);
-  for (;;) {
-    asm volatile("ld.volatile.global.v2.u32 {%0,%1}, [%2];" : "=r"(a), "=r"(fa) : "l"(p) : "memory");
-    if (fa == flag) break;
-    if (wd_stop(w, &spins)) {
-      wd_report(w, WD_PACKET, CHAN_NONE, 0, -1, flag, fa);
-      return false;
-    }
-  }
-  d[0] = a;
+// chan_poll is chan_wait's one look: true (and the signal consumed) when
+// the peer has signalled past what this end consumed, false otherwise.
+DEV bool chan_poll(const MemChan& c, bool relaxed) {
+  u64 want = *c.expected + 1;
+  u64 seen = relaxed ? ld_relaxed_sys(c.inbound) : ld_acquire_sys(c.inbound);
+  if (seen < want) return false;
+  *c.expected = want;
   return true;
 }
 
-// pkt_write and pkt_read move the NW = PK/8 data words of one packet of
-// either width; the executor's packet ops and the reference kernels both
-// go through them, so both use the same stores and watchdog.
-template <int PK>
-DEV void pkt_write(void* p, const u32* v, u32 flag) {
-  if (PK == 16) {
-    pkt16_write(p, v[0], v[1], flag);
-  } else {
-    pkt8_write(p, v[0], flag);
-  }
-}
-template <int PK>
-DEV bool pkt_read(const void* p, u32 flag, u32* v, WaitCtx* w) {
-  if (PK == 16) return pkt16_read(p, flag, v, w);
-  return pkt8_read(p, flag, v, w);
-}
-
-// ---- barriers among the blocks of one rank, and counting semaphores ----
-
-struct BlockBarrier {
-  u32 count;
-  u32 gen;
-};
-
-DEV void block_barrier(BlockBarrier* b, u32 n, u32 id, WaitCtx* w) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    u32 gen = ld_acquire_gpu32(&b->gen);
-    __threadfence();
-    u32 arrived = atom_add_gpu32(&b->count, 1);
-    if (arrived == n - 1) {
-      b->count = 0;
-      st_release_gpu32(&b->gen, gen + 1);
-    } else {
-      u32 spins = 0;
-      wd_arm(w);
-      while (ld_acquire_gpu32(&b->gen) == gen) {
-        if (wd_stop(w, &spins)) {
-          wd_report(w, WD_BARRIER, CHAN_NONE, id, -1, n, arrived + 1);
-          break;
-        }
-      }
-    }
-  }
-  __syncthreads();
-}
+// ---- counting semaphores among the blocks of one rank ----
 
 DEV void sem_acquire(u32* s, u32 id, WaitCtx* w) {
   u32 spins = 0;
@@ -235,3 +109,62 @@ DEV void sem_release(u32* s) {
   __threadfence();
   atom_add_gpu32(s, 1);
 }
+
+namespace msccl {
+
+// Watch is where a user kernel's waits report a timeout: one WatchRecord
+// per block in mapped host memory (block b writes records[b % nrecords]),
+// read by the host's watchdog, which names the rank, block and channel
+// instead of hanging. The executor keeps its own per-block WaitCtx.
+struct Watch {
+  WatchRecord* records;
+  u64 timeoutNs;
+  u32 rank, nrecords;
+};
+
+// WaitScope is a WaitCtx for one user call: the watchdog state lives in
+// the calling thread, so a wait in one thread never cuts another's short.
+struct WaitScope {
+  WaitCtx w;
+  u32 aborted;
+  DEV_MEMBER WaitScope(const Watch& wt) {
+    aborted = 0;
+    w.deadline = 0;
+    w.timeoutNs = wt.timeoutNs;
+    w.rec = wt.records + blockIdx.x % (wt.nrecords ? wt.nrecords : 1);
+    w.rank = wt.rank;
+    w.block = blockIdx.x;
+    w.op = WD_USER_OP;
+    w.aborted = &aborted;
+  }
+};
+
+// Semaphore is one channel end's semaphore pair as a user kernel sees it:
+// signal increments the paired end's inbound word on the peer, wait
+// consumes one increment of this end's. One thread calls it; a channel
+// end belongs to one block at a time (its expected count is not atomic).
+struct Semaphore {
+  MemChan chan;
+  Watch watch;
+
+  // signal: release. Every write the calling thread has observed (its
+  // block's, after a __syncthreads) is visible to the peer once its wait
+  // returns.
+  DEV_MEMBER void signal() const { mem_signal(chan, false); }
+  // relaxedSignal orders execution only; it publishes no data.
+  DEV_MEMBER void relaxedSignal() const { mem_signal(chan, true); }
+  // wait: acquire. Returns once the peer's next signal has arrived; false
+  // if the watchdog ended the wait (the host then reports it).
+  DEV_MEMBER bool wait() const { return waitAs(false, CHAN_MEMORY); }
+  DEV_MEMBER bool relaxedWait() const { return waitAs(true, CHAN_MEMORY); }
+  // poll: wait's one look, acquire when it returns true.
+  DEV_MEMBER bool poll() const { return chan_poll(chan, false); }
+
+  DEV_MEMBER bool waitAs(bool relaxed, u32 chanType) const {
+    WaitScope s(watch);
+    chan_wait(chan, relaxed, chanType, &s.w);
+    return !s.aborted;
+  }
+};
+
+}  // namespace msccl
