@@ -381,7 +381,7 @@ func loadPlan(c *config) (*ir.Plan, string, error) {
 	case c.plan != "" && c.algo != "":
 		return nil, "", usagef("give --plan or --algo, not both")
 	case c.plan != "":
-		data, err := os.ReadFile(c.plan)
+		data, err := ir.ReadPlanFile(c.plan, 0)
 		if err != nil {
 			return nil, "", err
 		}
