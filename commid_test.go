@@ -26,7 +26,7 @@ func TestJoinCommArguments(t *testing.T) {
 		{id, 2, 2, "cpu", "want 0 <= rank < world"},
 		{id, -1, 2, "cpu", "want 0 <= rank < world"},
 		{id, 0, 0, "cpu", "want 0 <= rank < world"},
-		{"nonsense", 0, 2, "cpu", "nonsense"},
+		{"nonsense", 0, 2, "cpu", "does not start with \"msccl1:\""}, // described, never quoted: an id holds the secret
 		{id, 0, 2, "tpu", `device "tpu"`},
 	} {
 		_, err := JoinComm(ctx, tc.id, tc.rank, tc.world, CommOptions{Device: tc.device})
