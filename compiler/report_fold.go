@@ -126,8 +126,19 @@ func findings(rep *cpu.Report, sm *SourceMap, run string) []finding {
 		races.add(key, a.BufferRank, func() diag.Diagnostic {
 			ra, wa := at(a.Place)
 			_, wb := at(b.Place)
+			// The missing step, where the ops around the pair show it,
+			// comes first: it is what to change.
+			fix := ""
+			if rc.Cause.Kind != 0 {
+				fix = rc.Cause.Fix(func(pl cpu.Place) string {
+					if r, ok := sm.Range(pl.Rank, pl.Block, pl.Op, pl.Inner); ok {
+						return "at " + r.Start.String()
+					}
+					return "at " + pl.Path()
+				}) + "; "
+			}
 			return diag.Diagnostic{Code: diag.CodeRace, Summary: fmt.Sprintf("race on rank %d's %s bytes [%d:%d)", a.BufferRank, a.Buffer.Long(), max(a.Off, b.Off), min(a.End, b.End)),
-				Detail: fmt.Sprintf("%s %s; unordered with %s %s; run %s", rw(a.Write), wa, rw(b.Write), wb, run), Subject: ra}
+				Detail: fmt.Sprintf("%s%s %s; unordered with %s %s; run %s", fix, rw(a.Write), wa, rw(b.Write), wb, run), Subject: ra}
 		})
 	}
 	for _, g := range races.groups {

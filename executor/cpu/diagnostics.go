@@ -30,7 +30,11 @@ func (r *Report) Diagnostics() ir.Diagnostics {
 	}
 	for i := range r.Races {
 		x := &r.Races[i]
-		add(diag.CodeRace, &x.A.Place, "", "race: %s and %s", x.A, x.B)
+		fix := ""
+		if x.Cause.Kind != 0 {
+			fix = x.Cause.Fix(planWhere)
+		}
+		add(diag.CodeRace, &x.A.Place, fix, "race: %s and %s", x.A, x.B)
 	}
 	for i := range r.Unbalanced {
 		u := &r.Unbalanced[i]

@@ -147,7 +147,8 @@ func (d *detector) report(rank, arr int, lo, hi int64, x, y acc) {
 	mk := func(a acc) Access {
 		return Access{Place: d.s.places[a.place], Buffer: a.typ, BufferRank: rank, Off: lo - a.base, End: hi - a.base, Write: a.write}
 	}
-	d.races = append(d.races, RacePair{A: mk(x), B: mk(y)})
+	a, b := mk(x), mk(y)
+	d.races = append(d.races, RacePair{A: a, B: b, Cause: raceCause(d.s.p, a, b)})
 }
 
 // flagSlot says which launch's flag a range of packet payload carries and

@@ -158,7 +158,12 @@ func (a Access) String() string {
 }
 
 // RacePair is a pair of conflicting accesses the plan leaves unordered.
-type RacePair struct{ A, B Access }
+// Cause, when its Kind is not 0, is the step the plan is missing
+// between them (cause.go).
+type RacePair struct {
+	A, B  Access
+	Cause Cause
+}
 
 // UnbalancedSignal is a signal (or semaphore release) no wait consumed.
 type UnbalancedSignal struct {
@@ -285,6 +290,9 @@ func (r *Report) String() string {
 	}
 	for _, x := range r.Races {
 		fmt.Fprintf(&b, "race: %s\n  and %s\n", x.A, x.B)
+		if x.Cause.Kind != 0 {
+			fmt.Fprintf(&b, "  fix: %s\n", x.Cause.Fix(planWhere))
+		}
 	}
 	for _, u := range r.Unbalanced {
 		fmt.Fprintf(&b, "unbalanced: %s: %d signal(s) on %s never waited for\n", u.Place, u.Count, u.Channel)
