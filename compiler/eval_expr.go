@@ -168,6 +168,9 @@ func b2i(b bool) int64 {
 	return 0
 }
 
+// wrapHint is the detail of every overflow: it names the bounds.
+const wrapHint = "integers are 64-bit, -2^63..2^63-1, and never wrap"
+
 // maxShift bounds shift counts: a shift by 63 or more moves every bit of
 // a value out (or into the sign), which is never what a schedule means.
 const maxShift = 62
@@ -180,7 +183,7 @@ func (ev *evaluator) binop(t *dsl.BinTail, a, b int64, first *dsl.Unary, bare bo
 	rhs := func() dsl.Range { return dsl.RangeOf(t.Operand.Pos, t.Operand.Prim.EndPos) }
 	whole := func() dsl.Range { return dsl.RangeOf(first.Pos, last.Prim.EndPos) }
 	overflow := func() (int64, bool) {
-		ev.st.errorf(whole(), "integers are 64-bit and never wrap", "integer overflow: %s %s %s does not fit in 64 bits", operand(a), t.Op, operand(b))
+		ev.st.errorf(whole(), wrapHint, "integer overflow: %s %s %s does not fit in 64 bits", operand(a), t.Op, operand(b))
 		return 0, false
 	}
 	switch t.Op {
@@ -347,7 +350,7 @@ func (ev *evaluator) unary(u *dsl.Unary) (int64, bool) {
 	switch u.Op {
 	case "-":
 		if v == math.MinInt64 {
-			ev.st.errorf(dsl.RangeOf(u.Pos, u.Prim.EndPos), "integers are 64-bit and never wrap", "integer overflow: -(%d) does not fit in 64 bits", v)
+			ev.st.errorf(dsl.RangeOf(u.Pos, u.Prim.EndPos), wrapHint, "integer overflow: -(%d) does not fit in 64 bits", v)
 			return 0, false
 		}
 		return -v, true
@@ -438,7 +441,7 @@ func (ev *evaluator) primary(p *dsl.Primary) (int64, bool) {
 			}
 			if p.Call.Func == "abs" {
 				if args[0] == math.MinInt64 {
-					ev.st.errorf(r(), "integers are 64-bit and never wrap", "integer overflow: abs(%d) does not fit in 64 bits", args[0])
+					ev.st.errorf(r(), wrapHint, "integer overflow: abs(%d) does not fit in 64 bits", args[0])
 					return 0, false
 				}
 				return max(args[0], -args[0]), true
