@@ -127,8 +127,17 @@ type OpInfo struct {
 	// PortSrcPacket: over port channels the proxy copies the src bytes as
 	// they are, so they must already be packets (upstream's port ppkt
 	// sends what a cpkt packed into scratch; its memory ppkt packs itself).
+	// Op.IsPacketSrc applies it; every executor asks that.
 	PortSrcPacket bool
-	Doc           string
+	// Signals: the op signals each of its channels (for the data ops,
+	// after the copy on that channel), so each needs a partner whose
+	// wait consumes it.
+	Signals bool
+	// CrossNode: over a port channel the op may write a rank on another
+	// node (the proxy carries it over the network); every other op needs
+	// its ranks' memory mapped.
+	CrossNode bool
+	Doc       string
 }
 
 const maxRefs = MaxRefsPerOp
@@ -140,21 +149,21 @@ var none = Operand{}
 var opTable = [NumOps]OpInfo{
 	OpNop:        {Name: "nop", Class: ClassSync, Doc: "barrier among the threads of one block"},
 	OpBarrier:    {Name: "barrier", Class: ClassSync, Doc: "barrier among num_threadblocks blocks of one rank"},
-	OpSignal:     {Name: "signal", Class: ClassSync, Chans: MaskMemory | MaskPort, ChannelIDs: MaskMemory | MaskPort, Doc: "release-signal each channel"},
+	OpSignal:     {Name: "signal", Class: ClassSync, Signals: true, Chans: MaskMemory | MaskPort, ChannelIDs: MaskMemory | MaskPort, Doc: "release-signal each channel"},
 	OpWait:       {Name: "wait", Class: ClassSync, Chans: MaskMemory | MaskPort, ChannelIDs: MaskMemory | MaskPort, Doc: "acquire-wait on each channel"},
-	OpRlxSignal:  {Name: "rlxsignal", Class: ClassSync, Chans: MaskMemory | MaskPort, ChannelIDs: MaskMemory | MaskPort, Doc: "relaxed signal: orders execution, publishes no data"},
+	OpRlxSignal:  {Name: "rlxsignal", Class: ClassSync, Signals: true, Chans: MaskMemory | MaskPort, ChannelIDs: MaskMemory | MaskPort, Doc: "relaxed signal: orders execution, publishes no data"},
 	OpRlxWait:    {Name: "rlxwait", Class: ClassSync, Chans: MaskMemory | MaskPort, ChannelIDs: MaskMemory | MaskPort, Doc: "relaxed wait"},
 	OpFlush:      {Name: "flush", Class: ClassSync, Chans: MaskPort, ChannelIDs: MaskPort, Doc: "wait until copies issued on each port channel are done"},
 	OpSemAcquire: {Name: "sem_acquire", Class: ClassSync, Semaphores: true, Doc: "decrement each semaphore, waiting while it is zero"},
 	OpSemRelease: {Name: "sem_release", Class: ClassSync, Semaphores: true, Doc: "increment each semaphore"},
 
-	OpPut: {Name: "put", Class: ClassData, Chans: MaskMemory | MaskPort, ChannelIDs: MaskPort, TBG: true, Paired: true,
+	OpPut: {Name: "put", Class: ClassData, CrossNode: true, Chans: MaskMemory | MaskPort, ChannelIDs: MaskPort, TBG: true, Paired: true,
 		Src: Operand{Min: 1, Max: maxRefs, First: Local, Rest: Local},
 		Dst: Operand{Min: 1, Max: maxRefs, First: Remote, Rest: Remote}, Doc: "copy src[k] to remote dst[k]"},
-	OpPws: {Name: "pws", Class: ClassData, Chans: MaskPort, ChannelIDs: MaskPort, TBG: true, Paired: true,
+	OpPws: {Name: "pws", Class: ClassData, Signals: true, CrossNode: true, Chans: MaskPort, ChannelIDs: MaskPort, TBG: true, Paired: true,
 		Src: Operand{Min: 1, Max: maxRefs, First: Local, Rest: Local},
 		Dst: Operand{Min: 1, Max: maxRefs, First: Remote, Rest: Remote}, Doc: "put, then signal the same channel"},
-	OpPwsf: {Name: "pwsf", Class: ClassData, Chans: MaskPort, ChannelIDs: MaskPort, TBG: true, Paired: true,
+	OpPwsf: {Name: "pwsf", Class: ClassData, Signals: true, CrossNode: true, Chans: MaskPort, ChannelIDs: MaskPort, TBG: true, Paired: true,
 		Src: Operand{Min: 1, Max: maxRefs, First: Local, Rest: Local},
 		Dst: Operand{Min: 1, Max: maxRefs, First: Remote, Rest: Remote}, Doc: "put, signal, then flush"},
 	OpGet: {Name: "get", Class: ClassData, Chans: MaskMemory, TBG: true, Paired: true,
@@ -176,10 +185,10 @@ var opTable = [NumOps]OpInfo{
 		Src: Operand{Min: 1, Max: maxRefs, First: Local, Rest: Remote},
 		Dst: Operand{Min: 1, Max: maxRefs, First: Local, Rest: Remote}, Doc: "rre, then copy the result to remote dst[1:]"},
 
-	OpPpkt: {Name: "ppkt", Class: ClassPacket, Chans: MaskMemory | MaskPort, ChannelIDs: MaskPort, TBG: true, Paired: true, PortSrcPacket: true,
+	OpPpkt: {Name: "ppkt", Class: ClassPacket, CrossNode: true, Chans: MaskMemory | MaskPort, ChannelIDs: MaskPort, TBG: true, Paired: true, PortSrcPacket: true,
 		Src: Operand{Min: 1, Max: maxRefs, First: Local, Rest: Local},
 		Dst: Operand{Min: 1, Max: maxRefs, First: Remote, Rest: Remote, PacketFirst: true, PacketRest: true}, Doc: "write src[k] as packets into remote dst[k]"},
-	OpRppkt: {Name: "rppkt", Class: ClassPacket, Chans: MaskMemory | MaskPort, ChannelIDs: MaskPort, TBG: true, Paired: true, FanOut: true,
+	OpRppkt: {Name: "rppkt", Class: ClassPacket, CrossNode: true, Chans: MaskMemory | MaskPort, ChannelIDs: MaskPort, TBG: true, Paired: true, FanOut: true,
 		Src: Operand{Min: 1, Max: maxRefs, First: Local, Rest: Local, PacketFirst: true, PacketRest: true},
 		Dst: Operand{Min: 1, Max: maxRefs, First: Remote, Rest: Remote, PacketFirst: true, PacketRest: true}, Doc: "forward received packets of src[k] (or of src[0] to every dst) to remote dst[k]"},
 	OpCpkt: {Name: "cpkt", Class: ClassPacket, TBG: true,
@@ -208,8 +217,8 @@ var opTable = [NumOps]OpInfo{
 		Src: Operand{Min: 1, Max: 1, First: Local},
 		Dst: Operand{Min: 1, Max: 1, First: Switch}, Doc: "multimem store of local data"},
 	OpGstorepkt: {Name: "gstorepkt", Class: ClassSwitch, Chans: MaskSwitch, TBG: true,
-		Src: Operand{Min: 1, Max: 1, First: Local},
-		Dst: Operand{Min: 1, Max: 1, First: Switch, PacketFirst: true}, Doc: "multimem store of local data as packets"},
+		Src: Operand{Min: 1, Max: 1, First: Local, PacketFirst: true},
+		Dst: Operand{Min: 1, Max: 1, First: Switch, PacketFirst: true}, Doc: "multimem store of local packets' payload as packets (upstream reads its source as packets)"},
 
 	OpPipeline: {Name: "pipeline", Class: ClassControl, Doc: "run the inner ops over windows of iter_context.unit_size bytes"},
 }
@@ -257,7 +266,10 @@ func (in *OpInfo) PairsOK(nsrc, ndst int) bool {
 // use it so that both forms run the same loop.
 func PairedSrc(k, nsrc int) int { return min(k, nsrc-1) }
 
-// IsPacketSrc reports whether src[k] of an op with this info holds packets.
+// IsPacketSrc reports whether src[k] of an op with this info holds
+// packets over a memory channel or none. It does not know the channel
+// type: executors ask Op.IsPacketSrc, which applies the port rule
+// (PortSrcPacket) too.
 func (in *OpInfo) IsPacketSrc(k int) bool {
 	if k == 0 {
 		return in.Src.PacketFirst
@@ -271,6 +283,13 @@ func (o *Op) IsPacketSrc(k int) bool {
 	in := o.Info()
 	return in.IsPacketSrc(k) || (in.PortSrcPacket && o.ChannelType == ChanPort)
 }
+
+// SignalsChannels reports whether the op signals the channels it names.
+func (o *Op) SignalsChannels() bool { return o.Info().Signals }
+
+// CrossesNodes reports whether the op may write a rank on another node:
+// a CrossNode op over a port channel.
+func (o *Op) CrossesNodes() bool { return o.ChannelType == ChanPort && o.Info().CrossNode }
 
 // IsPacketDst reports whether dst_buff[k] of this op holds LL packets.
 func (o *Op) IsPacketDst(k int) bool { return o.Info().IsPacketDst(k) }

@@ -522,6 +522,14 @@ func buildSchemas() {
 		kind(bufTypeField("type", refType), RefLocal).required().omitEmpty(),
 		kind(intField("buffer_id", by(&protoBufRef, &protoBufRef.BufferID)), RefRemote).required(),
 		kind(intField("switch_channel_id", by(&protoBufRef, &protoBufRef.SwitchID)), RefSwitch).required(),
+		kind(custom("rank", func(o *obj, path string, v any, r *BufRef) {
+			r.Rank, r.HasRank = o.d.intValue(v, path)
+		}, func(w *jw, f *field[BufRef], r *BufRef) {
+			if r.HasRank {
+				f.begin(w, false)
+				w.int(r.Rank)
+			}
+		}), RefSwitch),
 		intField("index", by(&protoBufRef, &protoBufRef.Index)).required(),
 		intField("size", by(&protoBufRef, &protoBufRef.Size)).required(),
 	}

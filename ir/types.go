@@ -246,6 +246,12 @@ type BufRef struct {
 	SwitchID int        // RefSwitch
 	Index    int
 	Size     int
+	// Rank is upstream v0.10's "rank" on a switch-channel entry (when
+	// HasRank): a member of the channel's group. Multimem addresses every
+	// member alike, so executors do not read it; Validate checks it and
+	// Encode writes it back.
+	Rank    int
+	HasRank bool
 }
 
 // TBGInfo splits an op's byte ranges across a group of blocks.

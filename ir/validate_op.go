@@ -2,6 +2,7 @@ package ir
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/msccl-go/msccl-go/internal/diag"
 )
@@ -182,7 +183,15 @@ func (v *validator) ref(c *blockCtx, op *Op, rp *jpath, ref *BufRef, packet bool
 		if gi < 0 {
 			return
 		}
-		bt = v.flat[c.r][ChanSwitch][gi].BufferType
+		fc := &v.flat[c.r][ChanSwitch][gi]
+		if ref.HasRank && (fc.Group == nil || !slices.Contains(fc.Group.Ranks, ref.Rank)) {
+			var members []int
+			if fc.Group != nil {
+				members = fc.Group.Ranks
+			}
+			v.errorp(rp, ".rank", "rank %d is not a member of switch channel %d's group %v", ref.Rank, ref.SwitchID, members)
+		}
+		bt = fc.BufferType
 		if bt < BufInput || bt > BufScratch {
 			return
 		}

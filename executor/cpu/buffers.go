@@ -126,14 +126,13 @@ func (s *sim) recycle() {
 // names. Callers that budget memory per run use it (the GPU oracle).
 func HoldsScratch(p *ir.Plan) bool {
 	return anyOp(p, func(op *ir.Op) bool {
-		info := op.Info()
 		for k, r := range op.Src {
-			if !info.IsPacketSrc(k) && (r.Kind != ir.RefLocal || r.Type == ir.BufScratch) {
+			if !op.IsPacketSrc(k) && (r.Kind != ir.RefLocal || r.Type == ir.BufScratch) {
 				return true
 			}
 		}
 		for k, r := range op.Dst {
-			if !info.IsPacketDst(k) && (r.Kind != ir.RefLocal || r.Type == ir.BufScratch) {
+			if !op.IsPacketDst(k) && (r.Kind != ir.RefLocal || r.Type == ir.BufScratch) {
 				return true
 			}
 		}

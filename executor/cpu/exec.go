@@ -338,14 +338,24 @@ func (s *sim) switchOp(b *block, op *rop, w, unit int64) (bool, string) {
 	}
 	var data payload
 	so, _ := clip(&op.src[0], w, unit)
-	if op.code == ir.OpGlres {
+	if op.src[0].packet {
+		// gstorepkt stores the payload of local packets (ir.OpInfo):
+		// it waits for their flags like any packet read.
+		if ok, why := s.pktReady(b, op.src[0].rank, so, n); !ok {
+			return false, why
+		}
+	}
+	switch {
+	case op.src[0].packet:
+		data = s.pktRead(b, ctx, pl, op.src[0].rank, so, n)
+	case op.code == ir.OpGlres:
 		g := op.src[0].group
 		srcs := make([]payload, len(g))
 		for i, m := range g {
 			srcs[i] = s.load(ctx, pl, m, op.src[0].typ, so, n, b.launch)
 		}
 		data = s.reduce(op.reduce, srcs, n)
-	} else {
+	default:
 		data = s.load(ctx, pl, op.src[0].rank, op.src[0].typ, so, n, b.launch)
 	}
 	do, _ := clip(&op.dst[0], w, unit)

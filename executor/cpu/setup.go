@@ -346,14 +346,14 @@ func (s *sim) resolveOp(r int, tab *tbTable, tb *ir.ThreadBlock, op *ir.Op, pl P
 		return ro, fmt.Errorf("tbg_info tb_id %d out of range for tbg_size %d", g.TBID, g.TBGSize)
 	}
 	for k := range op.Src {
-		ref, err := s.resolveRef(r, tab, op, &op.Src[k], info.IsPacketSrc(k))
+		ref, err := s.resolveRef(r, tab, op, &op.Src[k], op.IsPacketSrc(k))
 		if err != nil {
 			return ro, fmt.Errorf("src_buff[%d]: %w", k, err)
 		}
 		ro.src = append(ro.src, ref)
 	}
 	for k := range op.Dst {
-		ref, err := s.resolveRef(r, tab, op, &op.Dst[k], info.IsPacketDst(k))
+		ref, err := s.resolveRef(r, tab, op, &op.Dst[k], op.IsPacketDst(k))
 		if err != nil {
 			return ro, fmt.Errorf("dst_buff[%d]: %w", k, err)
 		}

@@ -1,22 +1,24 @@
 package cpu
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/msccl-go/msccl-go/ir"
 )
 
 // switchAllGather is an allgather over one multicast group: every rank
-// stores its input into chunk r of every rank's output (gstore) or of
-// every rank's scratch as packets that each rank then unpacks
-// (gstorepkt).
+// stores its input into chunk r of every rank's output (gstore), or packs
+// it into its scratch chunk n and stores those packets into chunk r of
+// every rank's scratch (gstorepkt reads its source as packets, as
+// upstream does), which each rank then unpacks.
 func switchAllGather(packets bool) *ir.Plan {
 	const n = 4
 	proto, buf := ir.Simple, ir.BufOutput
 	if packets {
 		proto, buf = ir.LL, ir.BufScratch
 	}
-	p := direct(ir.AllGather, ir.ChanMemory, n, 1, n, n, func(r int, peers []int) []ir.Op {
+	p := direct(ir.AllGather, ir.ChanMemory, n, 1, n, n+1, func(r int, peers []int) []ir.Op {
 		sw := ir.BufRef{Kind: ir.RefSwitch, SwitchID: 0, Index: r, Size: 1}
 		var ops []ir.Op
 		if !packets {
@@ -24,7 +26,8 @@ func switchAllGather(packets bool) *ir.Plan {
 			ops = append(ops, ir.Op{Code: ir.OpGstore, ChannelType: ir.ChanSwitch, Src: []ir.BufRef{loc(ir.BufInput, 0)}, Dst: []ir.BufRef{sw}})
 			return append(ops, finale(ir.ChanMemory, peers)...)
 		}
-		ops = append(ops, ir.Op{Code: ir.OpGstorepkt, ChannelType: ir.ChanSwitch, Src: []ir.BufRef{loc(ir.BufInput, 0)}, Dst: []ir.BufRef{sw}})
+		ops = append(ops, ir.Op{Code: ir.OpCpkt, Src: []ir.BufRef{loc(ir.BufInput, 0)}, Dst: []ir.BufRef{loc(ir.BufScratch, n)}},
+			ir.Op{Code: ir.OpGstorepkt, ChannelType: ir.ChanSwitch, Src: []ir.BufRef{loc(ir.BufScratch, n)}, Dst: []ir.BufRef{sw}})
 		for q := range n {
 			ops = append(ops, ir.Op{Code: ir.OpUpkt, Src: []ir.BufRef{loc(ir.BufScratch, q)}, Dst: []ir.BufRef{loc(ir.BufOutput, q)}})
 		}
@@ -65,6 +68,34 @@ func TestSwitchStores(t *testing.T) {
 	}
 	if rep.Verdict != Race {
 		t.Fatalf("single scratch: want a race\n%s", rep)
+	}
+}
+
+// TestGstorepktReadsPackets: gstorepkt's source is packets. A plan that
+// stores raw input is refused where packets are resolved, and one whose
+// source slot a plain copy filled never sees a flag there.
+func TestGstorepktReadsPackets(t *testing.T) {
+	p := switchAllGather(true)
+	for r := range p.GPUs {
+		ops := p.GPUs[r].ThreadBlocks[0].Ops
+		ops[1].Src = []ir.BufRef{loc(ir.BufInput, 0)}
+	}
+	if _, err := Run(p, Options{Size: 4 * 16 * 64, DType: I32}); err == nil || !strings.Contains(err.Error(), "packets live in scratch") {
+		t.Fatalf("gstorepkt from input: want a refusal naming packets in scratch, got %v", err)
+	}
+	p = switchAllGather(true)
+	for r := range p.GPUs {
+		ops := p.GPUs[r].ThreadBlocks[0].Ops
+		ops[0].Code = ir.OpCopy
+		ops = append(ops[:1], append([]ir.Op{{Code: ir.OpNop}}, ops[1:]...)...)
+		p.GPUs[r].ThreadBlocks[0].Ops = ops
+	}
+	rep, err := Run(p, Options{Size: 4 * 16 * 64, DType: I32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.OK() {
+		t.Fatalf("gstorepkt from a plainly copied slot: want it refused\n%s", rep)
 	}
 }
 

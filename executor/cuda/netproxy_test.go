@@ -68,7 +68,7 @@ func TestNetTables(t *testing.T) {
 						continue
 					}
 					nets++
-					if k < int(op.NSrc) || ir.ChannelType(op.ChanType) != ir.ChanPort || !netOp(ir.OpCode(op.Code)) {
+					if k < int(op.NSrc) || ir.ChannelType(op.ChanType) != ir.ChanPort || !ir.OpCode(op.Code).Info().CrossNode {
 						t.Errorf("rank %d block %d op %d (code %d, channel type %d): net address in ref %d", r, bi, oi, op.Code, op.ChanType, k)
 					}
 					if buf>>2 != 3 || ref.Peer < 0 || node(int(ref.Peer)) == node(r) {

@@ -172,20 +172,18 @@ func (b *tableBuilder) op(t *kernels.Table, tb *ir.ThreadBlock, op *ir.Op, path 
 		}
 		return nil
 	}
-	// port ppkt copies bytes that already are packets (upstream's reading).
-	portPkt := op.ChannelType == ir.ChanPort && (op.Code == ir.OpPpkt)
-	if op.ChannelType == ir.ChanPort && (op.Code == ir.OpRespkt || op.Code == ir.OpRecspkt) {
+	if op.ChannelType == ir.ChanPort && info.Class != ir.ClassSync && !info.Chans.Has(ir.ChanPort) {
 		return diag.Errorc(diag.CodeUnsupported, "%s: %s over a port channel is not supported (use a memory channel)", at, info.Name)
 	}
 	for k := range op.Src {
-		r, err := b.ref(tb, op, &op.Src[k], info.IsPacketSrc(k) || portPkt, at, "src_buff", k)
+		r, err := b.ref(tb, op, &op.Src[k], op.IsPacketSrc(k), at, "src_buff", k)
 		if err != nil {
 			return err
 		}
 		t.Refs = append(t.Refs, r)
 	}
 	for k := range op.Dst {
-		r, err := b.ref(tb, op, &op.Dst[k], info.IsPacketDst(k), at, "dst_buff", k)
+		r, err := b.ref(tb, op, &op.Dst[k], op.IsPacketDst(k), at, "dst_buff", k)
 		if err != nil {
 			return err
 		}
@@ -224,7 +222,7 @@ func (b *tableBuilder) ref(tb *ir.ThreadBlock, op *ir.Op, r *ir.BufRef, packet b
 	}
 	off, n := b.lay.RefRange(typ, r, op)
 	bs := &b.bufs[owner]
-	if bs.net && (op.ChannelType != ir.ChanPort || !netOp(op.Code) || list != "dst_buff") {
+	if bs.net && (!op.CrossesNodes() || list != "dst_buff") {
 		return kernels.Ref{}, fmt.Errorf("%s: rank %d is on another node, which only a port channel's put reaches (the socket transport), not %s", at, owner, op.Info().Name)
 	}
 	base, limit, ok := bs.buffer(typ)
@@ -287,14 +285,4 @@ func checkPlan(p *ir.Plan, allowMulticast bool) error {
 		}
 	}
 	return nil
-}
-
-// netOp reports whether an op may reach a rank on another node: the port
-// puts (data, then maybe a signal) and packet puts.
-func netOp(c ir.OpCode) bool {
-	switch c {
-	case ir.OpPut, ir.OpPws, ir.OpPwsf, ir.OpPpkt, ir.OpRppkt:
-		return true
-	}
-	return false
 }

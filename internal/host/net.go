@@ -26,16 +26,6 @@ type limit struct {
 	in, out, half int64
 }
 
-// netOp reports whether an op may reach a rank on another node: the port
-// puts (data, then maybe a signal) and packet puts.
-func netOp(c ir.OpCode) bool {
-	switch c {
-	case ir.OpPut, ir.OpPws, ir.OpPwsf, ir.OpPpkt, ir.OpRppkt:
-		return true
-	}
-	return false
-}
-
 // Buffer names on the wire: bit 0 packets (the payload is a 4-byte flag
 // and then packet payload, written as LL packets), bit 1 the scratch
 // half, bits 2-3 the buffer type, bits 4-15 the buffer set.

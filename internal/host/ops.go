@@ -132,9 +132,12 @@ func (rn *run) put(bl *blk, x *xop, w, unit int64) error {
 			continue
 		}
 		r := preq{dst: d, src: s}
+		if k < len(x.chans) {
+			r.end = rn.end(1, x.chans[k])
+		}
 		// An empty window still signals: the peer's wait counts it.
-		if x.code != ir.OpPut && k < len(x.chans) {
-			r.signal = rn.end(1, x.chans[k]).remote
+		if x.code != ir.OpPut && r.end != nil {
+			r.signal = r.end.remote
 		}
 		if r.dst != nil || r.signal != nil {
 			rn.e.prox.push(r)
@@ -172,7 +175,11 @@ func (rn *run) packetOp(bl *blk, x *xop, w, unit int64) error {
 		}
 		if port {
 			// The proxy writes later: it gets its own copy of the data.
-			rn.e.prox.push(preq{pkts: rn.pkts(r.rank, o, n), src: append([]byte(nil), data...), flag: rn.flag})
+			pr := preq{pkts: rn.pkts(r.rank, o, n), src: append([]byte(nil), data...), flag: rn.flag}
+			if k < len(x.chans) {
+				pr.end = rn.end(1, x.chans[k])
+			}
+			rn.e.prox.push(pr)
 			return
 		}
 		writePkts(rn.pkts(r.rank, o, n), data, rn.flag)
@@ -236,7 +243,14 @@ func (rn *run) multicast(bl *blk, x *xop, w, unit int64) error {
 	}
 	so, _ := clip(&x.src[0], w, unit)
 	var data []byte
-	if x.code == ir.OpGlres {
+	switch {
+	case x.src[0].packet:
+		// gstorepkt stores the payload of local packets (ir.OpInfo).
+		var err error
+		if data, err = rn.readPkts(bl, x, x.src[0].rank, so, n); err != nil {
+			return err
+		}
+	case x.code == ir.OpGlres:
 		red, err := rn.reduction(x)
 		if err != nil {
 			return err
@@ -249,7 +263,7 @@ func (rn *run) multicast(bl *blk, x *xop, w, unit int64) error {
 		if len(srcs) > 0 {
 			bl.red.Reduce(rn.dt, red, data, srcs)
 		}
-	} else {
+	default:
 		data = rn.mem(x.src[0].rank, x.src[0].typ, so, n)
 	}
 	do, _ := clip(&x.dst[0], w, unit)

@@ -89,14 +89,14 @@ func (rs *resolver) op(tb *ir.ThreadBlock, op *ir.Op, at string) (xop, error) {
 		return x, fmt.Errorf("%s: tbg_info tb_id %d out of range for tbg_size %d", at, t.TBID, t.TBGSize)
 	}
 	for k := range op.Src {
-		r, err := rs.ref(tb, op, &op.Src[k], info.IsPacketSrc(k))
+		r, err := rs.ref(tb, op, &op.Src[k], op.IsPacketSrc(k))
 		if err != nil {
 			return x, fmt.Errorf("%s.src_buff[%d]: %w", at, k, err)
 		}
 		x.src = append(x.src, r)
 	}
 	for k := range op.Dst {
-		r, err := rs.ref(tb, op, &op.Dst[k], info.IsPacketDst(k))
+		r, err := rs.ref(tb, op, &op.Dst[k], op.IsPacketDst(k))
 		if err != nil {
 			return x, fmt.Errorf("%s.dst_buff[%d]: %w", at, k, err)
 		}
@@ -119,7 +119,7 @@ func (rs *resolver) op(tb *ir.ThreadBlock, op *ir.Op, at string) (xop, error) {
 			if flat < 0 || flat >= len(rs.ends[ir.ChanSlot(t)]) {
 				return x, fmt.Errorf("%s.channel_ids[%d]: gpu has no %s channel %d", at, j, t, flat)
 			}
-			if end := &rs.ends[ir.ChanSlot(t)][flat]; signals(op.Code) && end.remote == nil && end.net == nil {
+			if end := &rs.ends[ir.ChanSlot(t)][flat]; op.SignalsChannels() && end.remote == nil && end.net == nil {
 				return x, fmt.Errorf("%s.channel_ids[%d]: %s channel %d to rank %d has no partner there to signal", at, j, t, flat, rs.ends[ir.ChanSlot(t)][flat].peer)
 			}
 			x.chans = append(x.chans, flat)
@@ -192,7 +192,7 @@ func (rs *resolver) ref(tb *ir.ThreadBlock, op *ir.Op, br *ir.BufRef, packet boo
 		default:
 			limit = lim.half
 		}
-		if v.in == nil && v.scratch == nil && !(op.ChannelType == ir.ChanPort && netOp(op.Code)) {
+		if v.in == nil && v.scratch == nil && !op.CrossesNodes() {
 			return r, fmt.Errorf("rank %d's buffers are not mapped here (another node; only port-channel puts reach it)", m)
 		}
 		end := r.off + r.n
@@ -210,10 +210,4 @@ func (rs *resolver) ref(tb *ir.ThreadBlock, op *ir.Op, br *ir.BufRef, packet boo
 // index them (ir.GPU.FlatChannels).
 func (rs *resolver) switchGroups() []ir.FlatChannel {
 	return rs.p.GPUs[rs.rank].FlatChannels(ir.ChanSwitch)
-}
-
-// signals reports whether op signals its channels (and so needs their
-// partners).
-func signals(c ir.OpCode) bool {
-	return c == ir.OpSignal || c == ir.OpRlxSignal || c == ir.OpPws || c == ir.OpPwsf
 }
