@@ -49,6 +49,9 @@ func (ev *evaluator) declareFns() {
 				st.errorf(r, "", "fn %s: parameter %s named twice", f.Name, p)
 			}
 		}
+		if len(f.Params) > maxFnArgs {
+			st.errorf(r, "", "fn %s has %d parameters; the limit is %d", f.Name, len(f.Params), maxFnArgs)
+		}
 		if ev.fns == nil {
 			ev.fns = map[string]*dsl.FnStmt{}
 		}
@@ -169,10 +172,6 @@ func (ev *evaluator) callFn(f *dsl.FnStmt, c *dsl.Call, r func() dsl.Range) (int
 	if len(c.Args) != len(f.Params) {
 		ev.st.errorf(r(), fmt.Sprintf("declared as fn %s(%s)", f.Name, strings.Join(f.Params, ", ")),
 			"%s takes %d argument(s), got %d", f.Name, len(f.Params), len(c.Args))
-		return 0, false
-	}
-	if len(c.Args) > maxFnArgs {
-		ev.st.errorf(r(), "", "%s: at most %d arguments", f.Name, maxFnArgs)
 		return 0, false
 	}
 	if ev.calls >= maxCallDepth {

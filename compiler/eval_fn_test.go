@@ -28,6 +28,8 @@ func TestFnBounds(t *testing.T) {
 		{"deep", chain(300, "NEXT(x)"), Options{}, "x.msccl:258:14: error: calls of f256 nest more than 256 deep"},
 		{"doubling", chain(40, "NEXT(x) + NEXT(x)"), Options{MaxOps: 1000}, "error: the program makes more than 4000 function calls"},
 		{"fits", chain(200, "NEXT(x)"), Options{}, ""},
+		{"params", "collective allgather chunks 1\nparam ranks = 2\nfn f(" + strings.Repeat("a, ", 16) + "b) = 1\n" + body, Options{},
+			"x.msccl:3:1: error: fn f has 17 parameters; the limit is 16"},
 	} {
 		_, _, ds := CompileSource("x.msccl", []byte(c.src), nil, c.opts)
 		got := ds.String()
