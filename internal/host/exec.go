@@ -12,6 +12,7 @@ import (
 
 	"github.com/msccl-go/msccl-go/internal/closeonce"
 	"github.com/msccl-go/msccl-go/internal/diag"
+	proxyapi "github.com/msccl-go/msccl-go/internal/proxy"
 	"github.com/msccl-go/msccl-go/internal/socket"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/comm"
@@ -24,6 +25,12 @@ type Options struct {
 	Timeout time.Duration
 	// LLWidth is the LL packet width, 8 or 16 bytes; 0 means 16.
 	LLWidth int
+	// ProxyHandler serves the port channels' requests to ranks on this
+	// node (nil: the built-in copy and signal). It is called from the
+	// rank's one proxy goroutine, in order; a handler that fails or
+	// panics fails the run, and one that blocks is named by the
+	// watchdog of the flush that waits for it.
+	ProxyHandler proxyapi.Handler
 }
 
 // Executor runs one plan on this rank.
@@ -174,7 +181,7 @@ func Open(ctx context.Context, c *comm.Comm, p *ir.Plan, opt Options) (*Executor
 			return nil, fmt.Errorf("host: %w", err)
 		}
 	}
-	e.prox = startProxy()
+	e.prox = startProxy(r, opt.ProxyHandler)
 	c.Register(e.space, e)
 	e.stopPulse = make(chan struct{})
 	e.pulsing.Add(1)
@@ -239,8 +246,14 @@ func (e *Executor) closeLocked() error {
 	close(e.stopPulse)
 	e.pulsing.Wait()
 	e.pulses[e.rank].Store(closedPulse)
-	e.prox.stop()
+	perr := e.prox.stop(e.opt.Timeout)
 	e.c.Register(e.space, nil)
+	if perr != nil {
+		// A handler still blocked may wake up and signal: the
+		// semaphore words stay mapped for it (leaked with its
+		// goroutine) rather than fault under it.
+		return perr
+	}
 	return e.conns.Close()
 }
 
@@ -371,7 +384,10 @@ func (b *Buffers) Free() error {
 		// A launch ends without waiting for its port requests (as a
 		// kernel does not wait for the proxy); they must land before
 		// their memory is unmapped.
-		b.e.prox.drain()
+		if err := b.e.prox.drain(b.e.opt.Timeout); err != nil {
+			errs = append(errs, err)
+			return
+		}
 		b.e.unregister(b)
 		for _, m := range b.mems {
 			if m != nil {

@@ -86,12 +86,16 @@ func (h *HangError) Error() string {
 func (h *HangError) Unwrap() error { return h.Cause }
 
 // Run runs one launch of the plan on this rank's buffers, with element
-// type dt and reduction red (where the plan says sum or nothing), and
+// type dt and reduction red (where the plan says sum or nothing; a
+// reduction the plan does not serve is refused, none means its own), and
 // returns when every block of this rank is done, as a kernel ends: peers
 // may still be running. Every rank runs the same sequence of launches.
 func (e *Executor) Run(ctx context.Context, b *Buffers, dt cpu.DType, red ir.ReduceOp) error {
-	if red == ir.ReduceNone {
-		red = ir.ReduceSum
+	// A plan whose reduce_op fixes one reduction serves that one only;
+	// none asked means the plan's own (ir.Plan.RunReduce).
+	red, err := e.p.RunReduce(red)
+	if err != nil {
+		return fmt.Errorf("host: %w", err)
 	}
 	if err := cpu.CheckReduction(dt, red); err != nil {
 		return fmt.Errorf("host: %w", err)
@@ -309,7 +313,7 @@ func (rn *run) signal(x *xop, i int) {
 		return
 	}
 	if x.ctype == ir.ChanPort {
-		rn.e.prox.push(preq{signal: e.remote})
+		rn.e.prox.push(preq{signal: e.remote, end: e})
 		return
 	}
 	e.remote.Add(1)
@@ -330,6 +334,9 @@ func (rn *run) flush(bl *blk, x *xop) error {
 		netErr = err
 		return !pending
 	}, func() string {
+		if h := p.busy(0); h != "" {
+			return fmt.Sprintf("the port proxy of rank %d to finish request %d (done %d): %s", rn.e.rank, t, p.done.Load(), h)
+		}
 		return fmt.Sprintf("the port proxy of rank %d to finish request %d (done %d, or a peer on another node to acknowledge)", rn.e.rank, t, p.done.Load())
 	})
 	if err == nil && netErr != nil {
