@@ -54,6 +54,8 @@ func TestParallelLoops(t *testing.T) {
 		{"errors in many iterations", head + "for r in 0..ranks {\n  copy rank(r).input[r] -> rank(r).output[r / (r - 40)]\n}\n", 0},
 		{"op limit", head + own + ring, 1000},
 		{"nested param error", head + own + "for r in 0..ranks {\n  param x = 1\n  copy rank(r).output[r] -> rank((r + 1) % ranks).output[r]\n}\n", 0},
+		{"fn and list", head + "let hop = [1, 2]\nfn next(r, s) = (r + hop[s % 2]) % ranks\n" + own + "for s in 0..ranks {\n  for r in 0..ranks {\n    copy rank(r).output[r] -> rank(next(r, s)).scratch[s] tb if s < 32 then 0 else 1\n  }\n}\n", 0},
+		{"list index error in one iteration", head + "let ring = [0, 1, 2]\nfor r in 0..ranks {\n  copy rank(r).input[0] -> rank(r).output[ring[r / 20]]\n}\n", 0},
 	}
 	for _, c := range cases {
 		compile := func(procs int) (string, string) {

@@ -172,6 +172,14 @@ func findings(rep *cpu.Report, sm *SourceMap, run string) []finding {
 	var wrong fold
 	for _, f := range rep.Findings {
 		r, by, wk := writer(f.Writer, f.WriterLaunch)
+		if f.Reader != nil && (f.Writer == nil || where(*f.Reader) != wk) {
+			// The read of bytes this launch had not written is the
+			// mistake; the writer only carried its data to the output.
+			var rd string
+			r, rd = at(*f.Reader)
+			by = fmt.Sprintf("; read by %s from scratch bytes no op of this launch had written yet%s", rd, strings.Replace(by, "; last written by", ", then carried to the output by", 1))
+			wk = where(*f.Reader)
+		}
 		key := "wrong|" + launchNum().ReplaceAllString(ownRank().ReplaceAllString(f.Explain, "${1}#"), "${1}#") + "|" + wk
 		wrong.add(key, f.Rank, func() diag.Diagnostic {
 			what := f.Explain

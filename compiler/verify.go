@@ -109,6 +109,20 @@ func VerifyWith(p *ir.Plan, sm *SourceMap, vo VerifyOptions) Diagnostics {
 		close(next)
 		wg.Wait()
 	}
+	// A wrong result is blamed on its output's last writer; where that
+	// op only passed on data read too early, a second run with
+	// provenance names the read (cpu.Finding.Reader). Only wrong plans
+	// pay for it.
+	for i := range runs {
+		r := &runs[i]
+		if r.err == nil && r.opt.Symbolic && len(r.rep.Findings) > 0 {
+			opt := r.opt
+			opt.Provenance = true
+			if rep, err := cpu.Run(p, opt); err == nil {
+				r.rep = rep
+			}
+		}
+	}
 	// The same finding at several sizes and types is one finding (its
 	// fold key leaves out ranks, byte ranges and launches): the first
 	// run's report stands, and the runs that repeat it are listed. Wrong

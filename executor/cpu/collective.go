@@ -303,6 +303,7 @@ func (s *sim) checkSizes() error {
 // check compares every launch still held with the definition (a
 // streaming run has checked and dropped its launches already).
 func (s *sim) check() {
+	defer s.placeStaleReads()
 	if s.field != nil {
 		for l := range s.vout {
 			s.checkRanges(l)

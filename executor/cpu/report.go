@@ -79,6 +79,13 @@ type Options struct {
 	// large plans, where the clocks are most of the work.
 	NoRaces bool
 
+	// Provenance follows data read from scratch bytes the launch had
+	// not written (stale or poison) to the outputs it reaches, and names
+	// that read in Finding.Reader (stale.go). It costs a writer map per
+	// scratch array, so it is for placing the findings of a plan already
+	// known to be wrong.
+	Provenance bool
+
 	// cons, when set, runs a consistency check instead of the result
 	// check (consistency.go).
 	cons *consMode
@@ -213,8 +220,12 @@ type Finding struct {
 	Elems        int   // wrong elements in the range (all of them)
 	Writer       *Place
 	WriterLaunch int
-	Terms        []Term // the first element's difference (symbolic runs)
-	Explain      string
+	// Reader, with Options.Provenance, is the op that read the finding's
+	// first bytes from scratch this launch had not written yet (the
+	// mistake, where Writer only passed the data on); nil otherwise.
+	Reader  *Place
+	Terms   []Term // the first element's difference (symbolic runs)
+	Explain string
 }
 
 // InputClobber is a range of an out-of-place collective's input that was

@@ -127,6 +127,7 @@ func (r *reducer) symReduce(out []byte, srcs [][]byte) {
 type symState struct {
 	writers    [][numArrs]writerMap // [rank][array]; scratch unused
 	outWriters [][]writerMap        // [launch][rank], output-relative
+	prov       *provenance          // Options.Provenance (stale.go); nil when off
 	explained  int                  // wrong elements decoded so far
 	lookups    int                  // second-stage decoder lookups so far
 }

@@ -19,6 +19,9 @@ func (s *sim) access(ctx agentCtx, place int32, rank int, typ ir.BufferType, off
 	if write {
 		s.noteWrite(rank, arr, raw, raw+n, place, launch)
 	}
+	if s.opt.Provenance {
+		s.provNote(place, rank, arr, raw, raw+n, launch, write)
+	}
 	return arr, raw
 }
 
