@@ -94,6 +94,10 @@ type Options struct {
 	Timeout time.Duration
 	// LLWidth is the LL packet width, 8 or 16 bytes; 0 means 16.
 	LLWidth int
+	// ProxyHandler serves the port channels' requests on the cpu device
+	// (RankComm.Open); nil is the built-in copy and signal
+	// (docs/primitives.md, "Custom host proxies").
+	ProxyHandler ProxyHandler
 }
 
 // Comm runs one plan: all of its ranks, in this process, on device 0.

@@ -199,13 +199,16 @@ type RankBuffers struct {
 // (0: 10 s on the cpu device, 5 s on cuda).
 func (c *RankComm) Open(ctx context.Context, p *Plan, opt Options) (*RankExec, error) {
 	if c.gpu != nil {
+		if opt.ProxyHandler != nil {
+			return nil, fmt.Errorf("msccl: Options.ProxyHandler: the cuda device's port proxy is the built-in one (custom handlers run on the cpu device)")
+		}
 		ex, err := cudaexec.OpenRank(ctx, c.c, p, cudaexec.Options{Timeout: opt.Timeout})
 		if err != nil {
 			return nil, err
 		}
 		return &RankExec{gpu: ex, ll: opt.LLWidth}, nil
 	}
-	ex, err := host.Open(ctx, c.c, p, host.Options{Timeout: opt.Timeout, LLWidth: opt.LLWidth})
+	ex, err := host.Open(ctx, c.c, p, host.Options{Timeout: opt.Timeout, LLWidth: opt.LLWidth, ProxyHandler: opt.ProxyHandler})
 	if err != nil {
 		return nil, err
 	}
