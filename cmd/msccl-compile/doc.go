@@ -7,6 +7,7 @@
 //	msccl-compile compile FILE.msccl [-D name=value ...] [-o plan.json] [--dump=PASS] [--no-verify]
 //	msccl-compile plans --select algorithms/selection.yaml [-D name=value ...] --out DIR
 //	msccl-compile fmt FILE.msccl...
+//	msccl-compile env [MSCCL_INCLUDE]
 //	msccl-compile --version
 //
 // Exit status: 0 when the command succeeded and the plan is valid (and, for
