@@ -23,7 +23,11 @@ var proofsRun atomic.Int64
 
 // Prove runs the CPU proof of p over every message size its rule admits
 // (compiler.ProofSizes, compiler.ProofLaunches launches) and returns nil
-// when it is correct, or an error listing the findings. sm may be nil
+// when it is correct, or an error listing the findings. A plan whose
+// reduce_op fixes one reduction (`reduce ... op max`, `option reduce =
+// max`) is proven for that one only, and every run path refuses the others
+// (ir.Plan.FixedReduce, RunReduce); one that fixes two serves none and is
+// not proven. sm may be nil
 // (plans loaded from JSON); findings then name plan paths. Verdicts are
 // cached by plan content.
 func Prove(p *Plan, sm *compiler.SourceMap) error {

@@ -159,6 +159,11 @@ type planInfoJSON struct {
 	SizeRule      *sizeRuleJSON `json:"size_rule"` // null: the plan serves no size (size_rule_error says why)
 	SizeRuleError string        `json:"size_rule_error,omitempty"`
 	ThreadBlocks  []int         `json:"threadblocks"` // per rank
+	// Reduction is the one reduction the plan serves when its reduce_op
+	// fixes one (ir.Plan.FixedReduce), "" when it serves every one;
+	// ReductionError says why it serves none.
+	Reduction      string `json:"reduction"`
+	ReductionError string `json:"reduction_error,omitempty"`
 }
 
 func planInfo(h int64) ([]byte, error) {
@@ -171,6 +176,11 @@ func planInfo(h int64) ([]byte, error) {
 		InPlace: p.InPlace, Root: p.Root, FromSource: e.src != nil, ThreadBlocks: []int{}}
 	for _, g := range p.GPUs {
 		info.ThreadBlocks = append(info.ThreadBlocks, len(g.ThreadBlocks))
+	}
+	if red, err := p.FixedReduce(); err != nil {
+		info.ReductionError = err.Error()
+	} else {
+		info.Reduction = string(red)
 	}
 	if r, err := p.SizeRule(); err != nil {
 		info.SizeRuleError = err.Error()

@@ -148,11 +148,14 @@ func runOnce(e *planEntry, o verifyOptions) ([]byte, error) {
 	}
 	op := ir.ReduceOp(o.Op)
 	switch op {
-	case "":
-		op = ir.ReduceSum
-	case ir.ReduceSum, ir.ReduceMin, ir.ReduceMax, ir.ReduceProd:
+	case "", ir.ReduceSum, ir.ReduceMin, ir.ReduceMax, ir.ReduceProd:
 	default:
 		return nil, invalid("verify: op: unknown reduction %q (want sum, min, max or prod)", o.Op)
+	}
+	// None named: the plan's own (sum unless its reduce_op fixes one);
+	// one it does not serve is the executor's refusal (cpu.Run).
+	if red, err := e.plan.RunReduce(op); err == nil {
+		op = red
 	}
 	if o.Launches == 0 {
 		o.Launches = compiler.ProofLaunches

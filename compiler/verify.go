@@ -249,9 +249,6 @@ func rw(w bool) string {
 	return "read by"
 }
 
-// planReduce is the reduction the byte-level oracle runs with: the one
-// every reducing op of p names, when they all name the same one other than
-// sum (so `option reduce = max` is checked as max); otherwise sum.
 // ProofRun is one simulation of a proof: symbolic, or byte level in DType.
 type ProofRun struct {
 	Size     int64
@@ -309,40 +306,13 @@ func ProofRuns(p *ir.Plan, sizes []int64, dtypes []cpu.DType) ([]ProofRun, error
 // bigPlan is the rank count from which ProofRuns trims the runs.
 const bigPlan = 64
 
+// planReduce is the reduction the byte-level oracle runs with: the plan's
+// own (ir.Plan.RunReduce: the one its reduce_op fixes, so `option reduce =
+// max` is checked as max, or sum when it serves every reduction). A plan
+// that serves none gets sum, which every run then refuses, naming why.
 func planReduce(p *ir.Plan) ir.ReduceOp {
-	red := ir.ReduceNone
-	var walk func(ops []ir.Op) bool
-	walk = func(ops []ir.Op) bool {
-		for i := range ops {
-			op := &ops[i]
-			if op.Code == ir.OpPipeline {
-				if !walk(op.Ops()) {
-					return false
-				}
-				continue
-			}
-			if !op.Info().Reduces {
-				continue
-			}
-			r := op.ReduceOp()
-			if r == ir.ReduceNone {
-				r = ir.ReduceSum
-			}
-			if red != ir.ReduceNone && red != r {
-				return false
-			}
-			red = r
-		}
-		return true
-	}
-	for g := range p.GPUs {
-		for b := range p.GPUs[g].ThreadBlocks {
-			if !walk(p.GPUs[g].ThreadBlocks[b].Ops) {
-				return ir.ReduceSum
-			}
-		}
-	}
-	if red == ir.ReduceNone {
+	red, err := p.RunReduce(ir.ReduceNone)
+	if err != nil {
 		return ir.ReduceSum
 	}
 	return red

@@ -262,7 +262,7 @@ func provenSummary(p *ir.Plan, sizes []int64, dtypes []cpu.DType) string {
 	}
 	how := fmt.Sprintf("symbolic at %s bytes, %d launches; byte level %s", joinInts(sym), compiler.ProofLaunches, strings.Join(byteLevel, ", "))
 	if sizes == nil {
-		return fmt.Sprintf("proven correct for every message size in its rule, %s, every reduction and type (%s)", rule, how)
+		return fmt.Sprintf("proven correct for every message size in its rule, %s, %s (%s)", rule, servedReductions(p), how)
 	}
 	return fmt.Sprintf("proven correct at %s bytes only (%s); its size rule: %s", joinInts(sizes), how, rule)
 }

@@ -37,13 +37,13 @@ func (f *simFlags) register(fs interface {
 }) {
 	fs.StringVar(&f.size, "size", "1MiB", "message size as nccl-tests counts it (allgather: output bytes; others: input bytes); suffixes K/KiB/M/MiB/G/GiB")
 	fs.StringVar(&f.dtype, "dtype", "f32", "data type: f32, f16, bf16, i32, u32, u8, f8e4m3, f8e5m2")
-	fs.StringVar(&f.op, "op", "sum", "reduction: sum, min, max, prod")
+	fs.StringVar(&f.op, "op", "", "reduction: sum, min, max, prod (default: the plan's own, sum unless its reduce_op fixes one; another one than that is refused)")
 	fs.IntVar(&f.launches, "launches", compiler.ProofLaunches, "back-to-back launches to run and check (stale packets, scratch reuse; the default is what a proof runs)")
 	fs.IntVar(&f.llWidth, "ll", 16, "LL packet width in bytes: 8 or 16")
 	fs.StringVar(&f.trace, "trace", "", "write a Chrome trace-event JSON of the first launch to this file (open in Perfetto)")
 	fs.StringVar(&f.topo, "topology", "", "YAML topology file for the trace's cost model (default: H200 NVLink)")
 	fs.BoolVar(&f.json, "json", false, "print the verdict as JSON (and diagnostics as JSON lines on stderr)")
-	fs.BoolVar(&f.symbolic, "symbolic", false, "prove symbolically: every element a fingerprint of whose input it is, scratch poison, reductions add (covers every reduction and type; --dtype and --op are ignored)")
+	fs.BoolVar(&f.symbolic, "symbolic", false, "prove symbolically: every element a fingerprint of whose input it is, scratch poison, reductions add (covers every reduction and type; --dtype and --op are ignored, but for refusing a reduction the plan does not serve)")
 }
 
 // options turns flags into executor options, or an error naming the flag.
@@ -59,7 +59,7 @@ func (f *simFlags) options() (cpu.Options, error) {
 	}
 	op := ir.ReduceOp(f.op)
 	switch op {
-	case ir.ReduceSum, ir.ReduceMin, ir.ReduceMax, ir.ReduceProd:
+	case ir.ReduceNone, ir.ReduceSum, ir.ReduceMin, ir.ReduceMax, ir.ReduceProd:
 	default:
 		return o, fmt.Errorf("--op: unknown reduction %q (want sum, min, max or prod)", f.op)
 	}
@@ -130,6 +130,11 @@ const simMemoryPercent = 75
 // simulate runs the executor and prints the verdict. where, when not nil,
 // rewrites a finding's place (the compile command maps it to DSL lines).
 func simulate(name string, p *ir.Plan, opt cpu.Options, f *simFlags, stdout, stderr io.Writer, where func(cpu.Place) string) int {
+	if red, err := p.RunReduce(opt.Reduce); err == nil {
+		opt.Reduce = red // the plan's own when --op was not given
+	}
+	// A reduction the plan does not serve is the executor's refusal
+	// (exec.options), in its words.
 	rep, err := cpu.Run(p, opt)
 	if err != nil && f.json {
 		// The run's refusal as a diagnostic line like the plan's own, its
@@ -152,7 +157,7 @@ func simulate(name string, p *ir.Plan, opt cpu.Options, f *simFlags, stdout, std
 	} else {
 		what := fmt.Sprintf("%s, %s", opt.DType, opt.Reduce)
 		if opt.Symbolic {
-			what = "symbolic (every reduction and type)"
+			what = "symbolic (" + servedReductions(p) + ")"
 		}
 		fmt.Fprintf(stdout, "%s: %s at %d bytes, %s, %d launches\n", name, rep.Verdict, opt.Size, what, opt.Launches)
 		if !rep.OK() {
@@ -170,6 +175,15 @@ func simulate(name string, p *ir.Plan, opt cpu.Options, f *simFlags, stdout, std
 		return exitBad
 	}
 	return exitOK
+}
+
+// servedReductions says which reductions and types a proof of p covers:
+// every one, or only the reduction its reduce_op fixes (ir.Plan.FixedReduce).
+func servedReductions(p *ir.Plan) string {
+	if fixed, err := p.FixedReduce(); err != nil || fixed != ir.ReduceNone {
+		return p.Reductions() + ", every type"
+	}
+	return "every reduction and type"
 }
 
 // printFindings prints the report with each place followed by where it

@@ -146,16 +146,20 @@ func (s *sim) options() error {
 	if !validType(o.DType) {
 		return fmt.Errorf("unsupported data type %d", o.DType)
 	}
-	switch o.Reduce {
-	case ir.ReduceNone:
-		s.red = ir.ReduceSum
+	// The plan may fix its reduction (reduce_op min, max or prod): no
+	// reduction asked means that one, another one is refused.
+	red, err := s.p.RunReduce(o.Reduce)
+	if err != nil {
+		return err
+	}
+	switch red {
 	case ir.ReduceSum, ir.ReduceMin, ir.ReduceMax:
-		s.red = o.Reduce
+		s.red = red
 	case ir.ReduceProd:
 		if o.DType.IsFloat() {
 			return fmt.Errorf("reduction prod is supported for integer types only, not %s", o.DType)
 		}
-		s.red = o.Reduce
+		s.red = red
 	default:
 		return fmt.Errorf("unknown reduction %q (want sum, min, max or prod)", o.Reduce)
 	}

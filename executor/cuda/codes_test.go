@@ -19,6 +19,10 @@ func TestErrorCodes(t *testing.T) {
 	closed := &RankExecutor{closed: true}
 	broken := &RankExecutor{rank: 1, broken: fmt.Errorf("launch 3: %w", &HangError{})}
 	bufs := &RankBuffers{e: broken, in: 16}
+	// fixedMax's one reducing op fixes max: it serves max alone.
+	fixedMax := &ir.Plan{Name: "fixed", GPUs: []ir.GPU{{ThreadBlocks: []ir.ThreadBlock{{Ops: []ir.Op{{Code: ir.OpRe}}}}}}}
+	fixedMax.GPUs[0].ThreadBlocks[0].Ops[0].SetReduceOp(ir.ReduceMax)
+	reduceErr := func(p *ir.Plan, red ir.ReduceOp, dt ir.DType) error { _, err := checkReduce(p, red, dt); return err }
 	for _, c := range []struct {
 		name string
 		err  error
@@ -27,8 +31,9 @@ func TestErrorCodes(t *testing.T) {
 		{"size above the rule", above, ir.CodeSizeRefused},
 		{"piece of no whole elements", gather.checkStaged(&Buffers{Size: 24, InBytes: 6, OutBytes: 24}, ir.F32), ir.CodeSizeRefused},
 		{"not resident", residentError("alltoall_ring", 0, 8, 256, 1024, 4096, 1, 132), ir.CodeNotResident},
-		{"prod of floats", checkReduce(ir.ReduceProd, ir.BF16), ir.CodeBadOptions},
-		{"unknown reduction", checkReduce("avg", ir.F32), ir.CodeBadOptions},
+		{"prod of floats", reduceErr(gather.p, ir.ReduceProd, ir.BF16), ir.CodeBadOptions},
+		{"unknown reduction", reduceErr(gather.p, "avg", ir.F32), ir.CodeBadOptions},
+		{"a reduction the plan does not serve", reduceErr(fixedMax, ir.ReduceSum, ir.F32), ir.CodeBadOptions},
 		{"unknown port copy", func() error { _, err := resolvePortCopy(PortCopy(9)); return err }(), ir.CodeBadOptions},
 		{"executor closed", closed.usable(nil), ir.CodeBroken},
 		{"Wait after Close", closed.Wait(), ir.CodeBroken},
@@ -48,6 +53,9 @@ func TestErrorCodes(t *testing.T) {
 		if got := ir.ErrorCode(fmt.Errorf("rank 3: %w", c.err)); got != c.want {
 			t.Errorf("%s: code %q, want %q (%v)", c.name, got, c.want, c.err)
 		}
+	}
+	if red, err := checkReduce(fixedMax, ir.ReduceNone, ir.F32); err != nil || red != ir.ReduceMax {
+		t.Errorf("a fixed-max plan run with no reduction named: %s, %v; want max", red, err)
 	}
 	if err := gather.checkStaged(&Buffers{Size: 64, InBytes: 16, OutBytes: 64}, ir.F32); err != nil {
 		t.Errorf("whole pieces refused: %v", err)

@@ -11,18 +11,24 @@ import (
 )
 
 // checkReduce refuses a reduction the kernel cannot apply to dt.
-func checkReduce(red ir.ReduceOp, dt ir.DType) error {
+func checkReduce(p *ir.Plan, red ir.ReduceOp, dt ir.DType) (ir.ReduceOp, error) {
+	// A plan whose reduce_op fixes one reduction serves that one only
+	// (ir.Plan.RunReduce); none asked means the plan's own.
+	red, err := p.RunReduce(red)
+	if err != nil {
+		return red, fmt.Errorf("cudaexec: %w", err)
+	}
 	switch red {
-	case ir.ReduceNone, ir.ReduceSum, ir.ReduceMin, ir.ReduceMax:
+	case ir.ReduceSum, ir.ReduceMin, ir.ReduceMax:
 	case ir.ReduceProd:
 		switch dt {
 		case ir.F32, ir.F16, ir.BF16, ir.F8E4M3, ir.F8E5M2:
-			return diag.Errorc(diag.CodeBadOptions, "cudaexec: prod is supported for integer types only, not %s", dt)
+			return red, diag.Errorc(diag.CodeBadOptions, "cudaexec: prod is supported for integer types only, not %s", dt)
 		}
 	default:
-		return diag.Errorc(diag.CodeBadOptions, "cudaexec: unknown reduction %q", red)
+		return red, diag.Errorc(diag.CodeBadOptions, "cudaexec: unknown reduction %q", red)
 	}
-	return nil
+	return red, nil
 }
 
 // packTables lays out one rank's op tables for one device allocation:

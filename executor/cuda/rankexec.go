@@ -513,8 +513,9 @@ func (e *RankExecutor) bind(b *RankBuffers, dt ir.DType, ll int, red ir.ReduceOp
 		return rb, nil
 	}
 	// Refused alike by every rank, before anything collective.
-	if err := checkReduce(red, dt); err != nil {
-		return nil, err
+	red, rerr := checkReduce(e.k.p, red, dt)
+	if rerr != nil {
+		return nil, rerr
 	}
 	// Host work first, outside the step (an NVRTC compile may take
 	// seconds, which the step's timeout is not for); its error goes

@@ -203,7 +203,8 @@ func (e *Executor) bind(c *Call) (*binding, error) {
 	if err := e.rule.Check(bf.Size); err != nil {
 		return nil, fmt.Errorf("cudaexec: %w", err)
 	}
-	if err := checkReduce(c.Reduce, c.DType); err != nil {
+	red, err := checkReduce(e.p, c.Reduce, c.DType)
+	if err != nil {
 		return nil, err
 	}
 	rfn, err := e.rankFunctions(c.DType, ll)
@@ -263,7 +264,7 @@ func (e *Executor) bind(c *Call) (*binding, error) {
 		}
 	}
 	for r := 0; r < n; r++ {
-		tb := &tableBuilder{p: e.p, rank: r, lay: lays[r], bufs: bufs, reduce: c.Reduce}
+		tb := &tableBuilder{p: e.p, rank: r, lay: lays[r], bufs: bufs, reduce: red}
 		tables, err := tb.build()
 		if err != nil {
 			b.free()

@@ -311,6 +311,8 @@ class Communicator:
                 raise ValueError("plan %r is for %s; this call is %s" % (plan.name, plan.collective, collective))
             if plan.ranks != self.size:
                 raise ValueError("plan %r is for %d ranks; this communicator has %d" % (plan.name, plan.ranks, self.size))
+            if op is not None:
+                plan.check_reduction(op)
             rule = plan.size_rule
             if rule is None or (rule.max is not None and size > rule.max):
                 plan.check_size(size)  # raises, naming the rule

@@ -125,6 +125,21 @@ class Plan:
     root: int = _fact("root")
     from_source: bool = _fact("from_source", """True when compiled here from a program: findings then name DSL
         positions, not only plan paths.""")
+    reduction: str = _fact("reduction", """The one reduction the plan serves when its reduce_op fixes one
+        (`reduce ... op max`, `option reduce = max`), "" when it serves every
+        one: a proof covers that reduction only, and runs with another are
+        refused.""")
+
+    def check_reduction(self, op):
+        """Raise ValueError unless the plan serves reduction op (sum, min,
+        max, prod); return op."""
+        op = _choice(op, REDUCTIONS, "op")
+        if self._info.get("reduction_error"):
+            raise ValueError("plan %r serves no reduction: %s" % (self.name, self._info["reduction_error"]))
+        fixed = self._info.get("reduction") or ""
+        if fixed and op != fixed:
+            raise ValueError("plan %r serves reduction %s only (its reduce_op), not %s; pass op=%r" % (self.name, fixed, op, fixed))
+        return op
 
     def _live(self):
         if not self._finalizer.alive:
@@ -179,12 +194,14 @@ class Plan:
 
         Without size: the proof msccl-compile compile runs (every size class
         of the plan's rule, symbolic and byte level, 4 launches, every
-        reduction and type); dtype may name the byte-level types (a name
+        reduction and type, or the one reduction the plan's reduce_op
+        fixes: .reduction); dtype may name the byte-level types (a name
         or a list; default f32 and bf16) and sizes may list the message
         sizes to prove at instead (the proof then holds at those sizes
         only, as with msccl-compile --verify-sizes). With size (bytes, or a string
         such as "1MiB"): one run, as msccl-compile sim, in dtype (default
-        f32) with op (sum, min, max, prod), launches back to back (default
+        f32) with op (sum, min, max, prod; default the plan's own, and
+        one the plan does not serve raises ValueError), launches back to back (default
         4), LL packet width ll (8 or 16), symbolic or byte level.
         A wrong plan is a result with ok False, not an exception; use
         .check() to raise.
@@ -216,7 +233,7 @@ class Plan:
                     raise TypeError("verify: one run takes one dtype name, got %r" % (dtype,))
                 opts["dtype"] = _choice(dtype, DTYPES, "dtype")
             if op is not None:
-                opts["op"] = _choice(op, REDUCTIONS, "op")
+                opts["op"] = self.check_reduction(op)
             if launches is not None:
                 opts["launches"] = _int_arg(launches, "launches", 1)
             if ll is not None:

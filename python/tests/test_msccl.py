@@ -153,6 +153,23 @@ class Verify(unittest.TestCase):
         self.assertEqual((r.ok, r.size, r.dtype), (True, 1 << 20, "symbolic"))
         self.assertIs(r.check(), r)
 
+    def test_fixed_reduction(self):
+        # option reduce = max fixes the plan to max: the proof covers max
+        # alone, a run names it by default, and another one is refused.
+        with open(RING) as f:
+            src = f.read().replace("collective allreduce chunks ranks inplace", "collective allreduce chunks ranks inplace\noption reduce = max", 1)
+        p = msccl.compile(src, filename="ring_max.msccl", ranks=4)
+        self.assertEqual(p.reduction, "max")
+        self.assertEqual(msccl.compile(RING, ranks=4).reduction, "")
+        self.assertTrue(p.verify().ok)
+        r = p.verify(4096)
+        self.assertEqual((r.ok, r.op), (True, "max"))
+        self.assertEqual(p.check_reduction("max"), "max")
+        for op in ("sum", "min"):
+            with self.assertRaises(ValueError) as cm:
+                p.verify(4096, op=op)
+            self.assertIn("serves reduction max only", str(cm.exception))
+
     def test_proof_at_chosen_sizes(self):
         p = msccl.compile(RING, ranks=4)
         r = p.verify(sizes=["1K", 4096], dtype="i32")
