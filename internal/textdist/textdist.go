@@ -7,8 +7,14 @@ package textdist
 // Levenshtein is the edit distance between a and b (insertions, deletions
 // and substitutions of bytes).
 func Levenshtein(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
+	// Names are short: their rows live on the stack (the parser asks for
+	// the distance of every statement's first word to each keyword).
+	var rows [2][24]int
+	prev, cur := rows[0][:0], rows[1][:0]
+	if len(b) >= len(rows[0]) {
+		prev, cur = make([]int, 0, len(b)+1), make([]int, 0, len(b)+1)
+	}
+	prev, cur = prev[:len(b)+1], cur[:len(b)+1]
 	for j := range prev {
 		prev[j] = j
 	}
