@@ -287,6 +287,14 @@ func (o *Op) IsPacketSrc(k int) bool {
 // SignalsChannels reports whether the op signals the channels it names.
 func (o *Op) SignalsChannels() bool { return o.Info().Signals }
 
+// ChannelPerDst reports whether the op sends dst_buff[k] through its
+// channel_ids[k]: a data or packet op over a port channel (the proxy
+// copies each destination on its own channel, and a pws or pwsf signals
+// that channel after it), so it needs a channel per destination.
+func (o *Op) ChannelPerDst() bool {
+	return o.ChannelType == ChanPort && o.Info().Class != ClassSync
+}
+
 // CrossesNodes reports whether the op may write a rank on another node:
 // a CrossNode op over a port channel.
 func (o *Op) CrossesNodes() bool { return o.ChannelType == ChanPort && o.Info().CrossNode }

@@ -172,7 +172,7 @@ func (s *sim) data(b *block, op *rop, w, unit int64) (bool, string) {
 				move(n, dst.rank) // put writes remotely
 			}
 			// An empty window still signals: the peer's wait counts it.
-			if port && op.code != ir.OpPut && k < len(op.chans) {
+			if port && op.code.Info().Signals && k < len(op.chans) {
 				s.signal(b, op, op.chans[k], false)
 			}
 		}

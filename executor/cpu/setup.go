@@ -381,7 +381,7 @@ func (s *sim) resolveOp(r int, tab *tbTable, tb *ir.ThreadBlock, op *ir.Op, pl P
 		if needChans && len(ro.chans) == 0 {
 			return ro, fmt.Errorf("%s names no channel", info.Name)
 		}
-		if op.ChannelType == ir.ChanPort && info.Class != ir.ClassSync && len(ro.chans) < len(ro.dst) {
+		if op.ChannelPerDst() && len(ro.chans) < len(ro.dst) {
 			return ro, fmt.Errorf("port %s needs one channel per dst buffer", info.Name)
 		}
 	}

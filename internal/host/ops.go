@@ -113,7 +113,7 @@ func (rn *run) put(bl *blk, x *xop, w, unit int64) error {
 		if port && k < len(x.chans) && rn.end(1, x.chans[k]).net != nil {
 			// The peer is on another node: the socket transport.
 			e := rn.end(1, x.chans[k])
-			r := preq{net: e.net, space: rn.e.space, ch: uint32(e.partner), netSignal: x.code != ir.OpPut}
+			r := preq{net: e.net, space: rn.e.space, ch: uint32(e.partner), netSignal: x.code.Info().Signals}
 			if n > 0 {
 				r.src, r.hasBuf = rn.mem(src.rank, src.typ, so, n), true
 				r.buf, r.off = netBuf(rn.b.id, dst.typ, rn.half, false), uint64(do)
@@ -136,7 +136,7 @@ func (rn *run) put(bl *blk, x *xop, w, unit int64) error {
 			r.end = rn.end(1, x.chans[k])
 		}
 		// An empty window still signals: the peer's wait counts it.
-		if x.code != ir.OpPut && r.end != nil {
+		if x.code.Info().Signals && r.end != nil {
 			r.signal = r.end.remote
 		}
 		if r.dst != nil || r.signal != nil {

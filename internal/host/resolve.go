@@ -128,7 +128,7 @@ func (rs *resolver) op(tb *ir.ThreadBlock, op *ir.Op, at string) (xop, error) {
 	if info.ChannelIDs.Has(op.ChannelType) && len(x.chans) == 0 {
 		return x, fmt.Errorf("%s: %s names no channel", at, info.Name)
 	}
-	if op.ChannelType == ir.ChanPort && info.Class != ir.ClassSync && len(x.chans) < len(x.dst) {
+	if op.ChannelPerDst() && len(x.chans) < len(x.dst) {
 		return x, fmt.Errorf("%s: port %s needs one channel per dst buffer", at, info.Name)
 	}
 	for j, id := range op.SemaphoreIDs() {
