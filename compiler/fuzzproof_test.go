@@ -90,9 +90,12 @@ func FuzzProof(f *testing.F) {
 		}
 		what := fmt.Sprintf("%s, mutated: %s", name, desc)
 		n := 1 + int(launches%5)
-		sym, err := cpu.Run(p, cpu.Options{Size: size, Symbolic: true, Launches: n})
+		// Bounded: a mutation can make a plan loop (a pipeline of tiny
+		// windows) or ask for huge scratch; the byte-level runs that
+		// follow move the same ops and bytes as this one.
+		sym, err := cpu.Run(p, cpu.Options{Size: size, Symbolic: true, Launches: n, MaxSteps: 2_000_000, MaxMemory: 1 << 30})
 		if err != nil {
-			return // refused at setup (a mutated index past a buffer): not a verdict
+			return // refused at setup (a mutated index past a buffer) or too large: not a verdict
 		}
 		reds := proofReductions(p)
 		diffOne(t, &diffStats{}, p, what, size, n, reds)

@@ -140,10 +140,10 @@ func cmdCompile(args []string, stdout, stderr io.Writer) int {
 }
 
 // consistencyMaxRanks bounds the worlds compile checks rank consistency
-// for unasked: the check grows with the op count (0.8 s at 128 ranks of
-// the ring, about 50 s at 1024), so larger plans are checked only under
-// --require-consistent.
-const consistencyMaxRanks = 256
+// for unasked: the check grows with the op count (1-3 s at 128 ranks of
+// the ring on two cores, n² in the ranks), so larger plans are checked
+// only under --require-consistent.
+const consistencyMaxRanks = 128
 
 // consistencyLine is what compile prints about rank consistency, and
 // exitBad when require is set and the plan is not consistent. A plan

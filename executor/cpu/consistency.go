@@ -32,11 +32,18 @@ import (
 // whose two ops nest the way one op would fold), so "not identical"
 // means "not in general for floating-point sums".
 //
-// The order is fixed whatever the timing for every op but a switch
-// reduction (glres): NVLink SHARP reduces in the switch, in an order the
-// hardware does not promise; everywhere else an op's sources are listed
-// in the plan, and a proven plan has no race, so each element is reduced
-// by the same ops in the same order in every run.
+// The order is fixed whatever the timing unless a switch reduction
+// (glres) is used, NVLink SHARP reducing in the switch in an order the
+// hardware does not promise, or ops that accumulate into one element run
+// in an order that only mutual exclusion decides (blocks that take turns
+// through a semaphore: no race, yet whoever acquires first adds first).
+// Every op lists its sources, so the second kind shows as trees that
+// differ between interleavings: the trees are built again under shuffled
+// schedules (consSchedules) and compared element by element. Only a
+// semaphore that two blocks of a rank acquire can hand the turn to
+// either (a signal is waited for on one channel, a packet by one reader,
+// a barrier holds every block), so plans without one are not shuffled:
+// shuffling costs a hundred times the plain run at 128 ranks.
 
 // consMode switches a run to one of the two consistency checks: trees
 // (symbolic inputs, reductions build trees) or floats (random float
@@ -46,7 +53,15 @@ type consMode struct {
 	trees bool
 	found *Consistency
 	seen  map[consKey]consHolder
+	// ref holds the first schedule's defined outputs by (launch, rank);
+	// later schedules compare against it.
+	ref     map[[2]int][]byte
+	compare bool
 }
+
+// consSchedules are the shuffled interleavings (Options.sched seeds) a
+// trees run is repeated under, besides the round-robin one.
+var consSchedules = []uint64{0x9e37, 0x85eb, 0xc2b2}
 
 type consKey struct {
 	fp  uint64 // the definition's symbolic fingerprint at the element's 8-byte word
@@ -71,9 +86,12 @@ type Consistency struct {
 	// as one value holds one reduction tree (CheckConsistency) or one bit
 	// pattern (CompareFloats) across all ranks.
 	Identical bool
-	// Fixed: no op reduces in the switch, so the order cannot change from
-	// run to run (a proven plan has no race to make it).
-	Fixed bool
+	// Fixed: the order cannot change from run to run: no op reduces in
+	// the switch (Switch) and every interleaving tried built the same
+	// trees (else Timing names an element that changed).
+	Fixed  bool
+	Switch bool
+	Timing *Holder
 	// Reduced: some output element combines two or more contributions;
 	// without one, every output is a copy of an input and identical
 	// trivially. Only CheckConsistency sets it.
@@ -88,8 +106,11 @@ type Consistency struct {
 // String is the one-line summary msccl-compile prints.
 func (c *Consistency) String() string {
 	order := "fixed whatever the timing"
-	if !c.Fixed {
+	switch {
+	case c.Switch:
 		order = "not fixed: a switch reduction (glres) sums in the order the hardware chooses"
+	case c.Timing != nil:
+		order = fmt.Sprintf("not fixed: rank %d output byte %d is reduced in an order that depends on which block runs first", c.Timing.Rank, c.Timing.Off)
 	}
 	switch {
 	case !c.Identical:
@@ -113,8 +134,10 @@ func (c *Consistency) Err() error {
 	switch {
 	case !c.Identical:
 		return fmt.Errorf("the plan is not rank-consistent: %s, so in floating point they may differ", c.Pair())
-	case !c.Fixed:
+	case c.Switch:
 		return fmt.Errorf("the plan is not rank-consistent: a switch reduction (glres) sums in the order the hardware chooses, which may change from run to run")
+	case c.Timing != nil:
+		return fmt.Errorf("the plan is not rank-consistent: rank %d output byte %d is reduced in an order that depends on which block runs first, which may change from run to run", c.Timing.Rank, c.Timing.Off)
 	}
 	return nil
 }
@@ -124,11 +147,28 @@ func (c *Consistency) Err() error {
 // results. It answers for a proven plan; on another, what the reduction
 // trees of wrong elements say means little.
 func CheckConsistency(p *ir.Plan, sizes []int64, launches int) (*Consistency, error) {
-	c := &Consistency{Identical: true, Fixed: !hasSwitchReduce(p)}
-	for _, size := range sizes {
-		m := &consMode{trees: true, found: c, seen: map[consKey]consHolder{}}
-		if err := runCons(p, Options{Size: size, Symbolic: true, PerElement: true, Launches: launches, NoRaces: true, cons: m}); err != nil {
+	sw := hasSwitchReduce(p)
+	c := &Consistency{Identical: true, Fixed: !sw, Switch: sw}
+	for i, size := range sizes {
+		m := &consMode{trees: true, found: c, seen: map[consKey]consHolder{}, ref: map[[2]int][]byte{}}
+		opt := Options{Size: size, Symbolic: true, PerElement: true, Launches: launches, NoRaces: true, cons: m}
+		if err := runCons(p, opt); err != nil {
 			return nil, err
+		}
+		// Interleavings are tried at the smallest size, whatever the
+		// ranks' verdict: timing is a second question.
+		m.compare = true
+		for _, sched := range consSchedules {
+			if i > 0 || c.Timing != nil || !contendedSemaphore(p) {
+				break
+			}
+			opt.sched = sched
+			if err := runCons(p, opt); err != nil {
+				return nil, err
+			}
+		}
+		if c.Timing != nil {
+			c.Fixed = false
 		}
 		if !c.Identical {
 			break
@@ -145,7 +185,8 @@ func CompareFloats(p *ir.Plan, size int64, dt DType, launches int, seed uint64) 
 	if !dt.IsFloat() {
 		return nil, fmt.Errorf("CompareFloats needs a floating-point type, not %s", dt)
 	}
-	c := &Consistency{Identical: true, Fixed: !hasSwitchReduce(p)}
+	sw := hasSwitchReduce(p)
+	c := &Consistency{Identical: true, Fixed: !sw, Switch: sw}
 	m := &consMode{found: c, seen: map[consKey]consHolder{}}
 	err := runCons(p, Options{Size: size, DType: dt, Launches: launches, Seed: seed, NoRaces: true, cons: m})
 	if err != nil {
@@ -167,23 +208,50 @@ func runCons(p *ir.Plan, opt Options) error {
 
 func hasSwitchReduce(p *ir.Plan) bool {
 	found := false
-	var walk func(ops []ir.Op)
-	walk = func(ops []ir.Op) {
-		for i := range ops {
-			if ops[i].Code == ir.OpPipeline {
-				walk(ops[i].Ops())
-			}
-			if ops[i].Info().Class == ir.ClassSwitch && ops[i].Info().Reduces {
-				found = true
-			}
-		}
-	}
 	for _, g := range p.GPUs {
 		for _, tb := range g.ThreadBlocks {
-			walk(tb.Ops)
+			eachPlanOp(tb.Ops, func(op *ir.Op) {
+				found = found || op.Info().Class == ir.ClassSwitch && op.Info().Reduces
+			})
 		}
 	}
 	return found
+}
+
+// contendedSemaphore says whether some rank has a semaphore that ops of
+// two or more of its blocks acquire: the one way a proven plan's
+// order can depend on which block runs first.
+func contendedSemaphore(p *ir.Plan) bool {
+	for _, g := range p.GPUs {
+		first := map[int]int{} // semaphore -> first block that acquires it
+		contended := false
+		for b, tb := range g.ThreadBlocks {
+			eachPlanOp(tb.Ops, func(op *ir.Op) {
+				if op.Code != ir.OpSemAcquire {
+					return
+				}
+				for _, id := range op.SemaphoreIDs() {
+					if fb, ok := first[id]; !ok {
+						first[id] = b
+					} else if fb != b {
+						contended = true
+					}
+				}
+			})
+		}
+		if contended {
+			return true
+		}
+	}
+	return false
+}
+
+// eachPlanOp calls f on ops and the bodies of their pipelines.
+func eachPlanOp(ops []ir.Op, f func(*ir.Op)) {
+	for i := range ops {
+		f(&ops[i])
+		eachPlanOp(ops[i].Ops(), f)
+	}
 }
 
 // treeReduce is reduce in the trees mode: each 8-byte element of the
@@ -242,9 +310,6 @@ func (s *sim) fillLaunch(launch, rank int, arr []byte) {
 // definition and records the first group whose members differ.
 func (s *sim) consCheck(l int) {
 	m, c := s.opt.cons, s.opt.cons.found
-	if !c.Identical {
-		return
-	}
 	dt := s.opt.DType
 	ins := make([][]byte, len(s.ranks))
 	for r := range ins {
@@ -263,7 +328,10 @@ func (s *sim) consCheck(l int) {
 		if got == nil || w == nil {
 			continue
 		}
-		for off := int64(0); off+sz <= int64(len(w)); off += sz {
+		if m.trees {
+			m.sameAsBefore(l, rank, at, got[at:at+int64(len(w))])
+		}
+		for off := int64(0); c.Identical && off+sz <= int64(len(w)); off += sz {
 			val := got[at+off : at+off+sz]
 			word := off &^ 7
 			k := consKey{fp: binary.LittleEndian.Uint64(w[word:]), sub: off - word}
@@ -279,10 +347,30 @@ func (s *sim) consCheck(l int) {
 			if first.val != string(val) {
 				c.Identical = false
 				c.A, c.B, c.Size, c.Launch = first.at, h, s.opt.Size, l
-				return
 			}
 		}
 	}
 	// Launches are not compared with each other: their inputs differ.
 	clear(m.seen)
+}
+
+// sameAsBefore keeps the first schedule's trees of (launch, rank) and
+// compares a later schedule's with them; the first element that changed
+// is where the order depends on timing.
+func (m *consMode) sameAsBefore(l, rank int, at int64, got []byte) {
+	k := [2]int{l, rank}
+	if !m.compare {
+		m.ref[k] = append([]byte(nil), got...)
+		return
+	}
+	ref, c := m.ref[k], m.found
+	if c.Timing != nil || ref == nil {
+		return
+	}
+	for off := int64(0); off+8 <= int64(len(got)); off += 8 {
+		if binary.LittleEndian.Uint64(got[off:]) != binary.LittleEndian.Uint64(ref[off:]) {
+			c.Timing = &Holder{Rank: rank, Off: at + off}
+			return
+		}
+	}
 }

@@ -17,6 +17,7 @@ import (
 func TestConsistencyMatchesFloats(t *testing.T) {
 	plans := symPlans(t)
 	plans["oneshot"] = oneShot(4)
+	plans["turn-taking"] = turnTaking()
 	identical, not := 0, 0
 	for _, name := range sortedNames(plans) {
 		p := plans[name]
@@ -114,6 +115,62 @@ func TestConsistencyExamples(t *testing.T) {
 		}
 		if !got.Fixed {
 			t.Errorf("%s: no switch op, but the order is reported as not fixed", c.file)
+		}
+	}
+}
+
+// turnTaking is an allreduce over 3 ranks, out of place, where rank r's
+// block 0 copies its input to the output and two more blocks each add
+// one peer's input to it, taking turns through semaphore 0 (a mutex) and
+// reporting through semaphore 1. Correct and race-free, but which peer is
+// added first depends on which block acquires the mutex first.
+func turnTaking() *ir.Plan {
+	sem := func(c ir.OpCode, id int) ir.Op {
+		op := ir.Op{Code: c}
+		op.SetSemaphoreIDs([]int{id})
+		return op
+	}
+	p := direct(ir.AllReduce, ir.ChanMemory, 3, 1, 1, 0, func(r int, peers []int) []ir.Op {
+		ops := handshake(peers)
+		ops = append(ops, ir.Op{Code: ir.OpCopy, Src: []ir.BufRef{loc(ir.BufInput, 0)}, Dst: []ir.BufRef{loc(ir.BufOutput, 0)}}, nop,
+			sem(ir.OpSemRelease, 0), sem(ir.OpSemAcquire, 1), sem(ir.OpSemAcquire, 1), sem(ir.OpSemAcquire, 0))
+		return append(ops, finale(ir.ChanMemory, peers)...)
+	})
+	for r := range p.GPUs {
+		g := &p.GPUs[r]
+		g.Semaphores = []ir.Semaphore{{}, {}}
+		refs := g.ThreadBlocks[0].RemoteBufferRefs
+		for i := range 2 {
+			rre := ir.Op{Code: ir.OpRre, ChannelType: ir.ChanMemory, Src: []ir.BufRef{loc(ir.BufOutput, 0), rem(2+i, 0)}, Dst: []ir.BufRef{loc(ir.BufOutput, 0)}}
+			g.ThreadBlocks = append(g.ThreadBlocks, ir.ThreadBlock{ID: 1 + i, RemoteBufferRefs: refs,
+				Ops: []ir.Op{sem(ir.OpSemAcquire, 0), nop, rre, nop, sem(ir.OpSemRelease, 0), sem(ir.OpSemRelease, 1)}})
+		}
+	}
+	return p
+}
+
+// TestConsistencyTiming: blocks that take turns through a semaphore add
+// in an order decided at run time; the trees differ between
+// interleavings, so the order is reported as not fixed (and the plan is
+// proven, so only this check can tell).
+func TestConsistencyTiming(t *testing.T) {
+	p := turnTaking()
+	if rep, err := Run(p, Options{Size: 64 * 3, Symbolic: true, Launches: 4}); err != nil || !rep.OK() {
+		t.Fatalf("the turn-taking plan must be proven correct: %v\n%v", err, rep)
+	}
+	c, err := CheckConsistency(p, []int64{64 * 3}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Fixed || c.Timing == nil || c.Err() == nil || !strings.Contains(c.String(), "depends on which block runs first") {
+		t.Errorf("turn-taking: %s; want an order that depends on timing", c)
+	}
+	t.Logf("turn-taking: %s", c)
+	// The direct plans never take turns: fixed.
+	for name, q := range collectivePlans() {
+		c, err := CheckConsistency(q, []int64{sizes(q)[0]}, 2)
+		if err != nil || !c.Fixed {
+			t.Errorf("%s: %v %v; want a fixed order", name, c, err)
 		}
 	}
 }
