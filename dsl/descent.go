@@ -371,6 +371,7 @@ func (p *descent) ifStmt() (*IfStmt, *syntaxError) {
 	if err := p.seq("if", &s.Cond, &s.Then); err != nil {
 		return nil, err
 	}
+	p.misspelledElse()
 	if start := p.i; p.accept("else") {
 		var err *syntaxError
 		if p.is("if") {

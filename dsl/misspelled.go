@@ -106,6 +106,30 @@ func (p *descent) misspelledKeyword(s *Stmt, start int) (bool, *syntaxError) {
 	return p.keywordStmt(s, kw)
 }
 
+// misspelledElse, after an if's body, takes a word near "else" followed
+// by "{" or "if" (`} esle {`) as else misspelled: it is recorded (or,
+// inside a trial, aliased) so that the if statement goes on, and the
+// file is reported at the word. The grammar would make it an op named
+// esle and stop at the "{" after it.
+func (p *descent) misspelledElse() {
+	t := p.peek()
+	if t.kind != tIdent || p.val(t) == "else" || len(p.val(t)) > 6 || textdist.Levenshtein(p.val(t), "else") > 2 {
+		return
+	}
+	if next := &p.toks[p.i+1]; next.kind == tEOF || (p.val(next) != "{" && p.val(next) != "if") {
+		return
+	}
+	if p.aliases != nil {
+		p.aliases[t.off] = alias{p.i, "else"}
+		return
+	}
+	p.misspelled = append(p.misspelled, misspelling{idx: p.i, name: p.val(t), kw: "else"})
+	if p.fixed == nil {
+		p.fixed = map[int32]string{}
+	}
+	p.fixed[t.off] = "else"
+}
+
 // couldBe says whether the tokens after start can continue a kw
 // statement: a cheap test that spares the common ops near a keyword (nop,
 // get, put) a trial.

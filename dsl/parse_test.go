@@ -167,6 +167,10 @@ func TestMisspelledKeywords(t *testing.T) {
 			`x.msccl:3:3: error: unknown statement "fro"; did you mean "for"?`},
 		{"collective allreduce\nrequre ranks > 1\n", `x.msccl:2:1: error: unknown statement "requre"; did you mean "require"?`},
 		{"collective allreduce\nfnc f(x) = x\n", `x.msccl:2:1: error: unknown statement "fnc"; did you mean "fn"?`},
+		{"collective allreduce\nif 1 { nop } esle { nop }\nparm x = 1\n", "x.msccl:2:14: error: unknown statement \"esle\"; did you mean \"else\"?\n" +
+			`x.msccl:3:1: error: unknown statement "parm"; did you mean "param"?`},
+		{"collective allreduce\nfro r in 0..2 {\n  if 1 { nop } ese if 0 { nop }\n}\n", "x.msccl:2:1: error: unknown statement \"fro\"; did you mean \"for\"?\n" +
+			`x.msccl:3:16: error: unknown statement "ese"; did you mean "else"?`},
 	} {
 		_, ds := Parse("x.msccl", []byte(c.src))
 		if ds.String() != c.want+"\n" {
