@@ -63,7 +63,7 @@ var allowed = map[string][]string{
 	"internal/size":     {},
 	// The socket transport knows nothing of plans or devices.
 	"internal/socket": {},
-	".":               {"algorithms", "compiler", "dsl", "executor/cpu", "executor/cuda", "internal/host", "internal/cpudev", "ir", "kernels", "runtime/bootstrap", "runtime/comm", "runtime/cuda", "internal/cudadev"},
+	".":               {"algorithms", "compiler", "dsl", "executor/cpu", "executor/cuda", "internal/host", "internal/cpudev", "ir", "kernels", "runtime/bootstrap", "runtime/comm", "runtime/cuda", "internal/cudadev", "internal/nvrtc"},
 	// Test helpers (like httptest): what the kernel tests use of NVRTC,
 	// and a job's ranks as goroutines for the communicator's users.
 	"internal/nvrtc/nvrtctest": {"internal/nvrtc"},

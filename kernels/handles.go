@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"reflect"
+	"unsafe"
 )
 
 // The handles a user's kernel receives (kernels/include/msccl), mirrored
@@ -14,6 +15,13 @@ import (
 // the executor's. Every field is spelled out (no implicit padding), so
 // binary.Write's little-endian image is the device layout; EncodeHandles
 // checks that.
+
+// MemoryChannelHandleBytes and PortChannelHandleBytes are the handles'
+// sizes in a device array.
+const (
+	MemoryChannelHandleBytes = int(unsafe.Sizeof(MemoryChannelHandle{}))
+	PortChannelHandleBytes   = int(unsafe.Sizeof(PortChannelHandle{}))
+)
 
 // WatchUserOp is WatchRecord.Op of a wait made by a user's kernel
 // (msccl::Watch) rather than by an op of the executor's table.
