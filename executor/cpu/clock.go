@@ -333,6 +333,11 @@ func joinPair(ce, cv *vclock, de, dv, se, sv *vnode, l int, made *bool) (*vnode,
 	if se == nil && sv == nil {
 		return de, dv
 	}
+	if de == nil && dv == nil {
+		// Nothing known yet (a block's pending clocks after a nop): adopt
+		// the source's pair rather than walk it leaf by leaf.
+		return se, sv
+	}
 	var oe, ov *vnode
 	allE, allV := true, true
 	for i := range vcFan {
