@@ -76,6 +76,10 @@ var allowed = map[string][]string{
 	// report the compiler's own diagnostics). TestCAPIConvertsOnly holds
 	// the rest.
 	"capi": {".", "compiler", "executor/cpu", "ir", "internal/hostmem"},
+	// libmsccl_nccl converts NCCL's arguments into msccl.Call: the
+	// bootstrap's error types become NCCL's codes, runtime/cuda serves
+	// ncclMemAlloc; no executor, no compiler.
+	"nccl": {".", "ir", "runtime/bootstrap", "runtime/cuda"},
 }
 
 // layered internal packages are held to their rules although they import
@@ -204,13 +208,15 @@ func TestLayering(t *testing.T) {
 	}
 }
 
-// capi holds no selection, staging or caching of its own: the names that
-// do those are the root package's and ir's, and a capi file that uses
-// them has grown logic a Go caller would miss.
+// capi and nccl hold no selection, staging or caching of their own: the
+// names that do those are the root package's and ir's, and a front end's
+// file that uses them has grown logic a Go caller would miss.
 func TestCAPIConvertsOnly(t *testing.T) {
 	files, err := filepath.Glob("capi/*.go")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("capi sources: %v %v", files, err)
+	nc, err2 := filepath.Glob("nccl/*.go")
+	files = append(files, nc...)
+	if err != nil || err2 != nil || len(nc) == 0 || len(files) == len(nc) {
+		t.Fatalf("capi and nccl sources: %v %v %v", files, err, err2)
 	}
 	forbidden := []string{"StageSpans", ".Pieces(", ".Next(", "compiler.Plans", "BufferBytes(", ".Open(", ".Alloc(", "RankExec", "sha256"}
 	for _, f := range files {
