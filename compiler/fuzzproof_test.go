@@ -18,21 +18,21 @@ import (
 // library algorithm compiled at 2–9 ranks, a fixture of
 // testdata/peer-plans, or a random chunk-level program of 2–4 ranks from
 // TestDifferential's generator: any collective, LL, double scratch),
-// applies the plan-level mutations its input
-// encodes (proofMutate: drop or add a nop, drop, move or duplicate a
-// signal, wait or flush, swap relaxed and release sync, move a chunk
-// index, wrap an op in a pipeline, toggle double scratch, fix a
-// reduction), and runs the result at an admitted size with 1–5 launches
-// once symbolically and once at byte level per type and reduction. It
-// fails when the two disagree in the ways TestDifferential forbids
-// (diffOne): a proven plan must be correct at byte level in every
-// type and reduction it serves, which also means it changes no input byte
-// of an out-of-place collective (the byte-level run reports clobbered
-// inputs) and no output byte but as the collective defines; deadlocks,
-// races and unbalanced signals are found by both modes or neither; and a
-// symbolic wrong result must be wrong at byte level unless a documented
-// blind spot explains it. A proven plan claimed rank-consistent must
-// also give every rank the same bits on random floats (consistentBits).
+// applies the plan-level mutations its input encodes (proofMutate: drop
+// or add a nop, drop, move or duplicate a signal, wait or flush, swap
+// relaxed and release sync, move a chunk index, wrap an op in a
+// pipeline, toggle double scratch, fix a reduction), and runs the result
+// at an admitted size with 1–5 launches once symbolically and once at
+// byte level per type and reduction. It fails when the two disagree in
+// the ways TestDifferential forbids (diffOne): a symbolically proven plan
+// must be correct at byte level in every type and reduction it serves,
+// which includes changing no input byte of an out-of-place collective
+// (both runs report clobbered inputs); deadlocks, races and unbalanced
+// signals are found by both modes or neither; a symbolic wrong result
+// must be wrong at byte level unless a documented blind spot explains
+// it; and the range and per-element symbolic modes must agree. A proven
+// plan claimed rank-consistent must also give every rank the same bits
+// on random floats (consistentBits).
 //
 // Each input is one plan at one size (a few milliseconds to a second at
 // nine ranks), so `go test -fuzz FuzzProof` explores many.
@@ -202,30 +202,17 @@ func proofSources(f *testing.F) []*proofSource {
 }
 
 // proofReductions are the reductions a plan is compared under: every one
-// (prod for integer types only) unless its ops name one reduction
-// explicitly, which it alone serves (a plan of `re max` is not an
-// allreduce-sum, and the byte-level run would rightly call it wrong).
-// A plan that mixes reductions serves none, yet the symbolic proof, which
-// adds whatever the op, calls it correct: a known defect (fixed
-// reductions claimed as every reduction) that would stop every fuzzing
-// run within a minute. Such plans get no byte-level comparison (nil);
-// the symbolic run and its range/element agreement still run.
+// (prod for integer types only), or the one its reduce_op fixes, which it
+// alone serves (ir.Plan.FixedReduce: a plan of `re max` is not an
+// allreduce-sum, and runs with sum are refused). A plan whose ops fix two
+// reductions serves none and every run refuses it: nil.
 func proofReductions(p *ir.Plan) []ir.ReduceOp {
-	named := map[ir.ReduceOp]bool{}
-	eachPlanOp(p, func(op *ir.Op) {
-		if op.Info().Reduces {
-			r := op.ReduceOp()
-			if r == ir.ReduceNone {
-				r = ir.ReduceSum
-			}
-			named[r] = true
-		}
-	})
+	fixed, err := p.FixedReduce()
 	switch {
-	case len(named) > 1:
+	case err != nil:
 		return nil
-	case named[ir.ReduceMin], named[ir.ReduceMax], named[ir.ReduceProd]:
-		return []ir.ReduceOp{planReduce(p)}
+	case fixed != ir.ReduceNone:
+		return []ir.ReduceOp{fixed}
 	}
 	return diffReduces
 }
