@@ -217,22 +217,6 @@ func proofReductions(p *ir.Plan) []ir.ReduceOp {
 	return diffReduces
 }
 
-// eachPlanOp calls f on every op of p, pipeline bodies included.
-func eachPlanOp(p *ir.Plan, f func(*ir.Op)) {
-	var walk func(ops []ir.Op)
-	walk = func(ops []ir.Op) {
-		for i := range ops {
-			f(&ops[i])
-			walk(ops[i].Ops())
-		}
-	}
-	for g := range p.GPUs {
-		for b := range p.GPUs[g].ThreadBlocks {
-			walk(p.GPUs[g].ThreadBlocks[b].Ops)
-		}
-	}
-}
-
 // The plan-level mutations, by the first byte of each 5-byte group.
 const (
 	mutDropNop = iota
