@@ -61,12 +61,27 @@ func (b *Buffer) Mem() Mem {
 	return DeviceMem(cuda.DevicePtr(memAddr(b.mem)), b.mem.Size())
 }
 
+// DevicePtr is the buffer's device address (0 on the cpu device), as a
+// kernel argument.
+func (b *Buffer) DevicePtr() DevicePtr {
+	if _, ok := b.mem.(interface{ Ptr() cuda.DevicePtr }); ok {
+		return cuda.DevicePtr(memAddr(b.mem))
+	}
+	return 0
+}
+
 // Close frees the buffer; peers keep their mappings until they close
 // their Registrations.
 func (b *Buffer) Close() error {
 	buffers.Delete(bufKey{b.c, memAddr(b.mem)})
 	return b.c.do(b.mem.Close)
 }
+
+// Do runs f with the rank's CUDA context current on the calling thread
+// (locked to it meanwhile), for driver calls of the user's own: a
+// Kernel's Launch, a stream's Synchronize, a copy. On the cpu device it
+// just calls f.
+func (c *RankComm) Do(f func() error) error { return c.do(f) }
 
 // do runs f in the rank's CUDA context (directly on the cpu device).
 func (c *RankComm) do(f func() error) error {
@@ -184,13 +199,14 @@ func (r *Registration) Close() error { return r.c.do(r.r.Close) }
 // passes its address), on the cpu device in host memory (Bytes). They
 // own the channels' semaphores and the watchdog's records.
 type Handles struct {
-	c     *RankComm
-	n     int
-	image []byte
-	dev   cuda.DevicePtr
-	chans *comm.UserChannels
-	watch []byte        // the records (cpu device; on cuda watchMem.Bytes)
-	wmem  *cuda.HostMem // mapped host memory of the records (cuda)
+	c      *RankComm
+	n      int
+	image  []byte
+	dev    cuda.DevicePtr
+	chans  *comm.UserChannels
+	watch  []byte        // the records (cpu device; on cuda watchMem.Bytes)
+	wmem   *cuda.HostMem // mapped host memory of the records (cuda)
+	watchv kernels.Watch
 }
 
 // HandleWatchBlocks is how many blocks' watchdog records Handles keep:
@@ -238,6 +254,7 @@ func (c *RankComm) MemoryChannels(ctx context.Context, peers []int, local, remot
 			waddr = uint64(uintptr(unsafe.Pointer(&h.watch[0])))
 		}
 		watch := kernels.Watch{Records: waddr, TimeoutNs: uint64(HandleTimeout), Rank: uint32(c.Rank()), NRecords: HandleWatchBlocks}
+		h.watchv = watch
 		hs := make([]kernels.MemoryChannelHandle, len(peers))
 		for i, ch := range h.chans.Chans {
 			hs[i] = kernels.MemoryChannelHandle{
@@ -269,6 +286,11 @@ func (c *RankComm) MemoryChannels(ctx context.Context, peers []int, local, remot
 	}
 	return h, nil
 }
+
+// Watch is the handles' watchdog (records, timeout, rank), for a kernel
+// argument msccl::Watch of the grid barrier or a semaphore of its own:
+// Check reports what it records too.
+func (h *Handles) Watch() kernels.Watch { return h.watchv }
 
 // Len is the number of handles.
 func (h *Handles) Len() int { return h.n }

@@ -76,8 +76,9 @@ func (k *Kernel) Image() []byte { return k.image }
 // or CuPy's, or the one a driver call outside any context falls back to),
 // loading the module there on first use. Each argument is passed by value
 // as the kernel declares it: int32, uint32, int64, uint64, int (as 64
-// bits), uintptr, float32, float64, bool (as one byte), a DevicePtr, or a
-// *Handles (its device address).
+// bits), uintptr, float32, float64, bool (as one byte), a DevicePtr, a
+// *Handles (its device address) or a kernels.Watch (msccl::Watch by
+// value).
 func (k *Kernel) Launch(stream uintptr, grid, block [3]uint32, args ...any) error {
 	vals, err := kernelArgs(k.name, args)
 	if err != nil {
@@ -138,6 +139,12 @@ func kernelArgs(name string, args []any) ([][]byte, error) {
 			if v {
 				b[0] = 1
 			}
+		case kernels.Watch:
+			img, err := kernels.EncodeHandles([]kernels.Watch{v})
+			if err != nil {
+				return nil, err
+			}
+			b = img
 		case *Handles:
 			if v == nil || v.dev == 0 {
 				return nil, fmt.Errorf("msccl: kernel %s: argument %d: handles not on a device (built on the cpu device, or closed)", name, i)
