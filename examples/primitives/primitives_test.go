@@ -101,12 +101,14 @@ func loopback(t *testing.T, timeout time.Duration) (cuda.DevicePtr, *cuda.HostMe
 	return dev, rec
 }
 
-// The ping-pong kernel's two ends as blocks 0 and 1 of one launch on one
-// GPU: every round trip completes, and the time per trip is logged.
-func TestPingPongLoopback(t *testing.T) {
-	gpu(t)
-	hs, _ := loopback(t, 5*time.Second)
-	src, _ := os.ReadFile("pingpong.cu")
+// pingpongKernel is pingpong.cu compiled for this GPU and 16 bytes of
+// device memory for its times.
+func pingpongKernel(t *testing.T) (*msccl.Kernel, cuda.DevicePtr) {
+	t.Helper()
+	src, err := os.ReadFile("pingpong.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
 	k, err := msccl.CompileKernel(string(src), "pingpong", msccl.KernelOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +117,16 @@ func TestPingPongLoopback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cuda.Free(out)
+	t.Cleanup(func() { cuda.Free(out) })
+	return k, out
+}
+
+// The ping-pong kernel's two ends as blocks 0 and 1 of one launch on one
+// GPU: every round trip completes, and the time per trip is logged.
+func TestPingPongLoopback(t *testing.T) {
+	gpu(t)
+	hs, _ := loopback(t, 5*time.Second)
+	k, out := pingpongKernel(t)
 	const rounds = 10000
 	if err := k.Launch(0, [3]uint32{2, 1, 1}, [3]uint32{32, 1, 1}, msccl.DevicePtr(hs), int32(1), int32(rounds), msccl.DevicePtr(out)); err != nil {
 		t.Fatal(err)
@@ -141,16 +152,7 @@ func TestPingPongLoopback(t *testing.T) {
 func TestWaitWithoutSignal(t *testing.T) {
 	gpu(t)
 	hs, rec := loopback(t, 200*time.Millisecond)
-	src, _ := os.ReadFile("pingpong.cu")
-	k, err := msccl.CompileKernel(string(src), "pingpong", msccl.KernelOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cuda.Malloc(16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cuda.Free(out)
+	k, out := pingpongKernel(t)
 	// One block, the answering side (first = 0): nobody starts.
 	start := time.Now()
 	if err := k.Launch(0, [3]uint32{1, 1, 1}, [3]uint32{32, 1, 1}, msccl.DevicePtr(hs), int32(0), int32(1), msccl.DevicePtr(out)); err != nil {
