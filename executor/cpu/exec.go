@@ -328,7 +328,9 @@ func (s *sim) switchOp(b *block, op *rop, w, unit int64) (bool, string) {
 	ctx := s.blockCtx(b)
 	pl := op.place
 	n := opBytes(op, w, unit)
-	if op.code == ir.OpGstorepkt {
+	// Packets move whole payloads (gstorepkt: ir.OpInfo says which
+	// operands are packets).
+	if op.dst[0].packet {
 		n = s.pktBytes(n)
 	}
 	topo := s.topo()
@@ -360,7 +362,7 @@ func (s *sim) switchOp(b *block, op *rop, w, unit int64) (bool, string) {
 	}
 	do, _ := clip(&op.dst[0], w, unit)
 	for _, m := range op.dst[0].group {
-		if op.code == ir.OpGstorepkt {
+		if op.dst[0].packet {
 			s.pktWrite(ctx, pl, m, do, data, b.launch, b.t+topo.OpLatencyUs+float64(2*n)/topo.SwitchGBps/1e3)
 			continue
 		}

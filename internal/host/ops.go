@@ -235,7 +235,7 @@ func (rn *run) packetOp(bl *blk, x *xop, w, unit int64) error {
 // CPU device needs no multicast object.
 func (rn *run) multicast(bl *blk, x *xop, w, unit int64) error {
 	n := opBytes(x, w, unit)
-	if x.code == ir.OpGstorepkt {
+	if x.dst[0].packet { // gstorepkt (ir.OpInfo)
 		n = rn.pktBytes(n)
 	}
 	if n == 0 {
@@ -268,7 +268,7 @@ func (rn *run) multicast(bl *blk, x *xop, w, unit int64) error {
 	}
 	do, _ := clip(&x.dst[0], w, unit)
 	for _, m := range x.dst[0].group {
-		if x.code == ir.OpGstorepkt {
+		if x.dst[0].packet {
 			writePkts(rn.pkts(m, do, n), data, rn.flag)
 			continue
 		}
