@@ -60,3 +60,38 @@ func TestPortPpktReadsPackets(t *testing.T) {
 		t.Logf("plain copy then port ppkt (symbolic %v): %s", sym, rep.Verdict)
 	}
 }
+
+// TestPortPpktAllReduce is the cross-node step of upstream's multi-node
+// LL allreduce plans, one GPU per node: each rank packs its input into
+// scratch slot 0 (cpkt), a port ppkt copies those packets into the peer's
+// slot 1, and repkt reduces the input with the packets received. The CPU
+// executor used to read the port ppkt's source as raw bytes and report
+// the plan wrong.
+func TestPortPpktAllReduce(t *testing.T) {
+	p := direct(ir.AllReduce, ir.ChanPort, 2, 1, 1, 2, func(r int, peers []int) []ir.Op {
+		return []ir.Op{
+			{Code: ir.OpCpkt, Src: []ir.BufRef{loc(ir.BufInput, 0)}, Dst: []ir.BufRef{loc(ir.BufScratch, 0)}},
+			{Code: ir.OpPpkt, ChannelType: ir.ChanPort, ChannelIDs: []int{0}, Src: []ir.BufRef{loc(ir.BufScratch, 0)}, Dst: []ir.BufRef{rem(2, 1)}},
+			{Code: ir.OpRepkt, Src: []ir.BufRef{loc(ir.BufInput, 0), loc(ir.BufScratch, 1)}, Dst: []ir.BufRef{loc(ir.BufOutput, 0)}},
+		}
+	})
+	p.Name, p.Protocol, p.DoubleScratch = "allreduce_port_ppkt", ir.LL, true
+	for r := range p.GPUs {
+		g := &p.GPUs[r]
+		g.RemoteBuffers = append(g.RemoteBuffers, ir.RemoteBuffer{Rank: 1 - r, Type: ir.BufScratch, AccessChannelTypes: []ir.ChannelType{ir.ChanPort}})
+		ids := &g.ThreadBlocks[0].RemoteBufferRefs[0].RemoteBufferIDs
+		*ids = append(*ids, len(g.RemoteBuffers)-1)
+	}
+	if ds := ir.Validate(p); len(ds) > 0 {
+		t.Fatalf("hand-built plan does not validate:\n%s", ds)
+	}
+	for _, opt := range []Options{{Size: 4096, DType: F32, Launches: 5}, {Size: 4096, DType: I32, Reduce: ir.ReduceMax, Launches: 3}, {Size: 4096, Symbolic: true, Launches: 4}} {
+		rep, err := Run(p, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rep.OK() {
+			t.Fatalf("%+v:\n%s", opt, rep)
+		}
+	}
+}
