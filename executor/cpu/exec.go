@@ -235,6 +235,9 @@ func (s *sim) packetOp(b *block, op *rop, w, unit int64) (bool, string) {
 			if pktSrc(k) {
 				o, _ := clip(&op.src[k], w, unit)
 				if ok, why := s.pktReady(b, op.src[k].rank, o, n); !ok {
+					if len(op.chans) > 0 && op.chans[0].typ == ir.ChanPort && op.code.Info().PortSrcPacket {
+						why += fmt.Sprintf("; over a port channel %s copies its source as it is, so the source must already be packets (a cpkt writes them)", op.code)
+					}
 					return false, why
 				}
 			}

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/msccl-go/msccl-go/ir"
@@ -57,7 +58,9 @@ func TestPortPpktReadsPackets(t *testing.T) {
 		if rep.OK() {
 			t.Fatalf("port ppkt of a plainly copied slot (symbolic %v): want it refused\n%s", sym, rep)
 		}
-		t.Logf("plain copy then port ppkt (symbolic %v): %s", sym, rep.Verdict)
+		if d := rep.Deadlocks; len(d) == 0 || !strings.Contains(d[0].Waiting, "must already be packets (a cpkt writes them)") {
+			t.Errorf("the deadlock does not name the port rule:\n%s", rep)
+		}
 	}
 }
 
