@@ -165,6 +165,17 @@ type pendingInit struct {
 	c            *ncComm
 }
 
+//export ncclCommInitRankScalable
+func ncclCommInitRankScalable(comm *unsafe.Pointer, nranks C.int, rank C.int, nId C.int, commIds *C.ncclUniqueId, config *C.msccl_config_head) C.int {
+	// Several ids spread NCCL's own rendezvous over several roots; ours
+	// has one root, so the first id serves (every rank passes the same
+	// list).
+	if nId < 1 || commIds == nil {
+		return record(nil, errorf(ncclInvalidArgument, "ncclCommInitRankScalable: nId %d or commIds NULL", int(nId)))
+	}
+	return commInit("ncclCommInitRankScalable", comm, nranks, *commIds, rank, config)
+}
+
 //export ncclCommInitAll
 func ncclCommInitAll(comm *unsafe.Pointer, ndev C.int, devlist *C.int) C.int {
 	return guard(nil, func() error {
@@ -457,6 +468,13 @@ func ncclReduce(sendbuff, recvbuff unsafe.Pointer, count C.size_t, datatype, op 
 func ncclBroadcast(sendbuff, recvbuff unsafe.Pointer, count C.size_t, datatype C.int, root C.int, comm, stream unsafe.Pointer) C.int {
 	n := elems(datatype, count)
 	return collective(comm, call{name: "ncclBroadcast", coll: ir.Broadcast, send: sendbuff, recv: recvbuff, sendN: n, recvN: n, dtype: int(datatype), root: int(root), stream: stream})
+}
+
+//export ncclBcast
+func ncclBcast(buff unsafe.Pointer, count C.size_t, datatype C.int, root C.int, comm, stream unsafe.Pointer) C.int {
+	// NCCL's older, in-place broadcast.
+	n := elems(datatype, count)
+	return collective(comm, call{name: "ncclBcast", coll: ir.Broadcast, send: buff, recv: buff, sendN: n, recvN: n, dtype: int(datatype), root: int(root), stream: stream})
 }
 
 //export ncclReduceScatter

@@ -124,6 +124,10 @@ static void collectives(ncclComm_t c, int n, size_t count) {
   memset(out, 0, count * sizeof(float));
   CHECK(ncclBroadcast(in, out, count, ncclFloat32, root, c, NULL));
   expect("broadcast", out, count, rank_at, &root);
+  /* The older in-place form. */
+  if (me == root) memcpy(out, in, count * sizeof(float));
+  CHECK(ncclBcast(out, count, ncclFloat32, root, c, NULL));
+  expect("bcast", out, count, rank_at, &root);
   root = 2 % n;
   memset(out, 0, count * sizeof(float));
   CHECK(ncclReduce(in, me == root ? out : NULL, count, ncclFloat32, ncclSum, root, c, NULL));
@@ -233,7 +237,11 @@ int main(int argc, char **argv) {
   }
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 1;
-  CHECK(ncclCommInitRankConfig(&comm, world, id, rank, &config));
+  if (world > 1 && rank == 1) { /* one rank through the scalable form */
+    CHECK(ncclCommInitRankScalable(&comm, world, rank, 1, &id, &config));
+  } else {
+    CHECK(ncclCommInitRankConfig(&comm, world, id, rank, &config));
+  }
   int n, me, dev;
   CHECK(ncclCommCount(comm, &n));
   CHECK(ncclCommUserRank(comm, &me));
