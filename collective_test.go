@@ -295,3 +295,32 @@ func TestSendRecvBuf(t *testing.T) {
 		return nil
 	})
 }
+
+// Ranks that make different calls hang until the watchdog; the error then
+// names what each rank made, not only the stuck blocks.
+func TestCallMismatchNamed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: waits for the cpu device's 10 s watchdog")
+	}
+	joinRanks(t, 2, func(ctx context.Context, rc *RankComm) error {
+		a, b := make([]byte, 4096), make([]byte, 8192)
+		for _, buf := range [][]byte{a, b} { // both sizes opened on both ranks
+			if err := rc.AllReduce(ctx, HostMem(buf), HostMem(buf), F32, Sum); err != nil {
+				return err
+			}
+		}
+		buf := a
+		if rc.Rank() == 1 {
+			buf = b
+		}
+		err := rc.AllReduce(ctx, HostMem(buf), HostMem(buf), F32, Sum)
+		if err == nil || !strings.Contains(err.Error(), "the ranks made different calls") ||
+			!strings.Contains(err.Error(), "call #3: allreduce of 4096 bytes") || !strings.Contains(err.Error(), "call #3: allreduce of 8192 bytes") {
+			return fmt.Errorf("mismatched calls: %v", err)
+		}
+		if ir.ErrorCode(err) != ir.CodeWatchdog {
+			return fmt.Errorf("the mismatch lost the watchdog's code: %v", err)
+		}
+		return nil
+	})
+}

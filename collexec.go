@@ -26,6 +26,10 @@ type collState struct {
 	order  []execKey             // opening order, closed in reverse
 	ready  map[readyKey]struct{} // (plan, size, type, reduction) prepared
 	self   [][]byte              // sends of this rank to itself, not yet received
+	seq    uint64                // collectives run on several ranks so far
+	// explain names a mismatch of calls across ranks in a hang's error
+	// (collmatch.go); nil in tests without a job.
+	explain func(err error, mine string) error
 	// entered, when set (tests), is called by each call once it holds
 	// the communicator, and what it returns when the call lets go.
 	entered func() (left func())
@@ -151,7 +155,12 @@ func (s *collState) do(ctx context.Context, n, rank int, cl Call, prepare bool) 
 	if g.useOut {
 		outs = ir.StageSpans(pout, g.out/pout, g.out/pout, regOut/pout)
 	}
-	return x.run(ctx, cl.DType, cl.Op, cl.In, ins, cl.Out, outs, cl.Stream)
+	s.seq++
+	err = x.run(ctx, cl.DType, cl.Op, cl.In, ins, cl.Out, outs, cl.Stream)
+	if err != nil && s.explain != nil {
+		err = s.explain(err, callDesc(s.seq, &cl, cl.Collective.MessageSize(g.in, g.out)))
+	}
+	return err
 }
 
 // checkPlan refuses a plan the caller gives for another collective,

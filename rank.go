@@ -103,6 +103,7 @@ func openComm(ctx context.Context, cfg bootstrap.Config, opt CommOptions) (*Rank
 	} else {
 		rc.coll = newCollState(hostDevice{rc})
 	}
+	rc.coll.explain = rc.explain
 	return rc, nil
 }
 
