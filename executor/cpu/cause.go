@@ -64,7 +64,15 @@ func (c Cause) Fix(where func(Place) string) string {
 	if c.Kind == 0 || int(c.Kind) >= len(fixWords) {
 		return ""
 	}
-	return fmt.Sprintf(fixWords[c.Kind], c.At.OpName+" "+where(c.At), c.Other.OpName+" "+where(c.Other))
+	return fmt.Sprintf(fixWords[c.Kind], opWords(c.At, where), opWords(c.Other, where))
+}
+
+// opWords names an op with where's location, or a rank's host.
+func opWords(pl Place, where func(Place) string) string {
+	if pl.Block < 0 {
+		return fmt.Sprintf("host of rank %d (between launches)", pl.Rank)
+	}
+	return pl.OpName + " " + where(pl)
 }
 
 // raceCause finds the step missing between the two accesses of a race;
@@ -79,6 +87,9 @@ func raceCause(p *ir.Plan, a, b Access) Cause {
 		}
 		return blockCause(p, a, b)
 	}
+	if c := proxySourceCause(p, a, b); c.Kind != 0 {
+		return c
+	}
 	w, r := a, b
 	if !w.Write {
 		w, r = b, a
@@ -87,6 +98,28 @@ func raceCause(p *ir.Plan, a, b Access) Cause {
 		return Cause{}
 	}
 	return publishCause(p, w, r)
+}
+
+// proxySourceCause: a port put's source, read by the proxy, rewritten on
+// its rank by another block or by the host after the kernel, with no
+// flush after the put in its block.
+func proxySourceCause(p *ir.Plan, a, b Access) Cause {
+	for _, x := range [2][2]Access{{a, b}, {b, a}} {
+		rd, wr := x[0], x[1]
+		if rd.Block < 0 || rd.Write || !wr.Write || wr.Rank != rd.Rank || wr.Block == rd.Block {
+			continue
+		}
+		ops := p.GPUs[rd.Rank].ThreadBlocks[rd.Block].Ops
+		if rd.Op >= len(ops) {
+			continue
+		}
+		put := &ops[rd.Op]
+		if put.ChannelType != ir.ChanPort || put.Info().Class == ir.ClassSync || put.Code == ir.OpPwsf || hasOp(ops[rd.Op+1:], ir.OpFlush) {
+			continue
+		}
+		return Cause{Kind: CauseFlush, At: rd.Place, Other: wr.Place}
+	}
+	return Cause{}
 }
 
 // blockCause: a and b are ops of one block, a first.
