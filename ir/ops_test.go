@@ -49,6 +49,46 @@ func TestOpTableConsistent(t *testing.T) {
 		if in.Paired && (in.Src.Max != in.Dst.Max || in.Src.Min != in.Dst.Min) {
 			t.Errorf("%s: paired op with src and dst bounds that differ", in.Name)
 		}
+		// What the executors ask instead of switching on codes: a signal
+		// needs a channel to signal, a node-crossing op and a port packet
+		// source need a port channel.
+		if in.Signals && in.ChannelIDs == MaskNone {
+			t.Errorf("%s: signals but names no channels", in.Name)
+		}
+		if (in.CrossNode || in.PortSrcPacket) && !in.ChannelIDs.Has(ChanPort) {
+			t.Errorf("%s: crosses nodes or reads port packets without port channel_ids", in.Name)
+		}
+	}
+	// The semantics the executors and the CUDA tables rely on, pinned.
+	for _, c := range []struct {
+		op                             OpCode
+		signals, crossNode, portSrcPkt bool
+	}{
+		{OpSignal, true, false, false}, {OpRlxSignal, true, false, false}, {OpWait, false, false, false},
+		{OpPut, false, true, false}, {OpPws, true, true, false}, {OpPwsf, true, true, false}, {OpGet, false, false, false},
+		{OpPpkt, false, true, true}, {OpRppkt, false, true, false}, {OpCpkt, false, false, false}, {OpGstorepkt, false, false, false},
+	} {
+		in := c.op.Info()
+		if in.Signals != c.signals || in.CrossNode != c.crossNode || in.PortSrcPacket != c.portSrcPkt {
+			t.Errorf("%s: signals %v crosses nodes %v port packet source %v; want %v %v %v", in.Name, in.Signals, in.CrossNode, in.PortSrcPacket, c.signals, c.crossNode, c.portSrcPkt)
+		}
+	}
+	for _, c := range []struct {
+		op       OpCode
+		ct       ChannelType
+		k        int
+		src, dst bool
+	}{
+		{OpPpkt, ChanMemory, 0, false, true}, {OpPpkt, ChanPort, 0, true, true},
+		{OpRppkt, ChanPort, 0, true, true}, {OpPut, ChanPort, 0, false, false},
+		{OpCpkt, ChanNone, 0, false, true}, {OpUpkt, ChanNone, 0, true, false},
+		{OpRepkt, ChanNone, 0, false, false}, {OpRepkt, ChanNone, 1, true, false},
+		{OpGstorepkt, ChanSwitch, 0, true, true}, {OpGstore, ChanSwitch, 0, false, false},
+	} {
+		op := Op{Code: c.op, ChannelType: c.ct}
+		if op.IsPacketSrc(c.k) != c.src || op.IsPacketDst(c.k) != c.dst {
+			t.Errorf("%s over %s operand %d: packet src %v dst %v; want %v %v", c.op, c.ct, c.k, op.IsPacketSrc(c.k), op.IsPacketDst(c.k), c.src, c.dst)
+		}
 	}
 	if len(seen) != int(NumOps) {
 		t.Errorf("%d names for %d ops", len(seen), NumOps)
