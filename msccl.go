@@ -94,9 +94,11 @@ type Options struct {
 	Timeout time.Duration
 	// LLWidth is the LL packet width, 8 or 16 bytes; 0 means 16.
 	LLWidth int
-	// ProxyHandler serves the port channels' requests on the cpu device
-	// (RankComm.Open); nil is the built-in copy and signal
-	// (docs/primitives.md, "Custom host proxies").
+	// ProxyHandler serves the port channels' requests: on the cpu device
+	// (RankComm.Open), and on the GPU with every rank in this process
+	// (Open: port channels then go through the host proxy); nil is the
+	// built-in copy and signal (docs/primitives.md, "Custom host
+	// proxies").
 	ProxyHandler ProxyHandler
 }
 
@@ -108,7 +110,13 @@ type Comm struct {
 
 // Open prepares every rank of p on the GPU.
 func Open(p *Plan, opt Options) (*Comm, error) {
-	ex, err := cudaexec.Open(p, cudaexec.Options{Timeout: opt.Timeout})
+	co := cudaexec.Options{Timeout: opt.Timeout}
+	if opt.ProxyHandler != nil {
+		// A handler serves the host proxy's queue: port channels must go
+		// through it rather than be copied by the kernel's threads.
+		co.PortCopy, co.ProxyHandler = cudaexec.PortCopyProxy, opt.ProxyHandler
+	}
+	ex, err := cudaexec.Open(p, co)
 	if err != nil {
 		return nil, err
 	}

@@ -201,7 +201,7 @@ type RankBuffers struct {
 func (c *RankComm) Open(ctx context.Context, p *Plan, opt Options) (*RankExec, error) {
 	if c.gpu != nil {
 		if opt.ProxyHandler != nil {
-			return nil, fmt.Errorf("msccl: Options.ProxyHandler: the cuda device's port proxy is the built-in one (custom handlers run on the cpu device)")
+			return nil, fmt.Errorf("msccl: Options.ProxyHandler: a rank of a cuda job copies port channels with its own threads (the host proxy needs every rank in one process: msccl.Open); custom handlers run on the cpu device and with Open")
 		}
 		ex, err := cudaexec.OpenRank(ctx, c.c, p, cudaexec.Options{Timeout: opt.Timeout})
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/internal/nvrtc"
+	proxyapi "github.com/msccl-go/msccl-go/internal/proxy"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/kernels"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
@@ -69,6 +70,11 @@ type Options struct {
 	Trace int
 	// PortCopy chooses who moves port channels' bytes (portcopy.go).
 	PortCopy PortCopy
+	// ProxyHandler, with PortCopyProxy, serves the port channels'
+	// requests from Go instead of the built-in C loop (proxyhandler.go):
+	// a user's handler of msccl.ProxyHandler, the default handling its
+	// Trigger.Default.
+	ProxyHandler proxyapi.Handler
 	// Devices places rank r on device Devices[r] (one entry per rank,
 	// CheckDevices; ParseDevices reads msccl-bench's --devices). Nil puts
 	// every rank on device 0 in the fallback context, as always; set, even

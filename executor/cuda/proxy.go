@@ -23,7 +23,8 @@ import (
 type proxy struct {
 	e       *Executor
 	ranks   []*proxyRank
-	pp      *cuda.PortProxy
+	pp      proxyServer
+	handler *handlerProxy // pp when a ProxyHandler serves the queues
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	failure error
@@ -75,6 +76,8 @@ func (p *proxy) loop(remote [][]*uint64, ready chan<- error) {
 	}
 	defer pctx.Destroy()
 	var qs []cuda.ProxyQueue
+	var qranks []int
+	var qpeers [][]int
 	var streams []*cuda.Stream
 	defer func() {
 		for _, s := range streams {
@@ -96,13 +99,21 @@ func (p *proxy) loop(remote [][]*uint64, ready chan<- error) {
 		streams = append(streams, s)
 		p.ranks = append(p.ranks, &proxyRank{head: rs.fifoHead, fifo: rs.fifo.Bytes, size: uint64(p.e.opt.FifoEntries)})
 		qs = append(qs, cuda.ProxyQueue{FIFO: rs.fifo, Size: uint64(p.e.opt.FifoEntries), Stream: s, Remote: remote[r]})
+		qranks = append(qranks, r)
+		qpeers = append(qpeers, rs.peers[1])
 	}
-	pp, err := cuda.NewPortProxy(qs, p.e.ctx)
-	if err != nil {
-		ready <- err
-		return
+	if h := p.e.opt.ProxyHandler; h != nil {
+		p.handler = newHandlerProxy(qs, qranks, qpeers, p.e.ctx, h)
+		p.pp = p.handler
+	} else {
+		pp, err := cuda.NewPortProxy(qs, p.e.ctx)
+		if err != nil {
+			ready <- err
+			return
+		}
+		p.pp = pp
 	}
-	p.pp = pp
+	pp := p.pp
 	ready <- nil
 	if err := pp.Run(); err != nil {
 		p.fail(err)
@@ -134,7 +145,23 @@ func (p *proxy) drain(heads []uint64, timeout time.Duration) error {
 // context, and returns the first failure.
 func (p *proxy) stop() error {
 	p.pp.Stop()
-	p.wg.Wait()
+	if p.handler != nil {
+		// A user's handler may block: give up on it after the watchdog's
+		// time (its thread, context and streams leak with it) rather
+		// than hang.
+		stopped := make(chan struct{})
+		go func() {
+			p.wg.Wait()
+			close(stopped)
+		}()
+		select {
+		case <-stopped:
+		case <-time.After(p.e.opt.Timeout):
+			return fmt.Errorf("port proxy did not stop within %v: %s", p.e.opt.Timeout, p.handler.busy())
+		}
+	} else {
+		p.wg.Wait()
+	}
 	p.pp.Free()
 	p.ranks = nil
 	return p.err()
@@ -163,6 +190,11 @@ func (p *proxy) describe() []string {
 		}
 		// The word a flush waits on, as the kernel would read it now.
 		flushed := binary.LittleEndian.Uint64(pr.fifo[(4*pr.size+1)*8:])
+		if p.handler != nil {
+			if b := p.handler.busy(); b != "" {
+				out = append(out, b)
+			}
+		}
 		out = append(out, fmt.Sprintf("port proxy queue %d: pushed %s, taken %d, copies complete %d, %d signals/flushes held, flushed word %d; stream query %d, not ready %d times in a row; next entry %s",
 			i, pushed, st.Taken, st.Done, st.Pending, flushed, st.LastQuery, st.NotReady, next))
 	}

@@ -87,7 +87,7 @@ func (p *proxy) trigger(r *preq, seq uint64) proxyapi.Trigger {
 	}
 	if r.pkts != nil || r.dst != nil {
 		t.Kind |= proxyapi.Put
-		t.Src = r.src
+		t.Src, t.Bytes = r.src, uint64(len(r.src))
 		t.Packets = r.pkts != nil
 		if !t.Packets {
 			t.Dst = r.dst

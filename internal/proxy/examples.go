@@ -48,7 +48,7 @@ func (c *Counter) HandleTrigger(t Trigger) Result {
 		c.peers[t.Peer] = s
 	}
 	s.Triggers++
-	s.Bytes += int64(len(t.Src))
+	s.Bytes += int64(t.Bytes)
 	s.Total += d
 	s.Max = max(s.Max, d)
 	if t.Kind&Put != 0 {
@@ -88,8 +88,8 @@ func (a *AddF32) HandleTrigger(t Trigger) Result {
 		t.RaiseSignal()
 		return Result{}
 	}
-	if t.Packets || len(t.Src)%4 != 0 || len(t.Dst) != len(t.Src) {
-		return Result{Err: fmt.Errorf("AddF32 cannot add %s: it adds whole float32s of plain (not LL packet) puts", t)}
+	if t.Src == nil || t.Packets || len(t.Src)%4 != 0 || len(t.Dst) != len(t.Src) {
+		return Result{Err: fmt.Errorf("AddF32 cannot add %s: it adds whole float32s of plain (not LL packet) puts in host memory (the cpu device)", t)}
 	}
 	if cap(a.staging) < len(t.Dst) {
 		a.staging = make([]byte, len(t.Dst))

@@ -51,6 +51,11 @@ type Trigger struct {
 	// packets tagged with the launch's flag (only Default writes those).
 	Src, Dst []byte
 	Packets  bool
+	// SrcPtr and DstPtr are the put's addresses where the data is device
+	// memory (the cuda device: Src and Dst are then nil), Bytes its size
+	// on either device.
+	SrcPtr, DstPtr uint64
+	Bytes          uint64
 
 	perform func() // the built-in handling of the whole trigger
 	signal  func() // the built-in signal alone
@@ -81,7 +86,7 @@ func (t Trigger) RaiseSignal() {
 }
 
 func (t Trigger) String() string {
-	return fmt.Sprintf("trigger #%d of rank %d: %s on port channel %d (peer rank %d, %d bytes)", t.Seq, t.Rank, t.Kind, t.Channel, t.Peer, len(t.Src))
+	return fmt.Sprintf("trigger #%d of rank %d: %s on port channel %d (peer rank %d, %d bytes)", t.Seq, t.Rank, t.Kind, t.Channel, t.Peer, t.Bytes)
 }
 
 // Result is what a handler reports; a non-nil Err fails the run that
