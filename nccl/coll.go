@@ -134,8 +134,9 @@ func (k *call) run() error {
 			cl.Out = msccl.Mem{}
 		}
 	}
-	if !k.reducing {
-		// Data movement only: every type is its bytes.
+	if !k.reducing || (rc.Size() == 1 && k.op < numOps) {
+		// Data movement only (a reduction over one rank is a copy too):
+		// every type is its bytes.
 		cl.DType = msccl.U8
 		return k.issue(cl)
 	}

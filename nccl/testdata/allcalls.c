@@ -312,6 +312,17 @@ int main(int argc, char **argv) {
     expect("initall rank 1", x1, 500, sum_at, NULL);
     CHECK(ncclCommDestroy(two[0]));
     CHECK(ncclCommDestroy(two[1]));
+    /* A world of one rank: every collective is a copy, whatever the type
+     * (an int64 sum too, which more ranks could not run). */
+    ncclComm_t solo;
+    CHECK(ncclCommInitAll(&solo, 1, NULL));
+    long long s1[3] = {1, -2, 3}, s2[3] = {0};
+    CHECK(ncclAllReduce(s1, s2, 3, ncclInt64, ncclSum, solo, NULL));
+    if (s2[0] != 1 || s2[1] != -2 || s2[2] != 3) FAIL("one-rank int64 allreduce: %lld %lld %lld", s2[0], s2[1], s2[2]);
+    memset(s2, 0, sizeof s2);
+    CHECK(ncclAllGather(s1, s2, 3, ncclInt64, solo, NULL));
+    if (s2[1] != -2) FAIL("one-rank allgather");
+    CHECK(ncclCommDestroy(solo));
     /* The same job made by ncclCommInitRank calls in one group. */
     ncclUniqueId id2;
     CHECK(ncclGetUniqueId(&id2));
