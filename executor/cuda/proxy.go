@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	proxyapi "github.com/msccl-go/msccl-go/internal/proxy"
 	"github.com/msccl-go/msccl-go/kernels"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
 )
@@ -149,14 +150,7 @@ func (p *proxy) stop() error {
 		// A user's handler may block: give up on it after the watchdog's
 		// time (its thread, context and streams leak with it) rather
 		// than hang.
-		stopped := make(chan struct{})
-		go func() {
-			p.wg.Wait()
-			close(stopped)
-		}()
-		select {
-		case <-stopped:
-		case <-time.After(p.e.opt.Timeout):
+		if !proxyapi.WaitTimeout(&p.wg, p.e.opt.Timeout) {
 			return fmt.Errorf("port proxy did not stop within %v: %s", p.e.opt.Timeout, p.handler.busy())
 		}
 	} else {

@@ -1,6 +1,7 @@
 package cudaexec
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -8,24 +9,22 @@ import (
 	proxyapi "github.com/msccl-go/msccl-go/internal/proxy"
 )
 
-// portAllgather puts each rank's input into its peer's output over a
-// port channel (the plan places the two ranks on two nodes; the executor
-// runs both in this process, so the proxy serves them).
-const portAllgather = `collective allgather chunks 1
-param nodes = 2
-param ranks = 2
-for r in 0..ranks {
-  copy rank(r).input[0] -> rank(1 - r).output[r] tb 0
-  copy rank(r).input[0] -> rank(r).output[r] tb 0
+// portAllgather is internal/proxy/testdata/port_allgather.msccl: each
+// rank puts its input into its peer's output over a port channel.
+func portAllgather() ([]byte, error) {
+	return os.ReadFile("../../internal/proxy/testdata/port_allgather.msccl")
 }
-`
 
 // A ProxyHandler serves the port channels from Go (handlerProxy): a
 // Counter around the default handling leaves every result as the CPU
 // executor computes it and sees each rank's puts to its peer.
 func TestGPUProxyHandler(t *testing.T) {
 	needGPU(t)
-	p, _, ds := compiler.CompileSource("port_allgather.msccl", []byte(portAllgather), nil, compiler.Options{})
+	src, err := portAllgather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _, ds := compiler.CompileSource("port_allgather.msccl", src, nil, compiler.Options{})
 	if ds.HasErrors() {
 		t.Fatal(ds.String())
 	}

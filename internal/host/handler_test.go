@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -18,18 +19,11 @@ import (
 	"github.com/msccl-go/msccl-go/runtime/comm"
 )
 
-// portAllgather is a two-rank allgather whose ranks sit on two nodes in
-// the plan, so each rank puts its input into the peer's output over a
-// port channel; the tests run both ranks on one node, so the puts go
-// through the rank's proxy and its handler.
-const portAllgather = `collective allgather chunks 1
-param nodes = 2
-param ranks = 2
-for r in 0..ranks {
-  copy rank(r).input[0] -> rank(1 - r).output[r] tb 0
-  copy rank(r).input[0] -> rank(r).output[r] tb 0
+// portAllgather is internal/proxy/testdata/port_allgather.msccl: each
+// rank puts its input into its peer's output over a port channel.
+func portAllgather() ([]byte, error) {
+	return os.ReadFile("../../internal/proxy/testdata/port_allgather.msccl")
 }
-`
 
 func portPlan(t *testing.T) *ir.Plan {
 	t.Helper()
@@ -42,7 +36,11 @@ func portPlan(t *testing.T) *ir.Plan {
 
 // compilePort is portPlan for a child process, which has no testing.T.
 func compilePort() (*ir.Plan, error) {
-	p, _, ds := compiler.CompileSource("port_allgather.msccl", []byte(portAllgather), nil, compiler.Options{})
+	src, err := portAllgather()
+	if err != nil {
+		return nil, err
+	}
+	p, _, ds := compiler.CompileSource("port_allgather.msccl", src, nil, compiler.Options{})
 	if ds.HasErrors() {
 		return nil, fmt.Errorf("%s", ds.String())
 	}

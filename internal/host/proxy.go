@@ -195,17 +195,10 @@ func (p *proxy) netPending() (bool, error) {
 // leaks) and named in the error, rather than hanging Close.
 func (p *proxy) stop(timeout time.Duration) error {
 	close(p.reqs)
-	stopped := make(chan struct{})
-	go func() {
-		p.wg.Wait()
-		close(stopped)
-	}()
-	select {
-	case <-stopped:
-		return nil
-	case <-time.After(timeout):
+	if !proxyapi.WaitTimeout(&p.wg, timeout) {
 		return fmt.Errorf("host: rank %d's port proxy did not stop within %v: %s", p.rank, timeout, p.busy(0))
 	}
+	return nil
 }
 
 // drain waits until every request queued so far is served: its copies

@@ -154,3 +154,20 @@ func (s *Serving) Busy(after time.Duration) string {
 	}
 	return ""
 }
+
+// WaitTimeout waits for wg up to d and reports whether it finished: a
+// proxy stopping a handler that may block waits this long, then gives up
+// on it (its goroutine leaks) rather than hang.
+func WaitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
