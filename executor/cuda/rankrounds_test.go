@@ -108,7 +108,10 @@ func TestLaunchRoundsRefusedClosedMissing(t *testing.T) {
 			return nil // never launches
 		}
 		err := lr.round(c.Rank(), true, c)
-		if err == nil || !strings.Contains(err.Error(), "rank(s) 2 of this process had not launched theirs") {
+		// Rank 2 returns at once, so the communicator may report it closed
+		// before the round's own timeout names it as not launched: either
+		// way the error must name rank 2 as the one missing.
+		if err == nil || !strings.Contains(err.Error(), "rank(s) 2 of this process") {
 			return fmt.Errorf("want the missing rank 2 named, got %v", err)
 		}
 		return nil
