@@ -131,7 +131,11 @@ func (lw *lowerer) chanFor(o *evOp, a, b int) (ir.ChannelType, bool) {
 		}
 	}
 	if t == ir.ChanMemory && lw.node(a) != lw.node(b) {
-		lw.pairErrorf("memory-across-nodes", o.rng(), fmt.Sprintf("ranks %d and %d are on nodes %d and %d (gpus_per_node = %d); memory channels only reach GPUs of one node: use `via port` or a port-capable op", a, b, lw.node(a), lw.node(b), h.gpusPerNode),
+		fix := "use `via port` or a port-capable op"
+		if !contains(o.via, "memory") {
+			fix = "`option inter = memory` chose it: set `option inter = port`"
+		}
+		lw.pairErrorf("memory-across-nodes", o.rng(), fmt.Sprintf("ranks %d and %d are on nodes %d and %d (gpus_per_node = %d); memory channels only reach GPUs of one node: %s", a, b, lw.node(a), lw.node(b), h.gpusPerNode, fix),
 			"no usable channel type for %s between rank %d and rank %d", o.name, a, b)
 		return t, false
 	}
