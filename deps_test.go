@@ -25,7 +25,7 @@ var allowed = map[string][]string{
 	"ir":                    {},
 	"dsl":                   {},
 	"executor/cpu":          {"ir"},
-	"compiler":              {"dsl", "ir", "executor/cpu"},
+	"compiler":              {"dsl", "ir", "executor/cpu", "internal/hostmem"},
 	"kernels":               {"ir"},
 	"runtime/cuda":          {},
 	"runtime/topo/topotest": {},
