@@ -108,7 +108,7 @@ def esc(s):
     return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
 
 
-def svg(series, metric, title, machine):
+def svg(series, metric, title, machine, xlabel="message size (bytes)", ylabel=None):
     W, H = 860, 500
     L, R, T, B = 70, 250, 50, 60
     pw, ph = W - L - R, H - T - B
@@ -154,8 +154,8 @@ def svg(series, metric, title, machine):
         out.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/>' % (L, y, L + pw, y))
         out.append('<text x="%d" y="%.1f" text-anchor="end">%s</text>' % (L - 6, y + 4, label))
     out.append('<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#333"/>' % (L, T, pw, ph))
-    out.append('<text x="%d" y="%d" text-anchor="middle">message size (bytes)</text>' % (L + pw / 2, H - 18))
-    ylab = "time per collective (µs, log)" if logy else "bus bandwidth (GB/s)"
+    out.append('<text x="%d" y="%d" text-anchor="middle">%s</text>' % (L + pw / 2, H - 18, esc(xlabel)))
+    ylab = ylabel or ("time per collective (µs, log)" if logy else "bus bandwidth (GB/s)")
     out.append('<text transform="translate(18,%d) rotate(-90)" text-anchor="middle">%s</text>' % (T + ph / 2, ylab))
     # "reference NAME @ STEP" names which run's grid a reference ran on;
     # when each NAME ran beside one step only (a sweep), the step adds
