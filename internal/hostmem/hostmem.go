@@ -64,7 +64,9 @@ const Env = "MSCCL_HOST_MEMORY"
 // NewBudget allows percent of the available memory (the rest is for the
 // Go heap's overhead, the plan and everything else on the host), the
 // value of $MSCCL_HOST_MEMORY when set, or Fallback where neither is
-// known.
+// known; and never more than percent of the process's address-space
+// limit (ulimit -v), past which the process would be killed instead of
+// refusing.
 func NewBudget(percent int64) (Budget, error) {
 	if v := os.Getenv(Env); v != "" {
 		n, err := size.Parse(v)
@@ -73,11 +75,14 @@ func NewBudget(percent int64) (Budget, error) {
 		}
 		return Budget{n, "$" + Env}, nil
 	}
-	avail, ok := Available()
-	if !ok {
-		return Budget{Fallback, "a fixed budget: MemAvailable unknown"}, nil
+	b := Budget{Fallback, "a fixed budget: MemAvailable unknown"}
+	if avail, ok := Available(); ok {
+		b = Budget{avail / 100 * percent, fmt.Sprintf("%d%% of MemAvailable %s", percent, Human(avail))}
 	}
-	return Budget{avail / 100 * percent, fmt.Sprintf("%d%% of MemAvailable %s", percent, Human(avail))}, nil
+	if lim, ok := addressLimit(); ok && lim/100*percent < b.Bytes {
+		b = Budget{lim / 100 * percent, fmt.Sprintf("%d%% of the address-space limit (ulimit -v) %s", percent, Human(lim))}
+	}
+	return b, nil
 }
 
 // Human prints a byte count for people: in the largest binary unit it

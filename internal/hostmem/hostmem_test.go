@@ -84,3 +84,21 @@ func TestNeed(t *testing.T) {
 		t.Fatalf("Need at %d = %d, want saturation at MaxInt64", big, n)
 	}
 }
+
+// TestBudgetAddressLimit: under `ulimit -v` the budget is a share of the
+// limit, not of the host's memory, so a run that would pass the limit is
+// refused instead of killed.
+func TestBudgetAddressLimit(t *testing.T) {
+	t.Setenv(Env, "")
+	old := addressLimit
+	defer func() { addressLimit = old }()
+	addressLimit = func() (int64, bool) { return 4 << 30, true }
+	b, err := NewBudget(75)
+	if err != nil || b.Bytes != (4<<30)/100*75 || b.From != "75% of the address-space limit (ulimit -v) 4GiB" {
+		t.Fatalf("NewBudget(75) under a 4GiB limit = %+v, %v", b, err)
+	}
+	addressLimit = func() (int64, bool) { return 1 << 60, true }
+	if b, _ := NewBudget(75); strings.Contains(b.From, "ulimit") {
+		t.Fatalf("a limit above the memory available chose the limit: %+v", b)
+	}
+}
