@@ -19,8 +19,9 @@ extern "C" __global__ void bandwidth(const msccl::MemoryChannel* ch, msccl::Devi
   } else if (mode == MODE_GET) {
     c.get(off, off, share);
   } else {
-    // Packets carry twice their payload: the peer's packet buffer holds
-    // bytes*2 from offset 0 (the registered buffer must be that large).
+    // Packets carry twice their payload: the peer's packet buffer (a
+    // registration of its own, twice bytes, apart from the payload's)
+    // holds them from offset 0.
     c.putPackets<msccl::LL16Packet>(2 * off, off, (u32)share, threadIdx.x, blockDim.x, flag);
     c.unpackPackets<msccl::LL16Packet>(2 * off, off, (u32)share, threadIdx.x, blockDim.x, flag);
   }

@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -37,8 +38,7 @@ func run() error {
 	}
 	r := rc.Rank()
 	const maxBytes = 256 << 20
-	// Packets need twice the payload in the receiving buffer.
-	buf, err := rc.AllocBuffer(2 * maxBytes)
+	buf, err := rc.AllocBuffer(maxBytes)
 	if err != nil {
 		return err
 	}
@@ -53,6 +53,24 @@ func run() error {
 		return err
 	}
 	defer ch.Close()
+	// Packets land in a buffer of their own, twice the payload: unpacked
+	// into buf, they must not share bytes with it (a block's payload
+	// would overwrite packets another block still waits for).
+	pkt, err := rc.AllocBuffer(2 * maxBytes)
+	if err != nil {
+		return err
+	}
+	defer pkt.Close()
+	pktReg, err := rc.Register(ctx, pkt.Mem())
+	if err != nil {
+		return err
+	}
+	defer pktReg.Close()
+	chPkt, err := rc.MemoryChannels(ctx, []int{1 - r}, reg, pktReg)
+	if err != nil {
+		return err
+	}
+	defer chPkt.Close()
 	scratch, err := rc.AllocBuffer(4096) // ping-pong times, the grid barrier
 	if err != nil {
 		return err
@@ -98,10 +116,14 @@ func run() error {
 			blocks := uint32(min(max(size/(64<<10), 1), 64))
 			start := time.Now()
 			const iters = 20
+			c := ch
+			if mode == 2 {
+				c = chPkt
+			}
 			for range iters {
 				flag++
 				if err := rc.Do(func() error {
-					return bw.Launch(0, [3]uint32{blocks, 1, 1}, [3]uint32{512, 1, 1}, ch, syncer, watch, int32(mode), uint64(size), flag)
+					return bw.Launch(0, [3]uint32{blocks, 1, 1}, [3]uint32{512, 1, 1}, c, syncer, watch, int32(mode), uint64(size), flag)
 				}); err != nil {
 					return err
 				}
@@ -111,7 +133,7 @@ func run() error {
 			}
 			gbs[mode] = float64(size) * iters / time.Since(start).Seconds() / 1e9
 		}
-		if err := ch.Check(); err != nil {
+		if err := errors.Join(ch.Check(), chPkt.Check()); err != nil {
 			return err
 		}
 		if r == 0 {
