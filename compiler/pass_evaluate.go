@@ -16,7 +16,7 @@ import (
 const (
 	maxEvalOps    = 4 << 20
 	maxLoopIters  = 1 << 24
-	maxRanks      = 1 << 14
+	maxRanks      = ir.MaxRanks // what ir.Validate accepts
 	maxChunks     = 1 << 16
 	maxScratchIdx = 1 << 20
 )
