@@ -104,8 +104,12 @@ func (p *proxy) loop(remote [][]*uint64, ready chan<- error) {
 		qpeers = append(qpeers, rs.peers[1])
 	}
 	if h := p.e.opt.ProxyHandler; h != nil {
-		p.handler = newHandlerProxy(qs, qranks, qpeers, p.e.ctx, h)
-		p.pp = p.handler
+		hp, err := newHandlerProxy(qs, qranks, qpeers, p.e.ctx, h)
+		if err != nil {
+			ready <- err
+			return
+		}
+		p.handler, p.pp = hp, hp
 	} else {
 		pp, err := cuda.NewPortProxy(qs, p.e.ctx)
 		if err != nil {

@@ -31,6 +31,7 @@ type proxyServer interface {
 // when a handler is given.
 type handlerProxy struct {
 	qs    []cuda.ProxyQueue
+	fifos []*kernels.FIFO
 	ranks []int   // the rank of each queue
 	peers [][]int // each queue's port channels' peers
 	data  *cuda.Context
@@ -42,13 +43,18 @@ type handlerProxy struct {
 	serving proxyapi.Serving
 }
 
-func newHandlerProxy(qs []cuda.ProxyQueue, ranks []int, peers [][]int, data *cuda.Context, h proxyapi.Handler) *handlerProxy {
-	return &handlerProxy{qs: qs, ranks: ranks, peers: peers, data: data, h: h,
+func newHandlerProxy(qs []cuda.ProxyQueue, ranks []int, peers [][]int, data *cuda.Context, h proxyapi.Handler) (*handlerProxy, error) {
+	hp := &handlerProxy{qs: qs, ranks: ranks, peers: peers, data: data, h: h,
 		taken: make([]atomic.Uint64, len(qs)), done: make([]atomic.Uint64, len(qs))}
+	for _, q := range qs {
+		f, err := kernels.NewFIFO(q.FIFO.Bytes, q.Size)
+		if err != nil {
+			return nil, err
+		}
+		hp.fifos = append(hp.fifos, f)
+	}
+	return hp, nil
 }
-
-// word is the 64-bit word w of queue q's FIFO region.
-func (hp *handlerProxy) word(q int, w uint64) *uint64 { return hp.qs[q].FIFO.Word(int64(8 * w)) }
 
 // Run serves until Stop, on the calling (locked) thread; the first
 // failure, a handler's included, ends it.
@@ -71,35 +77,29 @@ func (hp *handlerProxy) Run() error {
 
 // step serves at most one request of queue q.
 func (hp *handlerProxy) step(q int) (bool, error) {
-	qu := hp.qs[q]
-	tail := hp.taken[q].Load()
-	e := kernels.FifoEntryWords * (tail & (qu.Size - 1))
-	seqMask := uint64(1)<<kernels.FifoSeqBits - 1
-	tag := atomic.LoadUint64(hp.word(q, e+3))
-	if tag == 0 || tag&seqMask != (tail+1)&seqMask {
+	f := hp.fifos[q]
+	e, ok := f.Pop()
+	if !ok {
 		return false, nil
 	}
-	src, dst, n := atomic.LoadUint64(hp.word(q, e)), atomic.LoadUint64(hp.word(q, e+1)), atomic.LoadUint64(hp.word(q, e+2))
-	kind, ch := tag>>kernels.FifoKindShift, int(tag>>kernels.FifoChanShift&kernels.FifoChanMask)
-	atomic.StoreUint64(hp.word(q, e+3), 0)
-	hp.taken[q].Store(tail + 1)
-	atomic.StoreUint64(hp.word(q, kernels.FifoEntryWords*qu.Size), tail+1)
-	if kind == kernels.FifoFlush {
+	hp.taken[q].Store(e.Seq)
+	if e.Kind == kernels.FifoFlush {
 		// Every earlier trigger was handled before this one was taken.
-		atomic.StoreUint64(hp.word(q, kernels.FifoEntryWords*qu.Size+1), tail+1)
-		hp.done[q].Store(tail + 1)
+		f.Flushed(e.Seq)
+		hp.done[q].Store(e.Seq)
 		return true, nil
 	}
-	if (kind != kernels.FifoPut && kind != kernels.FifoSignal) || ch >= len(hp.peers[q]) {
-		return false, fmt.Errorf("port proxy: rank %d: request %d has kind %d on channel %d (%d port channels)", hp.ranks[q], tail+1, kind, ch, len(hp.peers[q]))
+	if (e.Kind != kernels.FifoPut && e.Kind != kernels.FifoSignal) || e.Chan >= len(hp.peers[q]) {
+		return false, fmt.Errorf("port proxy: rank %d: request %d has kind %d on channel %d (%d port channels)", hp.ranks[q], e.Seq, e.Kind, e.Chan, len(hp.peers[q]))
 	}
-	t := proxyapi.Trigger{Rank: hp.ranks[q], Peer: hp.peers[q][ch], Channel: ch, Seq: tail + 1, SrcPtr: src, DstPtr: dst, Bytes: n}
+	ch := e.Chan
+	t := proxyapi.Trigger{Rank: hp.ranks[q], Peer: hp.peers[q][ch], Channel: ch, Seq: e.Seq, SrcPtr: e.Src, DstPtr: e.Dst, Bytes: e.Size}
 	var perform func()
 	var failed error
-	signal := func() { atomic.AddUint64(qu.Remote[ch], 1) }
-	if kind == kernels.FifoPut {
+	signal := func() { atomic.AddUint64(hp.qs[q].Remote[ch], 1) }
+	if e.Kind == kernels.FifoPut {
 		t.Kind = proxyapi.Put
-		perform = func() { failed = hp.copy(q, dst, src, n) }
+		perform = func() { failed = hp.copy(q, e.Dst, e.Src, e.Size) }
 	} else {
 		t.Kind = proxyapi.Signal
 		perform = signal
@@ -111,7 +111,7 @@ func (hp *handlerProxy) step(q int) (bool, error) {
 	if res.Err != nil {
 		return false, fmt.Errorf("port proxy: rank %d: %w", hp.ranks[q], res.Err)
 	}
-	hp.done[q].Store(tail + 1)
+	hp.done[q].Store(e.Seq)
 	return true, nil
 }
 
@@ -131,10 +131,7 @@ func (hp *handlerProxy) copy(q int, dst, src, n uint64) error {
 func (hp *handlerProxy) Done(q int) uint64 { return hp.done[q].Load() }
 
 func (hp *handlerProxy) State(q int) cuda.ProxyState {
-	qu := hp.qs[q]
-	tail := hp.taken[q].Load()
-	next := atomic.LoadUint64(hp.word(q, kernels.FifoEntryWords*(tail&(qu.Size-1))+3))
-	return cuda.ProxyState{Taken: tail, Done: hp.done[q].Load(), NextTag: next}
+	return cuda.ProxyState{Taken: hp.taken[q].Load(), Done: hp.done[q].Load(), NextTag: hp.fifos[q].Peek()}
 }
 
 // busy names a handler stuck on one trigger, for a hang report.
