@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/msccl-go/msccl-go/internal/diag"
+	"github.com/msccl-go/msccl-go/internal/hostmem"
 	"github.com/msccl-go/msccl-go/internal/size"
 	"github.com/msccl-go/msccl-go/ir"
 )
@@ -19,6 +20,13 @@ func init() {
 // printing every diagnostic (in format f) at the file. It returns nil when
 // the plan has errors or is refused for its size.
 func loadPlan(path string, stderr io.Writer, f diag.Format, maxBytes int64) *ir.Plan {
+	if maxBytes == ir.DefaultMaxPlanBytes {
+		// Unless the cap was chosen, decoding must also fit the host's
+		// memory budget (that of sim, which also heeds ulimit -v).
+		if b, err := hostmem.NewBudget(simMemoryPercent); err == nil && b.Bytes/ir.DecodeBytesPerByte < maxBytes {
+			maxBytes = max(1, b.Bytes/ir.DecodeBytesPerByte)
+		}
+	}
 	data, err := ir.ReadPlanFile(path, maxBytes)
 	var tl *ir.PlanTooLargeError
 	if errors.As(err, &tl) {
@@ -46,11 +54,12 @@ func loadPlan(path string, stderr io.Writer, f diag.Format, maxBytes int64) *ir.
 
 // planSizeFlag registers --max-plan-size, the cap loadPlan reads plans
 // under: decoding needs about ir.DecodeBytesPerByte times the file in
-// memory, so a plan far above the cap is refused before it is read.
+// memory, so a plan far above the cap is refused before it is read. Left
+// at its default, the cap also shrinks to the host's memory budget.
 func planSizeFlag(fs *flagSet) *int64 {
 	n := new(int64)
 	*n = ir.DefaultMaxPlanBytes
-	fs.Func("max-plan-size", fmt.Sprintf("refuse plan files larger than this before decoding them (default %s; decoding needs about %d times the file in memory)",
+	fs.Func("max-plan-size", fmt.Sprintf("refuse plan files larger than this before decoding them (default %s, or less where the memory budget is smaller; decoding needs about %d times the file in memory)",
 		size.Format(ir.DefaultMaxPlanBytes), ir.DecodeBytesPerByte), func(s string) error {
 		v, err := size.Parse(s)
 		if err != nil {
