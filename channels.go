@@ -204,9 +204,10 @@ type Handles struct {
 	image  []byte
 	dev    cuda.DevicePtr
 	chans  *comm.UserChannels
-	watch  []byte        // the records (cpu device; on cuda watchMem.Bytes)
+	watch  []byte        // the records (on cuda wmem.Bytes)
 	wmem   *cuda.HostMem // mapped host memory of the records (cuda)
 	watchv kernels.Watch
+	port   *portProxy // port channels: the proxy serving their FIFO
 }
 
 // HandleWatchBlocks is how many blocks' watchdog records Handles keep:
@@ -224,37 +225,15 @@ const HandleTimeout = 10 * time.Second
 // write into at the peer (dst), which is also where the peer's packets
 // land here (packets).
 func (c *RankComm) MemoryChannels(ctx context.Context, peers []int, local, remote *Registration) (*Handles, error) {
-	why := ""
-	switch {
-	case local == nil || remote == nil:
-		why = "no local or remote registration"
-	case local.c != c || remote.c != c:
-		why = "a registration of another communicator"
-	}
-	if err := c.agree(ctx, "MemoryChannels", why); err != nil {
+	h, err := c.userChannels(ctx, "MemoryChannels", "", peers, local, remote)
+	if err != nil {
 		return nil, err
 	}
-	h := &Handles{c: c, n: len(peers)}
-	var err error
-	h.chans, err = c.c.UserChannels(ctx, peers)
-	if err != nil {
-		return nil, fmt.Errorf("msccl: MemoryChannels: %w", err)
-	}
 	err = c.do(func() error {
-		records := int64(HandleWatchBlocks * kernels.WatchBytes)
-		var waddr uint64
-		if c.gpu != nil {
-			m, err := cuda.HostAllocMapped(records)
-			if err != nil {
-				return err
-			}
-			h.wmem, h.watch, waddr = m, m.Bytes, uint64(m.Dev)
-		} else {
-			h.watch = make([]byte, records)
-			waddr = uint64(uintptr(unsafe.Pointer(&h.watch[0])))
+		watch, err := h.newWatch()
+		if err != nil {
+			return err
 		}
-		watch := kernels.Watch{Records: waddr, TimeoutNs: uint64(HandleTimeout), Rank: uint32(c.Rank()), NRecords: HandleWatchBlocks}
-		h.watchv = watch
 		hs := make([]kernels.MemoryChannelHandle, len(peers))
 		for i, ch := range h.chans.Chans {
 			hs[i] = kernels.MemoryChannelHandle{
@@ -267,18 +246,7 @@ func (c *RankComm) MemoryChannels(ctx context.Context, peers []int, local, remot
 				Packets: memAddr(remote.r.Local),
 			}
 		}
-		img, err := kernels.EncodeHandles(hs)
-		if err != nil {
-			return err
-		}
-		h.image = img
-		if c.gpu == nil || len(img) == 0 {
-			return nil
-		}
-		if h.dev, err = cuda.Malloc(int64(len(img))); err != nil {
-			return err
-		}
-		return cuda.MemcpyHtoD(h.dev, img)
+		return place(h, hs)
 	})
 	if err != nil {
 		h.Close()
@@ -291,6 +259,63 @@ func (c *RankComm) MemoryChannels(ctx context.Context, peers []int, local, remot
 // argument msccl::Watch of the grid barrier or a semaphore of its own:
 // Check reports what it records too.
 func (h *Handles) Watch() kernels.Watch { return h.watchv }
+
+// userChannels agrees with every rank that the call can go on (why, or
+// a registration that is missing or not this communicator's, refuses it
+// on all) and connects the channels' semaphores.
+func (c *RankComm) userChannels(ctx context.Context, what, why string, peers []int, local, remote *Registration) (*Handles, error) {
+	switch {
+	case why != "":
+	case local == nil || remote == nil:
+		why = "no local or remote registration"
+	case local.c != c || remote.c != c:
+		why = "a registration of another communicator"
+	}
+	if err := c.agree(ctx, what, why); err != nil {
+		return nil, err
+	}
+	chans, err := c.c.UserChannels(ctx, peers)
+	if err != nil {
+		return nil, fmt.Errorf("msccl: %s: %w", what, err)
+	}
+	return &Handles{c: c, n: len(peers), chans: chans}, nil
+}
+
+// newWatch allocates the watchdog records (mapped host memory on cuda)
+// and returns the msccl::Watch the handles carry. In the rank's context.
+func (h *Handles) newWatch() (kernels.Watch, error) {
+	records := int64(HandleWatchBlocks * kernels.WatchBytes)
+	var waddr uint64
+	if h.c.gpu != nil {
+		m, err := cuda.HostAllocMapped(records)
+		if err != nil {
+			return kernels.Watch{}, err
+		}
+		h.wmem, h.watch, waddr = m, m.Bytes, uint64(m.Dev)
+	} else {
+		h.watch = make([]byte, records)
+		waddr = uint64(uintptr(unsafe.Pointer(&h.watch[0])))
+	}
+	h.watchv = kernels.Watch{Records: waddr, TimeoutNs: uint64(HandleTimeout), Rank: uint32(h.c.Rank()), NRecords: HandleWatchBlocks}
+	return h.watchv, nil
+}
+
+// place encodes the handles and, on cuda, copies them to device memory.
+// In the rank's context.
+func place[T any](h *Handles, hs []T) error {
+	img, err := kernels.EncodeHandles(hs)
+	if err != nil {
+		return err
+	}
+	h.image = img
+	if h.c.gpu == nil || len(img) == 0 {
+		return nil
+	}
+	if h.dev, err = cuda.Malloc(int64(len(img))); err != nil {
+		return err
+	}
+	return cuda.MemcpyHtoD(h.dev, img)
+}
 
 // Len is the number of handles.
 func (h *Handles) Len() int { return h.n }
@@ -314,16 +339,28 @@ func (h *Handles) Check() error {
 		errs = append(errs, fmt.Errorf("rank %d block %d: %s on channel %d (peer rank %d) timed out after %v: expected %d, saw %d",
 			w.Rank, w.Block, w.What(), w.Channel, w.Peer, HandleTimeout, w.Expected, w.Seen))
 	}
+	if h.port != nil {
+		if err := h.port.failure(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("msccl: watchdog: %w", errors.Join(errs...))
 	}
 	return nil
 }
 
-// Close frees the array, the semaphores and the records.
+// Close stops the port channels' proxy and frees the array, the
+// semaphores and the records.
 func (h *Handles) Close() error {
 	return h.c.do(func() error {
 		var errs []error
+		if h.port != nil {
+			if err := h.port.stop(HandleTimeout); err != nil {
+				return err // the handler may still run: keep its memory
+			}
+			h.port = nil
+		}
 		if h.dev != 0 {
 			errs = append(errs, cuda.Free(h.dev))
 			h.dev = 0

@@ -19,16 +19,11 @@ import (
 func TestMemoryChannelsCPU(t *testing.T) {
 	joinRanks(t, 3, func(ctx context.Context, rc *RankComm) error {
 		r := rc.Rank()
-		buf, err := rc.AllocBuffer(4096)
+		buf, reg, err := registered(ctx, rc, 4096)
 		if err != nil {
 			return err
 		}
 		defer buf.Close()
-		buf.Mem().host[0] = byte(r + 1)
-		reg, err := rc.Register(ctx, buf.Mem())
-		if err != nil {
-			return err
-		}
 		defer reg.Close()
 		var peers []int
 		for p := range rc.Size() {
@@ -85,6 +80,24 @@ func TestMemoryChannelsCPU(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// registered is a buffer of size bytes, each byte rank+1, registered
+// with the node's ranks.
+func registered(ctx context.Context, rc *RankComm, size int64) (*Buffer, *Registration, error) {
+	buf, err := rc.AllocBuffer(size)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i := range buf.Mem().host {
+		buf.Mem().host[i] = byte(rc.Rank() + 1)
+	}
+	reg, err := rc.Register(ctx, buf.Mem())
+	if err != nil {
+		buf.Close()
+		return nil, nil, err
+	}
+	return buf, reg, nil
 }
 
 // partnerOf is the index, in rank p's list (every other rank twice, in
