@@ -15,10 +15,11 @@ import (
 // that the host and the kernel (and the port-channel proxy in
 // runtime/cuda/proxy.c) must agree on, written once. `go generate
 // ./kernels` renders it, with the ir op table, channel types and data
-// types, into kernels/abi.cuh (prepended to the kernel source),
-// kernels/abi_check.cuh (appended: static_asserts of every struct size and
-// field offset against layout.go's Go mirrors) and runtime/cuda/abi.h
-// (the proxy's constants). TestGeneratedFilesFresh fails when a committed
+// types, into kernels/include/msccl/abi.cuh (prepended to the kernel
+// source), kernels/abi_check.cuh (appended: static_asserts of every
+// struct size and field offset against layout.go's Go mirrors),
+// kernels/include/msccl/handles_check.cuh (the same for the channel
+// handles of handles.go) and runtime/cuda/abi.h (the proxy's constants). TestGeneratedFilesFresh fails when a committed
 // file differs from what the generator writes.
 
 //go:generate go run ./internal/abigen

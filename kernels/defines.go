@@ -10,7 +10,8 @@ import (
 // Tunables are the executor kernel's compile-time knobs that
 // MSCCL_KERNEL_DEFINES may set, for measuring a variant beside the
 // default in one device run (issue 17); each one's default and meaning are
-// at its #ifndef in executor.cu or channels.cuh. The batch and depth knobs
+// at its #ifndef in executor.cu or a header of include/msccl
+// (memory_channel.cuh, semaphore.cuh). The batch and depth knobs
 // change speed only (the reduction order is fixed whatever the batch);
 // SIGNAL_FENCE=0 leans on the memory model and SIGNAL_SCOPE_GPU=1 on
 // every peer sharing this GPU, so they are for measuring.

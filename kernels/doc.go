@@ -13,6 +13,14 @@
 // abi.cuh, abi_check.cuh and runtime/cuda/abi.h, so the device, the plan
 // format and the proxy cannot drift apart.
 //
+// The primitives themselves (signal, wait, the port-channel FIFO, LL
+// packets, the block copy, the grid barrier) live in the device headers
+// of include/msccl, which users' kernels include as well
+// (docs/primitives.md): the executor is built on them, TestPTXGolden
+// holds its PTX still across changes to them, and the handles a user's
+// kernel receives are mirrored in handles.go and asserted by the
+// generated handles_check.cuh. fifo.go reads and writes the FIFO from Go.
+//
 // kernels knows nothing about plans beyond the op codes and nothing about
 // the driver: it must not import executor/ or runtime/ outside tests.
 package kernels

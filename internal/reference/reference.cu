@@ -7,8 +7,9 @@
 // order, accumulated in f32 and rounded once), so that msccl-bench -c
 // checks them against the CPU executor's result for the plan.
 //
-// Before this file come abi.cuh, common.cuh, reduce.cuh and channels.cuh
-// of package kernels (codes, PTX primitives, Acc, LL packets, watchdog).
+// Before this file come the device headers of package kernels and its
+// reduce.cuh (kernels.Primitives: codes, PTX primitives, Acc, LL packets,
+// watchdog).
 
 #define REF_MAX_RANKS 32
 

@@ -46,7 +46,7 @@ PTX_RED_ADD(red_release_sys_add, "release.sys")
 PTX_RED_ADD(red_relaxed_sys_add, "relaxed.sys")
 DEV void fence_acq_rel_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
 // GPU-scope forms of the signal primitives, for SIGNAL_SCOPE_GPU only
-// (channels.cuh): they order nothing for another GPU or the host.
+// (semaphore.cuh): they order nothing for another GPU or the host.
 PTX_LD(ld_acquire_gpu64, u64, "acquire.gpu", "u64", "l")
 PTX_LD(ld_relaxed_gpu64, u64, "relaxed.gpu", "u64", "l")
 PTX_RED_ADD(red_release_gpu_add, "release.gpu")

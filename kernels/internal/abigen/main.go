@@ -1,7 +1,8 @@
 // Command abigen writes the device-interface files of kernels/abi.go:
-// kernels/abi.cuh, kernels/abi_check.cuh and runtime/cuda/abi.h. Run it
-// through `go generate ./kernels`; it finds the module root by walking up
-// from the working directory to go.mod (or takes -root).
+// kernels/include/msccl/abi.cuh and handles_check.cuh,
+// kernels/abi_check.cuh and runtime/cuda/abi.h. Run it through `go
+// generate ./kernels`; it finds the module root by walking up from the
+// working directory to go.mod (or takes -root).
 package main
 
 import (
