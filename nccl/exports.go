@@ -574,10 +574,16 @@ func ncclGroupStart() C.int {
 	return ncclSuccess
 }
 
+// leaveGroup closes this thread's innermost group: the group's number
+// and the depth left (-1: no group was open).
+func leaveGroup() (id int64, depth int) {
+	id = int64(C.msccl_group_current())
+	return id, int(C.msccl_group_leave())
+}
+
 //export ncclGroupEnd
 func ncclGroupEnd() C.int {
-	id := int64(C.msccl_group_current())
-	depth := C.msccl_group_leave()
+	id, depth := leaveGroup()
 	if depth < 0 {
 		return record(nil, errorf(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart"))
 	}

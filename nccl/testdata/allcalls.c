@@ -295,6 +295,19 @@ int main(int argc, char **argv) {
       CHECK(ncclCommDestroy(most));
     }
     CHECK(ncclCommDestroy(half));
+    /* Shrink: everyone but rank 0, in the parent's order. */
+    ncclComm_t shrunk;
+    int ex = 0;
+    CHECK(ncclCommShrink(comm, &ex, 1, &shrunk, NULL, NCCL_SHRINK_DEFAULT));
+    if (rank == 0) {
+      if (shrunk != NULL) FAIL("ncclCommShrink gave the excluded rank a communicator");
+    } else {
+      CHECK(ncclCommCount(shrunk, &hn));
+      CHECK(ncclCommUserRank(shrunk, &hr));
+      if (hn != world - 1 || hr != rank - 1) FAIL("shrink: %d ranks, rank %d", hn, hr);
+      collectives(shrunk, hn, 1001);
+      CHECK(ncclCommDestroy(shrunk));
+    }
   }
 
   /* ncclCommInitAll: two ranks of a job of this process alone, driven
@@ -358,7 +371,16 @@ int main(int argc, char **argv) {
     memset(p, 1, 4096);
     CHECK(ncclCommRegister(comm, p, 4096, &h));
     CHECK(ncclCommDeregister(comm, h));
+    ncclWindow_t w;
+    CHECK(ncclCommWindowRegister(comm, p, 4096, &w, 0));
+    CHECK(ncclCommWindowDeregister(comm, w));
     CHECK(ncclMemFree(p));
+    ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+    float fb[4] = {0};
+    CHECK(ncclGroupStart());
+    CHECK(ncclAllReduce(fb, fb, 4, ncclFloat32, ncclSum, comm, NULL));
+    EXPECT(ncclGroupSimulateEnd(&sim), ncclInvalidUsage, "nothing ran");
+    EXPECT(ncclDevCommCreate(comm, NULL, NULL), ncclInvalidUsage, "device API");
   }
 
   errors();
