@@ -7,14 +7,15 @@ import (
 	"io"
 	"strings"
 
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/msccl-go/msccl-go/runtime/topo"
 )
 
-// What --topo reads: the system's NVML and this process's host identity.
-// Tests put a mock machine and a fixed host here.
+// What --topo reads: the system's NVML (through topo.DiscoverHost, which
+// says how to rebuild where this binary was built without the nvml tag)
+// and this process's host identity. Tests put a mock machine and a fixed
+// host here.
 var (
-	newNVML   = func() nvml.Interface { return nvml.New() }
+	discover  = topo.DiscoverHost
 	localHost = topo.LocalHost
 )
 
@@ -39,7 +40,7 @@ func runTopo(fs *flag.FlagSet, w io.Writer) error {
 		return usagef("--topo takes no other flags or arguments (got %s)", strings.Join(others, " "))
 	}
 	host := localHost()
-	top, err := topo.DiscoverWith(newNVML(), host)
+	top, err := discover(host)
 	if err != nil {
 		fmt.Fprintf(w, "host %s\n", host)
 		if errors.Is(err, topo.ErrNoNVML) {

@@ -1,3 +1,5 @@
+//go:build nvml
+
 package main
 
 import (
@@ -14,9 +16,9 @@ import (
 // mockTopo makes --topo read lib and a fixed host for the rest of t.
 func mockTopo(t *testing.T, lib nvml.Interface) {
 	t.Helper()
-	oldNVML, oldHost := newNVML, localHost
-	t.Cleanup(func() { newNVML, localHost = oldNVML, oldHost })
-	newNVML = func() nvml.Interface { return lib }
+	oldDiscover, oldHost := discover, localHost
+	t.Cleanup(func() { discover, localHost = oldDiscover, oldHost })
+	discover = func(h topo.Host) (*topo.Topology, error) { return topo.DiscoverWith(lib, h) }
 	localHost = func() topo.Host { return topo.Host{Node: "dgx01", Hostname: "dgx01", Source: topo.NodeEnv} }
 }
 
