@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
-	"sync"
 
 	"github.com/msccl-go/msccl-go/dsl"
 	"github.com/msccl-go/msccl-go/executor/cpu"
 	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/internal/hostmem"
+	"github.com/msccl-go/msccl-go/internal/par"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -31,6 +31,10 @@ import (
 func Verify(p *ir.Plan, sm *SourceMap, sizes []int64, dtypes []cpu.DType) Diagnostics {
 	return VerifyWith(p, sm, VerifyOptions{Sizes: sizes, DTypes: dtypes})
 }
+
+// proofRun is one run of the proof; a variable so a test can make it
+// panic, which no correct executor does.
+var proofRun = cpu.Run
 
 // VerifyOptions say what Verify proves at and how much memory it may use.
 type VerifyOptions struct {
@@ -86,29 +90,16 @@ func VerifyWith(p *ir.Plan, sm *SourceMap, vo VerifyOptions) Diagnostics {
 		opt.MaxMemory = vo.MaxMemory
 		runs[i] = run{size: pr.Size, name: pr.String(), opt: opt}
 	}
-	par := min(runtime.GOMAXPROCS(0), len(runs), runsThatFit(p, prs, vo.MaxMemory))
-	if par <= 1 {
-		for i := range runs {
-			runs[i].rep, runs[i].err = cpu.Run(p, runs[i].opt)
-		}
-	} else {
-		var wg sync.WaitGroup
-		next := make(chan int)
-		for w := 0; w < par; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range next {
-					runs[i].rep, runs[i].err = cpu.Run(p, runs[i].opt)
-				}
-			}()
-		}
-		for i := range runs {
-			next <- i
-		}
-		close(next)
-		wg.Wait()
-	}
+	// A run that panics (a bug of the executor) is that run's error, not
+	// a crash of the process hosting the compiler.
+	workers := min(runtime.GOMAXPROCS(0), len(runs), runsThatFit(p, prs, vo.MaxMemory))
+	par.ForEach(workers, len(runs), func(_, i int) {
+		r := &runs[i]
+		r.err = par.Try(func() (err error) {
+			r.rep, err = proofRun(p, r.opt)
+			return err
+		})
+	})
 	// A wrong result is blamed on its output's last writer; where that
 	// op only passed on data read too early, a second run with
 	// provenance names the read (cpu.Finding.Reader). Only wrong plans
@@ -118,7 +109,8 @@ func VerifyWith(p *ir.Plan, sm *SourceMap, vo VerifyOptions) Diagnostics {
 		if r.err == nil && r.opt.Symbolic && len(r.rep.Findings) > 0 {
 			opt := r.opt
 			opt.Provenance = true
-			if rep, err := cpu.Run(p, opt); err == nil {
+			var rep *cpu.Report
+			if err := par.Try(func() (err error) { rep, err = proofRun(p, opt); return err }); err == nil {
 				r.rep = rep
 			}
 		}
@@ -147,8 +139,12 @@ func VerifyWith(p *ir.Plan, sm *SourceMap, vo VerifyOptions) Diagnostics {
 			if me := (*cpu.MemoryError)(nil); errors.As(r.err, &me) {
 				detail += "; raise the memory cap (msccl-compile compile --proof-memory SIZE, VerifyOptions.MaxMemory) where the host has the memory"
 			}
-			add(diag.Diagnostic{Code: diag.CodeCannotRun, Summary: fmt.Sprintf("the proof could not run (%s): %v", r.name, r.err),
-				Detail: detail, Subject: sm.header()})
+			code, summary := diag.CodeCannotRun, fmt.Sprintf("the proof could not run (%s): %v", r.name, r.err)
+			if pe := (*par.PanicError)(nil); errors.As(r.err, &pe) {
+				code, summary = diag.CodeInternal, fmt.Sprintf("internal error in the proof (%s): %v", r.name, r.err)
+				detail += "; this is a bug of msccl-go: please report it with the plan"
+			}
+			add(diag.Diagnostic{Code: code, Summary: summary, Detail: detail, Subject: sm.header()})
 			continue
 		}
 		for _, f := range findings(r.rep, sm, run) {

@@ -7,7 +7,9 @@
 package par
 
 import (
+	"fmt"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 )
@@ -74,4 +76,26 @@ func Each(n int, f func(i int) error) []error {
 	}
 	wg.Wait()
 	return errs
+}
+
+// PanicError is a panic that Try caught: the value and the stack where it
+// was raised.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
+
+// Try calls f and returns its error, or the panic f raised as a
+// *PanicError. Work run inside a host process that must not crash (the
+// proof under the Python module or libmsccl) uses it so a bug of ours
+// becomes an error the caller reports.
+func Try(f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &PanicError{Value: p, Stack: debug.Stack()}
+		}
+	}()
+	return f()
 }

@@ -2,6 +2,7 @@ package par
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -59,5 +60,22 @@ func TestEachRunsTogether(t *testing.T) {
 	}
 	if len(Each(0, nil)) != 0 {
 		t.Error("Each(0) returned errors")
+	}
+}
+
+// Try turns a panic into a *PanicError carrying the value and the stack,
+// and passes an ordinary error through.
+func TestTry(t *testing.T) {
+	err := Try(func() error { panic("boom") })
+	pe, ok := err.(*PanicError)
+	if !ok || pe.Value != "boom" || err.Error() != "panic: boom" || !strings.Contains(string(pe.Stack), "TestTry") {
+		t.Errorf("Try(panic) = %v (%T)", err, err)
+	}
+	want := fmt.Errorf("plain")
+	if err := Try(func() error { return want }); err != want {
+		t.Errorf("Try(error) = %v", err)
+	}
+	if err := Try(func() error { return nil }); err != nil {
+		t.Errorf("Try(nil) = %v", err)
 	}
 }
