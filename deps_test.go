@@ -63,19 +63,18 @@ var allowed = map[string][]string{
 	"internal/size":     {},
 	// The socket transport knows nothing of plans or devices.
 	"internal/socket": {},
-	".":               {"algorithms", "compiler", "dsl", "executor/cpu", "executor/cuda", "internal/host", "internal/cpudev", "ir", "kernels", "runtime/bootstrap", "runtime/comm", "runtime/cuda", "internal/cudadev", "internal/nvrtc"},
+	".":               {"algorithms", "compiler", "dsl", "executor/cpu", "executor/cuda", "internal/host", "internal/cpudev", "ir", "kernels", "runtime/bootstrap", "runtime/comm", "runtime/cuda", "internal/cudadev", "internal/nvrtc", "internal/hostmem"},
 	// Test helpers (like httptest): what the kernel tests use of NVRTC,
 	// and a job's ranks as goroutines for the communicator's users.
 	"internal/nvrtc/nvrtctest": {"internal/nvrtc"},
 	"internal/commtest":        {"runtime/bootstrap", "runtime/comm"},
 	// libmsccl converts C arguments and calls the root package: running
 	// collectives (choosing plans, staging, caching opened plans) is the
-	// communicator's (msccl.RankComm.Collective), so no executor of a
-	// device, no runtime package is in reach. compiler and executor/cpu
-	// serve msccl_compile and msccl_verify (compiling and proving, which
-	// report the compiler's own diagnostics). TestCAPIConvertsOnly holds
-	// the rest.
-	"capi": {".", "compiler", "executor/cpu", "ir", "internal/hostmem"},
+	// communicator's (msccl.RankComm.Collective), compiling and proving
+	// are msccl.CompileSource, VerifyPlan and SimulatePlan, so neither the
+	// compiler nor an executor is in reach. TestCAPIConvertsOnly holds the
+	// rest.
+	"capi": {".", "ir"},
 	// libmsccl_nccl converts NCCL's arguments into msccl.Call: the
 	// bootstrap's error types become NCCL's codes, runtime/cuda serves
 	// ncclMemAlloc; no executor, no compiler.

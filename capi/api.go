@@ -7,7 +7,6 @@ import (
 	"math"
 
 	"github.com/msccl-go/msccl-go"
-	"github.com/msccl-go/msccl-go/compiler"
 	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/internal/version"
 	"github.com/msccl-go/msccl-go/ir"
@@ -87,7 +86,7 @@ func compileSource(filename string, src []byte, params string) (h int64, diags [
 	if err != nil {
 		return 0, nil, err
 	}
-	p, sm, ds := compiler.CompileSource(filename, src, defs, compiler.Options{})
+	p, sm, ds := msccl.CompileSource(filename, src, defs)
 	diags = toJSONs(ds)
 	if p == nil || ds.HasErrors() {
 		return 0, diags, fmt.Errorf("%s", firstError(ds))

@@ -4,7 +4,7 @@ import (
 	"io"
 	"sync"
 
-	"github.com/msccl-go/msccl-go/compiler"
+	"github.com/msccl-go/msccl-go"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -13,7 +13,7 @@ import (
 // only read it.
 type planEntry struct {
 	plan *ir.Plan
-	src  *compiler.SourceMap // nil for plans not compiled from source
+	src  *msccl.SourceMap // nil for plans not compiled from source
 
 	keyOnce sync.Once // key(): the hash of the plan's JSON, made once
 	keyVal  [32]byte

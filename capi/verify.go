@@ -3,18 +3,15 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"strings"
 
-	"github.com/msccl-go/msccl-go/compiler"
-	"github.com/msccl-go/msccl-go/executor/cpu"
-	"github.com/msccl-go/msccl-go/internal/hostmem"
+	"github.com/msccl-go/msccl-go"
 	"github.com/msccl-go/msccl-go/internal/size"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
 // verifyOptions are msccl_verify's options. Without size it is the proof
-// (compiler.Verify: every size class of the plan's rule, symbolic and
+// (msccl.VerifyPlan: every size class of the plan's rule, symbolic and
 // byte level, compiler.ProofLaunches launches), the same as msccl-compile
 // compile runs; dtype picks the byte-level oracle's types and sizes the
 // sizes instead of the rule's. With size it
@@ -47,11 +44,6 @@ type verdictJSON struct {
 	Steps    int64  `json:"steps,omitempty"`
 }
 
-// simMemoryPercent: like msccl-compile sim, one simulation may use this
-// share of the host's available memory; here the host is someone's
-// Python process, which the kernel would kill part way through.
-const simMemoryPercent = 75
-
 func verify(h int64, options string) ([]byte, error) {
 	e, err := table.plan(h)
 	if err != nil {
@@ -76,7 +68,7 @@ func verify(h int64, options string) ([]byte, error) {
 
 func prove(e *planEntry, o verifyOptions) ([]byte, error) {
 	if o.Op != "" || o.Launches != 0 || o.LLWidth != 0 || o.Symbolic {
-		return nil, invalid("verify: op, launches, ll and symbolic choose one run; give its size too (without a size the proof covers every reduction and %d launches)", compiler.ProofLaunches)
+		return nil, invalid("verify: op, launches, ll and symbolic choose one run; give its size too (without a size the proof covers every reduction and %d launches)", msccl.ProofLaunches)
 	}
 	names := []string{"f32", "bf16"} // msccl-compile compile's default
 	if len(o.DType) > 0 && string(o.DType) != "null" {
@@ -88,9 +80,9 @@ func prove(e *planEntry, o verifyOptions) ([]byte, error) {
 			names = []string{one}
 		}
 	}
-	var dts []cpu.DType
+	var dts []ir.DType
 	for _, n := range names {
-		dt, err := cpu.ParseDType(n)
+		dt, err := ir.ParseDType(n)
 		if err != nil {
 			return nil, invalid("verify: dtype: %v", err)
 		}
@@ -104,21 +96,18 @@ func prove(e *planEntry, o verifyOptions) ([]byte, error) {
 	if o.Sizes != nil && len(o.Sizes) == 0 {
 		return nil, invalid("verify: sizes is empty (leave it out to cover the plan's whole size rule)")
 	}
-	v := verdictJSON{Mode: "proof", Runs: []string{}, Findings: []diagJSON{}}
-	if runs, err := compiler.ProofRuns(e.plan, o.Sizes, dts); err == nil {
-		for _, r := range runs {
-			v.Runs = append(v.Runs, r.String())
-		}
+	return encodeJSON(verdictToJSON(msccl.VerifyPlan(e.plan, e.src, o.Sizes, dts), "proof")), nil
+}
+
+// verdictToJSON is a verdict as msccl_verify returns it.
+func verdictToJSON(v *msccl.Verdict, mode string) verdictJSON {
+	out := verdictJSON{OK: v.OK, Verdict: v.Verdict, Mode: mode, Runs: v.Runs, Findings: []diagJSON{}, Steps: v.Steps}
+	for _, f := range v.Findings {
+		j := toJSON(f.Diagnostic)
+		j.Kind = f.Kind
+		out.Findings = append(out.Findings, j)
 	}
-	ds := compiler.Verify(e.plan, e.src, o.Sizes, dts)
-	for _, d := range ds {
-		j := toJSON(d)
-		j.Kind = compiler.FindingKind(d)
-		v.Findings = append(v.Findings, j)
-	}
-	v.OK = !ds.HasErrors()
-	v.Verdict = compiler.VerdictOf(ds)
-	return encodeJSON(v), nil
+	return out
 }
 
 func runOnce(e *planEntry, o verifyOptions) ([]byte, error) {
@@ -142,7 +131,7 @@ func runOnce(e *planEntry, o verifyOptions) ([]byte, error) {
 			return nil, invalid("verify: dtype: one run takes one type name, got %s", o.DType)
 		}
 	}
-	dt, err := cpu.ParseDType(dtName)
+	dt, err := ir.ParseDType(dtName)
 	if err != nil {
 		return nil, invalid("verify: dtype: %v", err)
 	}
@@ -153,12 +142,12 @@ func runOnce(e *planEntry, o verifyOptions) ([]byte, error) {
 		return nil, invalid("verify: op: unknown reduction %q (want sum, min, max or prod)", o.Op)
 	}
 	// None named: the plan's own (sum unless its reduce_op fixes one);
-	// one it does not serve is the executor's refusal (cpu.Run).
+	// one it does not serve is the executor's refusal.
 	if red, err := e.plan.RunReduce(op); err == nil {
 		op = red
 	}
 	if o.Launches == 0 {
-		o.Launches = compiler.ProofLaunches
+		o.Launches = msccl.ProofLaunches
 	}
 	if o.Launches < 1 {
 		return nil, invalid("verify: launches must be at least 1, got %d", o.Launches)
@@ -169,38 +158,18 @@ func runOnce(e *planEntry, o verifyOptions) ([]byte, error) {
 	if o.LLWidth != 8 && o.LLWidth != 16 {
 		return nil, invalid("verify: ll must be 8 or 16, got %d", o.LLWidth)
 	}
-	opt := cpu.Options{Size: n, DType: dt, Reduce: op, Launches: o.Launches, LLWidth: o.LLWidth, Symbolic: o.Symbolic}
-	// Refuse before allocating, against this host's memory.
-	budget, err := hostmem.NewBudget(simMemoryPercent)
-	if err != nil {
-		return nil, err
-	}
-	// A symbolic run holds byte ranges: its memory does not grow with n.
-	if need, err := hostmem.Need(e.plan, n, o.Launches, false); err == nil && !o.Symbolic {
-		if err := budget.Check(fmt.Sprintf("plan %q at %s", e.plan.Name, size.Format(n)), need); err != nil {
-			return nil, err
-		}
-	}
-	opt.MaxMemory = budget.Bytes
-	rep, err := cpu.Run(e.plan, opt)
+	// The host is someone's Python process, which the kernel would kill
+	// part way through: SimulatePlan refuses before it allocates.
+	v, err := msccl.SimulatePlan(e.plan, e.src, msccl.SimOptions{Size: n, DType: dt, Op: op, Launches: o.Launches, LLWidth: o.LLWidth, Symbolic: o.Symbolic})
 	if err != nil {
 		// A size outside the plan's rule, a plan the executor cannot set
 		// up: the input's problem, in the executor's words.
 		return nil, err
 	}
-	run := fmt.Sprintf("%d bytes, %s", n, dt)
+	out := verdictToJSON(v, "run")
+	out.Size, out.DType, out.Op, out.Launches = n, dt.String(), string(op), o.Launches
 	if o.Symbolic {
-		run = fmt.Sprintf("%d bytes, symbolic", n)
+		out.DType = "symbolic"
 	}
-	v := verdictJSON{OK: rep.OK(), Verdict: rep.Verdict.String(), Mode: "run", Runs: []string{run}, Findings: []diagJSON{},
-		Size: n, DType: dt.String(), Op: string(op), Launches: o.Launches, Steps: rep.Steps}
-	if o.Symbolic {
-		v.DType = "symbolic"
-	}
-	for _, d := range compiler.RunDiagnostics(rep, e.src, run) {
-		j := toJSON(d)
-		j.Kind = compiler.FindingKind(d)
-		v.Findings = append(v.Findings, j)
-	}
-	return encodeJSON(v), nil
+	return encodeJSON(out), nil
 }

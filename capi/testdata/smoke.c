@@ -29,7 +29,7 @@ static const char *ring =
 
 int main(void) {
     char *out = NULL, *err = NULL, *diags = NULL;
-    CHECK(msccl_abi_version() == 2, "abi %d", msccl_abi_version());
+    CHECK(msccl_abi_version() == 3, "abi %d", msccl_abi_version());
     CHECK(msccl_version(&out, &err) == 0 && strncmp(out, "libmsccl ", 9) == 0, "version %s", out ? out : err);
     msccl_free(out);
     out = NULL;
