@@ -217,6 +217,11 @@ func run(args []string, w io.Writer) (err error) {
 	if err := checkSweep(&c, p, name, sizes); err != nil {
 		return err
 	}
+	if pf.cpuDevice() {
+		if err := checkHostDevice(p, name, sizes); err != nil {
+			return err
+		}
+	}
 	if pf.procs > 0 {
 		return pf.launch(p, name, args, w)
 	}

@@ -99,6 +99,26 @@ func TestRefusesReferenceAboveHostMemory(t *testing.T) {
 	}
 }
 
+// --device cpu refuses, before starting any rank, a sweep whose buffers
+// would not fit in host memory (they live in this host's shared memory),
+// naming both numbers; a size that fits is not refused by the check.
+func TestCPUDeviceRefusesAboveHostMemory(t *testing.T) {
+	t.Setenv("MSCCL_HOST_MEMORY", "64MiB")
+	var out bytes.Buffer
+	err := run([]string{"--procs", "4", "--device", "cpu", "--algo", "allreduce_twoshot", "--ranks", "4", "-b", "32M", "-e", "32M"}, &out)
+	want := "--device cpu: allreduce_twoshot at 32MiB (4 ranks' buffers in this host's shared memory) needs about "
+	if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.HasSuffix(err.Error(), "more than 64MiB allowed ($MSCCL_HOST_MEMORY); lower -e") || exitCode(err) != 1 {
+		t.Fatalf("got %v (exit %d)\nwant %s...", err, exitCode(err), want)
+	}
+	p, _, err := loadPlan(&config{algo: "allreduce_twoshot", ranks: 4, defs: map[string]int64{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkHostDevice(p, "allreduce_twoshot", []int64{1 << 10}); err != nil {
+		t.Errorf("1KiB refused: %v", err)
+	}
+}
+
 func TestHelpAndVersion(t *testing.T) {
 	for _, arg := range []string{"-h", "--help", "-help"} {
 		var out bytes.Buffer

@@ -43,3 +43,24 @@ func checkRefMemory(p *ir.Plan, name string, sizes []int64) error {
 	}
 	return nil
 }
+
+// checkHostDevice refuses, before any rank starts, a --device cpu sweep
+// whose largest size does not fit in this host's memory: the CPU device
+// keeps every rank's input, output and scratch in shared memory on this
+// host, so a size past it would fill the machine instead of failing.
+func checkHostDevice(p *ir.Plan, name string, sizes []int64) error {
+	b, err := hostmem.NewBudget(refMemoryPercent)
+	if err != nil {
+		return err
+	}
+	largest := sizes[len(sizes)-1]
+	need, err := deviceBytes(p, largest)
+	if err != nil {
+		return nil // checkSweep has refused sizes the plan cannot split
+	}
+	what := fmt.Sprintf("--device cpu: %s at %s (%d ranks' buffers in this host's shared memory)", name, size.Format(largest), len(p.GPUs))
+	if err := b.Check(what, need); err != nil {
+		return fmt.Errorf("%w; lower -e", err)
+	}
+	return nil
+}
