@@ -214,18 +214,15 @@ func scaleF32(b []byte, s float32) {
 	}
 }
 
-// unsupported is a call msccl-go does not run: with MSCCL_NCCL_FALLBACK=0,
-// or without a real NCCL to hand it to (MSCCL_NCCL_LIB), it is
-// ncclInvalidUsage naming the reason.
+// unsupported is a call msccl-go does not run: ncclInvalidUsage naming
+// the reason (NCCL's per-call fallback, MSCCL_NCCL_LIB, is not
+// implemented yet; MSCCL_NCCL_FALLBACK=0 says it is forbidden too).
 func unsupported(k *call, reason string) error {
 	infoOnce("not run by msccl-go: " + reason)
 	if os.Getenv("MSCCL_NCCL_FALLBACK") == "0" {
 		return errorf(ncclInvalidUsage, "%s; MSCCL_NCCL_FALLBACK=0 forbids handing it to NCCL", reason)
 	}
-	if os.Getenv("MSCCL_NCCL_LIB") == "" {
-		return errorf(ncclInvalidUsage, "%s; set MSCCL_NCCL_LIB to a real libnccl.so to run such calls there", reason)
-	}
-	return errorf(ncclInvalidUsage, "%s; handing calls to the NCCL of MSCCL_NCCL_LIB is not implemented in this build", reason)
+	return errorf(ncclInvalidUsage, "%s; handing such calls to a real NCCL (MSCCL_NCCL_LIB) is not implemented yet", reason)
 }
 
 func (c *ncComm) hasOp(op int) bool {

@@ -24,11 +24,12 @@
 //	                          GPU); cuda (default): device pointers and
 //	                          streams, the GPU of MSCCL_CUDA_DEVICE or the
 //	                          local rank's
-//	MSCCL_NCCL_LIB=PATH       the real libnccl.so, for what msccl-go does
-//	                          not run (a type, an op, a pattern)
-//	MSCCL_NCCL_FALLBACK=0     never fall back: such a call returns
-//	                          ncclInvalidUsage naming the reason
-//	MSCCL_DEBUG=INFO          one line on stderr per distinct fallback reason
+//	MSCCL_NCCL_FALLBACK=0     the error of a call msccl-go does not run
+//	                          (an int64 sum) says falling back is
+//	                          forbidden; either way it is ncclInvalidUsage
+//	                          naming the reason (handing such calls to a
+//	                          real NCCL is not implemented yet)
+//	MSCCL_DEBUG=INFO          one line on stderr per distinct reason
 //
 // Nothing here aborts the host process: a Go panic inside a call is
 // recovered and becomes ncclInternalError with the panic in

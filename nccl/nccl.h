@@ -4,11 +4,11 @@
  * documented interface; programs built against NVIDIA's nccl.h link against
  * libmsccl_nccl.so unchanged, and the reverse.
  *
- * What msccl-go does not run natively (a type or reduction it lacks, on the
- * cuda device a size or pattern without a proven plan) goes per call to the
- * real NCCL named by MSCCL_NCCL_LIB, or with MSCCL_NCCL_FALLBACK=0 fails with
- * ncclInvalidUsage and the reason in ncclGetLastError. MSCCL_DEVICE=cpu runs
- * every call on the CPU device with host pointers.
+ * What msccl-go does not run (a reduction of a type it lacks, ncclAvg or
+ * PreMulSum outside f32 on the cpu device) fails with ncclInvalidUsage and
+ * the reason in ncclGetLastError; handing such calls to a real NCCL is not
+ * implemented yet. MSCCL_DEVICE=cpu runs every call on the CPU device with
+ * host pointers.
  */
 #ifndef NCCL_H_
 #define NCCL_H_
