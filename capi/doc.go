@@ -26,7 +26,9 @@
 //     own copies.
 //
 // The package owns the ABI only: argument decoding, the handle table and
-// the JSON shapes of its results. Compiling, proving and selecting are the
-// compiler's, the CPU executor's and the root package's; this package must
-// not grow logic of its own that a Go caller would miss.
+// the JSON shapes of its results. Compiling, proving, selecting and
+// running collectives are the root package's (msccl.CompileSource,
+// VerifyPlan, SimulatePlan, SelectPlan, RankComm.Collective); this
+// package imports only it and ir (deps_test.go), and must not grow logic
+// of its own that a Go caller would miss.
 package main
