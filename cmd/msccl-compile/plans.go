@@ -53,9 +53,12 @@ func cmdPlans(args []string, stdout, stderr io.Writer) int {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return errorf(stderr, "plans", "%v", err)
 	}
-	for _, np := range plans {
+	for i, np := range plans {
 		if !*noVerify {
+			prog := newProgress(stderr)
+			prog.step(fmt.Sprintf("plans: proving %s (%d/%d)", np.Name, i+1, len(plans)))
 			vds := compiler.Verify(np.Plan, np.Source, nil, []cpu.DType{cpu.F32, cpu.BF16})
+			prog.end()
 			printDiags(stderr, vds, *df)
 			if vds.HasErrors() {
 				return errorf(stderr, "plans", "%s (row at %s:%d) is not correct; no plan written", np.Algorithm, table, np.Row.Line)

@@ -135,7 +135,10 @@ func simulate(name string, p *ir.Plan, opt cpu.Options, f *simFlags, stdout, std
 	}
 	// A reduction the plan does not serve is the executor's refusal
 	// (exec.options), in its words.
+	prog := newProgress(stderr)
+	prog.step(fmt.Sprintf("sim: %s at %s, %d launches", name, size.Format(opt.Size), opt.Launches))
 	rep, err := cpu.Run(p, opt)
+	prog.end()
 	if err != nil && f.json {
 		// The run's refusal as a diagnostic line like the plan's own, its
 		// code saying what to change (exec.size, exec.options, ...).
