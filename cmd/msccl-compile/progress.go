@@ -23,12 +23,12 @@ type progress struct {
 	tty   bool
 	every time.Duration
 
-	mu    sync.Mutex
-	what  string
-	start time.Time
-	shown bool
-	stop  chan struct{}
-	done  chan struct{}
+	mu      sync.Mutex
+	what    string
+	start   time.Time
+	shown   bool
+	stopped bool
+	timer   *time.Timer
 }
 
 // isTerminal reports whether w is a character device (a terminal).
@@ -48,24 +48,24 @@ func newProgress(w io.Writer) *progress {
 
 func startProgress(w io.Writer, tty bool, every time.Duration) *progress {
 	p := &progress{w: w, tty: tty, every: every, start: time.Now()}
-	if !tty {
-		return p
+	if tty {
+		p.timer = time.AfterFunc(every, p.tick)
 	}
-	p.stop, p.done = make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(p.done)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-p.stop:
-				return
-			case <-t.C:
-				p.draw()
-			}
-		}
-	}()
 	return p
+}
+
+// tick redraws the line and arms the next redraw, until end.
+func (p *progress) tick() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return
+	}
+	if el := time.Since(p.start); p.what != "" && el >= p.every {
+		fmt.Fprintf(p.w, "\r\033[K%s … %v", p.what, el.Round(time.Second))
+		p.shown = true
+	}
+	p.timer.Reset(p.every)
 }
 
 // step names what runs from now on ("verifying allreduce_ring (3/12)").
@@ -78,27 +78,16 @@ func (p *progress) step(what string) {
 	p.mu.Unlock()
 }
 
-func (p *progress) draw() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	el := time.Since(p.start)
-	if p.what == "" || el < p.every {
-		return
-	}
-	fmt.Fprintf(p.w, "\r\033[K%s … %v", p.what, el.Round(time.Second))
-	p.shown = true
-}
-
 // end stops the line and clears it, before the command prints its
-// verdict or errors.
+// verdict or errors; no redraw follows it.
 func (p *progress) end() {
 	if !p.tty {
 		return
 	}
-	close(p.stop)
-	<-p.done
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.stopped = true
+	p.timer.Stop()
 	if p.shown {
 		fmt.Fprint(p.w, "\r\033[K")
 	}
