@@ -20,6 +20,7 @@ import time
 
 from . import comm as _comm
 from . import plan as _plan
+from .errors import InvalidArgument
 
 # Buffer formats per type (the types array.array can hold).
 _FORMATS = {"f32": "f", "f16": "e", "i32": "i", "u32": "I", "u8": "B"}
@@ -151,9 +152,23 @@ def run_rank(a, c):
     return 0
 
 
+def check(a):
+    """Refuse, as msccl-bench does and before any process starts, a sweep
+    that would run nothing (-b above -e) or never end (-f below 2)."""
+    if a.b > a.e:
+        raise InvalidArgument("-b %d is above -e %d: the sweep would be empty" % (a.b, a.e))
+    if a.f < 2:
+        raise InvalidArgument("-f must be at least 2, got %d" % a.f)
+    if a.iters < 1:
+        raise InvalidArgument("-n must be at least 1, got %d" % a.iters)
+    if a.warmup < 0:
+        raise InvalidArgument("-w must not be negative, got %d" % a.warmup)
+
+
 def main(a):
     if a.dtype not in _FORMATS:
         raise ValueError("bench -d: %s is not a type array.array holds (want one of %s)" % (a.dtype, ", ".join(_FORMATS)))
+    check(a)
     if a.procs:
         return launch(a.procs, _child_args(sys.argv[1:]), a.stop_limit)
     with _comm.Communicator.from_env(device=a.device) as c:

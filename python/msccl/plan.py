@@ -1,6 +1,7 @@
 """Plans: compile, load, select, verify and save them."""
 
 import ctypes
+import errno
 import json
 import os
 import weakref
@@ -296,6 +297,13 @@ def _read_source(path_or_source, filename):
     if "\n" not in s and (s.endswith(SOURCE_SUFFIX) or os.path.isfile(s)):
         with open(s, "rb") as f:
             return (filename or s), f.read()
+    if s.strip() and len(s.split()) == 1:
+        # One word is no program (its header alone is "collective NAME"),
+        # so it was meant as a path: say so instead of a syntax error.
+        hint = ""
+        if os.path.isfile(s + SOURCE_SUFFIX):
+            hint = "; did you mean %r?" % (s + SOURCE_SUFFIX)
+        raise FileNotFoundError(errno.ENOENT, "compile: no such file (a program's text starts with a collective header)" + hint, s)
     return (filename or "<string>"), s.encode("utf-8")
 
 

@@ -258,6 +258,13 @@ class Communicator(unittest.TestCase):
         self.assertEqual([(row[0], row[2], row[-1]) for row in rows], [("1024", "i32", "0"), ("4096", "i32", "0")], r.stdout)
         r = subprocess.run([sys.executable, "-m", "msccl", "bench", "--procs", "2", "-d", "f64"], capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 2, r.stderr)
+        # An empty or endless sweep is a wrong invocation, refused before
+        # any rank starts, as msccl-bench refuses it.
+        for args, want in ((["-b", "4K", "-e", "1K"], "-b 4096 is above -e 1024: the sweep would be empty"),
+                           (["-f", "1"], "-f must be at least 2, got 1")):
+            r = subprocess.run([sys.executable, "-m", "msccl", "bench", "--procs", "2"] + args, capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(want, r.stderr)
 
     def test_bad_arguments(self):
         with self.assertRaises(TypeError):

@@ -87,6 +87,19 @@ class Compile(unittest.TestCase):
             b = msccl.compile(f.read(), ranks=2, filename=RING)  # the file's name names the plan
         self.assertEqual(a.to_json(), b.to_json())
 
+    def test_path_that_is_no_file(self):
+        # A path without its .msccl, or one that does not exist, is not
+        # taken for program text (a syntax error at 1:1) but named.
+        stem = RING[: -len(".msccl")]
+        with self.assertRaises(FileNotFoundError) as cm:
+            msccl.compile(stem, ranks=4)
+        self.assertIn("no such file", str(cm.exception))
+        self.assertIn("did you mean %r" % RING, str(cm.exception))
+        self.assertEqual(cm.exception.filename, stem)
+        with self.assertRaises(FileNotFoundError) as cm:
+            msccl.compile("algorithms/nonesuch")
+        self.assertNotIn("did you mean", str(cm.exception))
+
     def test_diagnostic_positions(self):
         src = "collective allreduce\nparam ranks = 2\non rank(0) tb 0 {\n  cpy rank(0).input[0] -> rank(0).output[0]\n}\n"
         with self.assertRaises(msccl.CompileError) as cm:
