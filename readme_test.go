@@ -50,6 +50,7 @@ const readmeCommandTimeout = 5 * time.Minute
 var readmeCostly = regexp.MustCompile(`scripts/build-nccl|-buildmode=c-shared`)
 
 type readmeCommand struct {
+	path  string // the document
 	block int    // which sh block, counted from 0
 	line  int    // 1-based line of the README where it starts
 	text  string // the shell text, markers removed
@@ -65,8 +66,9 @@ var (
 	readmeHeredoc = regexp.MustCompile(`<<-?\s*'?"?([A-Za-z_]+)'?"?`)
 )
 
-// readmeCommands returns the commands of every ```sh block of md.
-func readmeCommands(md string) ([]readmeCommand, error) {
+// readmeCommands returns the commands of every ```sh block of md, the
+// text of the document at path.
+func readmeCommands(path, md string) ([]readmeCommand, error) {
 	var cmds []readmeCommand
 	lines := strings.Split(md, "\n")
 	inSh, block := false, -1
@@ -76,7 +78,7 @@ func readmeCommands(md string) ([]readmeCommand, error) {
 		if strings.HasPrefix(trim, "```") {
 			switch {
 			case inSh && trim != "```":
-				return nil, fmt.Errorf("README.md:%d: fence %q inside a sh block", i+1, trim)
+				return nil, fmt.Errorf("%s:%d: fence %q inside a sh block", path, i+1, trim)
 			case inSh:
 				inSh = false
 			case trim == "```sh":
@@ -91,7 +93,7 @@ func readmeCommands(md string) ([]readmeCommand, error) {
 		if !inSh || trim == "" || strings.HasPrefix(trim, "#") {
 			continue
 		}
-		c := readmeCommand{block: block, line: i + 1}
+		c := readmeCommand{path: path, block: block, line: i + 1}
 		text := l
 		for strings.HasSuffix(text, `\`) && i+1 < len(lines) {
 			i++
@@ -114,7 +116,7 @@ func readmeCommands(md string) ([]readmeCommand, error) {
 			for {
 				i++
 				if i >= len(lines) {
-					return nil, fmt.Errorf("README.md:%d: heredoc %s never ends", c.line, end)
+					return nil, fmt.Errorf("%s:%d: heredoc %s never ends", path, c.line, end)
 				}
 				text += "\n" + lines[i]
 				if strings.TrimSpace(lines[i]) == end {
@@ -126,7 +128,7 @@ func readmeCommands(md string) ([]readmeCommand, error) {
 		cmds = append(cmds, c)
 	}
 	if inSh {
-		return nil, fmt.Errorf("README.md: a ```sh block never ends")
+		return nil, fmt.Errorf("%s: a ```sh block never ends", path)
 	}
 	return cmds, nil
 }
@@ -140,29 +142,29 @@ func runReadme(t *testing.T, cmds []readmeCommand, dir, tmp string, sample bool)
 	for _, c := range cmds {
 		if sample && (c.block == skipBlock || readmeCostly.MatchString(c.text)) {
 			skipBlock = c.block
-			t.Logf("README.md:%d: left out of the sample run (%s=1 runs it)", c.line, fulltest.Env)
+			t.Logf("%s:%d: left out of the sample run (%s=1 runs it)", c.path, c.line, fulltest.Env)
 			continue
 		}
 		if c.mark != "" {
-			errs = append(errs, fmt.Errorf("README.md:%d: marker %q: use needs: one of gpu, python, torch, suite, or fails: TEXT", c.line, c.mark))
+			errs = append(errs, fmt.Errorf("%s:%d: marker %q: use needs: one of gpu, python, torch, suite, or fails: TEXT", c.path, c.line, c.mark))
 			continue
 		}
 		if c.needs != "" {
-			t.Logf("README.md:%d: skipped (needs %s)", c.line, c.needs)
+			t.Logf("%s:%d: skipped (needs %s)", c.path, c.line, c.needs)
 			continue
 		}
 		text := strings.ReplaceAll(c.text, "/tmp/", tmp+"/")
 		start := time.Now()
 		out, err := readmeRun(text, dir)
-		t.Logf("README.md:%d: %.1fs", c.line, time.Since(start).Seconds())
+		t.Logf("%s:%d: %.1fs", c.path, c.line, time.Since(start).Seconds())
 		fails := strings.ReplaceAll(c.fails, "/tmp/", tmp+"/")
 		switch {
 		case c.fails == "" && err != nil:
-			errs = append(errs, fmt.Errorf("README.md:%d: %s\n%v\n%s", c.line, c.text, err, out))
+			errs = append(errs, fmt.Errorf("%s:%d: %s\n%v\n%s", c.path, c.line, c.text, err, out))
 		case c.fails != "" && err == nil:
-			errs = append(errs, fmt.Errorf("README.md:%d: %s\nsucceeded; the README says it fails with %q\n%s", c.line, c.text, c.fails, out))
+			errs = append(errs, fmt.Errorf("%s:%d: %s\nsucceeded; the README says it fails with %q\n%s", c.path, c.line, c.text, c.fails, out))
 		case c.fails != "" && !strings.Contains(out, fails):
-			errs = append(errs, fmt.Errorf("README.md:%d: %s\nfailed (%v) without saying %q:\n%s", c.line, c.text, err, c.fails, out))
+			errs = append(errs, fmt.Errorf("%s:%d: %s\nfailed (%v) without saying %q:\n%s", c.path, c.line, c.text, err, c.fails, out))
 		}
 	}
 	return errs
@@ -189,9 +191,17 @@ func readmeRun(text, dir string) (string, error) {
 	return out.String(), err
 }
 
-// TestREADMECommands runs every command of README.md's sh blocks that
-// needs no GPU, Python or torch. MSCCL_README_SKIP=1 skips it where the
-// commands cannot run (no bash or C compiler).
+// readmeDocs are the documents whose commands run, with the fewest
+// commands each must have (fewer means the parser lost them).
+var readmeDocs = []struct {
+	path string
+	min  int
+}{{"README.md", 10}, {"docs/tutorial.md", 8}}
+
+// TestREADMECommands runs every command of the sh blocks of README.md and
+// docs/tutorial.md that needs no GPU, Python or torch, each document in a
+// directory of its own. MSCCL_README_SKIP=1 skips it where the commands
+// cannot run (no C compiler).
 func TestREADMECommands(t *testing.T) {
 	if os.Getenv("MSCCL_README_SKIP") != "" {
 		t.Skip("MSCCL_README_SKIP is set")
@@ -199,23 +209,27 @@ func TestREADMECommands(t *testing.T) {
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Skip("no bash")
 	}
-	md, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmds, err := readmeCommands(string(md))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(cmds) < 10 {
-		t.Fatalf("README.md has %d commands in sh blocks; the parser lost them", len(cmds))
-	}
 	dir, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range runReadme(t, cmds, dir, t.TempDir(), fulltest.Sample()) {
-		t.Error(e)
+	for _, doc := range readmeDocs {
+		t.Run(doc.path, func(t *testing.T) {
+			md, err := os.ReadFile(doc.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmds, err := readmeCommands(doc.path, string(md))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(cmds) < doc.min {
+				t.Fatalf("%s has %d commands in sh blocks, want at least %d; the parser lost them", doc.path, len(cmds), doc.min)
+			}
+			for _, e := range runReadme(t, cmds, dir, t.TempDir(), fulltest.Sample()) {
+				t.Error(e)
+			}
+		})
 	}
 }
 
@@ -234,7 +248,7 @@ func TestREADMERunnerFails(t *testing.T) {
 		"cat > /tmp/f <<'EOF'\n# not a comment of the block\nfalse  # needs: gpu\nEOF\n" +
 		"grep -q 'needs: gpu$' /tmp/f\n" +
 		"```\n```go\nfalse\n```\n"
-	cmds, err := readmeCommands(md)
+	cmds, err := readmeCommands("README.md", md)
 	if err != nil {
 		t.Fatal(err)
 	}
