@@ -23,7 +23,8 @@ const (
 // tag it carries; every other holder treats it as immutable.
 type vleaf struct {
 	tag uint64
-	w   [vcFan / 2]uint64
+	vmemo
+	w [vcFan / 2]uint64
 }
 
 func (f *vleaf) get(k int) uint32 { return uint32(f.w[k>>1] >> (32 * (k & 1))) }
@@ -36,9 +37,47 @@ func (f *vleaf) set(k int, x uint32) {
 // vnode is an inner node: kids at levels above 1, leaves at level 1. A
 // nil child is all zeros.
 type vnode struct {
-	tag    uint64
+	tag uint64
+	vmemo
 	kids   *[vcFan]*vnode
 	leaves *[vcFan]*vleaf
+}
+
+// vmemo remembers the last two nodes that a node (leaf or inner) is
+// known to dominate entrywise, so that a join meeting such a pair again
+// skips the walk (two: a block's clock takes turns absorbing its data
+// and its acknowledgement partners). A ring step moves a block's clock in a few subtrees, yet its
+// next join met the same unchanged subtrees of its neighbour's clock and
+// compared them leaf by leaf, finding again that nothing was new: at 128
+// ranks, 109 leaves per join. Ids, not pointers: a pointer would keep
+// the dominated node, and the chain of nodes it dominated, alive.
+//
+// The fact stays true: from names only nodes that can no longer change
+// (a join's source, whose clock moves to a new tag afterwards, or the
+// node a copy was made from), and a node changes in place only by
+// growing. So it may be written into a node other clocks share.
+type vmemo struct {
+	id   uint64    // unique in the run (tagSource)
+	from [2]uint64 // ids of nodes this one dominates, latest first; 0: none
+}
+
+// has reports whether the node is known to dominate node id.
+func (m *vmemo) has(id uint64) bool { return m.from[0] == id || m.from[1] == id }
+
+// add records that the node dominates node id.
+func (m *vmemo) add(id uint64) {
+	if m.from[0] != id {
+		m.from[1], m.from[0] = m.from[0], id
+	}
+}
+
+// covers reports whether subtree d is known to dominate subtree s.
+func covers(d, s *vnode) bool {
+	return s == nil || d == s || d != nil && d.has(s.id)
+}
+
+func leafCovers(d, s *vleaf) bool {
+	return s == nil || d == s || d != nil && d.has(s.id)
 }
 
 // vinner and vbottom allocate a node with its array in one piece.
@@ -96,15 +135,20 @@ func (c *vclock) inner(n *vnode, bottom bool) *vnode {
 	if n != nil && n.tag == c.tag && c.tag != 0 {
 		return n
 	}
+	m := vmemo{id: c.ts.next()}
+	if n != nil {
+		m.from = n.from
+		m.add(n.id) // a copy dominates what it copies, and what that did
+	}
 	if bottom {
-		x := &vbottom{n: vnode{tag: c.tag}}
+		x := &vbottom{n: vnode{tag: c.tag, vmemo: m}}
 		x.n.leaves = &x.a
 		if n != nil {
 			x.a = *n.leaves
 		}
 		return &x.n
 	}
-	x := &vinner{n: vnode{tag: c.tag}}
+	x := &vinner{n: vnode{tag: c.tag, vmemo: m}}
 	x.n.kids = &x.a
 	if n != nil {
 		x.a = *n.kids
@@ -117,9 +161,10 @@ func (c *vclock) leaf(f *vleaf) *vleaf {
 	if f != nil && f.tag == c.tag && c.tag != 0 {
 		return f
 	}
-	x := &vleaf{tag: c.tag}
+	x := &vleaf{tag: c.tag, vmemo: vmemo{id: c.ts.next()}}
 	if f != nil {
-		x.w = f.w
+		x.w, x.from = f.w, f.from
+		x.add(f.id)
 	}
 	return x
 }
@@ -214,10 +259,10 @@ func join(dst, src *vclock) {
 // reusing d where it dominates, s where s does, and changing d in place
 // where c owns it.
 func (c *vclock) joinNode(d, s *vnode, l int) *vnode {
-	if s == nil || d == s {
+	if covers(d, s) {
 		return d
 	}
-	if d == nil {
+	if d == nil || s.has(d.id) {
 		return s
 	}
 	var out *vnode
@@ -247,8 +292,10 @@ func (c *vclock) joinNode(d, s *vnode, l int) *vnode {
 	case allS:
 		return s
 	case out == nil:
+		d.add(s.id)
 		return d
 	}
+	out.add(s.id)
 	return out
 }
 
@@ -261,10 +308,10 @@ const hiBits = 0x8000000080000000
 // word without branches (SWAR): for each 32-bit lane, ge has the lane's
 // top bit set where s's entry is at least d's.
 func (c *vclock) joinLeaf(d, s *vleaf) *vleaf {
-	if s == nil || d == s {
+	if leafCovers(d, s) {
 		return d
 	}
-	if d == nil {
+	if d == nil || s.has(d.id) {
 		return s
 	}
 	var m [vcFan / 2]uint64
@@ -281,15 +328,17 @@ func (c *vclock) joinLeaf(d, s *vleaf) *vleaf {
 	}
 	switch {
 	case sBig == 0:
+		d.add(s.id)
 		return d
 	case dBig == 0:
 		return s
 	}
 	if d.tag == c.tag && c.tag != 0 {
 		d.w = m
+		d.add(s.id)
 		return d
 	}
-	return &vleaf{tag: c.tag, w: m}
+	return &vleaf{tag: c.tag, vmemo: vmemo{id: c.ts.next(), from: [2]uint64{s.id}}, w: m}
 }
 
 // clocks is a pair of vector clocks over all agents (blocks, proxies and
@@ -330,7 +379,7 @@ func joinPair(ce, cv *vclock, de, dv, se, sv *vnode, l int, made *bool) (*vnode,
 		}
 		return r, r
 	}
-	if se == nil && sv == nil {
+	if covers(de, se) && covers(dv, sv) {
 		return de, dv
 	}
 	if de == nil && dv == nil {
@@ -371,19 +420,24 @@ func joinPair(ce, cv *vclock, de, dv, se, sv *vnode, l int, made *bool) (*vnode,
 			cv.own(&ov, dv, false).kids[i] = nv
 		}
 	}
-	switch {
-	case allE:
-		oe = se
-	case oe == nil:
-		oe = de
-	}
-	switch {
-	case allV:
-		ov = sv
-	case ov == nil:
-		ov = dv
-	}
+	oe = joined(oe, de, se, allE)
+	ov = joined(ov, dv, sv, allV)
 	return oe, ov
+}
+
+// joined is joinPair's result for one side: s where s was the maximum
+// everywhere, else d or d's changed copy o, which then dominates s.
+func joined(o, d, s *vnode, allS bool) *vnode {
+	switch {
+	case allS:
+		return s
+	case o == nil:
+		o = d
+	}
+	if o != nil && s != nil {
+		o.add(s.id)
+	}
+	return o
 }
 
 func kid(n *vnode, i int) *vnode {
