@@ -19,7 +19,7 @@ func init() {
 // loadPlan reads, decodes and validates a plan file of at most maxBytes,
 // printing every diagnostic (in format f) at the file. It returns nil when
 // the plan has errors or is refused for its size.
-func loadPlan(path string, stderr io.Writer, f diag.Format, maxBytes int64) *ir.Plan {
+func loadPlan(cmd, path string, stderr io.Writer, f diag.Format, maxBytes int64) *ir.Plan {
 	if maxBytes == ir.DefaultMaxPlanBytes {
 		// Unless the cap was chosen, decoding must also fit the host's
 		// memory budget (that of sim, which also heeds ulimit -v).
@@ -29,12 +29,14 @@ func loadPlan(path string, stderr io.Writer, f diag.Format, maxBytes int64) *ir.
 	}
 	data, err := ir.ReadPlanFile(path, maxBytes)
 	var tl *ir.PlanTooLargeError
+	// File errors name the command, like every other refusal, so a script
+	// running several tools shows which one could not read what.
 	if errors.As(err, &tl) {
-		fmt.Fprintf(stderr, "%v; raise the cap with --max-plan-size SIZE\n", err)
+		errorf(stderr, cmd, "%v; raise the cap with --max-plan-size SIZE", err)
 		return nil
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "%v\n", err)
+		errorf(stderr, cmd, "%v", err)
 		return nil
 	}
 	if h := scheduleHint(path, data); h != nil {
@@ -96,7 +98,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	p := loadPlan(path, stderr, f, maxBytes)
+	p := loadPlan("check", path, stderr, f, maxBytes)
 	if p == nil {
 		return exitBad
 	}
@@ -115,7 +117,7 @@ func cmdDump(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	p := loadPlan(path, stderr, f, maxBytes)
+	p := loadPlan("dump", path, stderr, f, maxBytes)
 	if p == nil {
 		return exitBad
 	}

@@ -100,7 +100,7 @@ func cmdSim(args []string, stdout, stderr io.Writer) int {
 	if f.json {
 		df = diag.JSON
 	}
-	p := loadPlan(pos[0], stderr, df, *maxPlan)
+	p := loadPlan("sim", pos[0], stderr, df, *maxPlan)
 	if p == nil {
 		return exitBad
 	}
