@@ -279,3 +279,17 @@ func TestREADMEMarkersKnown(t *testing.T) {
 		}
 	}
 }
+
+// TestArchitectureLength keeps docs/architecture.md a document a newcomer
+// reads in one sitting (esbuild's is about 27 k characters): it describes
+// the code as it is; history belongs in git and docs/rationale.md.
+func TestArchitectureLength(t *testing.T) {
+	const limit = 25000
+	b, err := os.ReadFile("docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len([]rune(string(b))); n > limit {
+		t.Errorf("docs/architecture.md has %d characters, over %d: condense it (history and measurements go to docs/rationale.md and docs/BENCHMARKS.md)", n, limit)
+	}
+}
