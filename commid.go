@@ -3,8 +3,8 @@ package msccl
 import (
 	"context"
 	"fmt"
-	"os"
 
+	"github.com/msccl-go/msccl-go/internal/hostid"
 	"github.com/msccl-go/msccl-go/runtime/bootstrap"
 )
 
@@ -23,7 +23,9 @@ func NewUniqueID() (string, error) {
 // JoinComm joins the rendezvous id names (from NewUniqueID, on the host
 // of rank 0) as rank of world and connects this rank with the others on
 // its node, like OpenComm without reading the environment. The node
-// identity is MSCCL_NODE, else the host name.
+// identity is the bootstrap's own (internal/hostid: MSCCL_NODE, else the
+// host name with its boot id), so ranks joined here and ranks configured
+// from a launcher's variables agree on who shares a node.
 func JoinComm(ctx context.Context, id string, rank, world int, opt CommOptions) (*RankComm, error) {
 	if err := opt.check(); err != nil {
 		return nil, err
@@ -35,11 +37,9 @@ func JoinComm(ctx context.Context, id string, rank, world int, opt CommOptions) 
 	if world < 1 || rank < 0 || rank >= world {
 		return nil, fmt.Errorf("msccl: rank %d of world size %d: want 0 <= rank < world", rank, world)
 	}
-	node := os.Getenv("MSCCL_NODE")
+	node := hostid.Local().Node
 	if node == "" {
-		if node, err = os.Hostname(); err != nil {
-			return nil, fmt.Errorf("msccl: host name for the node identity: %w (set MSCCL_NODE)", err)
-		}
+		return nil, fmt.Errorf("msccl: no host name for the node identity (set %s)", hostid.NodeEnv)
 	}
 	cfg := bootstrap.Config{Rank: rank, World: world, LocalRank: -1, LocalWorld: -1, Node: node, ID: uid,
 		Timeout: bootstrap.DefaultTimeout, Source: "unique id"}
