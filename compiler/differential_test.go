@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/internal/fulltest"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -47,11 +48,11 @@ import (
 // one (the reader waits for packets never sent: a deadlock). Both modes
 // see them alike.
 //
-// With -short the test runs diffShortPrograms programs; without it,
-// diffLongPrograms.
+// The default run tries diffShortPrograms programs; the full one
+// (MSCCL_FULL=1), diffLongPrograms.
 func TestDifferential(t *testing.T) {
 	n := diffLongPrograms
-	if testing.Short() {
+	if fulltest.Sample() {
 		n = diffShortPrograms
 	}
 	start := time.Now()

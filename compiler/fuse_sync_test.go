@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/internal/fulltest"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -43,7 +44,7 @@ func TestFuseSyncCapsSemaphores(t *testing.T) {
 	if !split {
 		t.Errorf("no sem_release was split at the cap; the test no longer exercises it")
 	}
-	if testing.Short() {
+	if fulltest.Sample() {
 		return
 	}
 	if vs := Verify(p, sm, []int64{32 * 4096}, []cpu.DType{cpu.F32}); vs.HasErrors() {

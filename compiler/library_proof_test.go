@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/internal/fulltest"
 )
 
 // A shape is a world a library algorithm is compiled for; defs are a
@@ -107,8 +108,8 @@ func prove(file string, s shape) verdict {
 
 // libraryShapes are the worlds every library algorithm is tried at:
 // every size from 2 to 16, then 24, 32, 64 and 128 (the last two are the
-// slow tail, skipped under -short); hierarchical ones at 2-4 nodes of
-// 2-8 GPUs, and 8 and 16 nodes of 8 outside -short; and 8 ranks with two
+// slow tail, left to the full run, MSCCL_FULL=1); hierarchical ones at 2-4 nodes of
+// 2-8 GPUs, and 8 and 16 nodes of 8 in the full run; and 8 ranks with two
 // instances.
 func libraryShapes(file string, short bool) []shape {
 	var out []shape
@@ -135,12 +136,23 @@ func libraryShapes(file string, short bool) []shape {
 	return out
 }
 
+// sampleShape keeps, in the default run, the worlds up to 8 ranks and
+// 16 (and every hierarchical one of up to 16 ranks): every algorithm and
+// both instance counts, each at small, odd and power-of-two worlds. The
+// full run (MSCCL_FULL=1) proves every shape up to 128 ranks.
+func sampleShape(s shape) bool {
+	return s.ranks <= 8 || s.ranks == 16 && s.nodes == 0 || s.nodes > 0 && s.ranks <= 16 && s.gpn < 8
+}
+
 // TestLibraryProven proves every library algorithm at every shape it
 // accepts; a shape it refuses must be refused with a positioned error.
 func TestLibraryProven(t *testing.T) {
 	for _, f := range libraryFiles(t) {
 		algo := strings.TrimSuffix(filepath.Base(f), ".msccl")
-		for _, s := range libraryShapes(f, testing.Short()) {
+		for _, s := range libraryShapes(f, fulltest.Sample()) {
+			if fulltest.Sample() && !sampleShape(s) {
+				continue
+			}
 			t.Run(algo+"/"+s.String(), func(t *testing.T) {
 				v := prove(f, s)
 				if !v.accepted {
@@ -202,8 +214,8 @@ func TestSelectionClaimsProven(t *testing.T) {
 			}
 		}
 		for _, s := range shapes {
-			if testing.Short() && s.ranks > 32 {
-				continue
+			if fulltest.Sample() && (s.ranks > 32 || len(shapes) > 2 && s != shapes[0] && s != shapes[len(shapes)-1]) {
+				continue // the sample: a row's smallest and largest world
 			}
 			s.defs = defs
 			v := prove(file, s)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/msccl-go/msccl-go/internal/fulltest"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -14,9 +15,7 @@ import (
 // (enough for several workers) on one core, two and four: plans and
 // diagnostics must be byte for byte the same.
 func TestParallelDeterminism(t *testing.T) {
-	if testing.Short() {
-		t.Skip("compiles every algorithm twice at 64 ranks")
-	}
+	fulltest.Skip(t, "compiles every algorithm twice at 64 ranks")
 	files := libraryFiles(t)
 	compile := func(procs int, name string, src []byte, defs map[string]int64) (string, string) {
 		return compileOn(t, procs, name, src, defs, Options{})

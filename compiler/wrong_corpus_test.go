@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/internal/fulltest"
 	"github.com/msccl-go/msccl-go/internal/golden"
 	"github.com/msccl-go/msccl-go/ir"
 	"golang.org/x/tools/txtar"
@@ -57,6 +58,11 @@ func TestWrongCorpus(t *testing.T) {
 	t.Logf("%d wrong schedules in %d classes: %v", nWrong, len(classes), classes)
 	for _, f := range files {
 		base := strings.TrimSuffix(filepath.Base(f), ".txtar")
+		// The default run checks the first schedule of every class
+		// (wrong_peer_1, ...) and every fixture that is not numbered.
+		if fulltest.Sample() && strings.HasPrefix(base, "wrong_") && !strings.HasSuffix(base, "_1") {
+			continue
+		}
 		t.Run(base, func(t *testing.T) {
 			ar, err := txtar.ParseFile(f)
 			if err != nil {

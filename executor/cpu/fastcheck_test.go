@@ -9,6 +9,7 @@ import (
 
 	"github.com/msccl-go/msccl-go/compiler"
 	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/internal/fulltest"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -24,7 +25,7 @@ func TestCheckFast(t *testing.T) {
 	nfix := len(plans)
 	algs, _ := filepath.Glob("../../algorithms/*.msccl")
 	ranks := []int64{2, 3, 4, 8}
-	if testing.Short() {
+	if fulltest.Sample() {
 		ranks = []int64{3, 8}
 	}
 	for _, f := range algs {

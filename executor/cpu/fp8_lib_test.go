@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/internal/fulltest"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -16,7 +17,7 @@ import (
 // cancels everywhere cannot pass for a correct one.
 func TestFP8LibraryAllReduce(t *testing.T) {
 	ranks := []int64{4, 8}
-	if !testing.Short() {
+	if !fulltest.Sample() {
 		ranks = append(ranks, 16) // E5M2's exact limit: sums within [-8, 8]
 	}
 	for _, name := range []string{"allreduce_ring", "allreduce_allpairs_packet"} {

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/msccl-go/msccl-go/internal/fulltest"
 )
 
 // TestPeerPlansReadmeVerdicts keeps the verdict columns of
@@ -14,7 +16,7 @@ import (
 // rule columns): every fixture is run at every size the row lists under
 // "sizes simulated" and every launch count under "launches", symbolically
 // and at byte level in f32, and must end as the row's verdict says
-// (correct, or a race). With -short the 1 MiB sizes are left out and only
+// (correct, or a race). In the default run (not MSCCL_FULL=1) the 1 MiB sizes are left out and only
 // the fewest and the most launches run.
 func TestPeerPlansReadmeVerdicts(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(fixtureDir, "README.md"))
@@ -61,11 +63,11 @@ func TestPeerPlansReadmeVerdicts(t *testing.T) {
 			t.Errorf("%s: verdict %q: want it to start with correct or **race**", name, cells[7])
 			continue
 		}
-		if testing.Short() {
+		if fulltest.Sample() {
 			launches = []int{launches[0], launches[len(launches)-1]}
 		}
 		for _, size := range sizes {
-			if testing.Short() && size >= 1<<20 {
+			if fulltest.Sample() && size >= 1<<20 {
 				continue
 			}
 			for _, l := range launches {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/msccl-go/msccl-go/compiler"
 	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/internal/fulltest"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -67,11 +68,9 @@ func BenchmarkProofScale(b *testing.B) {
 
 // TestProofAt128Ranks proves a ring allreduce at 128 ranks (8192 thread
 // blocks), which ran out of memory before the clocks were shared
-// (clock.go). Skipped with -short.
+// (clock.go). Only in the full run (MSCCL_FULL=1).
 func TestProofAt128Ranks(t *testing.T) {
-	if testing.Short() {
-		t.Skip("128-rank proof takes seconds")
-	}
+	fulltest.Skip(t, "the 128-rank proof takes seconds")
 	p := compileLibrary(t, "allreduce_ring", 128)
 	rep, err := cpu.Run(p, cpu.Options{Size: 64 << 10, DType: cpu.F32, Launches: 2})
 	if err != nil {

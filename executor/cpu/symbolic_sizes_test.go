@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"testing"
 
+	"github.com/msccl-go/msccl-go/internal/fulltest"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -21,7 +22,7 @@ func TestSymbolicAgreesAtRandomSizes(t *testing.T) {
 	plans := symPlans(t)
 	rng := rand.New(rand.NewSource(12))
 	perPlan, dtypes := 3, ir.DTypes
-	if testing.Short() {
+	if fulltest.Sample() {
 		perPlan, dtypes = 1, []DType{F32, F16, I32, U8, F8E4M3}
 	}
 	for _, name := range sortedNames(plans) {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/msccl-go/msccl-go/internal/fulltest"
 	"github.com/msccl-go/msccl-go/internal/golden"
 	"github.com/msccl-go/msccl-go/ir"
 )
@@ -63,7 +64,7 @@ func TestSymbolicAgreesOnLibrary(t *testing.T) {
 	plans := symPlans(t)
 	launches := []int{1, 2, 3, 4, 5}
 	mults := []int64{1, 3, 8}
-	if testing.Short() {
+	if fulltest.Sample() {
 		launches, mults = []int{1, 3}, []int64{1, 3}
 	}
 	for _, name := range sortedNames(plans) {
@@ -151,7 +152,7 @@ func dataMutations(p *ir.Plan, limit int) []mutation {
 func TestSymbolicAgreesOnMutants(t *testing.T) {
 	plans := symPlans(t)
 	limit := 12
-	if testing.Short() {
+	if fulltest.Sample() {
 		limit = 4
 	}
 	compared, wrong := 0, 0
@@ -160,7 +161,7 @@ func TestSymbolicAgreesOnMutants(t *testing.T) {
 			continue
 		}
 		p := plans[name]
-		for _, m := range append(mutations(p), dataMutations(p, limit)...) {
+		for _, m := range append(fulltest.Stride(mutations(p), 8), dataMutations(p, limit)...) {
 			q := clonePlan(p)
 			m.apply(q)
 			size := sizes(p)[0] * 4

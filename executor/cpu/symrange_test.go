@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/msccl-go/msccl-go/internal/fulltest"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -106,7 +107,7 @@ func TestRangesAgreeWithElements(t *testing.T) {
 	plans := symPlans(t)
 	rng := rand.New(rand.NewSource(61))
 	perPlan, limit := 3, 6
-	if testing.Short() {
+	if fulltest.Sample() {
 		perPlan, limit = 1, 2
 	}
 	runs, wrong := 0, 0
@@ -138,7 +139,7 @@ func TestRangesAgreeWithElements(t *testing.T) {
 			}
 			check(t, name, p, Options{Size: size, Launches: 1 + rng.Intn(5), LLWidth: ll, Seed: uint64(rng.Intn(1000))})
 		}
-		for _, m := range append(mutations(p), dataMutations(p, limit)...) {
+		for _, m := range append(fulltest.Stride(mutations(p), 8), dataMutations(p, limit)...) {
 			q := clonePlan(p)
 			m.apply(q)
 			check(t, name+": "+m.name, q, Options{Size: sizes(p)[0] * 4, Launches: 1 + rng.Intn(5), Seed: 9})

@@ -35,3 +35,18 @@ func Skip(t testing.TB, why string) {
 		t.Skipf("%s: runs with %s=1 (as CI does)", why, Env)
 	}
 }
+
+// Stride keeps every k-th element of xs (from the first) in the sample
+// run and all of them in the full one: for long lists of generated cases
+// (the mutants of every plan) where any spread-out part catches a
+// regression.
+func Stride[T any](xs []T, k int) []T {
+	if On() || k <= 1 {
+		return xs
+	}
+	out := make([]T, 0, (len(xs)+k-1)/k)
+	for i := 0; i < len(xs); i += k {
+		out = append(out, xs[i])
+	}
+	return out
+}

@@ -37,3 +37,18 @@ func TestSkip(t *testing.T) {
 		t.Error("Skip skipped in the full run")
 	}
 }
+
+func TestStride(t *testing.T) {
+	xs := []int{0, 1, 2, 3, 4, 5, 6}
+	t.Setenv(Env, "")
+	if got := Stride(xs, 3); len(got) != 3 || got[0] != 0 || got[1] != 3 || got[2] != 6 {
+		t.Errorf("sample Stride(xs, 3) = %v, want [0 3 6]", got)
+	}
+	if got := Stride(xs, 1); len(got) != len(xs) {
+		t.Errorf("Stride(xs, 1) = %v, want all", got)
+	}
+	t.Setenv(Env, "1")
+	if got := Stride(xs, 3); len(got) != len(xs) && !testing.Short() {
+		t.Errorf("full Stride(xs, 3) = %v, want all", got)
+	}
+}
