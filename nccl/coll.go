@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"encoding/binary"
-	"fmt"
 	"math"
-	"os"
 	"unsafe"
 
 	"github.com/msccl-go/msccl-go"
@@ -34,10 +32,14 @@ var opNames = []string{"ncclSum", "ncclProd", "ncclMax", "ncclMin", "ncclAvg"}
 // preMulSum is an operator of ncclRedOpCreatePreMulSum: sum after each
 // rank multiplies its input by scalar.
 type preMulSum struct {
-	dt       int
-	scalar   unsafe.Pointer // read at each call (ncclScalarDevice)
-	value    float64        // ncclScalarHostImmediate: read at creation
-	atCreate bool
+	dt        int
+	residence int            // ncclScalarResidence_t
+	scalar    unsafe.Pointer // read at each call (ncclScalarDevice)
+	value     float64        // ncclScalarHostImmediate: read at creation
+	copy      [8]byte        // and its bytes, for the real NCCL's operator
+	atCreate  bool
+	real      int  // the real NCCL's operator on the shadow (handover.go)
+	hasReal   bool // real is made
 }
 
 // call is one NCCL call, converted: the collective on this rank's
@@ -57,6 +59,7 @@ type call struct {
 	stream   unsafe.Pointer
 	p2p      int // 0: a collective; 1: a send; 2: a receive
 	reducing bool
+	reason   string // why msccl-go does not run it (handOverReason), or ""
 }
 
 func (k *call) typeErr() error {
@@ -140,10 +143,9 @@ func (k *call) run() error {
 		cl.DType = msccl.U8
 		return k.issue(cl)
 	}
+	// handOverReason has sent every other type and reduction to the
+	// real NCCL.
 	dt := dataTypes[k.dtype]
-	if !dt.native {
-		return unsupported(k, fmt.Sprintf("%s of %s (msccl-go has no such type to reduce)", k.name, dt.name))
-	}
 	cl.DType = dt.dt
 	switch k.op {
 	case opSum:
@@ -153,9 +155,6 @@ func (k *call) run() error {
 	case opMax:
 		cl.Op = msccl.Max
 	case opProd:
-		if dt.dt != msccl.I32 && dt.dt != msccl.U32 && dt.dt != msccl.U8 {
-			return unsupported(k, fmt.Sprintf("%s with ncclProd on %s (msccl-go multiplies integer types only)", k.name, dt.name))
-		}
 		cl.Op = msccl.Prod
 	default:
 		return k.scaled(cl)
@@ -172,17 +171,9 @@ func (k *call) issue(cl msccl.Call) error {
 
 // scaled runs ncclAvg (a sum, then the result divided by the ranks) and
 // PreMulSum (each input multiplied by the scalar, then a sum) on f32 on
-// the cpu device, where the scaling is a loop over host memory; on the
-// cuda device and for other types they are not msccl-go's.
+// the cpu device, where the scaling is a loop over host memory (the
+// other devices and types hand them over: handOverReason).
 func (k *call) scaled(cl msccl.Call) error {
-	dt := dataTypes[k.dtype]
-	what := "ncclAvg"
-	if k.op >= numOps {
-		what = "a PreMulSum operator"
-	}
-	if k.c.device != "cpu" || !dt.native || dt.dt != msccl.F32 {
-		return unsupported(k, fmt.Sprintf("%s with %s on %s on the %s device (msccl-go scales f32 on the cpu device only)", k.name, what, dt.name, k.c.device))
-	}
 	cl.Op = msccl.Sum
 	if k.op == opAvg {
 		if err := k.issue(cl); err != nil {
@@ -212,17 +203,6 @@ func scaleF32(b []byte, s float32) {
 		v := math.Float32frombits(binary.LittleEndian.Uint32(b[i:]))
 		binary.LittleEndian.PutUint32(b[i:], math.Float32bits(v*s))
 	}
-}
-
-// unsupported is a call msccl-go does not run: ncclInvalidUsage naming
-// the reason (NCCL's per-call fallback, MSCCL_NCCL_LIB, is not
-// implemented yet; MSCCL_NCCL_FALLBACK=0 says it is forbidden too).
-func unsupported(k *call, reason string) error {
-	infoOnce("not run by msccl-go: " + reason)
-	if os.Getenv("MSCCL_NCCL_FALLBACK") == "0" {
-		return errorf(ncclInvalidUsage, "%s; MSCCL_NCCL_FALLBACK=0 forbids handing it to NCCL", reason)
-	}
-	return errorf(ncclInvalidUsage, "%s; handing such calls to a real NCCL (MSCCL_NCCL_LIB) is not implemented yet", reason)
 }
 
 func (c *ncComm) hasOp(op int) bool {

@@ -39,6 +39,13 @@ type ncComm struct {
 	ops     map[int]preMulSum
 	nextOp  int
 	aborted bool
+
+	// The real NCCL's communicator shadowing this one (handover.go):
+	// nil until the first call msccl-go does not run; realErr when
+	// making it failed. plans: handOverReason's verdicts per size.
+	real    unsafe.Pointer
+	realErr error
+	plans   map[planKey]string
 }
 
 var comms sync.Map // uintptr(ncclComm_t) -> *ncComm
@@ -125,7 +132,7 @@ func initRank(id string, nranks, rank int, ordinal string) (*ncComm, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &ncComm{rc: rc, device: dev, cuda: -1, ops: map[int]preMulSum{}, nextOp: 5}
+	c := &ncComm{rc: rc, device: dev, cuda: -1, ops: map[int]preMulSum{}, nextOp: 5, plans: map[planKey]string{}}
 	if dev == "cuda" {
 		if n, err := strconv.Atoi(ordinal); err == nil {
 			c.cuda = n
@@ -140,10 +147,11 @@ func initRank(id string, nranks, rank int, ordinal string) (*ncComm, error) {
 func destroy(h unsafe.Pointer, c *ncComm) error {
 	comms.Delete(uintptr(h))
 	C.free(h)
+	shadowErr := c.closeShadow("ncclCommDestroy")
 	if c.family != nil {
-		return c.family.close(c)
+		return errors.Join(shadowErr, c.family.close(c))
 	}
-	return c.rc.Close()
+	return errors.Join(shadowErr, c.rc.Close())
 }
 
 // family is several ranks of one job in this process, which one thread
@@ -197,6 +205,7 @@ func abort(h unsafe.Pointer, c *ncComm) {
 	comms.Delete(uintptr(h))
 	done := make(chan struct{})
 	go func() {
+		c.closeShadow("ncclCommAbort")
 		c.rc.Close()
 		close(done)
 	}()

@@ -250,9 +250,13 @@ func ncclCommSplit(comm unsafe.Pointer, color C.int, key C.int, newcomm *unsafe.
 func ncclCommFinalize(comm unsafe.Pointer) C.int {
 	// Every call has been issued by the time it returned (the cpu device
 	// has run it; the cuda device has queued it on the caller's stream),
-	// so nothing is left to flush.
+	// so nothing of ours is left to flush; the real NCCL's shadow, if
+	// calls were handed to it, is finalized.
 	c, err := lookup(comm)
-	return record(c, err)
+	if err != nil {
+		return record(nil, err)
+	}
+	return guard(c, c.finalizeShadow)
 }
 
 //export ncclCommDestroy
@@ -397,9 +401,12 @@ func ncclRedOpCreatePreMulSum(op *C.int, scalar unsafe.Pointer, datatype C.int, 
 		if datatype < 0 || int(datatype) >= len(dataTypes) {
 			return errorf(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: datatype %d is not an ncclDataType_t", int(datatype))
 		}
-		pm := preMulSum{dt: int(datatype), scalar: scalar, atCreate: residence == 1}
-		if pm.atCreate && dataTypes[pm.dt].native && dataTypes[pm.dt].dt == msccl.F32 {
-			pm.value = float64(math.Float32frombits(binary.LittleEndian.Uint32(unsafe.Slice((*byte)(scalar), 4))))
+		pm := preMulSum{dt: int(datatype), residence: int(residence), scalar: scalar, atCreate: residence == 1}
+		if pm.atCreate {
+			copy(pm.copy[:], unsafe.Slice((*byte)(scalar), dataTypes[pm.dt].size))
+			if dataTypes[pm.dt].native && dataTypes[pm.dt].dt == msccl.F32 {
+				pm.value = float64(math.Float32frombits(binary.LittleEndian.Uint32(pm.copy[:])))
+			}
 		}
 		c.mu.Lock()
 		id := c.nextOp
@@ -418,13 +425,13 @@ func ncclRedOpDestroy(op C.int, comm unsafe.Pointer) C.int {
 		return record(nil, err)
 	}
 	c.mu.Lock()
-	_, ok := c.ops[int(op)]
+	pm, ok := c.ops[int(op)]
 	delete(c.ops, int(op))
 	c.mu.Unlock()
 	if !ok {
 		return record(c, errorf(ncclInvalidArgument, "ncclRedOpDestroy: op %d was not made by ncclRedOpCreatePreMulSum on this communicator", int(op)))
 	}
-	return ncclSuccess
+	return record(c, c.dropRealOp(pm))
 }
 
 // collective checks and runs (or, inside a group, queues) one call.
@@ -438,8 +445,12 @@ func collective(comm unsafe.Pointer, k call) C.int {
 		if err := k.check(); err != nil {
 			return err
 		}
+		k.reason = k.handOverReason()
 		if queue(groupOp{k: &k}) {
 			return nil
+		}
+		if k.reason != "" {
+			return handOver(&k, k.reason)
 		}
 		return k.run()
 	})
@@ -599,11 +610,13 @@ func ncclGroupEnd() C.int {
 
 func runGroup(ops []groupOp) error {
 	var inits []*pendingInit
-	var sends, colls, recvs []*call
+	var sends, colls, recvs, real []*call
 	for _, op := range ops {
 		switch {
 		case op.init != nil:
 			inits = append(inits, op.init)
+		case op.k.reason != "":
+			real = append(real, op.k)
 		case op.k.p2p == 1:
 			sends = append(sends, op.k)
 		case op.k.p2p == 2:
@@ -650,6 +663,12 @@ func runGroup(ops []groupOp) error {
 		if err := runBatch(batch); err != nil {
 			return err
 		}
+	}
+	// The calls msccl-go does not run go to the real NCCL last, as one
+	// group of its own, from this thread (the real NCCL uses the
+	// thread's current GPU).
+	if len(real) > 0 {
+		return handOverGroup(real)
 	}
 	return nil
 }

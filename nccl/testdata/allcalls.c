@@ -18,29 +18,7 @@
 
 static int rank, world;
 
-#define FAIL(...)                                \
-  do {                                           \
-    fprintf(stderr, "rank %d: ", rank);          \
-    fprintf(stderr, __VA_ARGS__);                \
-    fprintf(stderr, " (line %d)\n", __LINE__);   \
-    exit(1);                                     \
-  } while (0)
-
-#define CHECK(call)                                                                    \
-  do {                                                                                 \
-    ncclResult_t r_ = (call);                                                          \
-    if (r_ != ncclSuccess)                                                             \
-      FAIL("%s: %s: %s", #call, ncclGetErrorString(r_), ncclGetLastError(NULL));       \
-  } while (0)
-
-/* EXPECT: call returns code, and the last error names text (when not ""). */
-#define EXPECT(call, code, text)                                                       \
-  do {                                                                                 \
-    ncclResult_t r_ = (call);                                                          \
-    if (r_ != (code)) FAIL("%s returned %d, want %d (%s)", #call, r_, code, ncclGetLastError(NULL)); \
-    if (!strstr(ncclGetLastError(NULL), text))                                         \
-      FAIL("%s: last error %s, want it to name %s", #call, ncclGetLastError(NULL), text); \
-  } while (0)
+#include "check.h"
 
 /* val is rank q's element i: distinct per rank and element, exact in f32. */
 static float val(int q, size_t i) { return (float)(q * 1000 + (int)(i % 997) + 1); }
