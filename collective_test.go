@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msccl-go/msccl-go/internal/fulltest"
 	"github.com/msccl-go/msccl-go/internal/par"
 	"github.com/msccl-go/msccl-go/ir"
 )
@@ -299,9 +300,7 @@ func TestSendRecvBuf(t *testing.T) {
 // Ranks that make different calls hang until the watchdog; the error then
 // names what each rank made, not only the stuck blocks.
 func TestCallMismatchNamed(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: waits for the cpu device's 10 s watchdog")
-	}
+	fulltest.Skip(t, "waits for the cpu device's 10 s watchdog")
 	joinRanks(t, 2, func(ctx context.Context, rc *RankComm) error {
 		a, b := make([]byte, 4096), make([]byte, 8192)
 		for _, buf := range [][]byte{a, b} { // both sizes opened on both ranks

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/msccl-go/msccl-go/internal/fulltest"
 	"github.com/msccl-go/msccl-go/internal/golden"
 )
 
@@ -58,7 +59,7 @@ func FuzzDecode(f *testing.F) {
 // and clone on each result.
 func TestMutatedFixturesNeverPanic(t *testing.T) {
 	iters := 150
-	if testing.Short() {
+	if fulltest.Sample() {
 		iters = 30
 	}
 	golden.Files(t, peerPlans, func(t *testing.T, f string, data []byte) {

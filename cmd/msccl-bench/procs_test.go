@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msccl-go/msccl-go/internal/fulltest"
 	"github.com/msccl-go/msccl-go/runtime/bootstrap"
 )
 
@@ -123,9 +124,7 @@ func rowSizes(t *testing.T, out string) []string {
 // Sixteen processes, one rank each, on however few cores: an LL plan
 // whose every rank reads every other's packets.
 func TestProcsCPU16(t *testing.T) {
-	if testing.Short() {
-		t.Skip("16 processes")
-	}
+	fulltest.Skip(t, "16 processes")
 	start := time.Now()
 	out, errOut, code := benchCmd(t, "--procs", "16", "--device", "cpu", "--algo", "allreduce_allpairs_packet", "--ranks", "16", "-b", "16K", "-e", "64K", "-f", "4", "-c", "-n", "2", "-w", "1")
 	if code != 0 {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/msccl-go/msccl-go/internal/fulltest"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -42,7 +43,7 @@ func TestProcsFixturesScript(t *testing.T) {
 		t.Fatalf("no fixtures: %v", err)
 	}
 	var only []string
-	if testing.Short() {
+	if fulltest.Sample() {
 		only = []string{"allreduce_packet.json", "allgather_pkt_rppkt_4.json", "reduce_tbg.json", "reduce_nvls.json"}
 	}
 	out, code := procsScript(t, bash, "fixtures", strings.Join(only, " "))

@@ -14,6 +14,7 @@ import (
 	"github.com/msccl-go/msccl-go/algorithms"
 	"github.com/msccl-go/msccl-go/compiler"
 	"github.com/msccl-go/msccl-go/executor/cpu"
+	"github.com/msccl-go/msccl-go/internal/fulltest"
 	"github.com/msccl-go/msccl-go/ir"
 )
 
@@ -148,7 +149,7 @@ func TestRunTuneBudget(t *testing.T) {
 // row's range), as compiler's TestSelectionClaimsProven does.
 func proveRows(t *testing.T, rows []compiler.SelectionRow) {
 	t.Helper()
-	if testing.Short() {
+	if fulltest.Sample() {
 		return
 	}
 	for _, r := range rows {

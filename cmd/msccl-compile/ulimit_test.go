@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/msccl-go/msccl-go/internal/fulltest"
 )
 
 // helperEnv, when set, makes TestHelperMain run the command line it holds
@@ -30,9 +32,7 @@ func TestHelperMain(t *testing.T) {
 // error: out of memory" (exit 2), which it did while its memory budget
 // looked only at the host's available memory.
 func TestProofUnderAddressLimit(t *testing.T) {
-	if testing.Short() {
-		t.Skip("compiles a 256-rank plan")
-	}
+	fulltest.Skip(t, "compiles a 256-rank plan")
 	if runtime.GOOS != "linux" {
 		t.Skip("ulimit -v in sh")
 	}

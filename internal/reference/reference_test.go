@@ -7,6 +7,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/msccl-go/msccl-go/internal/fulltest"
 	"github.com/msccl-go/msccl-go/internal/nvrtc"
 	"github.com/msccl-go/msccl-go/internal/nvrtc/nvrtctest"
 	"github.com/msccl-go/msccl-go/ir"
@@ -27,7 +28,7 @@ func TestCompilePTX(t *testing.T) {
 		{"allreduce_twoshot", ir.BF16, 16}, {"allreduce_twoshot", ir.F8E4M3, 16}, {"allreduce_oneshot_ll", ir.F8E5M2, 16},
 		{"allgather_direct", ir.F32, 16},
 	}
-	if testing.Short() {
+	if fulltest.Sample() {
 		cases = cases[:1]
 	}
 	for _, c := range cases {
