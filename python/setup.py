@@ -1,8 +1,9 @@
 """Build step of the msccl package: the Go build of libmsccl.so.
 
-Everything else is in pyproject.toml. The one build requirement beyond
-setuptools is the Go toolchain (go on PATH, or $GO), with cgo's C
-compiler: build_py runs
+The metadata is here as well (pyproject.toml only names the build
+backend) so that the setuptools of any Python >= 3.9 builds it. The
+build requirements beyond setuptools and wheel are the Go toolchain (go
+on PATH, or $GO) and cgo's C compiler: build_py runs
 
     go build -buildmode=c-shared -o <build>/msccl/libmsccl.so ./capi
 
@@ -64,4 +65,23 @@ class platform_distribution(Distribution):
         return True
 
 
-setup(cmdclass={"build_py": build_go}, distclass=platform_distribution)
+def readme():
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "README.md")) as f:
+        return f.read()
+
+
+setup(
+    name="msccl",
+    version="0.1.0",
+    description="Compile, prove and run MSCCL++-style collective schedules (Python bindings of msccl-go)",
+    long_description=readme(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.9",
+    license="MIT",
+    packages=["msccl"],
+    install_requires=[],
+    extras_require={"torch": ["torch"]},
+    entry_points={"console_scripts": ["msccl = msccl.__main__:main"]},
+    cmdclass={"build_py": build_go},
+    distclass=platform_distribution,
+)
