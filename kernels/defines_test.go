@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/msccl-go/msccl-go/internal/fulltest"
 	"github.com/msccl-go/msccl-go/internal/nvrtc"
 	"github.com/msccl-go/msccl-go/internal/nvrtc/nvrtctest"
 	"github.com/msccl-go/msccl-go/ir"
@@ -53,7 +54,7 @@ func TestSourceForDefines(t *testing.T) {
 	if tr, err := TraceSourceFor(ir.F16, 16); err != nil || !strings.Contains(tr, "#define RED_BATCH 2\n") {
 		t.Errorf("TraceSourceFor: %v, knobs missing", err)
 	}
-	if testing.Short() {
+	if fulltest.Sample() {
 		return
 	}
 	nvrtctest.Need(t)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/msccl-go/msccl-go/internal/fulltest"
 	"github.com/msccl-go/msccl-go/internal/nvrtc"
 	"github.com/msccl-go/msccl-go/internal/nvrtc/nvrtctest"
 	"github.com/msccl-go/msccl-go/ir"
@@ -22,9 +23,7 @@ import (
 // on a GPU. Another NVRTC version emits other PTX, so there the test skips.
 func TestPTXGolden(t *testing.T) {
 	nvrtctest.Need(t)
-	if testing.Short() {
-		t.Skip("compiles 32 kernel instances")
-	}
+	fulltest.Skip(t, "compiles 32 kernel instances")
 	major, minor, err := nvrtc.Version()
 	if err != nil {
 		t.Fatal(err)

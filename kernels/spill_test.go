@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/msccl-go/msccl-go/internal/fulltest"
 	"github.com/msccl-go/msccl-go/internal/nvrtc"
 	"github.com/msccl-go/msccl-go/internal/nvrtc/nvrtctest"
 	"github.com/msccl-go/msccl-go/ir"
@@ -19,7 +20,7 @@ import (
 func TestReduceNoSpill(t *testing.T) {
 	nvrtctest.Need(t)
 	cases := []ir.DType{ir.F16, ir.F8E4M3, ir.F32}
-	if testing.Short() {
+	if fulltest.Sample() {
 		cases = cases[:1]
 	}
 	for _, dt := range cases {
