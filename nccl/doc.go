@@ -14,8 +14,23 @@
 // this package converts NCCL's arguments into msccl.Call and results into
 // ncclResult_t, and adds what NCCL defines beyond one call: group
 // aggregation (ncclGroupStart/End, per thread), communicator splitting,
-// abort, the last error, the reductions msccl-go lacks (average and
-// PreMulSum on the cpu device are a sum plus a local scaling).
+// abort, the last error, average and PreMulSum on the cpu device (a sum
+// plus a local scaling of f32).
+//
+// A call msccl-go does not run (a type it does not reduce, such as int64
+// or f64; ncclAvg or PreMulSum on the cuda device; ncclProd on floats; a
+// collective with no proven plan for its size and ranks) goes, per call,
+// to the real NCCL named by MSCCL_NCCL_LIB (handover.go, realnccl.go). It
+// is opened with dlopen, never linked, since its names are ours. Each of
+// our communicators that hands a call over gets a communicator of the
+// real NCCL's own, made on that first call by every rank (rank 0's real
+// ncclUniqueId travels over our bootstrap; every rank reaches the same
+// decision, which depends only on what NCCL requires ranks to pass
+// alike); the call runs on it with the caller's stream. In a group, the
+// calls msccl-go runs run first and the handed-over ones after them,
+// inside one real ncclGroupStart/End. Destroy, abort and finalize end
+// the real communicator too; a split communicator gets its own. None of
+// our communicators ever reaches the real NCCL.
 //
 // Environment:
 //
@@ -24,12 +39,17 @@
 //	                          GPU); cuda (default): device pointers and
 //	                          streams, the GPU of MSCCL_CUDA_DEVICE or the
 //	                          local rank's
-//	MSCCL_NCCL_FALLBACK=0     the error of a call msccl-go does not run
-//	                          (an int64 sum) says falling back is
-//	                          forbidden; either way it is ncclInvalidUsage
-//	                          naming the reason (handing such calls to a
-//	                          real NCCL is not implemented yet)
-//	MSCCL_DEBUG=INFO          one line on stderr per distinct reason
+//	MSCCL_NCCL_LIB=PATH       the real NCCL (libnccl.so.2) for the calls
+//	                          msccl-go does not run; read when a call first
+//	                          needs it. Unset, unloadable, not an NCCL or
+//	                          this library itself: such calls return
+//	                          ncclInvalidUsage naming the reason and the
+//	                          cause. The cpu device never hands over (the
+//	                          real NCCL runs on GPUs) and says so
+//	MSCCL_NCCL_FALLBACK=0     never hand over: such calls return
+//	                          ncclInvalidUsage naming the reason
+//	MSCCL_DEBUG=INFO          one line on stderr per distinct reason a call
+//	                          is not run by msccl-go
 //
 // Nothing here aborts the host process: a Go panic inside a call is
 // recovered and becomes ncclInternalError with the panic in
