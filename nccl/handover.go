@@ -179,10 +179,11 @@ func shadow(cs []*ncComm) error {
 	if err := realGroupStart(); err != nil {
 		return err
 	}
-	made := make([]unsafe.Pointer, len(need))
+	made, free := cPointers(len(need))
+	defer free()
 	errs := make([]error, len(need))
 	for i, c := range need {
-		made[i], errs[i] = realInit(ids[i], c.rc.Size(), c.rc.Rank())
+		errs[i] = realInit(&made[i], ids[i], c.rc.Size(), c.rc.Rank())
 	}
 	if err := realGroupEnd(); err != nil {
 		for i := range errs {

@@ -145,7 +145,10 @@ func realResult(what string, r C.int, comm unsafe.Pointer) error {
 	if r == ncclSuccess {
 		return nil
 	}
-	msg := C.GoString(C.msccl_real_str(realLib.syms["ncclGetErrorString"], r))
+	msg := fmt.Sprintf("result %d", int(r))
+	if f, err := realSym("ncclGetErrorString"); err == nil {
+		msg = C.GoString(C.msccl_real_str(f, r))
+	}
 	if f, err := realSym("ncclGetLastError"); err == nil {
 		if last := C.GoString(C.msccl_real_last(f, comm)); last != "" {
 			msg += ": " + last
@@ -184,19 +187,23 @@ func realUniqueID() ([128]byte, error) {
 	return *(*[128]byte)(unsafe.Pointer(&id)), err
 }
 
-// realInit is the real ncclCommInitRank; the communicator's memory is
-// C's, so it is returned as the real library's opaque pointer.
-func realInit(id [128]byte, n, rank int) (unsafe.Pointer, error) {
-	out := (*unsafe.Pointer)(C.malloc(C.size_t(unsafe.Sizeof(unsafe.Pointer(nil)))))
-	defer C.free(unsafe.Pointer(out))
+// realInit is the real ncclCommInitRank, writing the real library's
+// opaque communicator to out: C memory that must outlive the real group
+// the call is made in (NCCL completes the init at ncclGroupEnd).
+func realInit(out *unsafe.Pointer, id [128]byte, n, rank int) error {
 	*out = nil
 	cid := (*C.msccl_real_id)(C.malloc(C.size_t(len(id))))
 	defer C.free(unsafe.Pointer(cid))
 	*(*[128]byte)(unsafe.Pointer(cid)) = id
-	err := realCall("ncclCommInitRank", nil, func(f unsafe.Pointer) C.int {
+	return realCall("ncclCommInitRank", nil, func(f unsafe.Pointer) C.int {
 		return C.msccl_real_init(f, out, C.int(n), cid, C.int(rank))
 	})
-	return *out, err
+}
+
+// cPointers is n pointers in C memory, and the function that frees them.
+func cPointers(n int) ([]unsafe.Pointer, func()) {
+	p := C.calloc(C.size_t(n), C.size_t(unsafe.Sizeof(unsafe.Pointer(nil))))
+	return unsafe.Slice((*unsafe.Pointer)(p), n), func() { C.free(p) }
 }
 
 // realPreMulSum creates the real NCCL's PreMulSum operator for pm on
