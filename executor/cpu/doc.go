@@ -29,7 +29,8 @@
 // per rank: 8448 for a 128-rank ring allreduce), so they are persistent
 // trees shared copy-on-write (clock.go): a token's or packet's snapshot is
 // a pointer, and a join visits only the subtrees the two clocks do not
-// share. Proof memory then grows with what the clocks learn, not with
+// share and that the receiver is not already known to dominate (each node
+// remembers the last two it absorbed). Proof memory then grows with what the clocks learn, not with
 // agents × snapshots.
 //
 // Kernel boundaries: a launch's end orders everything its blocks did
