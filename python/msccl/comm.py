@@ -111,6 +111,11 @@ class Communicator:
     def from_env(cls, device="cpu"):
         """Join the job the environment describes (torchrun's RANK,
         WORLD_SIZE, MASTER_ADDR, MASTER_PORT; Open MPI; Slurm; MSCCL_*).
+        The job's secret is never derived from those public variables:
+        under torchrun and Slurm set MSCCL_SECRET to the same fresh random
+        value on every rank (or MSCCL_UNIQUE_ID / MSCCL_UNIQUE_ID_FILE),
+        or use from_torch(), which hands a fresh id through the torch
+        group; Open MPI's mpirun supplies a per-job key of its own.
         device: "cpu", "cuda" (torch's current device when torch is
         imported, else the local rank's GPU or MSCCL_CUDA_DEVICE), or
         "cuda:N"."""
