@@ -11,6 +11,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/msccl-go/msccl-go"
+	"github.com/msccl-go/msccl-go/ir"
 )
 
 // TestAllCallsCPU builds libmsccl_nccl.so, compiles testdata/allcalls.c
@@ -128,4 +131,90 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(lib.dir)
 	}
 	os.Exit(code)
+}
+
+// TestHandOverReason: which calls go to the real NCCL. The decision
+// must depend only on what every rank passes alike, so it is checked
+// here as a table over the call's fields and the communicator's size
+// and device, on both ranks of a two-rank cpu job (and one rank alone).
+func TestHandOverReason(t *testing.T) {
+	t.Setenv("MSCCL_DEVICE", "cpu")
+	id, err := msccl.NewUniqueID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair := make([]*ncComm, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r := range pair {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pair[r], errs[r] = initRank(id, 2, r, "")
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+		defer pair[r].rc.Close()
+	}
+	soloID, err := msccl.NewUniqueID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	solo, err := initRank(soloID, 1, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer solo.rc.Close()
+	const f32, i32, i64, f16, f64 = 7, 2, 4, 6, 8
+	const preMul = numOps // the first PreMulSum operator's id
+	ar := func(dt, op int, n int64) call {
+		b := n * dataTypes[dt].size
+		return call{name: "ncclAllReduce", coll: ir.AllReduce, sendN: b, recvN: b, dtype: dt, op: op, reducing: true}
+	}
+	for _, tc := range []struct {
+		what   string
+		device string // "" the comm's own (cpu)
+		ranks  int
+		k      call
+		want   string // a part of the reason; "" msccl-go runs it
+	}{
+		{"f32 sum", "", 2, ar(f32, opSum, 1001), ""},
+		{"i32 prod", "", 2, ar(i32, opProd, 4), ""},
+		{"f32 avg on cpu", "", 2, ar(f32, opAvg, 4), ""},
+		{"f32 PreMulSum on cpu", "", 2, ar(f32, preMul, 4), ""},
+		{"i64 sum", "", 2, ar(i64, opSum, 4), "ncclAllReduce of ncclInt64 (msccl-go has no such type"},
+		{"f64 avg", "", 2, ar(f64, opAvg, 4), "ncclAllReduce of ncclFloat64"},
+		{"f32 prod", "", 2, ar(f32, opProd, 4), "ncclProd on ncclFloat32"},
+		{"f16 avg on cpu", "", 2, ar(f16, opAvg, 4), "ncclAvg on ncclFloat16 on the cpu device"},
+		{"f32 avg on cuda", "cuda", 2, ar(f32, opAvg, 4), "ncclAvg on ncclFloat32 on the cuda device"},
+		{"f32 PreMulSum on cuda", "cuda", 2, ar(f32, preMul, 4), "a PreMulSum operator on ncclFloat32 on the cuda device"},
+		{"f32 sum on cuda", "cuda", 2, ar(f32, opSum, 4), ""},
+		{"i64 sum of 0", "", 2, ar(i64, opSum, 0), ""},
+		{"i64 allgather (bytes)", "", 2, call{name: "ncclAllGather", coll: ir.AllGather, sendN: 32, recvN: 64, dtype: i64}, ""},
+		{"i64 send", "", 2, call{name: "ncclSend", sendN: 32, dtype: i64, p2p: 1}, ""},
+		{"i64 reduce", "", 2, call{name: "ncclReduce", coll: ir.Reduce, sendN: 32, recvN: 32, dtype: i64, reducing: true}, "ncclReduce of ncclInt64"},
+		{"one rank: i64 sum is a copy", "", 1, ar(i64, opSum, 4), ""},
+		{"one rank: f16 avg is a copy", "cuda", 1, ar(f16, opAvg, 4), ""},
+		{"one rank: f64 PreMulSum", "cuda", 1, ar(f64, preMul, 4), "ncclAllReduce of ncclFloat64"},
+	} {
+		comms := pair
+		if tc.ranks == 1 {
+			comms = []*ncComm{solo}
+		}
+		for _, c := range comms {
+			if tc.device != "" {
+				c = &ncComm{rc: c.rc, device: tc.device, plans: map[planKey]string{}}
+			}
+			k := tc.k
+			k.c = c
+			got := k.handOverReason()
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Errorf("%s, rank %d of %d: reason %q, want one naming %q", tc.what, c.rc.Rank(), tc.ranks, got, tc.want)
+			}
+		}
+	}
 }
