@@ -70,6 +70,11 @@ func (b *Buffer) DevicePtr() DevicePtr {
 	return 0
 }
 
+// Addr is the buffer's address in this process: its device address on
+// cuda, its host address on the cpu device (what Register takes back
+// from a caller across the C ABI).
+func (b *Buffer) Addr() uintptr { return uintptr(memAddr(b.mem)) }
+
 // Close frees the buffer; peers keep their mappings until they close
 // their Registrations.
 func (b *Buffer) Close() error {

@@ -65,6 +65,11 @@ func CompileKernel(src, name string, opt KernelOptions) (*Kernel, error) {
 	return &Kernel{name: name, image: image}, nil
 }
 
+// IncludePath is the directory of this build's device headers
+// (msccl/msccl.cuh), written out on first use: the -I for nvcc, CuPy's
+// RawKernel or NVRTC when a kernel is compiled outside CompileKernel.
+func IncludePath() (string, error) { return kernels.IncludePath() }
+
 // Name is the kernel's entry point.
 func (k *Kernel) Name() string { return k.name }
 

@@ -14,6 +14,7 @@ from ._lib import ABI_VERSION
 from .errors import (CompileError, Diagnostic, Error, Finding, InternalError, InvalidArgument, NotCorrect, PlanError,
                      RunError, SelectError)
 from .comm import Communicator, unique_id
+from .primitives import Buffer, Channels, Kernel, Registration, Watch, include_path
 from .plan import COLLECTIVES, DTYPES, REDUCTIONS, Plan, SizeRule, VerifyResult, compile, load, loads, parse_size, select
 
 __version__ = "0.1.0"
@@ -21,7 +22,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ABI_VERSION", "COLLECTIVES", "Communicator", "unique_id", "DTYPES", "REDUCTIONS", "CompileError", "Diagnostic", "Error", "Finding",
     "InternalError", "InvalidArgument", "NotCorrect", "Plan", "PlanError", "RunError", "SelectError", "SizeRule",
-    "VerifyResult", "compile", "library_version", "load", "loads", "parse_size", "select",
+    "VerifyResult", "compile", "Buffer", "Channels", "Kernel", "Registration", "Watch", "include_path", "library_version", "load", "loads", "parse_size", "select",
 ]
 
 

@@ -4,12 +4,14 @@
     python -m msccl verify PLAN.json|FILE.msccl [-D name=value ...] [--size 1MiB --dtype f16 --op sum --launches 4] [--json]
     python -m msccl select COLLECTIVE --ranks N --size BYTES [-o plan.json] [--table selection.yaml]
     python -m msccl bench [--procs N] [--plan P | --collective C] [-b 1K -e 1M -f 2 -d f32 -o sum -n 20 -w 5 -c]
+    python -m msccl include
     python -m msccl version
 
 compile is msccl-compile compile (the plan it writes is byte for byte the
 same); verify is msccl-compile sim with --size, and the compile command's
 proof without; bench is msccl-bench --device cpu (--procs N starts the
-ranks). Exit status: 0 when the command worked and the plan is
+ranks); include prints the directory of the device headers
+(msccl/msccl.cuh) for nvcc's -I or CuPy's RawKernel options. Exit status: 0 when the command worked and the plan is
 correct, 1 when the input has problems or the verdict fails, 2 on usage
 errors.
 """
@@ -133,6 +135,12 @@ def cmd_bench(a):
     return bench.main(a)
 
 
+def cmd_include(a):
+    from .primitives import include_path
+    print(include_path())
+    return EXIT_OK
+
+
 def cmd_version(a):
     from . import __version__, library_version
     print("msccl %s (%s)" % (__version__, library_version()))
@@ -190,6 +198,9 @@ def parser():
     b.add_argument("--stop-limit", type=float, default=10.0, metavar="SECONDS",
                    help="with --procs: a rank stopped (SIGSTOP) this long ends the job (default 10, the watchdog's timeout)")
     b.set_defaults(run=cmd_bench)
+
+    inc = sub.add_parser("include", help="print the device headers' directory (-I for nvcc, CuPy's RawKernel options)")
+    inc.set_defaults(run=cmd_include)
 
     ver = sub.add_parser("version", help="print the package's and the library's versions")
     ver.set_defaults(run=cmd_version)

@@ -15,7 +15,7 @@ import threading
 from .errors import Error, InternalError, InvalidArgument, RunError
 
 #: The ABI this package was written for (capi/api.go: abiVersion).
-ABI_VERSION = 3
+ABI_VERSION = 4
 
 # Status codes (capi/status.go).
 OK = 0
@@ -27,6 +27,9 @@ ERR_RUN = 4
 _c_char_pp = ctypes.POINTER(ctypes.c_void_p)
 _i64 = ctypes.c_int64
 _i64p = ctypes.POINTER(ctypes.c_int64)
+
+_u64 = ctypes.c_uint64
+_u32x3 = ctypes.POINTER(ctypes.c_uint32)
 
 _SIGNATURES = {
     "msccl_abi_version": (ctypes.c_int, []),
@@ -51,6 +54,15 @@ _SIGNATURES = {
     "msccl_comm_select": (ctypes.c_int, [_i64, ctypes.c_char_p, _i64, _i64p, _c_char_pp]),
     "msccl_comm_call": (ctypes.c_int, [_i64, ctypes.c_char_p, _i64, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t,
                                        ctypes.c_char_p, ctypes.c_char_p, _i64, ctypes.c_uint64, ctypes.c_int, _c_char_pp]),
+    # Channels in the caller's own kernels (primitives.py).
+    "msccl_include_path": (ctypes.c_int, [_c_char_pp, _c_char_pp]),
+    "msccl_comm_alloc_buffer": (ctypes.c_int, [_i64, _i64, _i64p, ctypes.POINTER(_u64), _c_char_pp]),
+    "msccl_comm_register": (ctypes.c_int, [_i64, ctypes.c_void_p, ctypes.c_size_t, _i64p, _c_char_pp]),
+    "msccl_comm_channels": (ctypes.c_int, [_i64, ctypes.c_char_p, _i64p, _i64, _i64, _i64, _i64p, _c_char_pp, _c_char_pp]),
+    "msccl_handles_check": (ctypes.c_int, [_i64, _c_char_pp]),
+    "msccl_kernel_compile": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, _i64p, _c_char_pp]),
+    "msccl_kernel_image": (ctypes.c_int, [_i64, _c_char_pp, ctypes.POINTER(ctypes.c_size_t), _c_char_pp]),
+    "msccl_kernel_launch": (ctypes.c_int, [_i64, _i64, _u64, _u32x3, _u32x3, ctypes.c_char_p, ctypes.POINTER(_u64), _i64, _c_char_pp]),
 }
 
 _lock = threading.Lock()

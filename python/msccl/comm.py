@@ -25,6 +25,7 @@ import json
 
 from . import _lib
 from . import plan as _plan
+from . import primitives as _prim
 from .errors import InvalidArgument, SelectError
 
 # torch dtypes (by name, so torch is never imported here) and buffer
@@ -86,7 +87,7 @@ def unique_id():
     return _lib.take(out).decode()
 
 
-class Communicator:
+class Communicator(_prim._Released):
     """This process's rank of a job; make it with from_env, from_unique_id
     or from_torch, and close it (or use it as a context manager)."""
 
@@ -153,15 +154,7 @@ class Communicator:
 
     def close(self):
         """Free the plans' buffers and leave the job (every rank closes)."""
-        if self._handle:
-            h, self._handle = self._handle, 0
-            _lib.call("msccl_release", h)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+        _prim._Released.close(self)
 
     def __repr__(self):
         return "<msccl.Communicator rank %d of %d, %s>" % (self.rank, self.size, self.device)
@@ -327,6 +320,83 @@ class Communicator:
         # elements.
         _lib.call("msccl_comm_call", self._handle, collective.encode(), handle, i.addr, i.nbytes, o.addr, o.nbytes,
                   i.dtype.encode(), (op or "sum").encode(), root, stream, 1 if prepare else 0)
+
+
+    # Channels in the caller's own kernels (msccl.primitives,
+    # docs/primitives.md). Collective like the collectives: every rank
+    # makes the same calls in the same order.
+
+    def alloc_buffer(self, nbytes):
+        """nbytes of zeroed memory the node's ranks can map (register):
+        shared memory on the cpu device, device memory on cuda."""
+        _plan._int_arg(nbytes, "nbytes", 1)
+        handle, addr = ctypes.c_int64(), ctypes.c_uint64()
+        _lib.call("msccl_comm_alloc_buffer", self._live("communicator"), nbytes, ctypes.byref(handle), ctypes.byref(addr))
+        return _prim.Buffer(handle.value, addr.value, nbytes, self.device)
+
+    def register(self, memory, nbytes=None):
+        """Share memory (a Buffer from alloc_buffer, a tensor over one, or an
+        address with nbytes) with the node's ranks. Anything but the whole
+        of such a buffer is refused on every rank, with the reason."""
+        addr, n = _address(memory, nbytes)
+        handle = ctypes.c_int64()
+        _lib.call("msccl_comm_register", self._live("communicator"), addr, n, ctypes.byref(handle))
+        return _prim.Registration(handle.value, addr, n)
+
+    def memory_channels(self, local, peers, remote=None):
+        """One memory channel to each rank of peers (a peer may repeat; the
+        k-th channel from A to B pairs with the k-th from B to A) as an
+        msccl.Channels. local (puts read from it) and remote (puts write
+        into the peer's; the peer's packets land in this rank's) are
+        Registrations, or memory register takes, registered here;
+        remote defaults to local."""
+        return self._channels("memory", local, peers, remote)
+
+    def port_channels(self, local, peers, remote=None):
+        """As memory_channels, for port channels: a proxy of this process
+        serves their requests (the default copy and signal). Refused on
+        cuda with the reason."""
+        return self._channels("port", local, peers, remote)
+
+    def _channels(self, kind, local, peers, remote):
+        peers = list(peers)
+        # Only the types are checked here: the values (a peer outside the
+        # job, lists that do not pair) are checked by every rank against
+        # every rank's list, so a wrong one fails all ranks alike.
+        for p in peers:
+            if isinstance(p, bool) or not isinstance(p, int):
+                raise TypeError("peers must be ints (ranks), got %r" % (p,))
+        owned = []
+        try:
+            if not isinstance(local, _prim.Registration):
+                local = self.register(local)
+                owned.append(local)
+            if remote is None:
+                remote = local
+            elif not isinstance(remote, _prim.Registration):
+                remote = self.register(remote)
+                owned.append(remote)
+            handle, info = ctypes.c_int64(), ctypes.c_void_p()
+            _lib.call("msccl_comm_channels", self._live("communicator"), kind.encode(), (ctypes.c_int64 * max(1, len(peers)))(*peers), len(peers),
+                      local._handle, remote._handle, ctypes.byref(handle), ctypes.byref(info))
+        except BaseException:
+            for r in owned:
+                r.close()
+            raise
+        return _prim.Channels(handle.value, _lib.decode_json(_lib.take(info)), owned)
+
+
+def _address(memory, nbytes):
+    """(address, bytes) of what register takes."""
+    if isinstance(memory, _prim.Buffer):
+        return memory.ptr, memory.nbytes if nbytes is None else nbytes
+    if isinstance(memory, int):
+        if nbytes is None:
+            raise TypeError("register: an address needs nbytes")
+        _plan._int_arg(nbytes, "nbytes", 0)
+        return memory, nbytes
+    b = _Buf(memory, "memory", True)
+    return b.addr or 0, b.nbytes if nbytes is None else nbytes
 
 
 class _Empty:

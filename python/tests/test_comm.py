@@ -8,6 +8,7 @@ import sys
 import types
 import unittest
 
+import jobs
 import msccl
 
 SOURCE = os.environ.get("MSCCL_SOURCE") or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -214,21 +215,8 @@ class Communicator(unittest.TestCase):
     def test_four_processes(self):
         # Every collective, on library plans and a compiled one, checked
         # against its definition in each rank (comm_worker.py).
-        world = 4
-        uid = msccl.unique_id()
-        procs = [subprocess.Popen([sys.executable, WORKER, uid, str(r), str(world), os.path.join(SOURCE, "algorithms")],
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(world)]
-        outs = []
-        try:
-            for p in procs:
-                outs.append(p.communicate(timeout=150)[0])
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-        for r, (p, out) in enumerate(zip(procs, outs)):
-            self.assertEqual(p.returncode, 0, "rank %d:\n%s" % (r, out))
+        for r, (code, out) in enumerate(jobs.run_ranks(WORKER, 4, os.path.join(SOURCE, "algorithms"))):
+            self.assertEqual(code, 0, "rank %d:\n%s" % (r, out))
             self.assertIn("rank %d ok" % r, out)
 
     def test_a_rank_dies(self):
