@@ -29,7 +29,7 @@ static const char *ring =
 
 int main(void) {
     char *out = NULL, *err = NULL, *diags = NULL;
-    CHECK(msccl_abi_version() == 3, "abi %d", msccl_abi_version());
+    CHECK(msccl_abi_version() == 4, "abi %d", msccl_abi_version());
     CHECK(msccl_version(&out, &err) == 0 && strncmp(out, "libmsccl ", 9) == 0, "version %s", out ? out : err);
     msccl_free(out);
     out = NULL;
@@ -70,6 +70,12 @@ int main(void) {
     CHECK(st == 1 && err && strstr(err, "released already"), "second release: %d %s", st, err ? err : "");
     msccl_free(err);
     err = NULL;
+
+    /* The device headers' directory, for a C caller's own kernels. */
+    st = msccl_include_path(&out, &err);
+    CHECK(st == 0 && out && strlen(out) > 0, "include path: %d %s", st, err ? err : "");
+    msccl_free(out);
+    out = NULL;
 
     st = msccl_selftest_panic(&err);
     CHECK(st == 3 && err && strstr(err, "deliberate panic"), "panic: %d", st);
