@@ -15,6 +15,8 @@ a GPU.
 """
 
 import ctypes
+import json
+import struct
 
 from . import _lib
 from .errors import CompileError, InvalidArgument
@@ -156,7 +158,6 @@ class Kernel(_Released):
         opts = list(options)
         if not all(isinstance(o, str) for o in opts):
             raise TypeError("options must be str, got %r" % (opts,))
-        import json
         handle = ctypes.c_int64()
         _lib.call("msccl_kernel_compile", source.encode(), name.encode(), arch.encode() if arch else None,
                   json.dumps(opts).encode(), ctypes.byref(handle), input_error=CompileError)
@@ -182,7 +183,7 @@ class Kernel(_Released):
         kinds, words = _launch_args(self.name, args)
         g, b = _dims(grid, "grid"), _dims(block, "block")
         arr = (ctypes.c_uint64 * max(1, len(words)))(*words)
-        _lib.call("msccl_kernel_launch", self._live("kernel"), comm._handle if comm is not None else 0, _stream(stream),
+        _lib.call("msccl_kernel_launch", self._live("kernel"), comm._live("communicator") if comm is not None else 0, _stream(stream),
                   (ctypes.c_uint32 * 3)(*g), (ctypes.c_uint32 * 3)(*b), kinds.encode(), arr, len(words))
 
     def __repr__(self):
@@ -194,7 +195,6 @@ _CTYPES = [(ctypes.c_bool, "b"), (ctypes.c_int32, "i"), (ctypes.c_uint32, "I"), 
 
 
 def _launch_args(name, args):
-    import struct
     kinds, words = [], []
     for i, a in enumerate(args):
         kind = next((k for t, k in _CTYPES if type(a) is t), None)
