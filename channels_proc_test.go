@@ -88,7 +88,10 @@ func channelsChild(string) int {
 	if err != nil {
 		return fail("handle", err)
 	}
-	pushPutSignal(pc, h.Src, h.Dst+uint64(64*r), 64)
+	// The put's source is a region no peer writes: from offset 0 it would
+	// race rank 0's put into [0, 64) of rank 1, which then could forward
+	// rank 0's bytes as its own.
+	pushPutSignal(pc, h.Src+2048, h.Dst+uint64(64*r), 64)
 	// Channel 1 (to prev) pairs with prev's channel 0 (to its next: us).
 	if err := pc.waitInbound(ctx, 1, 1); err != nil {
 		return fail("wait", err)
