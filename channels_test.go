@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/msccl-go/msccl-go/internal/nvrtc/nvrtctest"
 	"github.com/msccl-go/msccl-go/kernels"
+	"github.com/msccl-go/msccl-go/runtime/nvrtc/nvrtctest"
 )
 
 // Memory channels on the cpu device: the handles point at this rank's

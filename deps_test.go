@@ -13,142 +13,97 @@ import (
 	"testing"
 )
 
-// The layering the data flow fixes (docs/architecture.md): the language
-// and the plan know nothing of what runs them; the CPU executor judges
-// plans and must not depend on the compiler that makes them or the GPU
-// that runs them; nothing below the root package reaches up to it.
-// allowed maps a package (relative to the module) to the module packages
-// it may import; internal/... are open to all but the sealed packages.
-// Packages not listed (the commands, examples, internal packages other
-// than the leaves) may import anything.
-var allowed = map[string][]string{
-	"ir":                    {},
-	"dsl":                   {},
-	"executor/cpu":          {"ir"},
-	"compiler":              {"dsl", "ir", "executor/cpu", "internal/hostmem"},
-	"kernels":               {"ir"},
-	"runtime/cuda":          {},
-	"runtime/topo/topotest": {},
-	"runtime/topo":          {"ir"},
-	"runtime/bootstrap":     {"internal/hostid"},
-	"executor/cuda":         {"ir", "kernels", "internal/reference", "runtime/comm", "runtime/cuda", "internal/cudadev", "internal/nvrtc", "internal/socket"},
-	"algorithms":            {"compiler"},
-	// Not runtime/topo: comm is linked into libmsccl (capi), and go-nvml's
-	// cgo leaves NVML symbols undefined in a c-shared library, so a C
-	// program could no longer link against it (capi/testdata/smoke.c).
-	"runtime/comm":     {"ir", "runtime/bootstrap", "internal/socket"},
-	"internal/cudadev": {"runtime/comm", "runtime/cuda"},
-	// The CPU device, opened only by the root package (msccl.OpenComm).
-	"internal/cpudev": {"runtime/comm"},
-	// NVRTC, the CUDA compiler: executor/cuda's alone (and the kernels'
-	// tests'). It imports nothing of the module, but it is no helper open
-	// to all (layered): the compiler and the CPU executor must not reach
-	// CUDA through it.
-	"internal/nvrtc": {},
-	// The hand-written reference kernels (sources and byte layouts, like
-	// kernels): executor/cuda runs them, msccl-bench --reference times
-	// them.
-	"internal/reference": {"ir", "kernels"},
-	// The per-rank executor of the cpu device, reached only through the
-	// root package (msccl.OpenComm): internal, but held to an executor's
-	// layer all the same.
-	"internal/host": {"ir", "executor/cpu", "runtime/comm", "internal/socket"},
-	// The leaves under internal/ that ir and dsl import stay leaves
-	// (imports of internal/... only): were one to import ir, dsl would
-	// reach the plan through it.
-	"internal/diag":     {"internal/textdist"},
-	"internal/intset":   {},
-	"internal/textdist": {},
-	"internal/par":      {},
-	"internal/size":     {},
-	// The socket transport knows nothing of plans or devices.
-	"internal/socket": {},
-	".":               {"algorithms", "compiler", "dsl", "executor/cpu", "executor/cuda", "internal/host", "internal/cpudev", "ir", "kernels", "runtime/bootstrap", "runtime/comm", "runtime/cuda", "internal/cudadev", "internal/nvrtc", "internal/hostmem"},
-	// Test helpers (like httptest): what the kernel tests use of NVRTC,
-	// and a job's ranks as goroutines for the communicator's users.
-	"internal/nvrtc/nvrtctest": {"internal/nvrtc"},
-	"internal/commtest":        {"runtime/bootstrap", "runtime/comm"},
-	// libmsccl converts C arguments and calls the root package: running
-	// collectives (choosing plans, staging, caching opened plans) is the
-	// communicator's (msccl.RankComm.Collective), compiling and proving
-	// are msccl.CompileSource, VerifyPlan and SimulatePlan, so neither the
-	// compiler nor an executor is in reach. TestCAPIConvertsOnly holds the
-	// rest.
-	"capi": {".", "ir"},
-	// libmsccl_nccl converts NCCL's arguments into msccl.Call: the
-	// bootstrap's error types become NCCL's codes, runtime/cuda serves
-	// ncclMemAlloc; no executor, no compiler.
-	"nccl": {".", "ir", "runtime/bootstrap", "runtime/cuda"},
+// The package graph stands in floors, each a set of folders; a package
+// imports only packages on its own floor or below, never one above
+// (docs/architecture.md draws the floors). internal/ holds the leaves
+// every floor may use: an internal package imports only internal ones.
+// A package of the module that matches no floor is an error, so a new
+// folder is placed before it is used.
+var floors = [][]string{
+	{"internal"},
+	{"ir", "dsl"},
+	{"kernels", "runtime"},
+	{"executor"},
+	{"compiler"},
+	{"algorithms"},
+	{"."},
+	{"capi", "nccl", "cmd", "examples"},
 }
 
-// layered internal packages are held to their rules although they import
-// nothing outside internal/: what they wrap (the GPU) belongs to a layer.
-var layered = map[string]bool{
-	"internal/nvrtc": true,
+// never lists what the floors allow but the design forbids: from a
+// package (or folder) to a package (or folder), and why.
+var never = []struct{ from, to, why string }{
+	{"dsl", "ir", "the language knows nothing of the plan"},
+	{"ir", "dsl", "the plan knows nothing of the language"},
+	{"kernels", "runtime", "the kernels are sources and layouts, run by the executor"},
+	{"executor/cpu", "runtime", "the CPU proof runs no device"},
+	{"executor/cpu", "kernels", "the CPU proof runs no device"},
+	{"executor/cpu", "executor/cuda", "the CPU proof runs no device"},
+	{"executor/cpu", "executor/host", "the proof judges the host executor, not the other way"},
+	{"executor/host", "executor/cuda", "the host executor runs no GPU"},
+	{"compiler", "runtime", "compiling needs no device"},
+	{"compiler", "kernels", "compiling needs no device"},
+	{"compiler", "executor/cuda", "compiling needs no device"},
+	{"compiler", "executor/host", "compiling needs no device"},
+	// comm is linked into libmsccl (capi), and go-nvml's cgo leaves NVML
+	// symbols undefined in a c-shared library, so a C program could no
+	// longer link against it (capi/testdata/smoke.c).
+	{"runtime/comm", "runtime/topo", "go-nvml would break libmsccl's link"},
+	{"runtime/bootstrap", "ir", "the bootstrap knows no plans"},
+	// The front ends convert arguments and call the root package:
+	// choosing plans, staging and caching are msccl.RankComm's
+	// (TestCAPIConvertsOnly holds the rest).
+	{"capi", "compiler", "libmsccl converts only"},
+	{"capi", "executor", "libmsccl converts only"},
+	{"capi", "runtime", "libmsccl converts only"},
+	{"nccl", "compiler", "libmsccl_nccl converts only"},
+	{"nccl", "executor", "libmsccl_nccl converts only"},
 }
 
-// sealed packages say in their doc.go that they import nothing of the
-// module beyond their allowed list, internal packages included: the
-// transport and the bootstrap sit below everything that knows plans or
-// devices, and the diagnostics, set and worker-pool leaves below ir.
-var sealed = map[string]bool{
-	"internal/socket":   true,
-	"runtime/bootstrap": true,
-	"internal/diag":     true,
-	"internal/intset":   true,
-	"internal/par":      true,
+// under reports whether pkg is folder dir or inside it ("." holds only
+// the root package).
+func under(pkg, dir string) bool {
+	return pkg == dir || (dir != "." && strings.HasPrefix(pkg, dir+"/"))
+}
+
+// floorOf is the index of pkg's floor, by the longest folder that holds
+// it; -1 where none does.
+func floorOf(pkg string) int {
+	best, at := -1, -1
+	for i, dirs := range floors {
+		for _, d := range dirs {
+			if under(pkg, d) && len(d) > best {
+				best, at = len(d), i
+			}
+		}
+	}
+	return at
 }
 
 // layerViolations lists the imports of graph (package -> module packages
-// it imports, both relative to the module) that the rules forbid. An
-// internal package is open to every unsealed package only while it
-// reaches nothing outside internal/ (a helper below every layer); one
-// that does, such as internal/host (an executor), is ruled like any
-// other and must be in its importers' lists, or it would be a way
-// around them.
+// it imports, both relative to the module) that run up a floor or break
+// a never, and the packages that stand on no floor.
 func layerViolations(graph map[string][]string) []string {
 	var out []string
 	for pkg, imps := range graph {
-		ok, ruled := allowed[pkg]
-		if !ruled {
+		from := floorOf(pkg)
+		if from < 0 {
+			out = append(out, pkg+" is on no floor")
 			continue
 		}
 		for _, imp := range imps {
-			if (!sealed[pkg] && internalLeaf(graph, imp, map[string]bool{})) || contains(ok, imp) {
-				continue
+			if to := floorOf(imp); to > from || to < 0 {
+				out = append(out, fmt.Sprintf("%s imports %s (up a floor)", pkg, imp))
 			}
-			out = append(out, fmt.Sprintf("%s imports %s", pkg, imp))
+			for _, n := range never {
+				if under(pkg, n.from) && under(imp, n.to) {
+					out = append(out, fmt.Sprintf("%s imports %s (%s)", pkg, imp, n.why))
+				}
+			}
 		}
 	}
 	sort.Strings(out)
 	return out
-}
-
-// internalLeaf reports whether pkg is under internal/ and imports,
-// directly or not, only packages under internal/, none of them layered.
-func internalLeaf(graph map[string][]string, pkg string, seen map[string]bool) bool {
-	if !strings.HasPrefix(pkg, "internal/") || layered[pkg] {
-		return false
-	}
-	if seen[pkg] {
-		return true
-	}
-	seen[pkg] = true
-	for _, imp := range graph[pkg] {
-		if !internalLeaf(graph, imp, seen) {
-			return false
-		}
-	}
-	return true
-}
-
-func contains(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // moduleGraph asks the go tool for the non-test imports of every package,
@@ -197,13 +152,11 @@ func moduleGraph(t *testing.T, overlay string) map[string][]string {
 
 func TestLayering(t *testing.T) {
 	g := moduleGraph(t, "")
-	for pkg := range allowed {
-		if _, ok := g[pkg]; !ok {
-			t.Errorf("rule for %s, which is not a package any more", pkg)
-		}
+	if _, ok := g["executor/host"]; !ok {
+		t.Fatalf("go list did not list executor/host: %d packages", len(g))
 	}
 	for _, v := range layerViolations(g) {
-		t.Errorf("layering: %s (see allowed in deps_test.go and docs/architecture.md)", v)
+		t.Errorf("layering: %s (see floors and never in deps_test.go)", v)
 	}
 }
 
@@ -234,32 +187,31 @@ func TestCAPIConvertsOnly(t *testing.T) {
 	}
 }
 
-// The rules catch a planted bad import.
+// The rules catch an import up a floor, into internal/ from a leaf's
+// point of view the other way (a leaf that imports ir), a never, and a
+// package placed on no floor.
 func TestLayeringCatchesBadImports(t *testing.T) {
 	g := map[string][]string{
-		"ir":           {"internal/par", "compiler"},
-		"executor/cpu": {"ir", "runtime/cuda"},
-		"compiler":     {"ir", "executor/cuda", "internal/host", "internal/size", "internal/nvrtc", "internal/nvrtcwrap"},
-		"cmd/x":        {"executor/cuda"},
-		// An internal package that reaches outside internal/ is no
-		// helper open to all: the compiler would reach the runtime
-		// through the host executor.
-		"internal/host": {"ir", "executor/cpu", "runtime/comm"},
-		"internal/size": {},
-		// A leaf that reaches up: ir would import the plan's users
-		// through internal/diag.
-		"internal/diag": {"internal/textdist", "ir", "internal/par"},
-		// A layered leaf is no helper: the compiler would reach CUDA,
-		// directly or through a helper that imports it.
-		"internal/nvrtc":     {},
-		"internal/nvrtcwrap": {"internal/nvrtc"},
-		"internal/hostmem":   {"ir"},
-		// Sealed: no internal package beyond the list either.
-		"internal/socket":   {"internal/par"},
-		"runtime/bootstrap": {"internal/hostid", "internal/diag"},
+		"ir":              {"internal/par", "compiler"},
+		"internal/diag":   {"internal/textdist", "ir"},
+		"executor/cpu":    {"ir", "runtime/cuda"},
+		"executor/host":   {"ir", "executor/cpu", "runtime/comm"},
+		"compiler":        {"ir", "executor/cpu", "executor/host"},
+		"runtime/comm":    {"ir", "runtime/bootstrap", "runtime/topo"},
+		"kernels":         {"ir"},
+		"cmd/x":           {"executor/cuda", "."},
+		"capi":            {".", "ir"},
+		"tools/stray":     {"ir"},
+		"runtime/cudadev": {"runtime/comm", "runtime/cuda", "internal/closeonce"},
 	}
-	want := []string{"compiler imports executor/cuda", "compiler imports internal/host", "compiler imports internal/nvrtc", "compiler imports internal/nvrtcwrap", "executor/cpu imports runtime/cuda", "internal/diag imports internal/par", "internal/diag imports ir",
-		"internal/socket imports internal/par", "ir imports compiler", "runtime/bootstrap imports internal/diag"}
+	want := []string{
+		"compiler imports executor/host (compiling needs no device)",
+		"executor/cpu imports runtime/cuda (the CPU proof runs no device)",
+		"internal/diag imports ir (up a floor)",
+		"ir imports compiler (up a floor)",
+		"runtime/comm imports runtime/topo (go-nvml would break libmsccl's link)",
+		"tools/stray is on no floor",
+	}
 	if got := layerViolations(g); strings.Join(got, "; ") != strings.Join(want, "; ") {
 		t.Fatalf("got %q, want %q", got, want)
 	}
@@ -287,8 +239,9 @@ func TestLayeringCatchesPlantedImport(t *testing.T) {
 	if err := os.WriteFile(overlay, ov, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	const want = "executor/cpu imports runtime/cuda (the CPU proof runs no device)"
 	got := layerViolations(moduleGraph(t, overlay))
-	if strings.Join(got, "; ") != "executor/cpu imports runtime/cuda" {
-		t.Fatalf("with the planted import: %q, want exactly executor/cpu imports runtime/cuda", got)
+	if strings.Join(got, "; ") != want {
+		t.Fatalf("with the planted import: %q, want exactly %s", got, want)
 	}
 }

@@ -7,13 +7,13 @@ import (
 	"time"
 
 	cudaexec "github.com/msccl-go/msccl-go/executor/cuda"
-	"github.com/msccl-go/msccl-go/internal/cpudev"
-	"github.com/msccl-go/msccl-go/internal/cudadev"
+	"github.com/msccl-go/msccl-go/executor/host"
 	"github.com/msccl-go/msccl-go/internal/diag"
-	"github.com/msccl-go/msccl-go/internal/host"
 	"github.com/msccl-go/msccl-go/runtime/bootstrap"
 	"github.com/msccl-go/msccl-go/runtime/comm"
+	"github.com/msccl-go/msccl-go/runtime/cpudev"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
+	"github.com/msccl-go/msccl-go/runtime/cudadev"
 )
 
 // RankComm is this process's rank in a job of one process per rank,

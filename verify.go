@@ -103,7 +103,7 @@ func SimulatePlan(p *Plan, sm *SourceMap, o SimOptions) (*Verdict, error) {
 	if err != nil {
 		return nil, err
 	}
-	if need, err := hostmem.Need(p, o.Size, o.Launches, false); err == nil && !o.Symbolic {
+	if need, err := cpu.BufferMemory(p, o.Size, o.Launches, false); err == nil && !o.Symbolic {
 		if err := budget.Check(fmt.Sprintf("plan %q at %s", p.Name, size.Format(o.Size)), need); err != nil {
 			return nil, err
 		}

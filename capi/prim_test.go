@@ -10,7 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/msccl-go/msccl-go"
-	"github.com/msccl-go/msccl-go/internal/nvrtc/nvrtctest"
+	"github.com/msccl-go/msccl-go/runtime/nvrtc/nvrtctest"
 )
 
 // The launch arguments' kinds become the Go types Kernel.Launch passes

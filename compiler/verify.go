@@ -9,7 +9,6 @@ import (
 	"github.com/msccl-go/msccl-go/dsl"
 	"github.com/msccl-go/msccl-go/executor/cpu"
 	"github.com/msccl-go/msccl-go/internal/diag"
-	"github.com/msccl-go/msccl-go/internal/hostmem"
 	"github.com/msccl-go/msccl-go/internal/par"
 	"github.com/msccl-go/msccl-go/ir"
 )
@@ -197,7 +196,7 @@ func runsThatFit(p *ir.Plan, prs []ProofRun, maxMemory int64) int {
 		if pr.Symbolic {
 			continue
 		}
-		if need, err := hostmem.Need(p, pr.Size, ProofLaunches, false); err == nil {
+		if need, err := cpu.BufferMemory(p, pr.Size, ProofLaunches, false); err == nil {
 			most = max(most, clocks+need)
 		}
 	}

@@ -3,7 +3,7 @@ package ir
 import "github.com/msccl-go/msccl-go/internal/diag"
 
 // The codes the executors' errors carry (executor/cpu, executor/cuda,
-// internal/host, and the root package that runs them). Every executor
+// executor/host, and the root package that runs them). Every executor
 // sees ir, so the codes are named here once; a caller reads an error's
 // code with ErrorCode and branches on it, never on the error's text,
 // which says the same for people and may change.

@@ -2,7 +2,7 @@ package ir
 
 // Region is where one rank's input, output and scratch lie when an
 // executor puts all three in one allocation that its peers map (the
-// multi-process executors: internal/host on the cpu device, the CUDA
+// multi-process executors: executor/host on the cpu device, the CUDA
 // RankExecutor). Both lay it out here, so that what a peer may address
 // cannot differ between them.
 type Region struct {

@@ -1,7 +1,7 @@
 package ir
 
 // How a pipeline's iterations narrow an op's references, for the executors
-// that run plans on the host (the CPU executor and internal/host; the
+// that run plans on the host (the CPU executor and executor/host; the
 // kernel does the same on the device): one copy, so that they cannot move
 // different bytes in one window.
 

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/msccl-go/msccl-go/internal/nvrtc"
-	"github.com/msccl-go/msccl-go/internal/nvrtc/nvrtctest"
 	"github.com/msccl-go/msccl-go/ir"
+	"github.com/msccl-go/msccl-go/runtime/nvrtc"
+	"github.com/msccl-go/msccl-go/runtime/nvrtc/nvrtctest"
 )
 
 // TestGeneratedFilesFresh regenerates the device-interface files into a

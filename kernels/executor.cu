@@ -192,7 +192,7 @@ DEV void op_put_port(Env& e, const DOp& op, u32 off, u32 unit, bool withSignal, 
 // executor's.
 
 // RED_BATCH is how many sources' 16-byte words one thread loads before it
-// reduces any of them (as internal/reference's two-shot): a load-then-add
+// reduces any of them (as executor/cuda/reference's two-shot): a load-then-add
 // chain per source leaves one load in flight per thread, which one block
 // cannot turn into bandwidth. The register budget decides the width:
 // __launch_bounds__(1024, 1) leaves 64 per thread, and ptxas -v for sm_90

@@ -79,7 +79,7 @@ func Source() string {
 }
 
 // Primitives is the device headers concatenated (Concat), for sources
-// built from embedded files: the executor's and internal/reference's.
+// built from embedded files: the executor's and executor/cuda/reference's.
 func Primitives() string { return Concat(primitives...) }
 
 // Concat joins embedded files by name, each under a banner; a missing one

@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/msccl-go/msccl-go/internal/fulltest"
-	"github.com/msccl-go/msccl-go/internal/nvrtc"
-	"github.com/msccl-go/msccl-go/internal/nvrtc/nvrtctest"
 	"github.com/msccl-go/msccl-go/ir"
+	"github.com/msccl-go/msccl-go/runtime/nvrtc"
+	"github.com/msccl-go/msccl-go/runtime/nvrtc/nvrtctest"
 )
 
 func TestHeaderFollowsOpTable(t *testing.T) {

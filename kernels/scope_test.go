@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/msccl-go/msccl-go/internal/nvrtc"
-	"github.com/msccl-go/msccl-go/internal/nvrtc/nvrtctest"
 	"github.com/msccl-go/msccl-go/ir"
+	"github.com/msccl-go/msccl-go/runtime/nvrtc"
+	"github.com/msccl-go/msccl-go/runtime/nvrtc/nvrtctest"
 )
 
 // TestSignalScopeGPU: SIGNAL_SCOPE_GPU=1 gives memory channels GPU-scope

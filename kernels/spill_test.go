@@ -5,9 +5,9 @@ import (
 	"testing"
 
 	"github.com/msccl-go/msccl-go/internal/fulltest"
-	"github.com/msccl-go/msccl-go/internal/nvrtc"
-	"github.com/msccl-go/msccl-go/internal/nvrtc/nvrtctest"
 	"github.com/msccl-go/msccl-go/ir"
+	"github.com/msccl-go/msccl-go/runtime/nvrtc"
+	"github.com/msccl-go/msccl-go/runtime/nvrtc/nvrtctest"
 )
 
 // TestReduceNoSpill compiles kernel instances down to sm_90 machine code

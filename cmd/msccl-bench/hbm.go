@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/msccl-go/msccl-go/internal/reference"
+	"github.com/msccl-go/msccl-go/executor/cuda/reference"
 	"github.com/msccl-go/msccl-go/internal/size"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/cuda"

@@ -14,7 +14,7 @@
 // round-robin; the header names each rank's device and the peer access
 // between them. With
 // --device cpu every rank is a process of its own, its buffers in shared
-// memory and the plan run on CPU threads (internal/host): --procs N starts
+// memory and the plan run on CPU threads (executor/host): --procs N starts
 // N of them here, and the same command runs as one rank under torchrun,
 // mpirun or srun (procs.go):
 //

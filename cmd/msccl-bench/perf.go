@@ -10,7 +10,7 @@ import (
 
 	"github.com/msccl-go/msccl-go/executor/cpu"
 	cudaexec "github.com/msccl-go/msccl-go/executor/cuda"
-	"github.com/msccl-go/msccl-go/internal/reference"
+	"github.com/msccl-go/msccl-go/executor/cuda/reference"
 	"github.com/msccl-go/msccl-go/internal/size"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
@@ -35,7 +35,7 @@ const traceRecords = 1 << 14
 func perfFlags(fs *flag.FlagSet, p *perfConfig) {
 	fs.StringVar(&p.trace, "trace", "", "time the traced kernel instance, which records every op's start and end on the GPU (%globaltimer), and write the last launch's Chrome/Perfetto trace to FILE.json and the CPU executor's simulated trace of the plan to FILE.cpu.json (FILE-SIZE.json and FILE-SIZE.cpu.json per size when the sweep has several)")
 	hbmFlag(fs, p)
-	fs.StringVar(&p.reference, "reference", "", "also time the hand-written kernel NAME (allreduce_oneshot_ll, allreduce_twoshot, allgather_direct: internal/reference) on the plan's streams, grid and buffers, check it with -c, and print plan/reference time")
+	fs.StringVar(&p.reference, "reference", "", "also time the hand-written kernel NAME (allreduce_oneshot_ll, allreduce_twoshot, allgather_direct: executor/cuda/reference) on the plan's streams, grid and buffers, check it with -c, and print plan/reference time")
 }
 
 // check validates the flags before any file is read or the GPU opened.

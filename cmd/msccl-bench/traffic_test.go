@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/msccl-go/msccl-go/internal/reference"
+	"github.com/msccl-go/msccl-go/executor/cuda/reference"
 	"github.com/msccl-go/msccl-go/ir"
 )
 

@@ -113,7 +113,7 @@ func cmdSim(args []string, stdout, stderr io.Writer) int {
 	// An error here (a size the plan cannot split) is the executor's to
 	// report, in its own words. A symbolic run holds byte ranges, not
 	// bytes: its memory does not grow with the size.
-	if need, err := hostmem.Need(p, opt.Size, opt.Launches, false); err == nil && !opt.Symbolic {
+	if need, err := cpu.BufferMemory(p, opt.Size, opt.Launches, false); err == nil && !opt.Symbolic {
 		if err := budget.Check(fmt.Sprintf("%s at %s", pos[0], size.Format(opt.Size)), need); err != nil {
 			return errorf(stderr, "sim", "%v", err)
 		}

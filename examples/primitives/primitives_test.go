@@ -9,9 +9,9 @@ import (
 	"time"
 
 	msccl "github.com/msccl-go/msccl-go"
-	"github.com/msccl-go/msccl-go/internal/nvrtc/nvrtctest"
 	"github.com/msccl-go/msccl-go/kernels"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
+	"github.com/msccl-go/msccl-go/runtime/nvrtc/nvrtctest"
 )
 
 // TestKernelsCompile: every example kernel compiles to PTX with NVRTC and

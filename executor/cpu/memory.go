@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"math"
 	"runtime/metrics"
 
 	"github.com/msccl-go/msccl-go/ir"
@@ -27,7 +28,7 @@ const (
 )
 
 // ClockMemory estimates the bytes the happens-before clocks of a run of
-// p reach (the buffers come on top: hostmem.Need). It saturates rather
+// p reach (the buffers come on top: BufferMemory). It saturates rather
 // than overflow.
 func ClockMemory(p *ir.Plan) int64 {
 	maxTB, ops := 0, int64(0)
@@ -109,4 +110,49 @@ func (s *sim) checkHeap() error {
 		return &MemoryError{Need: held, Max: s.maxMemory(), Held: true}
 	}
 	return nil
+}
+
+// BufferMemory estimates the bytes the CPU executor allocates to run
+// plan p at msg bytes over launches launches, the way setup counts them
+// before it allocates (per rank: input and output, a snapshot of each
+// per kept launch, and scratch with its packet store); streaming
+// (Options.OnLaunch) keeps at most two launches. It saturates at
+// MaxInt64 rather than overflow. Callers hold it against a host budget
+// (internal/hostmem) before a run.
+func BufferMemory(p *ir.Plan, msg int64, launches int, streaming bool) (int64, error) {
+	in, out, err := p.BufferBytes(msg)
+	if err != nil {
+		return 0, err
+	}
+	kept := int64(launches)
+	if streaming {
+		kept = min(kept, 2)
+	}
+	var total int64
+	for r := range p.GPUs {
+		lay, err := p.Layout(r, in, out)
+		if err != nil {
+			return 0, fmt.Errorf("gpus[%d]: %w", r, err)
+		}
+		total = addSat(total, mulSat(addSat(in, out), 1+2*kept))
+		total = addSat(total, mulSat(lay.ScratchAlloc, 3)/2)
+		if lay.ScratchAlloc < 0 {
+			total = math.MaxInt64
+		}
+	}
+	return total, nil
+}
+
+func addSat(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+func mulSat(a, b int64) int64 {
+	if a != 0 && b > math.MaxInt64/a {
+		return math.MaxInt64
+	}
+	return a * b
 }

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"errors"
+	"math"
 	"path/filepath"
 	"testing"
 )
@@ -31,5 +32,23 @@ func TestClockMemoryRefusal(t *testing.T) {
 	var me *MemoryError
 	if err := s.checkHeap(); !errors.As(err, &me) || !me.Held {
 		t.Errorf("heap check under a 1-byte cap: got %v", err)
+	}
+}
+
+// TestBufferMemory: streaming keeps fewer launches, and the largest
+// admitted size saturates instead of wrapping negative.
+func TestBufferMemory(t *testing.T) {
+	p := loadPlan(t, filepath.Join(fixtureDir, "allreduce_packet.json"))
+	small, err := BufferMemory(p, 1<<20, 4, false)
+	if err != nil || small <= 0 {
+		t.Fatalf("BufferMemory at 1MiB: %d, %v", small, err)
+	}
+	if n, _ := BufferMemory(p, 1<<20, 4, true); n >= small {
+		t.Fatalf("streaming need %d not below %d", n, small)
+	}
+	// The largest admitted size saturates instead of wrapping negative.
+	big := int64(math.MaxInt64) / 64 * 64
+	if n, err := BufferMemory(p, big, 4, false); err == nil && n != math.MaxInt64 {
+		t.Fatalf("BufferMemory at %d = %d, want saturation at MaxInt64", big, n)
 	}
 }

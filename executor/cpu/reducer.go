@@ -7,7 +7,7 @@ import (
 
 // Reducer applies a reduction element-wise exactly as Run does (floats
 // accumulate in fp32 in source order and round once), for executors that
-// run plans on real memory (internal/host), so that their results are
+// run plans on real memory (executor/host), so that their results are
 // bit-identical to this package's. The zero value is ready; a Reducer
 // keeps its scratch buffers between calls and is not safe for concurrent
 // use (one per thread block).

@@ -23,10 +23,10 @@
 // OpenRank runs one rank instead, in a job of one process per rank
 // (rankexec.go): the same op-table builder and kernel, over the peers'
 // buffers and semaphore words that the communicator (runtime/comm on the
-// internal/cudadev device) mapped into this process through CUDA IPC; its
+// runtime/cudadev device) mapped into this process through CUDA IPC; its
 // port channels are copied by the kernel's threads (PortCopySM).
 //
-// cudaexec builds on runtime/cuda and internal/nvrtc and the kernels
-// package (OpenRank also on runtime/comm and internal/cudadev); it must not import the CPU executor outside tests (that is the
+// cudaexec builds on runtime/cuda and runtime/nvrtc and the kernels
+// package (OpenRank also on runtime/comm and runtime/cudadev); it must not import the CPU executor outside tests (that is the
 // oracle its tests compare with, bit for bit).
 package cudaexec

@@ -10,11 +10,11 @@ import (
 	"unsafe"
 
 	"github.com/msccl-go/msccl-go/internal/diag"
-	"github.com/msccl-go/msccl-go/internal/nvrtc"
 	proxyapi "github.com/msccl-go/msccl-go/internal/proxy"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/kernels"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
+	"github.com/msccl-go/msccl-go/runtime/nvrtc"
 )
 
 // Every rank has its own stream; the driver deals a context's streams

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/msccl-go/msccl-go/compiler"
-	"github.com/msccl-go/msccl-go/internal/nvrtc"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
+	"github.com/msccl-go/msccl-go/runtime/nvrtc"
 )
 
 // needGPU skips unless a CUDA driver, a device and NVRTC are present.

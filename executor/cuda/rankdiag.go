@@ -3,8 +3,8 @@ package cudaexec
 import (
 	"fmt"
 
-	"github.com/msccl-go/msccl-go/internal/cudadev"
 	"github.com/msccl-go/msccl-go/runtime/comm"
+	"github.com/msccl-go/msccl-go/runtime/cudadev"
 )
 
 // mappingOf describes how this process reaches m, for reports of the

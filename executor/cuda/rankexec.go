@@ -11,18 +11,18 @@ import (
 	"unsafe"
 
 	"github.com/msccl-go/msccl-go/internal/closeonce"
-	"github.com/msccl-go/msccl-go/internal/cudadev"
 	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/kernels"
 	"github.com/msccl-go/msccl-go/runtime/comm"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
+	"github.com/msccl-go/msccl-go/runtime/cudadev"
 )
 
 // RankExecutor runs one rank of a plan in a job of one process per rank:
 // this process's rank's kernel (the same kernel and op tables as
 // Executor's) over the node's other ranks' buffers and semaphore words,
-// which the communicator mapped here through CUDA IPC (internal/cudadev).
+// which the communicator mapped here through CUDA IPC (runtime/cudadev).
 // Memory channels are loads and stores to the peers' mapped pointers;
 // port channels are copied by this kernel's own threads (PortCopySM):
 // their semaphore words are device memory in the peers' sync regions,

@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/msccl-go/msccl-go/executor/cpu"
-	"github.com/msccl-go/msccl-go/internal/commtest"
-	"github.com/msccl-go/msccl-go/internal/cudadev"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/comm"
+	"github.com/msccl-go/msccl-go/runtime/comm/commtest"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
+	"github.com/msccl-go/msccl-go/runtime/cudadev"
 )
 
 // OpenRank's ranks as goroutines of this process, each with its own

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/msccl-go/msccl-go/internal/commtest"
-	"github.com/msccl-go/msccl-go/internal/cpudev"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/comm"
+	"github.com/msccl-go/msccl-go/runtime/comm/commtest"
+	"github.com/msccl-go/msccl-go/runtime/cpudev"
 )
 
 func mustCompile(t *testing.T, name string, defs map[string]int64) *ir.Plan {

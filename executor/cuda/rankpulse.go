@@ -11,7 +11,7 @@ import (
 	"github.com/msccl-go/msccl-go/runtime/cuda"
 )
 
-// Liveness of the node's ranks, as internal/host keeps it on the cpu
+// Liveness of the node's ranks, as executor/host keeps it on the cpu
 // device: the last word of each rank's sync region (comm.Connections.Pulse)
 // is its pulse, which a goroutine of its process advances every
 // pulsePeriod. When this rank's kernel hangs, the ranks whose pulse stood
@@ -155,7 +155,7 @@ func (p *pulser) close() error {
 	return err
 }
 
-// frozenNote names frozen ranks as internal/host does.
+// frozenNote names frozen ranks as executor/host does.
 func frozenNote(ranks []int) string {
 	who := strings.Trim(strings.Join(strings.Fields(fmt.Sprint(ranks)), ", "), "[]")
 	if len(ranks) == 1 {

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/msccl-go/msccl-go/internal/cudadev"
 	"github.com/msccl-go/msccl-go/runtime/comm"
+	"github.com/msccl-go/msccl-go/runtime/cudadev"
 )
 
 // Ranks that are goroutines (or threads) of one process launch into one

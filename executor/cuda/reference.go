@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"unsafe"
 
-	"github.com/msccl-go/msccl-go/internal/reference"
+	"github.com/msccl-go/msccl-go/executor/cuda/reference"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/kernels"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
 )
 
-// Reference runs a hand-written kernel of internal/reference on this
+// Reference runs a hand-written kernel of executor/cuda/reference on this
 // executor's streams, grid (each rank's block count and the plan's
 // threads per block) and buffers, forked and joined exactly as Run does,
 // so that the two can be timed against each other in one process.

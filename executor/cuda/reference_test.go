@@ -7,7 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/msccl-go/msccl-go/executor/cpu"
-	"github.com/msccl-go/msccl-go/internal/reference"
+	"github.com/msccl-go/msccl-go/executor/cuda/reference"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
 )

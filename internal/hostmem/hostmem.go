@@ -1,5 +1,6 @@
 // Package hostmem answers how much host memory a CPU simulation may use
-// and how much one needs, so that msccl-compile sim and msccl-bench -c
+// (what one needs is the CPU executor's estimate, cpu.BufferMemory), so
+// that msccl-compile sim and msccl-bench -c
 // refuse a size that does not fit with both numbers in the message,
 // instead of sizing against a fixed figure that is too small on a large
 // host and too large on a small one (where the kernel would kill the
@@ -15,7 +16,6 @@ import (
 	"strings"
 
 	"github.com/msccl-go/msccl-go/internal/size"
-	"github.com/msccl-go/msccl-go/ir"
 )
 
 // Fallback is the budget where the available memory cannot be read (no
@@ -107,36 +107,6 @@ func Human(n int64) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
-// Need estimates the bytes the CPU executor allocates to run plan p at
-// msg bytes over launches launches, the way executor/cpu's setup counts
-// them before it allocates (per rank: input and output, a snapshot of
-// each per kept launch, and scratch with its packet store); streaming
-// (cpu.Options.OnLaunch) keeps at most two launches. It saturates at
-// MaxInt64 rather than overflow.
-func Need(p *ir.Plan, msg int64, launches int, streaming bool) (int64, error) {
-	in, out, err := p.BufferBytes(msg)
-	if err != nil {
-		return 0, err
-	}
-	kept := int64(launches)
-	if streaming {
-		kept = min(kept, 2)
-	}
-	var total int64
-	for r := range p.GPUs {
-		lay, err := p.Layout(r, in, out)
-		if err != nil {
-			return 0, fmt.Errorf("gpus[%d]: %w", r, err)
-		}
-		total = add(total, mul(add(in, out), 1+2*kept))
-		total = add(total, mul(lay.ScratchAlloc, 3)/2)
-		if lay.ScratchAlloc < 0 {
-			total = math.MaxInt64
-		}
-	}
-	return total, nil
-}
-
 // Check refuses a simulation that needs more than the budget, naming both
 // numbers; what is for the message ("simulating plan.json at 1GiB").
 func (b Budget) Check(what string, need int64) error {
@@ -148,18 +118,4 @@ func (b Budget) Check(what string, need int64) error {
 
 func (b Budget) describe() string {
 	return fmt.Sprintf("%s allowed (%s)", Human(b.Bytes), b.From)
-}
-
-func add(a, b int64) int64 {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
-}
-
-func mul(a, b int64) int64 {
-	if a != 0 && b > math.MaxInt64/a {
-		return math.MaxInt64
-	}
-	return a * b
 }

@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/msccl-go/msccl-go/ir"
 )
 
 func TestAvailable(t *testing.T) {
@@ -59,29 +57,6 @@ func TestHuman(t *testing.T) {
 		if got := Human(n); got != want {
 			t.Errorf("Human(%d) = %q, want %q", n, got, want)
 		}
-	}
-}
-
-func TestNeed(t *testing.T) {
-	data, err := os.ReadFile("../../testdata/peer-plans/allreduce_packet.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, _, err := ir.Load(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	small, err := Need(p, 1<<20, 4, false)
-	if err != nil || small <= 0 {
-		t.Fatalf("Need at 1MiB: %d, %v", small, err)
-	}
-	if n, _ := Need(p, 1<<20, 4, true); n >= small {
-		t.Fatalf("streaming need %d not below %d", n, small)
-	}
-	// The largest admitted size saturates instead of wrapping negative.
-	big := int64(math.MaxInt64) / 64 * 64
-	if n, err := Need(p, big, 4, false); err == nil && n != math.MaxInt64 {
-		t.Fatalf("Need at %d = %d, want saturation at MaxInt64", big, n)
 	}
 }
 

@@ -6,6 +6,6 @@
 // through a staging buffer, reduce on the host, ...). The root package
 // re-exports these names (msccl.ProxyHandler, msccl.Trigger, ...).
 //
-// It owns no queue and no memory: the proxies (internal/host's for the
+// It owns no queue and no memory: the proxies (executor/host's for the
 // cpu device) build Triggers and call Serve. It must not import them.
 package proxy

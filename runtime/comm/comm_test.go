@@ -10,11 +10,11 @@ import (
 
 	"github.com/msccl-go/msccl-go/algorithms"
 	"github.com/msccl-go/msccl-go/compiler"
-	"github.com/msccl-go/msccl-go/internal/commtest"
-	"github.com/msccl-go/msccl-go/internal/cpudev"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/bootstrap"
 	"github.com/msccl-go/msccl-go/runtime/comm"
+	"github.com/msccl-go/msccl-go/runtime/comm/commtest"
+	"github.com/msccl-go/msccl-go/runtime/cpudev"
 )
 
 // join runs f as len(nodes) ranks on the cpu device, rank r on node

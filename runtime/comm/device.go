@@ -1,7 +1,7 @@
 package comm
 
 // Device is where a communicator's memory lives: the CPU (POSIX shared
-// memory, internal/cpudev) or a GPU (internal/cudadev: legacy CUDA IPC
+// memory, runtime/cpudev) or a GPU (runtime/cudadev: legacy CUDA IPC
 // handles for cuMemAlloc memory, POSIX file descriptors for cuMem*
 // allocations). The
 // communicator moves Handles between ranks and never looks inside them.

@@ -9,8 +9,8 @@
 // others into an error naming it (Err, Dead).
 //
 // What memory is, how it is mapped and how ops run on it belong to the
-// Device (internal/cpudev for the CPU, internal/cudadev for GPUs) and to the
-// executor that uses the communicator (internal/host, executor/cuda's
+// Device (runtime/cpudev for the CPU, runtime/cudadev for GPUs) and to the
+// executor that uses the communicator (executor/host, executor/cuda's
 // OpenRank). comm knows plans
 // only through their channel lists, and must not import an executor.
 package comm

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/msccl-go/msccl-go/internal/commtest"
-	"github.com/msccl-go/msccl-go/internal/cpudev"
 	"github.com/msccl-go/msccl-go/runtime/comm"
+	"github.com/msccl-go/msccl-go/runtime/comm/commtest"
+	"github.com/msccl-go/msccl-go/runtime/cpudev"
 )
 
 // word is the semaphore word at l, as the cpu device maps it.

@@ -11,12 +11,12 @@ import (
 	"github.com/msccl-go/msccl-go/algorithms"
 	"github.com/msccl-go/msccl-go/compiler"
 	"github.com/msccl-go/msccl-go/executor/cpu"
-	"github.com/msccl-go/msccl-go/internal/commtest"
-	"github.com/msccl-go/msccl-go/internal/cpudev"
-	"github.com/msccl-go/msccl-go/internal/host"
+	"github.com/msccl-go/msccl-go/executor/host"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/bootstrap"
 	"github.com/msccl-go/msccl-go/runtime/comm"
+	"github.com/msccl-go/msccl-go/runtime/comm/commtest"
+	"github.com/msccl-go/msccl-go/runtime/cpudev"
 )
 
 // A peer that closes while this rank still runs a collective with it is

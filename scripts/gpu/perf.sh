@@ -1,7 +1,7 @@
 #!/bin/bash
 # perf.sh: the reference-kernel and GPU-timeline evidence of issue 17.
 # Run on a GPU machine from the repo root after
-#   bash scripts/gpu-pack ./executor/cuda ./runtime/cuda ./kernels ./internal/reference .
+#   bash scripts/gpu-pack ./executor/cuda ./runtime/cuda ./kernels ./executor/cuda/reference .
 # Parts (each well under the device tool's 10 minutes; default: all three,
 # so give them one call each when time is short):
 #   tests  the GPU tests of the reference kernels and the timeline, and the

@@ -3,7 +3,7 @@
 # item 2): one process per rank, buffers and semaphores shared through
 # CUDA IPC, every rank's result checked against the CPU executor (-c).
 # Run on a GPU machine from the repo root after
-#   bash scripts/gpu-pack ./runtime/cuda ./internal/cudadev ./executor/cuda . ./cmd/msccl-bench
+#   bash scripts/gpu-pack ./runtime/cuda ./runtime/cudadev ./executor/cuda . ./cmd/msccl-bench
 # Parts (default: tests matrix; give each its own device call when time is
 # short, each stays well under the tool's 10 minutes):
 #   tests   the GPU tests: VMM export/import, four processes exchanging

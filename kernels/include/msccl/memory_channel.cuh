@@ -7,7 +7,7 @@
 #include "semaphore.cuh"
 
 // COPY_DEPTH is how many 16-byte loads a thread has in flight before it
-// stores them (internal/reference's ref_copy16 keeps four): one at a time
+// stores them (executor/cuda/reference's ref_copy16 keeps four): one at a time
 // leaves the latency of a peer's (or HBM's) memory uncovered and one
 // block cannot fill it. Overridable for measurements
 // (MSCCL_KERNEL_DEFINES, kernels.Tunables).

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/msccl-go/msccl-go/executor/cpu"
-	"github.com/msccl-go/msccl-go/internal/commtest"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/comm"
+	"github.com/msccl-go/msccl-go/runtime/comm/commtest"
 )
 
 func loadPlan(t *testing.T, path string) *ir.Plan {

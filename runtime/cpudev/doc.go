@@ -9,5 +9,5 @@
 // when the last descriptor and mapping do.
 //
 // cpudev owns allocation and mapping only; what runs on the memory is
-// internal/host's, how handles travel is runtime/comm's.
+// executor/host's, how handles travel is runtime/comm's.
 package cpudev

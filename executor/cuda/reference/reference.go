@@ -124,7 +124,7 @@ func (k Kernel) Source(dt ir.DType, llWidth int) (src, entry string, err error) 
 	b.WriteString(kernels.Primitives())
 	b.WriteString("// ---- reference.cu ----\n")
 	b.WriteString(cuSource)
-	b.WriteString("\n// ---- layout checks against internal/reference.Args ----\n")
+	b.WriteString("\n// ---- layout checks against executor/cuda/reference.Args ----\n")
 	b.WriteString(asserts)
 	// The wrapper macro cannot take a template argument list with a comma.
 	fmt.Fprintf(&b, "#define REF_BODY %s\nREF_KERNEL(%s, REF_BODY)\n", body, entry)

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/msccl-go/msccl-go/internal/nvrtc"
+	"github.com/msccl-go/msccl-go/runtime/nvrtc"
 )
 
 // Need skips t when no NVRTC library loads (CI machines without CUDA)

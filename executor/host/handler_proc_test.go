@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/msccl-go/msccl-go/executor/cpu"
-	"github.com/msccl-go/msccl-go/internal/cpudev"
 	proxyapi "github.com/msccl-go/msccl-go/internal/proxy"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/bootstrap"
 	"github.com/msccl-go/msccl-go/runtime/comm"
+	"github.com/msccl-go/msccl-go/runtime/cpudev"
 )
 
 // With this variable set the test binary is one rank of a job

@@ -13,7 +13,7 @@
 
 #define REF_MAX_RANKS 32
 
-// RefArgs is one rank's argument block (internal/reference Args).
+// RefArgs is one rank's argument block (executor/cuda/reference Args).
 struct RefArgs {
   u64 in[REF_MAX_RANKS];       // every rank's input buffer
   u64 out[REF_MAX_RANKS];      // every rank's output buffer

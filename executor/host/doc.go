@@ -1,6 +1,6 @@
 // Package host runs one rank's share of a plan in this process, on CPU
 // threads, over memory the rank shares with the other ranks' processes
-// (runtime/comm with the CPU device, internal/cpudev). It is a real
+// (runtime/comm with the CPU device, runtime/cpudev). It is a real
 // interpreter of real plans across real processes: every thread block is
 // a goroutine, semaphores, signals and LL packet flags are sync/atomic
 // operations on the shared words (sequentially consistent, which is
@@ -23,7 +23,6 @@
 // waited for.
 //
 // host must not import the compiler or the CUDA executor; it reads plans
-// and never changes them. It is internal because no program names it: collectives
-// on the cpu device run through the root package (msccl.OpenComm), the
-// one importer deps_test allows.
+// and never changes them. No program names it: collectives on the cpu
+// device run through the root package (msccl.OpenComm).
 package host

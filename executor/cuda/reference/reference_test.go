@@ -8,10 +8,10 @@ import (
 	"unsafe"
 
 	"github.com/msccl-go/msccl-go/internal/fulltest"
-	"github.com/msccl-go/msccl-go/internal/nvrtc"
-	"github.com/msccl-go/msccl-go/internal/nvrtc/nvrtctest"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/kernels"
+	"github.com/msccl-go/msccl-go/runtime/nvrtc"
+	"github.com/msccl-go/msccl-go/runtime/nvrtc/nvrtctest"
 )
 
 // TestCompilePTX compiles reference kernels with whatever NVRTC is
