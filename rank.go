@@ -8,7 +8,6 @@ import (
 
 	cudaexec "github.com/msccl-go/msccl-go/executor/cuda"
 	"github.com/msccl-go/msccl-go/executor/host"
-	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/runtime/bootstrap"
 	"github.com/msccl-go/msccl-go/runtime/comm"
 	"github.com/msccl-go/msccl-go/runtime/cpudev"
@@ -184,15 +183,40 @@ func (c *RankComm) Close() error {
 
 // RankExec runs one plan on this rank.
 type RankExec struct {
-	ex  *host.Executor         // the cpu device
-	gpu *cudaexec.RankExecutor // the cuda device
-	ll  int
+	x rankExecutor
 }
 
 // RankBuffers are this rank's buffers for one message size.
 type RankBuffers struct {
-	h *host.Buffers
-	g *cudaexec.RankBuffers
+	b rankBuffers
+}
+
+// rankExecutor is one rank's executor of one plan on its device: the
+// host executor on the cpu device (hostRank), the CUDA rank executor on
+// the cuda device (cudaRank). Each takes only buffers it allocated and
+// refuses the other device's with an error naming both.
+type rankExecutor interface {
+	alloc(ctx context.Context, size int64) (rankBuffers, error)
+	run(ctx context.Context, b rankBuffers, dt DType, red ReduceOp) error
+	start(ctx context.Context, b rankBuffers, dt DType, red ReduceOp) error
+	prepare(b rankBuffers, dt DType, red ReduceOp) error
+	enqueue(b rankBuffers, dt DType, red ReduceOp, stream uintptr) error
+	wait() error
+	close() error
+}
+
+// rankBuffers are one rank's buffers on its device. Host memory is the
+// cpu device's (input/output; nil on cuda), device pointers the cuda
+// device's (0 on cpu).
+type rankBuffers interface {
+	input() []byte
+	output() []byte
+	inputPtr() cuda.DevicePtr
+	outputPtr() cuda.DevicePtr
+	setInput(data []byte) error
+	outputOf(r int) ([]byte, error)
+	size() int64
+	free() error
 }
 
 // Open prepares p on this rank: every rank calls it with the same plan,
@@ -207,46 +231,30 @@ func (c *RankComm) Open(ctx context.Context, p *Plan, opt Options) (*RankExec, e
 		if err != nil {
 			return nil, err
 		}
-		return &RankExec{gpu: ex, ll: opt.LLWidth}, nil
+		return &RankExec{x: cudaRank{ex: ex, ll: opt.LLWidth}}, nil
 	}
 	ex, err := host.Open(ctx, c.c, p, host.Options{Timeout: opt.Timeout, LLWidth: opt.LLWidth, ProxyHandler: opt.ProxyHandler})
 	if err != nil {
 		return nil, err
 	}
-	return &RankExec{ex: ex}, nil
+	return &RankExec{x: hostRank{ex}}, nil
 }
 
 // Alloc allocates this rank's buffers for a message of size bytes (as
 // nccl-tests counts it; within the plan's size rule). Every rank calls it
 // with the same size.
 func (e *RankExec) Alloc(ctx context.Context, size int64) (*RankBuffers, error) {
-	if e.gpu != nil {
-		b, err := e.gpu.Alloc(ctx, size)
-		if err != nil {
-			return nil, err
-		}
-		return &RankBuffers{g: b}, nil
-	}
-	b, err := e.ex.Alloc(ctx, size)
+	b, err := e.x.alloc(ctx, size)
 	if err != nil {
 		return nil, err
 	}
-	return &RankBuffers{h: b}, nil
+	return &RankBuffers{b}, nil
 }
 
 // Run runs the collective once on this rank and returns when this rank's
 // part is done; every rank runs the same sequence of collectives.
 func (e *RankExec) Run(ctx context.Context, b *RankBuffers, dt DType, red ReduceOp) error {
-	if e.gpu != nil {
-		if b.g == nil {
-			return fmt.Errorf("msccl: Run on the cuda device with buffers of the cpu device")
-		}
-		return e.gpu.Run(ctx, b.g, dt, red, e.ll)
-	}
-	if b.h == nil {
-		return fmt.Errorf("msccl: Run on the cpu device with buffers of the cuda device")
-	}
-	return e.ex.Run(ctx, b.h, dt, red)
+	return e.x.run(ctx, b.b, dt, red)
 }
 
 // Start begins the collective on this rank; Wait ends every collective
@@ -254,13 +262,7 @@ func (e *RankExec) Run(ctx context.Context, b *RankBuffers, dt DType, red Reduce
 // buffers are the kernel's until Wait), so that back-to-back
 // collectives pay no wait each; on the cpu device Start is Run.
 func (e *RankExec) Start(ctx context.Context, b *RankBuffers, dt DType, red ReduceOp) error {
-	if e.gpu != nil {
-		if b.g == nil {
-			return fmt.Errorf("msccl: Start on the cuda device with buffers of the cpu device")
-		}
-		return e.gpu.Start(ctx, b.g, dt, red, e.ll)
-	}
-	return e.Run(ctx, b, dt, red)
+	return e.x.start(ctx, b.b, dt, red)
 }
 
 // Prepare builds what a collective of (dt, red) on b needs on the cuda
@@ -270,13 +272,7 @@ func (e *RankExec) Start(ctx context.Context, b *RankBuffers, dt DType, red Redu
 // first Run, Start or Enqueue of (dt, red) on b is: every rank prepares
 // the same at the same point of its sequence of collectives.
 func (e *RankExec) Prepare(b *RankBuffers, dt DType, red ReduceOp) error {
-	if e.gpu == nil {
-		return nil
-	}
-	if b.g == nil {
-		return fmt.Errorf("msccl: Prepare on the cuda device with buffers of the cpu device")
-	}
-	return e.gpu.Prepare(b.g, dt, red, e.ll)
+	return e.x.prepare(b.b, dt, red)
 }
 
 // Enqueue launches the collective on stream (a CUstream of this
@@ -287,100 +283,39 @@ func (e *RankExec) Prepare(b *RankBuffers, dt DType, red ReduceOp) error {
 // wait for launches enqueued outside a capture; wait for the replays of
 // a captured graph yourself before them.
 func (e *RankExec) Enqueue(b *RankBuffers, dt DType, red ReduceOp, stream uintptr) error {
-	if e.gpu == nil {
-		return diag.Errorc(diag.CodeUnsupported, "msccl: Enqueue on a stream needs the cuda device; the cpu device runs collectives with Run")
-	}
-	if b.g == nil {
-		return fmt.Errorf("msccl: Enqueue on the cuda device with buffers of the cpu device")
-	}
-	return e.gpu.Enqueue(b.g, dt, red, e.ll, cuda.StreamOf(stream))
+	return e.x.enqueue(b.b, dt, red, stream)
 }
 
 // Wait waits for the collectives Start began (see Start).
-func (e *RankExec) Wait() error {
-	if e.gpu != nil {
-		return e.gpu.Wait()
-	}
-	return nil
-}
+func (e *RankExec) Wait() error { return e.x.wait() }
 
 // Close releases the plan's channels on this rank.
-func (e *RankExec) Close() error {
-	if e.gpu != nil {
-		return e.gpu.Close()
-	}
-	return e.ex.Close()
-}
+func (e *RankExec) Close() error { return e.x.close() }
 
 // Input and Output are this rank's buffers on the cpu device, as shared
 // memory the caller reads and writes (the same bytes, or part of them,
 // for in-place plans); nil on the cuda device (SetInput, OutputOf,
 // InputPtr and OutputPtr serve both).
-func (b *RankBuffers) Input() []byte {
-	if b.h == nil {
-		return nil
-	}
-	return b.h.Input()
-}
-func (b *RankBuffers) Output() []byte {
-	if b.h == nil {
-		return nil
-	}
-	return b.h.Output()
-}
+func (b *RankBuffers) Input() []byte  { return b.b.input() }
+func (b *RankBuffers) Output() []byte { return b.b.output() }
 
 // InputPtr and OutputPtr are this rank's buffers on the cuda device
 // (0 on the cpu device).
-func (b *RankBuffers) InputPtr() cuda.DevicePtr {
-	if b.g == nil {
-		return 0
-	}
-	return b.g.Input()
-}
-func (b *RankBuffers) OutputPtr() cuda.DevicePtr {
-	if b.g == nil {
-		return 0
-	}
-	return b.g.Output()
-}
+func (b *RankBuffers) InputPtr() cuda.DevicePtr  { return b.b.inputPtr() }
+func (b *RankBuffers) OutputPtr() cuda.DevicePtr { return b.b.outputPtr() }
 
 // SetInput copies data, the whole input, into this rank's input buffer.
-func (b *RankBuffers) SetInput(data []byte) error {
-	if b.g != nil {
-		return b.g.SetInput(data)
-	}
-	in := b.h.Input()
-	if len(data) != len(in) {
-		return diag.Errorc(diag.CodeSizeRefused, "msccl: input of %d bytes, the buffers hold %d", len(data), len(in))
-	}
-	copy(in, data)
-	return nil
-}
+func (b *RankBuffers) SetInput(data []byte) error { return b.b.setInput(data) }
 
 // OutputOf is rank r's output (r on this node), for checks that read
 // every rank's result after a barrier: on the cpu device the shared
 // memory itself, on the cuda device a copy.
-func (b *RankBuffers) OutputOf(r int) ([]byte, error) {
-	if b.g != nil {
-		return b.g.OutputOf(r)
-	}
-	return b.h.OutputOf(r)
-}
+func (b *RankBuffers) OutputOf(r int) ([]byte, error) { return b.b.outputOf(r) }
 
 // Size is the message size the buffers were allocated for.
-func (b *RankBuffers) Size() int64 {
-	if b.g != nil {
-		return b.g.Size()
-	}
-	return b.h.Size()
-}
+func (b *RankBuffers) Size() int64 { return b.b.size() }
 
 // Free releases the buffers. On the cuda device it is collective (every
 // rank calls it at the same point): it waits for the others before
 // freeing memory their kernels may still use.
-func (b *RankBuffers) Free() error {
-	if b.g != nil {
-		return b.g.Free()
-	}
-	return b.h.Free()
-}
+func (b *RankBuffers) Free() error { return b.b.free() }
