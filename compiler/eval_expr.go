@@ -568,9 +568,20 @@ func parseInt(s string, r dsl.Range, st *state) (int64, bool) {
 
 // opStmt evaluates one op statement's operands and clauses.
 func (ev *evaluator) opStmt(o *dsl.OpStmt, onRank, onTB int) *evOp {
-	st := ev.st
 	op := ev.newEvOp()
 	*op = evOp{name: o.Name, rngp: ev.rangeOf(o), tb: -1, onRank: int32(onRank), onTB: int32(onTB), evExtra: noExtra}
+	ok := ev.opRefs(op, o)
+	for _, c := range o.Clauses {
+		ok = ev.opClause(op, c) && ok
+	}
+	if !ok {
+		return nil
+	}
+	return op
+}
+
+// opRefs evaluates the op's sources and destinations into op.
+func (ev *evaluator) opRefs(op *evOp, o *dsl.OpStmt) bool {
 	ok := true
 	// Both operand lists from the evaluator's slab: no allocation per op.
 	nr := len(o.Src) + len(o.Dst)
@@ -596,135 +607,156 @@ func (ev *evaluator) opStmt(o *dsl.OpStmt, onRank, onTB int) *evOp {
 	if len(o.Dst) > 0 {
 		op.dst = refs[len(o.Src):]
 	}
-	var intBuf [4]int
-	for _, c := range o.Clauses {
-		// The clause's range, spelled only for a message (or via).
-		cr := func() dsl.Range { return dsl.RangeOf(c.Pos, c.EndPos) }
-		// ints evaluates the clause's values into intBuf when they fit; a
-		// caller that keeps them copies them.
-		ints := func(n int) ([]int, bool) {
-			if n > 0 && len(c.Args) != n {
-				st.errorf(cr(), "", "%s takes %d value(s), got %d", c.Key, n, len(c.Args))
-				return nil, false
-			}
-			out := intBuf[:0]
-			for _, a := range c.Args {
-				if a.At != nil {
-					st.errorf(cr(), "", "`@` is only meaningful in `to PEER@TB`")
-					return nil, false
-				}
-				v, good := ev.eval(a.Value)
-				if !good {
-					return nil, false
-				}
-				if v < -1 || v > 1<<30 {
-					st.errorf(exprRange(a.Value), "", "%s value %d out of range", c.Key, v)
-					return nil, false
-				}
-				out = append(out, int(v))
-			}
-			return out, true
+	return ok
+}
+
+// clauseRange is the clause's range, spelled only for a message (or via).
+func clauseRange(c *dsl.Clause) dsl.Range { return dsl.RangeOf(c.Pos, c.EndPos) }
+
+// clauseInts evaluates the clause's n values (any number if n is 0) into
+// buf when they fit; a caller that keeps them copies them.
+func (ev *evaluator) clauseInts(c *dsl.Clause, buf *[4]int, n int) ([]int, bool) {
+	st := ev.st
+	if n > 0 && len(c.Args) != n {
+		st.errorf(clauseRange(c), "", "%s takes %d value(s), got %d", c.Key, n, len(c.Args))
+		return nil, false
+	}
+	out := buf[:0]
+	for _, a := range c.Args {
+		if a.At != nil {
+			st.errorf(clauseRange(c), "", "`@` is only meaningful in `to PEER@TB`")
+			return nil, false
 		}
-		switch c.Key {
-		case "tb":
-			if v, good := ints(1); good {
-				if v[0] < 0 || v[0] > 1023 {
-					st.errorf(cr(), "", "thread block %d out of range 0..1023", v[0])
-					ok = false
-				} else {
-					op.tb = int32(v[0])
-				}
-			} else {
+		v, good := ev.eval(a.Value)
+		if !good {
+			return nil, false
+		}
+		if v < -1 || v > 1<<30 {
+			st.errorf(exprRange(a.Value), "", "%s value %d out of range", c.Key, v)
+			return nil, false
+		}
+		out = append(out, int(v))
+	}
+	return out, true
+}
+
+// opClause evaluates one clause of an op statement into op.
+func (ev *evaluator) opClause(op *evOp, c *dsl.Clause) bool {
+	st := ev.st
+	var buf [4]int
+	ok := true
+	switch c.Key {
+	case "tb":
+		if v, good := ev.clauseInts(c, &buf, 1); good {
+			if v[0] < 0 || v[0] > 1023 {
+				st.errorf(clauseRange(c), "", "thread block %d out of range 0..1023", v[0])
 				ok = false
-			}
-		case "via", "op":
-			for _, a := range c.Args {
-				name, isName := exprName(a.Value)
-				if !isName {
-					st.errorf(exprRange(a.Value), "", "%s takes a name", c.Key)
-					ok = false
-					continue
-				}
-				if c.Key == "via" {
-					choices := []string{"memory", "port", "get", "put"}
-					if !contains(choices, name) {
-						st.errorf(exprRange(a.Value), joinDetail(diag.Suggest(name, choices), "one of: "+strings.Join(choices, ", ")), "unknown channel choice %q", name)
-						ok = false
-						continue
-					}
-					x := op.own()
-					x.via = append(x.via, name)
-					r := cr()
-					x.viaRng = &r
-				} else {
-					choices := []string{"sum", "min", "max", "prod"}
-					if !contains(choices, name) || len(c.Args) != 1 {
-						st.errorf(exprRange(a.Value), joinDetail(diag.Suggest(name, choices), "one of: "+strings.Join(choices, ", ")), "unknown reduction %q", name)
-						ok = false
-						continue
-					}
-					op.own().reduce = ir.ReduceOp(name)
-				}
-			}
-		case "to":
-			for _, a := range c.Args {
-				v, good := ev.eval(a.Value)
-				if !good {
-					ok = false
-					continue
-				}
-				ps := peerSpec{rank: int(v), tb: -1, rng: dsl.RangeOf(a.Pos, a.Value.EndPos)}
-				if v < 0 || v >= int64(ev.hdr.ranks) {
-					st.errorf(ps.rng, fmt.Sprintf("ranks are 0..%d", ev.hdr.ranks-1), "peer rank %d out of range", v)
-					ok = false
-					continue
-				}
-				if a.At != nil {
-					t, good := ev.eval(a.At)
-					if !good || t < 0 || t > 1023 {
-						if good {
-							st.errorf(exprRange(a.At), "", "peer thread block %d out of range 0..1023", t)
-						}
-						ok = false
-						continue
-					}
-					ps.tb = int(t)
-				}
-				op.own().to = append(op.to, ps)
-			}
-		case "sem":
-			if v, good := ints(0); good {
-				op.own().sems = append([]int(nil), v...)
 			} else {
-				ok = false
+				op.tb = int32(v[0])
 			}
-		case "tbg":
-			if v, good := ints(2); good {
-				if v[1] < 1 || v[0] < 0 || v[0] >= v[1] {
-					st.errorf(cr(), "write tbg ID, SIZE with 0 <= ID < SIZE", "bad thread-block group %d of %d", v[0], v[1])
-					ok = false
-				} else {
-					op.own().tbg = &ir.TBGInfo{TBID: v[0], TBGSize: v[1]}
-				}
+		} else {
+			ok = false
+		}
+	case "via", "op":
+		return ev.nameClause(op, c)
+	case "to":
+		return ev.toClause(op, c)
+	case "sem":
+		if v, good := ev.clauseInts(c, &buf, 0); good {
+			op.own().sems = append([]int(nil), v...)
+		} else {
+			ok = false
+		}
+	case "tbg":
+		if v, good := ev.clauseInts(c, &buf, 2); good {
+			if v[1] < 1 || v[0] < 0 || v[0] >= v[1] {
+				st.errorf(clauseRange(c), "write tbg ID, SIZE with 0 <= ID < SIZE", "bad thread-block group %d of %d", v[0], v[1])
+				ok = false
 			} else {
-				ok = false
+				op.own().tbg = &ir.TBGInfo{TBID: v[0], TBGSize: v[1]}
 			}
-		case "id", "count":
-			if v, good := ints(1); good {
-				if c.Key == "id" {
-					op.own().id = v[0]
-				} else {
-					op.own().cnt = v[0]
-				}
+		} else {
+			ok = false
+		}
+	case "id", "count":
+		if v, good := ev.clauseInts(c, &buf, 1); good {
+			if c.Key == "id" {
+				op.own().id = v[0]
 			} else {
-				ok = false
+				op.own().cnt = v[0]
 			}
+		} else {
+			ok = false
 		}
 	}
-	if !ok {
-		return nil
+	return ok
+}
+
+// nameClause evaluates `via` (channel choices) and `op` (the reduction).
+func (ev *evaluator) nameClause(op *evOp, c *dsl.Clause) bool {
+	st := ev.st
+	ok := true
+	for _, a := range c.Args {
+		name, isName := exprName(a.Value)
+		if !isName {
+			st.errorf(exprRange(a.Value), "", "%s takes a name", c.Key)
+			ok = false
+			continue
+		}
+		if c.Key == "via" {
+			choices := []string{"memory", "port", "get", "put"}
+			if !contains(choices, name) {
+				st.errorf(exprRange(a.Value), joinDetail(diag.Suggest(name, choices), "one of: "+strings.Join(choices, ", ")), "unknown channel choice %q", name)
+				ok = false
+				continue
+			}
+			x := op.own()
+			x.via = append(x.via, name)
+			r := clauseRange(c)
+			x.viaRng = &r
+		} else {
+			choices := []string{"sum", "min", "max", "prod"}
+			if !contains(choices, name) || len(c.Args) != 1 {
+				st.errorf(exprRange(a.Value), joinDetail(diag.Suggest(name, choices), "one of: "+strings.Join(choices, ", ")), "unknown reduction %q", name)
+				ok = false
+				continue
+			}
+			op.own().reduce = ir.ReduceOp(name)
+		}
 	}
-	return op
+	return ok
+}
+
+// toClause evaluates the peers of `to PEER[@TB], ...`.
+func (ev *evaluator) toClause(op *evOp, c *dsl.Clause) bool {
+	st := ev.st
+	ok := true
+	for _, a := range c.Args {
+		v, good := ev.eval(a.Value)
+		if !good {
+			ok = false
+			continue
+		}
+		ps := peerSpec{rank: int(v), tb: -1, rng: dsl.RangeOf(a.Pos, a.Value.EndPos)}
+		if v < 0 || v >= int64(ev.hdr.ranks) {
+			st.errorf(ps.rng, fmt.Sprintf("ranks are 0..%d", ev.hdr.ranks-1), "peer rank %d out of range", v)
+			ok = false
+			continue
+		}
+		if a.At != nil {
+			t, good := ev.eval(a.At)
+			if !good || t < 0 || t > 1023 {
+				if good {
+					st.errorf(exprRange(a.At), "", "peer thread block %d out of range 0..1023", t)
+				}
+				ok = false
+				continue
+			}
+			ps.tb = int(t)
+		}
+		op.own().to = append(op.to, ps)
+	}
+	return ok
 }
 
 // ref evaluates a chunk slice and checks rank, buffer and range.

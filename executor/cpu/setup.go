@@ -90,6 +90,27 @@ type rankState struct {
 // would stop an executor from loading it comes back as an error naming
 // the place.
 func (s *sim) setup() error {
+	if err := s.checkSize(); err != nil {
+		return err
+	}
+	if err := s.checkMemory(); err != nil {
+		return err
+	}
+	s.ranks = make([]*rankState, len(s.p.GPUs))
+	for r := range s.p.GPUs {
+		rs, err := s.newRank(r)
+		if err != nil {
+			return err
+		}
+		s.ranks[r] = rs
+	}
+	s.pairChannels()
+	return s.placeBlocks()
+}
+
+// checkSize refuses a size outside the plan's rule or one that is not
+// whole elements, and sets s.in and s.out, the buffer bytes.
+func (s *sim) checkSize() error {
 	p := s.p
 	// Outside its size rule a plan's ops move other byte counts than
 	// their operands hold: refuse, as every other entry point does,
@@ -109,9 +130,13 @@ func (s *sim) setup() error {
 	if ds := int64(s.opt.DType.Size()); in%ds != 0 || out%ds != 0 {
 		return diag.Errorc(diag.CodeSizeRefused, "buffer sizes %d and %d bytes are not whole %s elements", in, out, s.opt.DType)
 	}
-	n := len(p.GPUs)
-	s.ranks = make([]*rankState, n)
-	agents := 0
+	return nil
+}
+
+// checkMemory refuses a run whose buffers, packet store and launch
+// snapshots would pass Options.MaxMemory, before anything is allocated.
+func (s *sim) checkMemory() error {
+	p, in, out := s.p, s.in, s.out
 	limit := s.opt.MaxMemory
 	if limit <= 0 {
 		limit = 16 << 30
@@ -137,81 +162,92 @@ func (s *sim) setup() error {
 			return fmt.Errorf("gpus[%d]: simulating this plan at %d bytes needs more than %d bytes of memory (scratch_chunks %d)", r, s.opt.Size, limit, p.GPUs[r].ScratchChunks)
 		}
 	}
-	for r := range p.GPUs {
-		g := &p.GPUs[r]
-		lay, err := p.Layout(r, in, out)
-		if err != nil {
-			return fmt.Errorf("gpus[%d]: %w", r, err)
-		}
-		if p.ReuseResources && g.ScratchChunks > 0 && lay.MaxChunk() > predefinedScratch/int64(g.ScratchChunks) {
-			return fmt.Errorf("gpus[%d]: chunks of %d bytes exceed the reuse_resources scratch share (%d bytes); the simulator does not wrap scratch offsets", r, lay.MaxChunk(), predefinedScratch/int64(g.ScratchChunks))
-		}
-		rs := &rankState{r: r, lay: lay, barriers: map[int]*barrier{}}
-		var lens [numArrs]int64
-		switch {
-		case !p.InPlace:
-			lens[arrMain], lens[arrOut] = in, out
-			rs.inArr, rs.outArr = arrMain, arrOut
-		case p.Collective.Gathers():
-			lens[arrMain] = out
-			rs.inBase = int64(r) * in
-		case p.Collective.Scatters():
-			lens[arrMain] = in
-			rs.outBase = int64(r) * out
-		default:
-			lens[arrMain] = max(in, out)
-		}
-		lens[arrScratch] = lay.ScratchAlloc
-		if s.field != nil {
-			s.setupRanges(rs, lens)
-		} else {
-			// The first input fills an input-only array whole before any
-			// op runs (boundary): a recycled one need not be cleared.
-			whole := rs.inBase == 0 && in == lens[arrMain] && !s.opt.Symbolic
-			rs.arrs[arrMain] = s.opt.Buffers.get(lens[arrMain], !whole)
-			if lens[arrOut] > 0 {
-				rs.arrs[arrOut] = s.opt.Buffers.get(lens[arrOut], true)
-			}
-		}
-		if s.field == nil {
-			// The scratch array holds non-packet data only (packets live
-			// in pkt): plans that use scratch through packets alone never
-			// touch it, so the byte mode makes (and clears) it at the
-			// first access (array); the symbolic mode poisons it now.
-			rs.scratchLen = lay.ScratchAlloc
-			if s.opt.Symbolic {
-				rs.arrs[arrScratch] = s.opt.Buffers.get(lay.ScratchAlloc, true)
-			}
-			// Packet payloads are read only where this launch's flags
-			// say they were written (pktReady), so a recycled store's
-			// old bytes can never be seen: no clearing.
-			rs.pkt = s.opt.Buffers.get(lay.ScratchAlloc/2, false)
-		}
-		rs.half = lay.ScratchAlloc
-		if p.DoubleScratch {
-			rs.half /= 2
-		}
-		for _, c := range g.Channels {
-			if c.Type == ir.ChanSwitch {
-				for _, grp := range c.RankGroups {
-					rs.switches = append(rs.switches, grp.Ranks)
-					rs.switchBuf = append(rs.switchBuf, c.BufferType)
-				}
-				continue
-			}
-			if c.Type != ir.ChanMemory && c.Type != ir.ChanPort {
-				continue
-			}
-			for _, peer := range c.ConnectedTo {
-				rs.chans[ir.ChanSlot(c.Type)] = append(rs.chans[ir.ChanSlot(c.Type)], chanEnd{peer: peer, partner: -1})
-			}
-		}
-		for _, sm := range g.Semaphores {
-			rs.sems = append(rs.sems, semaphore{free: sm.InitValue, init: sm.InitValue})
-		}
-		s.ranks[r] = rs
+	return nil
+}
+
+// newRank lays out rank r: its arrays by the plan's placement (in place
+// or not), scratch and packet store, channel ends (unpaired) and
+// semaphores.
+func (s *sim) newRank(r int) (*rankState, error) {
+	p, in, out := s.p, s.in, s.out
+	g := &p.GPUs[r]
+	lay, err := p.Layout(r, in, out)
+	if err != nil {
+		return nil, fmt.Errorf("gpus[%d]: %w", r, err)
 	}
-	// Pair the k-th channel A→B with the k-th channel B→A of the same type.
+	if p.ReuseResources && g.ScratchChunks > 0 && lay.MaxChunk() > predefinedScratch/int64(g.ScratchChunks) {
+		return nil, fmt.Errorf("gpus[%d]: chunks of %d bytes exceed the reuse_resources scratch share (%d bytes); the simulator does not wrap scratch offsets", r, lay.MaxChunk(), predefinedScratch/int64(g.ScratchChunks))
+	}
+	rs := &rankState{r: r, lay: lay, barriers: map[int]*barrier{}}
+	var lens [numArrs]int64
+	switch {
+	case !p.InPlace:
+		lens[arrMain], lens[arrOut] = in, out
+		rs.inArr, rs.outArr = arrMain, arrOut
+	case p.Collective.Gathers():
+		lens[arrMain] = out
+		rs.inBase = int64(r) * in
+	case p.Collective.Scatters():
+		lens[arrMain] = in
+		rs.outBase = int64(r) * out
+	default:
+		lens[arrMain] = max(in, out)
+	}
+	lens[arrScratch] = lay.ScratchAlloc
+	if s.field != nil {
+		s.setupRanges(rs, lens)
+	} else {
+		// The first input fills an input-only array whole before any
+		// op runs (boundary): a recycled one need not be cleared.
+		whole := rs.inBase == 0 && in == lens[arrMain] && !s.opt.Symbolic
+		rs.arrs[arrMain] = s.opt.Buffers.get(lens[arrMain], !whole)
+		if lens[arrOut] > 0 {
+			rs.arrs[arrOut] = s.opt.Buffers.get(lens[arrOut], true)
+		}
+	}
+	if s.field == nil {
+		// The scratch array holds non-packet data only (packets live
+		// in pkt): plans that use scratch through packets alone never
+		// touch it, so the byte mode makes (and clears) it at the
+		// first access (array); the symbolic mode poisons it now.
+		rs.scratchLen = lay.ScratchAlloc
+		if s.opt.Symbolic {
+			rs.arrs[arrScratch] = s.opt.Buffers.get(lay.ScratchAlloc, true)
+		}
+		// Packet payloads are read only where this launch's flags
+		// say they were written (pktReady), so a recycled store's
+		// old bytes can never be seen: no clearing.
+		rs.pkt = s.opt.Buffers.get(lay.ScratchAlloc/2, false)
+	}
+	rs.half = lay.ScratchAlloc
+	if p.DoubleScratch {
+		rs.half /= 2
+	}
+	for _, c := range g.Channels {
+		if c.Type == ir.ChanSwitch {
+			for _, grp := range c.RankGroups {
+				rs.switches = append(rs.switches, grp.Ranks)
+				rs.switchBuf = append(rs.switchBuf, c.BufferType)
+			}
+			continue
+		}
+		if c.Type != ir.ChanMemory && c.Type != ir.ChanPort {
+			continue
+		}
+		for _, peer := range c.ConnectedTo {
+			rs.chans[ir.ChanSlot(c.Type)] = append(rs.chans[ir.ChanSlot(c.Type)], chanEnd{peer: peer, partner: -1})
+		}
+	}
+	for _, sm := range g.Semaphores {
+		rs.sems = append(rs.sems, semaphore{free: sm.InitValue, init: sm.InitValue})
+	}
+	return rs, nil
+}
+
+// pairChannels pairs the k-th channel A→B with the k-th channel B→A of
+// the same type.
+func (s *sim) pairChannels() {
+	n := len(s.ranks)
 	for r, rs := range s.ranks {
 		for slot := range rs.chans {
 			seen := map[int]int{}
@@ -235,14 +271,20 @@ func (s *sim) setup() error {
 			}
 		}
 	}
-	// Agent ids: block b of rank r is b*n + r, then the proxies and the
-	// hosts. Plans give block b of every rank the same part of the
-	// schedule (the compiler assigns blocks by step, channels pair the
-	// k-th with the k-th), so knowledge travels along blocks of one index:
-	// numbering them adjacently keeps what changes in a join within few
-	// leaves of the clock's tree (clock.go). Numbering rank by rank took
-	// 1.1 to 1.6 times the CPU time on 128-rank ring, direct, all-to-all
-	// and packet plans.
+}
+
+// placeBlocks resolves every block's ops and numbers the agents.
+//
+// Agent ids: block b of rank r is b*n + r, then the proxies and the
+// hosts. Plans give block b of every rank the same part of the
+// schedule (the compiler assigns blocks by step, channels pair the
+// k-th with the k-th), so knowledge travels along blocks of one index:
+// numbering them adjacently keeps what changes in a join within few
+// leaves of the clock's tree (clock.go). Numbering rank by rank took
+// 1.1 to 1.6 times the CPU time on 128-rank ring, direct, all-to-all
+// and packet plans.
+func (s *sim) placeBlocks() error {
+	p, n := s.p, len(s.p.GPUs)
 	maxTB := 0
 	for r := range p.GPUs {
 		maxTB = max(maxTB, len(p.GPUs[r].ThreadBlocks))
@@ -261,8 +303,7 @@ func (s *sim) setup() error {
 		}
 		rs.proxy, rs.host = maxTB*n+r, (maxTB+1)*n+r
 	}
-	agents = (maxTB + 2) * n
-	s.agents = agents
+	s.agents = (maxTB + 2) * n
 	return nil
 }
 
