@@ -99,12 +99,38 @@ type evaluator struct {
 	letDiags map[string]diag.Diagnostics
 }
 
+// header evaluates what the body depends on: the collective header, the
+// functions and params, the world's shape, the top-level lets and the
+// options.
 func (ev *evaluator) header() {
-	st := ev.st
-	f := st.file
 	h := &ev.hdr
 	h.protocol, h.instances, h.threads, h.maxMsg, h.reduce = ir.Simple, 1, 1024, math.MaxUint64, ir.ReduceSum
 	h.intra, h.inter = ir.ChanMemory, ir.ChanPort
+	coll := ev.collectiveHeader()
+	if coll == nil {
+		return
+	}
+	// Functions, then params (in order, each may use the ones before), so
+	// the header and options can use them.
+	ev.declareFns()
+	ev.evalParams()
+	if !ev.worldShape() {
+		return
+	}
+	ev.headerLets()
+	ev.collectiveAttrs(coll)
+	h.name = strings.TrimSuffix(baseName(ev.st.file.Filename), ".msccl")
+	for _, s := range ev.st.file.Stmts {
+		if s.Option != nil {
+			ev.option(s.Option)
+		}
+	}
+}
+
+// collectiveHeader finds the program's one collective header and takes
+// its kind; nil where there is none.
+func (ev *evaluator) collectiveHeader() *dsl.CollectiveStmt {
+	st, f, h := ev.st, ev.st.file, &ev.hdr
 	var coll *dsl.CollectiveStmt
 	for _, s := range f.Stmts {
 		if s.Collective != nil {
@@ -118,7 +144,7 @@ func (ev *evaluator) header() {
 	}
 	if coll == nil {
 		st.errorf(dsl.Range{Start: dsl.Pos{Filename: f.Filename, Line: 1, Col: 1}}, "start the program with e.g. `collective allreduce chunks ranks`", "missing collective header")
-		return
+		return nil
 	}
 	h.collective = ir.Collective(coll.Kind)
 	known := false
@@ -130,9 +156,13 @@ func (ev *evaluator) header() {
 	if !known {
 		st.errorf(dsl.RangeOf(coll.Pos, coll.EndPos), joinDetail(diag.Suggest(coll.Kind, names), "collectives: "+strings.Join(names, ", ")), "unknown collective %q", coll.Kind)
 	}
-	// Functions, then params (in order, each may use the ones before), so
-	// the header and options can use them.
-	ev.declareFns()
+	return coll
+}
+
+// evalParams evaluates the params in order (a -D define wins over the
+// default) and refuses a -D that names no param.
+func (ev *evaluator) evalParams() {
+	st, f := ev.st, ev.st.file
 	seen := map[string]bool{}
 	for _, s := range f.Stmts {
 		if s.Param == nil {
@@ -171,14 +201,20 @@ func (ev *evaluator) header() {
 				"-D %s: the program declares no param %s", k, k)
 		}
 	}
+}
+
+// worldShape takes ranks, and nodes and gpus_per_node where given, and
+// checks that they agree; false where they do not.
+func (ev *evaluator) worldShape() bool {
+	st, h := ev.st, &ev.hdr
 	n, ok := ev.params["ranks"]
 	if !ok {
 		st.errorf(h.pos, "declare the world size with e.g. `param ranks = 8`", "missing param ranks")
-		return
+		return false
 	}
 	if n < 1 || n > maxRanks {
 		st.errorf(h.pos, "", "ranks = %d is out of range 1..%d", n, maxRanks)
-		return
+		return false
 	}
 	h.ranks = int(n)
 	h.nodes, h.gpusPerNode = 1, h.ranks
@@ -188,23 +224,29 @@ func (ev *evaluator) header() {
 	case hasNodes && hasGPN:
 		if nodes*gpn != n {
 			st.errorf(h.pos, fmt.Sprintf("set -D ranks=%d or change nodes/gpus_per_node", nodes*gpn), "nodes (%d) × gpus_per_node (%d) is not ranks (%d)", nodes, gpn, n)
-			return
+			return false
 		}
 		h.nodes, h.gpusPerNode = int(nodes), int(gpn)
 	case hasNodes:
 		if nodes < 1 || n%nodes != 0 {
 			st.errorf(h.pos, "", "ranks (%d) is not a multiple of nodes (%d)", n, nodes)
-			return
+			return false
 		}
 		h.nodes, h.gpusPerNode = int(nodes), int(n/nodes)
 	case hasGPN:
 		if gpn < 1 || n%gpn != 0 {
 			st.errorf(h.pos, "", "ranks (%d) is not a multiple of gpus_per_node (%d)", n, gpn)
-			return
+			return false
 		}
 		h.nodes, h.gpusPerNode = int(n/gpn), int(gpn)
 	}
-	ev.headerLets()
+	return true
+}
+
+// collectiveAttrs takes the header's attributes (inplace, root, peers,
+// chunks) and sizes the buffers in chunks.
+func (ev *evaluator) collectiveAttrs(coll *dsl.CollectiveStmt) {
+	st, h := ev.st, &ev.hdr
 	h.chunks = 1
 	var rootAttr, peersAttr *dsl.CollectiveAttr
 	for _, a := range coll.Attrs {
@@ -242,12 +284,6 @@ func (ev *evaluator) header() {
 	}
 	if h.inChunks > maxChunks || h.outChunks > maxChunks {
 		st.errorf(h.pos, "", "the buffers would have %d chunks; the limit is %d", max(h.inChunks, h.outChunks), maxChunks)
-	}
-	h.name = strings.TrimSuffix(baseName(f.Filename), ".msccl")
-	for _, s := range f.Stmts {
-		if s.Option != nil {
-			ev.option(s.Option)
-		}
 	}
 }
 
