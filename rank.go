@@ -191,34 +191,6 @@ type RankBuffers struct {
 	b rankBuffers
 }
 
-// rankExecutor is one rank's executor of one plan on its device: the
-// host executor on the cpu device (hostRank), the CUDA rank executor on
-// the cuda device (cudaRank). Each takes only buffers it allocated and
-// refuses the other device's with an error naming both.
-type rankExecutor interface {
-	alloc(ctx context.Context, size int64) (rankBuffers, error)
-	run(ctx context.Context, b rankBuffers, dt DType, red ReduceOp) error
-	start(ctx context.Context, b rankBuffers, dt DType, red ReduceOp) error
-	prepare(b rankBuffers, dt DType, red ReduceOp) error
-	enqueue(b rankBuffers, dt DType, red ReduceOp, stream uintptr) error
-	wait() error
-	close() error
-}
-
-// rankBuffers are one rank's buffers on its device. Host memory is the
-// cpu device's (input/output; nil on cuda), device pointers the cuda
-// device's (0 on cpu).
-type rankBuffers interface {
-	input() []byte
-	output() []byte
-	inputPtr() cuda.DevicePtr
-	outputPtr() cuda.DevicePtr
-	setInput(data []byte) error
-	outputOf(r int) ([]byte, error)
-	size() int64
-	free() error
-}
-
 // Open prepares p on this rank: every rank calls it with the same plan,
 // whose rank count is the job's. opt.Timeout is the watchdog of one wait
 // (0: 10 s on the cpu device, 5 s on cuda).
