@@ -163,8 +163,10 @@ func (k *call) run() error {
 }
 
 func (k *call) issue(cl msccl.Call) error {
-	for _, o := range k.streamOpt() {
-		o(&cl)
+	// The field, not OnStream: an option takes cl's address and would
+	// move it to the heap on every call.
+	if k.c.device == "cuda" {
+		cl.Stream = uintptr(k.stream)
 	}
 	return k.c.rc.Collective(context.Background(), cl)
 }

@@ -446,8 +446,13 @@ func collective(comm unsafe.Pointer, k call) C.int {
 			return err
 		}
 		k.reason = k.handOverReason()
-		if queue(groupOp{k: &k}) {
-			return nil
+		if groups.open.Load() > 0 {
+			// The group keeps a copy, so that k itself need not live
+			// on the heap in the common, ungrouped call.
+			kq := k
+			if queue(groupOp{k: &kq}) {
+				return nil
+			}
 		}
 		if k.reason != "" {
 			return handOver(&k, k.reason)
@@ -562,11 +567,15 @@ var groups struct {
 	mu   sync.Mutex
 	ops  map[int64][]groupOp
 	next atomic.Int64
+	// open counts the groups open on all threads: while it is 0 a call
+	// skips asking C for its thread's depth (a cgo call on every
+	// collective).
+	open atomic.Int64
 }
 
 // queue adds op to this thread's open group, if one is open.
 func queue(op groupOp) bool {
-	if C.msccl_group_open() == 0 {
+	if groups.open.Load() == 0 || C.msccl_group_open() == 0 {
 		return false
 	}
 	id := int64(C.msccl_group_current())
@@ -581,6 +590,7 @@ func queue(op groupOp) bool {
 
 //export ncclGroupStart
 func ncclGroupStart() C.int {
+	groups.open.Add(1)
 	C.msccl_group_enter(C.longlong(groups.next.Add(1)))
 	return ncclSuccess
 }
@@ -589,7 +599,11 @@ func ncclGroupStart() C.int {
 // and the depth left (-1: no group was open).
 func leaveGroup() (id int64, depth int) {
 	id = int64(C.msccl_group_current())
-	return id, int(C.msccl_group_leave())
+	depth = int(C.msccl_group_leave())
+	if depth >= 0 {
+		groups.open.Add(-1)
+	}
+	return id, depth
 }
 
 //export ncclGroupEnd

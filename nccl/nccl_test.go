@@ -62,7 +62,7 @@ func TestAllCallsCPU(t *testing.T) {
 	}
 }
 
-func goEnv(t *testing.T, key string) string {
+func goEnv(t testing.TB, key string) string {
 	out, err := exec.Command("go", "env", key).Output()
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +102,7 @@ var lib struct {
 
 // buildC builds the library (once) and compiles src against nccl.h with
 // cgo's C compiler; it returns the library's folder and the program.
-func buildC(t *testing.T, src string) (dir, bin string) {
+func buildC(t testing.TB, src string) (dir, bin string) {
 	lib.once.Do(func() {
 		lib.dir, lib.err = os.MkdirTemp("", "msccl-nccl-test")
 		if lib.err != nil {
@@ -126,6 +126,14 @@ func buildC(t *testing.T, src string) (dir, bin string) {
 }
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv("MSCCL_HOSTBENCH_GO"); spec != "" {
+		// This binary is a rank of BenchmarkHostTimeAllReduce's Go job.
+		if err := goBenchRank(spec); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	code := m.Run()
 	if lib.dir != "" {
 		os.RemoveAll(lib.dir)

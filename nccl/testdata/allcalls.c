@@ -179,19 +179,6 @@ static void errors(void) {
     if (!ncclGetErrorString((ncclResult_t)r) || !*ncclGetErrorString((ncclResult_t)r)) FAIL("no string for result %d", r);
 }
 
-static void readid(const char *path, ncclUniqueId *id) {
-  for (int t = 0; t < 600; t++) {
-    FILE *f = fopen(path, "rb");
-    if (f) {
-      size_t n = fread(id, 1, sizeof *id, f);
-      fclose(f);
-      if (n == sizeof *id) return;
-    }
-    usleep(50000);
-  }
-  FAIL("no unique id in %s after 30 s", path);
-}
-
 int main(int argc, char **argv) {
   if (argc != 4) {
     fprintf(stderr, "usage: allcalls RANK WORLD IDFILE\n");
@@ -204,15 +191,7 @@ int main(int argc, char **argv) {
   if (v != NCCL_VERSION_CODE) FAIL("version %d, want %d", v, NCCL_VERSION_CODE);
 
   ncclUniqueId id;
-  if (rank == 0) {
-    CHECK(ncclGetUniqueId(&id));
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", argv[3]);
-    FILE *f = fopen(tmp, "wb");
-    if (!f || fwrite(&id, 1, sizeof id, f) != sizeof id || fclose(f) != 0 || rename(tmp, argv[3]) != 0) FAIL("writing %s", argv[3]);
-  } else {
-    readid(argv[3], &id);
-  }
+  share_id(argv[3], &id);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 1;
   if (world > 1 && rank == 1) { /* one rank through the scalable form */

@@ -121,21 +121,7 @@ static int gpu(int argc, char **argv) {
   world = atoi(argv[3]);
   CUDACHECK(cudaSetDevice(0));
   ncclUniqueId id;
-  if (rank == 0) {
-    CHECK(ncclGetUniqueId(&id));
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", argv[4]);
-    FILE *f = fopen(tmp, "wb");
-    if (!f || fwrite(&id, 1, sizeof id, f) != sizeof id || fclose(f) != 0 || rename(tmp, argv[4]) != 0) FAIL("writing %s", argv[4]);
-  } else {
-    for (int t = 0;; t++) {
-      FILE *f = fopen(argv[4], "rb");
-      if (f && fread(&id, 1, sizeof id, f) == sizeof id) break;
-      if (f) fclose(f);
-      if (t > 600) FAIL("no id in %s", argv[4]);
-      usleep(50000);
-    }
-  }
+  share_id(argv[4], &id);
   ncclComm_t c;
   CHECK(ncclCommInitRank(&c, world, id, rank));
   cudaStream_t s;
