@@ -231,7 +231,7 @@ func (p *rankWriters) flush() {
 // Rank 0 times the collective between barriers, checks every rank's
 // result against the CPU executor's through the shared buffers (-c) and
 // prints the table; the other ranks print nothing but errors.
-func (pf *procFlags) benchRank(c *config, p *ir.Plan, name string, sizes []int64, w io.Writer) ([]Row, error) {
+func (pf *procFlags) benchRank(c *config, p *ir.Plan, name string, sizes []int64, w io.Writer) (_ []Row, failure error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	dt, err := ir.ParseDType(c.dtype)
@@ -244,6 +244,14 @@ func (pf *procFlags) benchRank(c *config, p *ir.Plan, name string, sizes []int64
 		return nil, err
 	}
 	defer rc.Close()
+	// Runs before Close: whatever this rank gives up on (a size or plan
+	// its device refuses, a cancelled run), the others fail at once
+	// quoting it, not half a second later saying only that it left.
+	defer func() {
+		if failure != nil {
+			rc.Fail(failure)
+		}
+	}()
 	if rc.Size() != len(p.GPUs) {
 		return nil, fmt.Errorf("%s has %d ranks, but this job has %d (run it with --procs %d, or under a launcher with %d processes)", name, len(p.GPUs), rc.Size(), len(p.GPUs), len(p.GPUs))
 	}

@@ -156,8 +156,15 @@ func (c *Comm) watch(ctx context.Context) {
 	defer c.watched.Done()
 	var expire <-chan time.Time
 	gone := -1
+	asked := map[int]bool{}
 	for {
 		left, next := c.bs.Departed()
+		// A rank that left after Fail sent its reason first: fail now,
+		// quoting it, without the grace a clean departure gets.
+		if err := c.leftFailed(ctx, left, asked); err != nil {
+			c.setErr(err)
+			return
+		}
 		if len(left) > 0 && gone < 0 {
 			gone = left[0]
 			t := time.NewTimer(closedGrace)
@@ -171,6 +178,12 @@ func (c *Comm) watch(ctx context.Context) {
 			err := c.bs.Err()
 			if errors.Is(err, bootstrap.ErrClosed) {
 				return
+			}
+			// The root ends the job when a rank leaves in the middle of
+			// a bootstrap collective; the reason it sent first says more.
+			left, _ := c.bs.Departed()
+			if why := c.leftFailed(ctx, left, asked); why != nil {
+				err = why
 			}
 			c.setErr(err)
 			return

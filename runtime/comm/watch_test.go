@@ -72,3 +72,49 @@ func TestPeersCloseTogether(t *testing.T) {
 	})
 	commtest.Check(t, errs)
 }
+
+// A rank that gives up on its own calls Fail before it leaves: the
+// others fail at once naming it and quoting its reason, without waiting
+// for the closed-peer grace or the watchdog.
+func TestFailedPeerReason(t *testing.T) {
+	src, _ := algorithms.Source("allreduce_ring")
+	p, _, ds := compiler.CompileSource("allreduce_ring", src, map[string]int64{"ranks": 2}, compiler.Options{})
+	if ds.HasErrors() {
+		t.Fatal(ds.String())
+	}
+	const why = "the plan needs a switch channel this device does not have"
+	errs := commtest.Join(t, []string{"a", "a"}, cpudev.Device{}, 5*time.Second, func(ctx context.Context, c *comm.Comm) error {
+		e, err := host.Open(ctx, c, p, host.Options{Timeout: 10 * time.Second})
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		b, err := e.Alloc(ctx, 4096)
+		if err != nil {
+			return err
+		}
+		defer b.Free()
+		if c.Rank() == 1 {
+			c.Fail(errors.New(why))
+			if err := c.Err(); err == nil || err.Error() != why {
+				return fmt.Errorf("Err after Fail: %v, want %q", err, why)
+			}
+			return nil // leaves the job (Join closes the communicator)
+		}
+		start := time.Now()
+		err = e.Run(ctx, b, cpu.F32, ir.ReduceSum)
+		took := time.Since(start)
+		var pe *bootstrap.PeerError
+		switch {
+		case !errors.As(err, &pe) || pe.Rank != 1:
+			return fmt.Errorf("run: %v, want rank 1 named", err)
+		case !strings.Contains(err.Error(), "rank 1 has closed its bootstrap: it failed and left the job: "+why):
+			return fmt.Errorf("run: %v, want rank 1's reason quoted", err)
+		case took > time.Second:
+			return fmt.Errorf("rank 1's failure took %v to end the run (watchdog 10 s)", took)
+		}
+		t.Logf("rank 0: %v after %v", err, took.Round(time.Millisecond))
+		return nil
+	})
+	commtest.Check(t, errs)
+}
