@@ -377,6 +377,37 @@ func TestProcsStoppedRank(t *testing.T) {
 	}
 }
 
+// A rank that gives up on its own (here SIGTERM cancels its run) tells
+// the others why as it leaves: rank 0 fails at once quoting rank 1's
+// reason, and the launcher exits without waiting out its linger.
+func TestProcsRankGivesUp(t *testing.T) {
+	cmd, errOut, pids := startLong(t)
+	time.Sleep(300 * time.Millisecond) // into the timed loop
+	sent := time.Now()
+	if err := syscall.Kill(pids[1], syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the launcher still runs 20 s after rank 1 gave up\n%s", errOut)
+	}
+	el := time.Since(sent)
+	t.Logf("launcher exited %d, %v after the SIGTERM", cmd.ProcessState.ExitCode(), el.Round(time.Millisecond))
+	if cmd.ProcessState.ExitCode() != 1 {
+		t.Errorf("exit %d, want 1\n%s", cmd.ProcessState.ExitCode(), errOut)
+	}
+	// Rank 0 quotes rank 1's own error (its run was cancelled).
+	if !regexp.MustCompile(`\[rank 0\] .*rank 1 has closed its bootstrap: it failed and left the job: at \d+ bytes: .*context canceled`).MatchString(errOut.String()) {
+		t.Errorf("rank 0 does not quote rank 1's reason:\n%s", errOut)
+	}
+	if el >= launchLinger {
+		t.Errorf("took %v: rank 0 did not end on its own within the launcher's linger (%v)\n%s", el, launchLinger, errOut)
+	}
+}
+
 // The job's secret is in the ranks' environment (readable by their user
 // only), never on a command line any local user can read.
 func TestProcsSecretNotOnCommandLine(t *testing.T) {
