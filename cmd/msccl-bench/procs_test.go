@@ -345,20 +345,7 @@ func startLong(t *testing.T, extra ...string) (*exec.Cmd, *bytes.Buffer, [2]int)
 // naming it, and leaves no process behind.
 func TestProcsStoppedRank(t *testing.T) {
 	cmd, errOut, pids := startLong(t, "--timeout", "1s")
-	time.Sleep(300 * time.Millisecond) // into the timed loop
-	stopped := time.Now()
-	if err := syscall.Kill(pids[1], syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		syscall.Kill(pids[1], syscall.SIGKILL)
-		t.Fatalf("the launcher still runs 20 s after rank 1 stopped (watchdog 1 s)\n%s", errOut)
-	}
-	el := time.Since(stopped)
+	el := signalRank1(t, cmd, errOut, pids, syscall.SIGSTOP)
 	t.Logf("launcher exited %d, %v after the SIGSTOP (watchdog 1 s)", cmd.ProcessState.ExitCode(), el.Round(time.Millisecond))
 	if cmd.ProcessState.ExitCode() != 1 {
 		t.Errorf("exit %d, want 1\n%s", cmd.ProcessState.ExitCode(), errOut)
@@ -377,14 +364,13 @@ func TestProcsStoppedRank(t *testing.T) {
 	}
 }
 
-// A rank that gives up on its own (here SIGTERM cancels its run) tells
-// the others why as it leaves: rank 0 fails at once quoting rank 1's
-// reason, and the launcher exits without waiting out its linger.
-func TestProcsRankGivesUp(t *testing.T) {
-	cmd, errOut, pids := startLong(t)
+// signalRank1 sends sig to rank 1 once the job is in its timed loop and
+// returns how long the launcher took to exit after it.
+func signalRank1(t *testing.T, cmd *exec.Cmd, errOut *bytes.Buffer, pids [2]int, sig syscall.Signal) time.Duration {
+	t.Helper()
 	time.Sleep(300 * time.Millisecond) // into the timed loop
 	sent := time.Now()
-	if err := syscall.Kill(pids[1], syscall.SIGTERM); err != nil {
+	if err := syscall.Kill(pids[1], sig); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
@@ -392,9 +378,18 @@ func TestProcsRankGivesUp(t *testing.T) {
 	select {
 	case <-done:
 	case <-time.After(20 * time.Second):
-		t.Fatalf("the launcher still runs 20 s after rank 1 gave up\n%s", errOut)
+		syscall.Kill(pids[1], syscall.SIGKILL)
+		t.Fatalf("the launcher still runs 20 s after rank 1 got %v\n%s", sig, errOut)
 	}
-	el := time.Since(sent)
+	return time.Since(sent)
+}
+
+// A rank that gives up on its own (here SIGTERM cancels its run) tells
+// the others why as it leaves: rank 0 fails at once quoting rank 1's
+// reason, and the launcher exits without waiting out its linger.
+func TestProcsRankGivesUp(t *testing.T) {
+	cmd, errOut, pids := startLong(t)
+	el := signalRank1(t, cmd, errOut, pids, syscall.SIGTERM)
 	t.Logf("launcher exited %d, %v after the SIGTERM", cmd.ProcessState.ExitCode(), el.Round(time.Millisecond))
 	if cmd.ProcessState.ExitCode() != 1 {
 		t.Errorf("exit %d, want 1\n%s", cmd.ProcessState.ExitCode(), errOut)
