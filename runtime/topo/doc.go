@@ -7,10 +7,12 @@
 // dlopens libnvidia-ml itself). From that it chooses a transport for
 // every pair of ranks (Transport: memory channels over NVLink or PCIe
 // P2P, port channels on the copy engine, the socket transport between
-// nodes, shared memory for the CPU device), checks that a plan's
-// channels can be built between its ranks as placed (PlanTransports), and
-// checks the ranks-per-node layout the selection table is keyed on
-// (RanksPerNode). String prints it all; msccl-bench --topo shows it.
+// nodes, shared memory for the CPU device) and checks the ranks-per-node
+// layout the selection table is keyed on (RanksPerNode). String prints it
+// all; msccl-bench --topo shows it. It never reads plans: whether a
+// plan's channels can be built between ranks as placed is answered when
+// an executor connects them (runtime/comm's Connect refuses a memory
+// channel or remote buffer across nodes, naming both nodes).
 //
 // Discovery goes through an nvml.Interface (DiscoverWith), so tests run
 // it against go-nvml's mock DGX machines (topotest). Without NVML,
