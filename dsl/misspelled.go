@@ -137,6 +137,13 @@ func (p *descent) couldBe(kw string, start int) bool {
 	next := func(k int) *token { return &p.toks[min(start+k, len(p.toks)-1)] }
 	isIdent := func(k int) bool { return next(k).kind == tIdent }
 	is := func(k int, lit string) bool { t := next(k); return t.kind != tEOF && p.src[t.off:t.endOff] == lit }
+	// A misspelled keyword has its first argument on its own line: a
+	// name alone on a line is an op with no operands (`requr` then `A`
+	// on the next line are two ops, as `requr; A` is), never a keyword
+	// whose statement runs on into the next line.
+	if next(1).kind == tEOF || next(1).line != p.toks[start].line {
+		return false
+	}
 	switch kw {
 	case "collective":
 		return isIdent(1)
