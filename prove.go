@@ -31,11 +31,23 @@ var proofsRun atomic.Int64
 // (plans loaded from JSON); findings then name plan paths. Verdicts are
 // cached by plan content.
 func Prove(p *Plan, sm *compiler.SourceMap) error {
-	data, err := ir.Encode(p)
+	key, err := planKey(p)
 	if err != nil {
 		return err
 	}
-	key := sha256.Sum256(data)
+	return proveKeyed(p, sm, key)
+}
+
+// planKey is the hash of p's JSON, which the caches are keyed by.
+func planKey(p *Plan) ([32]byte, error) {
+	data, err := ir.Encode(p)
+	if err != nil {
+		return [32]byte{}, err
+	}
+	return sha256.Sum256(data), nil
+}
+
+func proveKeyed(p *Plan, sm *compiler.SourceMap, key [32]byte) error {
 	if v, ok := proofs.Load(key); ok {
 		err, _ := v.(error)
 		return err
@@ -47,4 +59,70 @@ func Prove(p *Plan, sm *compiler.SourceMap) error {
 	}
 	proofs.Store(key, perr)
 	return perr
+}
+
+// Consistency says whether every rank of a plan receives bit-identical
+// values for every element the collective defines, and whether the
+// reduction order is fixed whatever the timing (docs/consistency.md).
+// Err is nil when both hold; String is the line msccl-compile compile
+// prints.
+type Consistency = cpu.Consistency
+
+// ProveOptions are ProveWith's.
+type ProveOptions struct {
+	// RequireConsistent refuses a proven plan that is not rank-consistent
+	// or whose reduction order is not fixed, with the message of
+	// msccl-compile compile --require-consistent; it also checks plans
+	// above compiler.ConsistencyMaxRanks ranks, which are otherwise left
+	// unchecked.
+	RequireConsistent bool
+}
+
+// consistencies caches rank-consistency verdicts by plan content, as
+// proofs does: the check runs the plan again with reduction trees.
+var consistencies sync.Map // [32]byte -> *Consistency
+
+// ProveWith is Prove that also says whether p is rank-consistent. c is
+// nil when p is not proven (err says why) or has more than
+// compiler.ConsistencyMaxRanks ranks and o does not require consistency.
+// With o.RequireConsistent, a proven plan that is not rank-consistent
+// comes back with c and an error naming the two output bytes that differ
+// (or the switch reduction, or the timing). Verdicts are cached by plan
+// content.
+func ProveWith(p *Plan, sm *SourceMap, o ProveOptions) (c *Consistency, err error) {
+	key, err := planKey(p)
+	if err != nil {
+		return nil, err
+	}
+	if err := proveKeyed(p, sm, key); err != nil {
+		return nil, err
+	}
+	c, err = consistencyOf(p, key, o.RequireConsistent)
+	if err != nil {
+		return nil, fmt.Errorf("plan %q: %w", p.Name, err)
+	}
+	if c == nil {
+		return nil, nil
+	}
+	if cerr := c.Err(); cerr != nil && o.RequireConsistent {
+		return c, fmt.Errorf("plan %q: %w", p.Name, cerr)
+	}
+	return c, nil
+}
+
+// consistencyOf is compiler.Consistency cached by plan content, or nil
+// when p is past compiler.ConsistencyMaxRanks and require is not set.
+func consistencyOf(p *Plan, key [32]byte, require bool) (*Consistency, error) {
+	if !require && len(p.GPUs) > compiler.ConsistencyMaxRanks {
+		return nil, nil
+	}
+	if v, ok := consistencies.Load(key); ok {
+		return v.(*Consistency), nil
+	}
+	c, err := compiler.Consistency(p)
+	if err != nil {
+		return nil, err
+	}
+	consistencies.Store(key, c)
+	return c, nil
 }

@@ -48,7 +48,23 @@ type Verdict struct {
 	Runs     []string // the simulations made
 	Findings []Finding
 	Steps    int64 // SimulatePlan only
+	// Consistency, proof only: whether every rank receives the same bits
+	// (ProveWith), checked once the plan is proven; nil when it is not
+	// proven, has more than compiler.ConsistencyMaxRanks ranks and
+	// consistency was not required, or the check could not run.
+	// ConsistencyLine is what msccl-compile compile prints about it
+	// (Consistency.String, or why it was not checked).
+	Consistency     *Consistency
+	ConsistencyLine string
+	// Inconsistent, with VerifyOptions.RequireConsistent: why a proven
+	// plan is refused (OK false, Verdict VerdictInconsistent), in the
+	// words of msccl-compile compile --require-consistent.
+	Inconsistent string
 }
+
+// VerdictInconsistent is the Verdict of a proven plan refused because
+// consistency was required and it is not rank-consistent.
+const VerdictInconsistent = "not rank-consistent"
 
 func verdictOf(ds Diagnostics, runs []string) *Verdict {
 	v := &Verdict{OK: !ds.HasErrors(), Verdict: compiler.VerdictOf(compiler.Diagnostics(ds)), Runs: runs, Findings: []Finding{}}
@@ -63,13 +79,59 @@ func verdictOf(ds Diagnostics, runs []string) *Verdict {
 // ProofLaunches launches. sm may be nil. Unlike Prove it returns every
 // finding and caches nothing.
 func VerifyPlan(p *Plan, sm *SourceMap, sizes []int64, dtypes []DType) *Verdict {
+	return VerifyPlanWith(p, sm, VerifyOptions{Sizes: sizes, DTypes: dtypes})
+}
+
+// VerifyOptions are VerifyPlanWith's.
+type VerifyOptions struct {
+	Sizes  []int64 // the message sizes to prove at; nil: every size class of the rule
+	DTypes []DType // the byte-level runs' types; nil: compiler.ProofRuns' default
+	// RequireConsistent refuses a proven plan that is not rank-consistent
+	// (ProveOptions.RequireConsistent).
+	RequireConsistent bool
+}
+
+// VerifyPlanWith is VerifyPlan with options; a proven plan's verdict also
+// says whether it is rank-consistent, as msccl-compile compile does.
+func VerifyPlanWith(p *Plan, sm *SourceMap, o VerifyOptions) *Verdict {
 	runs := []string{}
-	if rs, err := compiler.ProofRuns(p, sizes, dtypes); err == nil {
+	if rs, err := compiler.ProofRuns(p, o.Sizes, o.DTypes); err == nil {
 		for _, r := range rs {
 			runs = append(runs, r.String())
 		}
 	}
-	return verdictOf(Diagnostics(compiler.Verify(p, sm, sizes, dtypes)), runs)
+	v := verdictOf(Diagnostics(compiler.Verify(p, sm, o.Sizes, o.DTypes)), runs)
+	if v.OK {
+		v.checkConsistency(p, o.RequireConsistent)
+	}
+	return v
+}
+
+// checkConsistency fills the consistency fields of a proven plan's
+// verdict, refusing it when require is set and it is not consistent (or
+// could not be checked), as msccl-compile compile does.
+func (v *Verdict) checkConsistency(p *Plan, require bool) {
+	if !require && len(p.GPUs) > compiler.ConsistencyMaxRanks {
+		v.ConsistencyLine = fmt.Sprintf("rank consistency not checked above %d ranks (requiring a consistent plan checks it)", compiler.ConsistencyMaxRanks)
+		return
+	}
+	key, err := planKey(p)
+	var c *Consistency
+	if err == nil {
+		c, err = consistencyOf(p, key, require)
+	}
+	switch {
+	case err != nil && require:
+		v.ConsistencyLine = "cannot check rank consistency: " + err.Error()
+		v.OK, v.Verdict, v.Inconsistent = false, VerdictInconsistent, v.ConsistencyLine
+	case err != nil:
+		v.ConsistencyLine = "rank consistency unknown: " + err.Error()
+	default:
+		v.Consistency, v.ConsistencyLine = c, c.String()
+		if cerr := c.Err(); cerr != nil && require {
+			v.OK, v.Verdict, v.Inconsistent = false, VerdictInconsistent, cerr.Error()
+		}
+	}
 }
 
 // SimOptions are one CPU run's (SimulatePlan).

@@ -15,9 +15,10 @@ import (
 // abiVersion changes whenever an export's signature or a result's JSON
 // shape changes incompatibly, or exports a caller needs are added (2:
 // msccl_comm_prepare, msccl_comm_select; 4: buffers, registrations,
-// channels and kernels of docs/primitives.md); the Python package refuses a
-// library whose number it was not written for.
-const abiVersion = 4
+// channels and kernels of docs/primitives.md; 5: msccl_verify's
+// require_consistent option and consistency result); the Python package
+// refuses a library whose number it was not written for.
+const abiVersion = 5
 
 func libVersion() string { return version.String("libmsccl") }
 

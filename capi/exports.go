@@ -178,11 +178,14 @@ func infoExport(name string, info func(int64) ([]byte, error), h int64, out **C.
 
 // msccl_verify proves the plan on the CPU executor, or with a size in
 // options makes one run of it, and stores the verdict JSON in *out:
-// {ok, verdict, mode, runs, findings: [diagnostic + kind], and for one
-// run size, dtype, op, launches, steps}. options is a JSON object (NULL
-// or "" for the proof): size (bytes or "1MiB"), dtype, op, launches, ll,
-// symbolic. A failing verdict is MSCCL_OK: the call worked; the plan is
-// wrong.
+// {ok, verdict, mode, runs, findings: [diagnostic + kind], for a proven
+// plan consistency: {consistent, identical, order_fixed, summary,
+// reason}, and for one run size, dtype, op, launches, steps}. options is
+// a JSON object (NULL or "" for the proof): size (bytes or "1MiB"),
+// dtype, op, launches, ll, symbolic; for the proof sizes and
+// require_consistent (refuse a proven plan whose ranks may receive
+// different bits: verdict "not rank-consistent"). A failing verdict is
+// MSCCL_OK: the call worked; the plan is wrong.
 //
 //export msccl_verify
 func msccl_verify(plan C.int64_t, options *C.char, out **C.char, errmsg **C.char) C.int {

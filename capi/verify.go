@@ -27,6 +27,22 @@ type verifyOptions struct {
 	// the sizes that cover the plan's whole rule (msccl-compile compile
 	// --verify-sizes).
 	Sizes []int64 `json:"sizes"`
+	// RequireConsistent, proof only: refuse a proven plan that is not
+	// rank-consistent (verdict "not rank-consistent"), as msccl-compile
+	// compile --require-consistent does.
+	RequireConsistent bool `json:"require_consistent"`
+}
+
+// consistencyJSON is what a proof says about rank consistency
+// (docs/consistency.md): consistent is null when it was not checked (a
+// plan above compiler.ConsistencyMaxRanks ranks, unless required);
+// summary is the line msccl-compile compile prints.
+type consistencyJSON struct {
+	Consistent *bool  `json:"consistent"`
+	Identical  bool   `json:"identical,omitempty"`
+	OrderFixed bool   `json:"order_fixed,omitempty"`
+	Summary    string `json:"summary"`
+	Reason     string `json:"reason,omitempty"` // why not, when it is not
 }
 
 // verdictJSON is msccl_verify's result.
@@ -42,6 +58,8 @@ type verdictJSON struct {
 	Op       string `json:"op,omitempty"`
 	Launches int    `json:"launches,omitempty"`
 	Steps    int64  `json:"steps,omitempty"`
+	// A proof of a correct plan only.
+	Consistency *consistencyJSON `json:"consistency,omitempty"`
 }
 
 func verify(h int64, options string) ([]byte, error) {
@@ -54,7 +72,7 @@ func verify(h int64, options string) ([]byte, error) {
 		dec := json.NewDecoder(bytes.NewReader([]byte(options)))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&o); err != nil {
-			return nil, invalid("verify options: %v (keys: size, dtype, op, launches, ll, symbolic)", err)
+			return nil, invalid("verify options: %v (keys: size, dtype, op, launches, ll, symbolic, sizes, require_consistent)", err)
 		}
 	}
 	if len(o.Size) == 0 || string(o.Size) == "null" {
@@ -62,6 +80,9 @@ func verify(h int64, options string) ([]byte, error) {
 	}
 	if o.Sizes != nil {
 		return nil, invalid("verify: sizes picks the proof's sizes; size makes one run: give one of them")
+	}
+	if o.RequireConsistent {
+		return nil, invalid("verify: require_consistent asks the proof; size makes one run: give one of them")
 	}
 	return runOnce(e, o)
 }
@@ -96,7 +117,20 @@ func prove(e *planEntry, o verifyOptions) ([]byte, error) {
 	if o.Sizes != nil && len(o.Sizes) == 0 {
 		return nil, invalid("verify: sizes is empty (leave it out to cover the plan's whole size rule)")
 	}
-	return encodeJSON(verdictToJSON(msccl.VerifyPlan(e.plan, e.src, o.Sizes, dts), "proof")), nil
+	v := msccl.VerifyPlanWith(e.plan, e.src, msccl.VerifyOptions{Sizes: o.Sizes, DTypes: dts, RequireConsistent: o.RequireConsistent})
+	out := verdictToJSON(v, "proof")
+	if v.ConsistencyLine != "" {
+		cj := &consistencyJSON{Summary: v.ConsistencyLine, Reason: v.Inconsistent}
+		if c := v.Consistency; c != nil {
+			ok := c.Err() == nil
+			cj.Consistent, cj.Identical, cj.OrderFixed = &ok, c.Identical, c.Fixed
+			if !ok {
+				cj.Reason = c.Err().Error()
+			}
+		}
+		out.Consistency = cj
+	}
+	return encodeJSON(out), nil
 }
 
 // verdictToJSON is a verdict as msccl_verify returns it.

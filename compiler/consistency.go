@@ -7,6 +7,13 @@ import (
 	"github.com/msccl-go/msccl-go/ir"
 )
 
+// ConsistencyMaxRanks bounds the worlds a proof checks rank consistency
+// for unasked (msccl-compile compile, msccl.VerifyPlan, msccl.ProveWith):
+// the check grows with the op count (1-3 s at 128 ranks of the ring on
+// two cores, n² in the ranks), so larger plans are checked only when a
+// caller requires a consistent plan.
+const ConsistencyMaxRanks = 128
+
 // Consistency says whether every rank of p receives bit-identical values
 // for every element the collective defines, and whether the reduction
 // order is fixed whatever the timing (cpu.CheckConsistency). It runs the

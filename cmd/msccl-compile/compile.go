@@ -146,19 +146,13 @@ func cmdCompile(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// consistencyMaxRanks bounds the worlds compile checks rank consistency
-// for unasked: the check grows with the op count (1-3 s at 128 ranks of
-// the ring on two cores, n² in the ranks), so larger plans are checked
-// only under --require-consistent.
-const consistencyMaxRanks = 128
-
 // consistencyLine is what compile prints about rank consistency, and
 // exitBad when require is set and the plan is not consistent. A plan
 // that was not verified is checked only when required.
 func consistencyLine(p *ir.Plan, verified, require bool) (string, int) {
-	if !require && (!verified || len(p.GPUs) > consistencyMaxRanks) {
+	if !require && (!verified || len(p.GPUs) > compiler.ConsistencyMaxRanks) {
 		if verified {
-			return fmt.Sprintf("rank consistency not checked above %d ranks (--require-consistent checks it)", consistencyMaxRanks), exitOK
+			return fmt.Sprintf("rank consistency not checked above %d ranks (--require-consistent checks it)", compiler.ConsistencyMaxRanks), exitOK
 		}
 		return "", exitOK
 	}

@@ -15,7 +15,7 @@ import threading
 from .errors import Error, InternalError, InvalidArgument, RunError
 
 #: The ABI this package was written for (capi/api.go: abiVersion).
-ABI_VERSION = 4
+ABI_VERSION = 5
 
 # Status codes (capi/status.go).
 OK = 0
