@@ -1,6 +1,6 @@
 """python -m msccl: the msccl-compile commands for people who never leave Python.
 
-    python -m msccl compile FILE.msccl [-D name=value ...] [-o plan.json] [--no-verify] [--verify-dtypes f32,bf16]
+    python -m msccl compile FILE.msccl [-D name=value ...] [-o plan.json] [--no-verify] [--verify-dtypes f32,bf16] [--require-consistent]
     python -m msccl verify PLAN.json|FILE.msccl [-D name=value ...] [--size 1MiB --dtype f16 --op sum --launches 4] [--json]
     python -m msccl select COLLECTIVE --ranks N --size BYTES [-o plan.json] [--table selection.yaml]
     python -m msccl bench [--procs N] [--plan P | --collective C] [-b 1K -e 1M -f 2 -d f32 -o sum -n 20 -w 5 -c]
@@ -68,10 +68,15 @@ def cmd_compile(a):
     p = _plan.compile(a.file, **dict(a.define))
     _print_diags(getattr(p, "diagnostics", []), sys.stderr)
     res = None
+    if a.no_verify and a.require_consistent:
+        raise InvalidArgument("--require-consistent asks the proof whether the plan is rank-consistent: drop --no-verify")
     if not a.no_verify:
         sizes = [_plan.parse_size(x) for x in a.verify_sizes.split(",")] if a.verify_sizes else None
-        res = p.verify(dtype=a.verify_dtypes.split(","), sizes=sizes)
+        res = p.verify(dtype=a.verify_dtypes.split(","), sizes=sizes, require_consistent=a.require_consistent)
         _print_diags(res.findings, sys.stderr)
+        if res.verdict == _plan.INCONSISTENT:
+            print("%s: %s; no plan written (drop --require-consistent to write it anyway)" % (a.file, res.consistency_reason), file=sys.stderr)
+            return EXIT_BAD
         if not res.ok:
             # Only runs that could not start: nothing is known wrong.
             what = "the proof could not run, so the compiled plan is not proven" if res.verdict == "error" else "the compiled plan is not correct"
@@ -93,6 +98,8 @@ def cmd_compile(a):
         what = "every message size in its rule, %s," % p.size_rule if not a.verify_sizes else "%s bytes only (its size rule: %s)," % (",".join(map(str, sizes)), p.size_rule)
         print("%s: wrote %s (%d ranks); proven correct for %s every reduction and type (%s)"
               % (a.file, a.o or "the plan to stdout", p.ranks, what, "; ".join(res.runs)), file=sys.stderr)
+        if res.consistency:
+            print("%s: %s" % (a.file, res.consistency), file=sys.stderr)
     return EXIT_OK
 
 
@@ -159,6 +166,7 @@ def parser():
     c.add_argument("--no-verify", action="store_true", help="skip the CPU executor's proof of the compiled plan")
     c.add_argument("--verify-dtypes", default="f32,bf16", help="data types of the proof's byte-level runs")
     c.add_argument("--verify-sizes", help="message sizes the proof runs at (default: sizes that cover every size the plan's rule admits)")
+    c.add_argument("--require-consistent", action="store_true", help="refuse a plan whose ranks may receive different bits for one result (reduced in different orders, or by the switch)")
     c.add_argument("--json", action="store_true", help="report diagnostics as JSON lines on stderr (severity, code, summary, detail, file, line, col, path)")
     c.set_defaults(run=cmd_compile)
 

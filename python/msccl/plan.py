@@ -16,6 +16,8 @@ SOURCE_SUFFIX = ".msccl"
 
 DTYPES = ("f32", "f16", "bf16", "i32", "u32", "u8", "f8e4m3", "f8e5m2")
 REDUCTIONS = ("sum", "min", "max", "prod")
+#: The verdict of a proven plan refused by verify(require_consistent=True).
+INCONSISTENT = "not rank-consistent"
 COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce", "gather", "scatter", "sendrecv")
 
 
@@ -46,6 +48,17 @@ class VerifyResult:
     source. mode is "proof" (every size class of the plan's rule, every
     reduction and type) or "run" (one CPU executor run); runs names the
     simulations made. A result is true in a boolean context when ok.
+
+    A proof of a correct plan also says whether the plan is rank-consistent
+    (docs/consistency.md): consistent is True when every rank receives
+    the same bits for every value the collective defines and the
+    reduction order is fixed whatever the timing, False when not, None
+    when not checked (one run, a failed proof, or a plan above 128 ranks
+    without require_consistent); consistency is the line msccl-compile
+    compile prints about it, and consistency_reason why it is not (which
+    two output bytes differ, or what may change the order from run to
+    run). With verify(require_consistent=True) a plan
+    that is not is refused: ok False, verdict "not rank-consistent".
     """
 
     def __init__(self, raw):
@@ -59,6 +72,10 @@ class VerifyResult:
         self.dtype = raw.get("dtype")
         self.op = raw.get("op")
         self.launches = raw.get("launches")
+        c = raw.get("consistency") or {}
+        self.consistent: Optional[bool] = c.get("consistent")
+        self.consistency: str = c.get("summary", "")
+        self.consistency_reason: str = c.get("reason", "")
 
     def __bool__(self):
         return self.ok
@@ -73,6 +90,8 @@ class VerifyResult:
 
     def check(self):
         """Return self when ok, else raise NotCorrect naming the findings."""
+        if not self.ok and self.verdict == INCONSISTENT:
+            raise NotCorrect(self.consistency_reason, self)
         if not self.ok:
             raise NotCorrect("plan is not correct (%s):\n%s" % (self.verdict, "\n".join(f.message for f in self.findings)), self)
         return self
@@ -80,6 +99,10 @@ class VerifyResult:
     def __str__(self):
         lines = ["verdict: " + self.verdict]
         lines += [f.message for f in self.findings]
+        if self.verdict == INCONSISTENT:
+            lines.append(self.consistency_reason)
+        elif self.consistency:
+            lines.append(self.consistency)
         return "\n".join(lines)
 
     def __repr__(self):
@@ -190,7 +213,8 @@ class Plan:
             raise ValueError("plan %r does not serve %d bytes: its sizes are %s" % (self.name, size, self.size_rule))
         return size
 
-    def verify(self, size=None, *, dtype=None, op=None, launches=None, ll=None, symbolic=False, sizes=None) -> VerifyResult:
+    def verify(self, size=None, *, dtype=None, op=None, launches=None, ll=None, symbolic=False, sizes=None,
+               require_consistent=False) -> VerifyResult:
         """Prove the plan on the CPU executor, or run it once.
 
         Without size: the proof msccl-compile compile runs (every size class
@@ -199,7 +223,11 @@ class Plan:
         fixes: .reduction); dtype may name the byte-level types (a name
         or a list; default f32 and bf16) and sizes may list the message
         sizes to prove at instead (the proof then holds at those sizes
-        only, as with msccl-compile --verify-sizes). With size (bytes, or a string
+        only, as with msccl-compile --verify-sizes). A proven plan's
+        result says whether it is rank-consistent (.consistent); with
+        require_consistent=True one that is not is refused (ok False,
+        verdict "not rank-consistent"), as msccl-compile compile
+        --require-consistent refuses it. With size (bytes, or a string
         such as "1MiB"): one run, as msccl-compile sim, in dtype (default
         f32) with op (sum, min, max, prod; default the plan's own, and
         one the plan does not serve raises ValueError), launches back to back (default
@@ -208,7 +236,11 @@ class Plan:
         .check() to raise.
         """
         opts = {}
+        if not isinstance(require_consistent, bool):
+            raise TypeError("verify: require_consistent must be a bool, got %r" % (require_consistent,))
         if size is None:
+            if require_consistent:
+                opts["require_consistent"] = True
             for name, v in (("op", op), ("launches", launches), ("ll", ll)):
                 if v is not None:
                     raise ValueError("verify: %s chooses one run; give its size too (the proof without a size covers every reduction and 4 launches)" % name)
@@ -228,6 +260,8 @@ class Plan:
         else:
             if sizes is not None:
                 raise ValueError("verify: sizes picks the proof's sizes; size makes one run: give one of them")
+            if require_consistent:
+                raise ValueError("verify: require_consistent asks the proof; size makes one run: give one of them")
             opts["size"] = size if isinstance(size, str) else _size_arg(size, "size")
             if dtype is not None:
                 if not isinstance(dtype, str):
