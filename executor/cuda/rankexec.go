@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/msccl-go/msccl-go/executor/wiring"
 	"github.com/msccl-go/msccl-go/internal/closeonce"
 	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/ir"
@@ -100,7 +101,11 @@ func OpenRank(ctx context.Context, c *comm.Comm, p *ir.Plan, opt Options) (*Rank
 	}
 	// Connect is collective: every rank reaches it, or every rank
 	// refused the plan above.
-	conns, err := c.Connect(ctx, p)
+	w, err := wiring.Of(p)
+	if err != nil {
+		return nil, fmt.Errorf("cudaexec: %w", err)
+	}
+	conns, err := c.Connect(ctx, w)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/msccl-go/msccl-go/executor/wiring"
 	"github.com/msccl-go/msccl-go/internal/closeonce"
 	"github.com/msccl-go/msccl-go/internal/diag"
 	proxyapi "github.com/msccl-go/msccl-go/internal/proxy"
@@ -148,13 +149,16 @@ func Open(ctx context.Context, c *comm.Comm, p *ir.Plan, opt Options) (*Executor
 		e.sems[i].Store(int64(s.InitValue))
 	}
 	e.space = c.NewSpace()
-	conns, err := c.Connect(ctx, p)
+	w, err := wiring.Of(p)
+	if err != nil {
+		return nil, fmt.Errorf("host: %w", err)
+	}
+	conns, err := c.Connect(ctx, w)
 	if err != nil {
 		return nil, err
 	}
 	e.conns = conns
-	for slot, t := range []ir.ChannelType{ir.ChanMemory, ir.ChanPort} {
-		cs := conns.Chans(t)
+	for slot, cs := range [2][]comm.Channel{conns.Memory, conns.Port} {
 		e.ends[slot] = make([]chanEnd, len(cs))
 		for i, ch := range cs {
 			end := &e.ends[slot][i]

@@ -10,12 +10,23 @@ import (
 
 	"github.com/msccl-go/msccl-go/algorithms"
 	"github.com/msccl-go/msccl-go/compiler"
+	"github.com/msccl-go/msccl-go/executor/wiring"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/bootstrap"
 	"github.com/msccl-go/msccl-go/runtime/comm"
 	"github.com/msccl-go/msccl-go/runtime/comm/commtest"
 	"github.com/msccl-go/msccl-go/runtime/cpudev"
 )
+
+// wiringOf is p's wiring as the executors derive it.
+func wiringOf(t *testing.T, p *ir.Plan) *comm.Wiring {
+	t.Helper()
+	w, err := wiring.Of(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
 
 // join runs f as len(nodes) ranks on the cpu device, rank r on node
 // nodes[r].
@@ -67,11 +78,12 @@ func TestConnectRefusals(t *testing.T) {
 		t.Fatal(ds.String())
 	}
 	p3, _, _ := compiler.CompileSource("allreduce_ring", src, map[string]int64{"ranks": 3}, compiler.Options{})
+	w, w3 := wiringOf(t, p), wiringOf(t, p3)
 	errs := join(t, []string{"a", "b"}, func(ctx context.Context, c *comm.Comm) error {
-		if _, err := c.Connect(ctx, p3); err == nil || !strings.Contains(err.Error(), "has 3 ranks, the job has 2") {
+		if _, err := c.Connect(ctx, w3); err == nil || !strings.Contains(err.Error(), "has 3 ranks, the job has 2") {
 			t.Errorf("rank %d: 3-rank plan: %v", c.Rank(), err)
 		}
-		_, err := c.Connect(ctx, p)
+		_, err := c.Connect(ctx, w)
 		return err
 	})
 	for r, err := range errs {
@@ -85,17 +97,17 @@ func TestConnectRefusals(t *testing.T) {
 // Ranks that open different plans are told so, each naming the others,
 // instead of signalling words nobody waits on.
 func TestConnectDifferentPlans(t *testing.T) {
-	var plans []*ir.Plan
+	var ws []*comm.Wiring
 	for _, name := range []string{"allreduce_ring", "allgather_ring"} {
 		src, _ := algorithms.Source(name)
 		p, _, ds := compiler.CompileSource(name, src, map[string]int64{"ranks": 2}, compiler.Options{})
 		if ds.HasErrors() {
 			t.Fatal(ds.String())
 		}
-		plans = append(plans, p)
+		ws = append(ws, wiringOf(t, p))
 	}
 	errs := join(t, []string{"a", "a"}, func(ctx context.Context, c *comm.Comm) error {
-		_, err := c.Connect(ctx, plans[c.Rank()])
+		_, err := c.Connect(ctx, ws[c.Rank()])
 		return err
 	})
 	for r, err := range errs {

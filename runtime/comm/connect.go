@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/msccl-go/msccl-go/internal/socket"
-	"github.com/msccl-go/msccl-go/ir"
 )
 
 // WordBytes is the size of one semaphore word in a sync region.
@@ -24,8 +23,8 @@ type Loc struct {
 // sync region); a wait waits for Inbound (in this rank's) to reach the
 // count of signals it expects.
 type Channel struct {
-	Type  ir.ChannelType
-	Index int // position in the rank's channels of this type (ir.GPU.FlatChannels)
+	Type  Kind
+	Index int // position in the rank's channels of this kind (RankWiring.Memory or .Port)
 	Peer  int
 	// Partner is the paired channel's index at Peer, -1 when the peer
 	// lists fewer channels back (a signal on it is an error; the plan
@@ -38,7 +37,7 @@ type Channel struct {
 	Net *socket.Conn
 }
 
-// Connections are a plan's channels on this rank, the semaphore words
+// Connections are a Wiring's channels on this rank, the semaphore words
 // behind them, and every node-local rank's sync region mapped here.
 type Connections struct {
 	Memory, Port []Channel
@@ -48,14 +47,6 @@ type Connections struct {
 	// while its process runs lets the others tell a frozen process (one
 	// stopped, or hung outside any wait) from one that merely waits.
 	Pulse []Loc
-}
-
-// Chans returns the channels of type t (memory or port).
-func (cs *Connections) Chans(t ir.ChannelType) []Channel {
-	if t == ir.ChanPort {
-		return cs.Port
-	}
-	return cs.Memory
 }
 
 // Close unmaps the peers' sync regions and frees this rank's.
@@ -72,64 +63,38 @@ func (cs *Connections) Close() error {
 	return first
 }
 
-// syncOffset is where the inbound word of channel idx of type t of a
+// syncOffset is where the inbound word of channel idx of kind k of a
 // rank with nMem memory channels lives in its sync region: memory
 // channels first, then port channels. Every rank computes it for every
-// other from the plan, so no offsets travel.
-func syncOffset(t ir.ChannelType, idx, nMem int) int64 {
-	if t == ir.ChanPort {
+// other from the Wiring, so no offsets travel.
+func syncOffset(k Kind, idx, nMem int) int64 {
+	if k == KindPort {
 		idx += nMem
 	}
 	return int64(idx) * WordBytes
 }
 
-// Connect builds p's memory and port channels for this rank: it
+// Connect builds w's memory and port channels for this rank: it
 // allocates the rank's sync region (one word per inbound channel end),
 // exchanges it with the node's ranks and pairs every channel with its
-// partner by the plan's rule. Collective.
-func (c *Comm) Connect(ctx context.Context, p *ir.Plan) (*Connections, error) {
+// partner by the k-th-to-k-th rule (Wiring). Collective: every rank
+// passes the same w.
+func (c *Comm) Connect(ctx context.Context, w *Wiring) (*Connections, error) {
 	// First, so that every rank reaches the all-gather before any refuses.
-	if err := c.samePlan(ctx, p); err != nil {
+	if err := c.sameSource(ctx, w); err != nil {
 		return nil, err
 	}
-	if len(p.GPUs) != c.size {
-		return nil, fmt.Errorf("comm: plan %q has %d ranks, the job has %d", p.Name, len(p.GPUs), c.size)
+	if len(w.Ranks) != c.size {
+		return nil, fmt.Errorf("comm: plan %q has %d ranks, the job has %d", w.Name, len(w.Ranks), c.size)
 	}
-	me := &p.GPUs[c.rank]
-	mem, port := me.FlatChannels(ir.ChanMemory), me.FlatChannels(ir.ChanPort)
-	// Refuse before allocating what cannot be connected: memory is
-	// shared within a node only; port channels cross nodes through the
-	// socket transport (net.go).
-	for _, fc := range mem {
-		if fc.Peer < 0 || fc.Peer >= c.size {
-			return nil, fmt.Errorf("comm: gpus[%d]: channel to rank %d, outside the job's %d ranks", c.rank, fc.Peer, c.size)
-		}
-		if !c.SameNode(fc.Peer) {
-			return nil, fmt.Errorf("comm: gpus[%d]: a memory channel to rank %d, which is on node %q (this rank: %q); memory channels connect ranks of one node only (use a port channel across nodes)", c.rank, fc.Peer, c.nodes[fc.Peer], c.nodes[c.rank])
-		}
-	}
-	for _, fc := range port {
-		if fc.Peer < 0 || fc.Peer >= c.size {
-			return nil, fmt.Errorf("comm: gpus[%d]: channel to rank %d, outside the job's %d ranks", c.rank, fc.Peer, c.size)
-		}
-	}
-	for i, rb := range me.RemoteBuffers {
-		if rb.Rank < 0 || rb.Rank >= c.size {
-			return nil, fmt.Errorf("comm: gpus[%d].remote_buffers[%d]: rank %d, outside the job's %d ranks", c.rank, i, rb.Rank, c.size)
-		}
-		if c.SameNode(rb.Rank) {
-			continue
-		}
-		for _, t := range rb.AccessChannelTypes {
-			if t != ir.ChanPort {
-				return nil, fmt.Errorf("comm: gpus[%d].remote_buffers[%d]: rank %d is on node %q (this rank: %q) and the buffer is reached over %s channels; only port channels cross nodes", c.rank, i, rb.Rank, c.nodes[rb.Rank], c.nodes[c.rank], t)
-			}
-		}
-	}
-	if err := c.connectNet(ctx, p); err != nil {
+	me := &w.Ranks[c.rank]
+	if err := c.checkReach(w); err != nil {
 		return nil, err
 	}
-	n := len(mem) + len(port) + 1 // the last word is the pulse
+	if err := c.connectNet(ctx, w); err != nil {
+		return nil, err
+	}
+	n := len(me.Memory) + len(me.Port) + 1 // the last word is the pulse
 	own, err := c.dev.Alloc(int64(n) * WordBytes)
 	if err != nil {
 		return nil, fmt.Errorf("comm: allocating %d semaphore words on the %s device: %w", n, c.dev.Name(), err)
@@ -142,31 +107,26 @@ func (c *Comm) Connect(ctx context.Context, p *ir.Plan) (*Connections, error) {
 	cs := &Connections{Sync: all, Pulse: make([]Loc, c.size)}
 	for r, m := range all {
 		if m != nil {
-			g := &p.GPUs[r]
-			cs.Pulse[r] = Loc{m, int64(len(g.FlatChannels(ir.ChanMemory))+len(g.FlatChannels(ir.ChanPort))) * WordBytes}
+			cs.Pulse[r] = Loc{m, int64(len(w.Ranks[r].Memory)+len(w.Ranks[r].Port)) * WordBytes}
 		}
 	}
-	for _, t := range []ir.ChannelType{ir.ChanMemory, ir.ChanPort} {
-		flat := mem
-		if t == ir.ChanPort {
-			flat = port
-		}
-		ends := make([]Channel, len(flat))
-		for i, fc := range flat {
-			e := Channel{Type: t, Index: i, Peer: fc.Peer, Partner: -1, Inbound: Loc{own, syncOffset(t, i, len(mem))}}
-			if _, j, ok := p.Partner(c.rank, t, i); ok {
-				e.Partner = j
-				if c.SameNode(fc.Peer) {
-					peerMem := len(p.GPUs[fc.Peer].FlatChannels(ir.ChanMemory))
-					e.Remote = Loc{all[fc.Peer], syncOffset(t, j, peerMem)}
-				} else if e.Net = c.NetConn(fc.Peer); e.Net == nil {
+	for _, k := range []Kind{KindMemory, KindPort} {
+		peers := me.chans(k)
+		ends := make([]Channel, len(peers))
+		for i, j := range w.partners(c.rank, k) {
+			q := peers[i]
+			e := Channel{Type: k, Index: i, Peer: q, Partner: j, Inbound: Loc{own, syncOffset(k, i, len(me.Memory))}}
+			if j >= 0 {
+				if c.SameNode(q) {
+					e.Remote = Loc{all[q], syncOffset(k, j, len(w.Ranks[q].Memory))}
+				} else if e.Net = c.NetConn(q); e.Net == nil {
 					cs.Close()
-					return nil, fmt.Errorf("comm: gpus[%d]: no socket connection to rank %d on node %q", c.rank, fc.Peer, c.nodes[fc.Peer])
+					return nil, fmt.Errorf("comm: %s: no socket connection to rank %d on node %q", w.where(c.rank), q, c.nodes[q])
 				}
 			}
 			ends[i] = e
 		}
-		if t == ir.ChanPort {
+		if k == KindPort {
 			cs.Port = ends
 		} else {
 			cs.Memory = ends
@@ -175,15 +135,52 @@ func (c *Comm) Connect(ctx context.Context, p *ir.Plan) (*Connections, error) {
 	return cs, nil
 }
 
-// samePlan checks that every rank connects the same plan: ranks that ran
-// different plans would signal words their peers never wait on and hang,
-// or write where the peer keeps something else. Collective.
-func (c *Comm) samePlan(ctx context.Context, p *ir.Plan) error {
-	data, err := ir.Encode(p)
-	if err != nil {
-		return fmt.Errorf("comm: plan %q: %w", p.Name, err)
+// checkReach refuses, before anything is allocated, what cannot be
+// connected from this rank: a peer outside the job, and memory reached
+// across nodes other than by port channels (memory is shared within a
+// node only; port channels cross nodes through the socket transport,
+// net.go).
+func (c *Comm) checkReach(w *Wiring) error {
+	me, at := &w.Ranks[c.rank], w.where(c.rank)
+	for _, q := range me.Memory {
+		if q < 0 || q >= c.size {
+			return fmt.Errorf("comm: %s: channel to rank %d, outside the job's %d ranks", at, q, c.size)
+		}
+		if !c.SameNode(q) {
+			return fmt.Errorf("comm: %s: a memory channel to rank %d, which is on node %q (this rank: %q); memory channels connect ranks of one node only (use a port channel across nodes)", at, q, c.nodes[q], c.nodes[c.rank])
+		}
 	}
-	sum := sha256.Sum256(data)
+	for _, q := range me.Port {
+		if q < 0 || q >= c.size {
+			return fmt.Errorf("comm: %s: channel to rank %d, outside the job's %d ranks", at, q, c.size)
+		}
+	}
+	for i, rb := range me.Reach {
+		where := rb.Where
+		if where == "" {
+			where = fmt.Sprintf("%s: remote buffer %d", at, i)
+		}
+		if rb.Rank < 0 || rb.Rank >= c.size {
+			return fmt.Errorf("comm: %s: rank %d, outside the job's %d ranks", where, rb.Rank, c.size)
+		}
+		if c.SameNode(rb.Rank) {
+			continue
+		}
+		for _, k := range rb.Over {
+			if k != KindPort {
+				return fmt.Errorf("comm: %s: rank %d is on node %q (this rank: %q) and the buffer is reached over %s channels; only port channels cross nodes", where, rb.Rank, c.nodes[rb.Rank], c.nodes[c.rank], k)
+			}
+		}
+	}
+	return nil
+}
+
+// sameSource checks that every rank connects the same source (plan):
+// ranks that ran different plans would signal words their peers never
+// wait on and hang, or write where the peer keeps something else.
+// Collective.
+func (c *Comm) sameSource(ctx context.Context, w *Wiring) error {
+	sum := sha256.Sum256(w.Source)
 	all, err := c.bs.AllGather(ctx, sum[:16])
 	if err != nil {
 		return fmt.Errorf("comm: rank %d: comparing plans: %w", c.rank, err)
@@ -195,7 +192,7 @@ func (c *Comm) samePlan(ctx context.Context, p *ir.Plan) error {
 		}
 	}
 	if len(other) > 0 {
-		return fmt.Errorf("comm: rank %d: ranks %v connect a different plan than this rank's %q (every rank must open the same plan)", c.rank, other, p.Name)
+		return fmt.Errorf("comm: rank %d: ranks %v connect a different plan than this rank's %q (every rank must open the same plan)", c.rank, other, w.Name)
 	}
 	return nil
 }

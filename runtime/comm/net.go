@@ -10,7 +10,6 @@ import (
 	"sync"
 
 	"github.com/msccl-go/msccl-go/internal/socket"
-	"github.com/msccl-go/msccl-go/ir"
 )
 
 // NetTarget receives what peers on other nodes send through the socket
@@ -90,14 +89,14 @@ func (c *Comm) Register(space uint32, t NetTarget) {
 	c.net.spaces[space] = t
 }
 
-// netPeers are the ranks on other nodes that p connects this rank to by
+// netPeers are the ranks on other nodes that w connects this rank to by
 // port channels in either direction (a channel's two ends need one
 // connection, so both ranks must agree on it).
-func (c *Comm) netPeers(p *ir.Plan) []int {
+func (c *Comm) netPeers(w *Wiring) []int {
 	set := map[int]bool{}
-	for r := range p.GPUs {
-		for _, fc := range p.GPUs[r].FlatChannels(ir.ChanPort) {
-			a, b := r, fc.Peer
+	for r := range w.Ranks {
+		for _, q := range w.Ranks[r].Port {
+			a, b := r, q
 			if a == c.rank && !c.SameNode(b) {
 				set[b] = true
 			}
@@ -109,12 +108,12 @@ func (c *Comm) netPeers(p *ir.Plan) []int {
 	return slices.Sorted(maps.Keys(set))
 }
 
-// needsNet reports whether any rank of p has a port channel to another
+// needsNet reports whether any rank of w has a port channel to another
 // node: then every rank takes part in the address exchange.
-func (c *Comm) needsNet(p *ir.Plan) bool {
-	for r := range p.GPUs {
-		for _, fc := range p.GPUs[r].FlatChannels(ir.ChanPort) {
-			if fc.Peer >= 0 && fc.Peer < c.size && c.nodes[fc.Peer] != c.nodes[r] {
+func (c *Comm) needsNet(w *Wiring) bool {
+	for r := range w.Ranks {
+		for _, q := range w.Ranks[r].Port {
+			if q >= 0 && q < c.size && c.nodes[q] != c.nodes[r] {
 				return true
 			}
 		}
@@ -122,16 +121,16 @@ func (c *Comm) needsNet(p *ir.Plan) bool {
 	return false
 }
 
-// connectNet makes the socket connections p needs that do not exist yet.
+// connectNet makes the socket connections w needs that do not exist yet.
 // Collective over the job (an all-gather of listen addresses) when any
-// rank of p needs one.
-func (c *Comm) connectNet(ctx context.Context, p *ir.Plan) error {
-	if !c.needsNet(p) {
+// rank of w needs one.
+func (c *Comm) connectNet(ctx context.Context, w *Wiring) error {
+	if !c.needsNet(w) {
 		return nil
 	}
 	want := map[int]bool{}
 	c.net.mu.Lock()
-	for _, r := range c.netPeers(p) {
+	for _, r := range c.netPeers(w) {
 		if c.net.conns[r] == nil {
 			want[r] = true
 		}
