@@ -7,17 +7,47 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"time"
+	"strings"
 
 	msccl "github.com/msccl-go/msccl-go"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
 )
 
-//go:embed pingpong.cu
-var pingpongSrc string
+var (
+	//go:embed pingpong.cu
+	pingpongSrc string
+	//go:embed bandwidth.cu
+	bandwidthSrc string
+	//go:embed port_bandwidth.cu
+	portBandwidthSrc string
+	//go:embed overlap.cu
+	overlapSrc string
+	//go:embed pattern.cu
+	patternSrc string
+)
 
-//go:embed bandwidth.cu
-var bandwidthSrc string
+// maxBytes is the largest transfer: the bandwidth table's last row and
+// half of each rank's buffer.
+const maxBytes = 256 << 20
+
+// example is one rank's state: its buffer (the first maxBytes hold what
+// it sends, the second what it receives), the channels to the peer over
+// it, and the compiled kernels.
+type example struct {
+	ctx     context.Context
+	rc      *msccl.RankComm
+	r, peer int
+	buf     *msccl.Buffer
+	// scratch: the ping-pong's time at 0, the grid barrier at 64, the
+	// check's counters at 128.
+	scratch *msccl.Buffer
+	ch      *msccl.Handles // memory channel, src and dst: buf
+	chPkt   *msccl.Handles // memory channel whose packets land in a buffer of their own
+	port    *msccl.Handles // port channel over buf; nil where PortChannels was refused
+	portWhy string         // why it was refused
+
+	pp, bw, pbw, ov, pat *msccl.Kernel
+}
 
 func main() {
 	if err := run(); err != nil {
@@ -32,113 +62,146 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer rc.Close()
+	if err = runRank(ctx, rc); err != nil {
+		// The peer's next step then fails quoting this reason instead
+		// of waiting for this rank.
+		rc.Fail(err)
+	}
+	return errors.Join(err, rc.Close())
+}
+
+func runRank(ctx context.Context, rc *msccl.RankComm) error {
 	if rc.Size() != 2 {
 		return fmt.Errorf("run it as 2 ranks (this job has %d)", rc.Size())
 	}
-	r := rc.Rank()
-	const maxBytes = 256 << 20
-	buf, err := rc.AllocBuffer(maxBytes)
+	e := &example{ctx: ctx, rc: rc, r: rc.Rank(), peer: 1 - rc.Rank()}
+	var closers []func() error
+	defer func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}()
+	buffer := func(size int64) (*msccl.Buffer, error) {
+		b, err := rc.AllocBuffer(size)
+		if err == nil {
+			closers = append(closers, b.Close)
+		}
+		return b, err
+	}
+	register := func(b *msccl.Buffer) (*msccl.Registration, error) {
+		reg, err := rc.Register(ctx, b.Mem())
+		if err == nil {
+			closers = append(closers, reg.Close)
+		}
+		return reg, err
+	}
+	channels := func(local, remote *msccl.Registration) (*msccl.Handles, error) {
+		h, err := rc.MemoryChannels(ctx, []int{e.peer}, local, remote)
+		if err == nil {
+			closers = append(closers, h.Close)
+		}
+		return h, err
+	}
+	var err error
+	if e.buf, err = buffer(2 * maxBytes); err != nil {
+		return err
+	}
+	reg, err := register(e.buf)
 	if err != nil {
 		return err
 	}
-	defer buf.Close()
-	reg, err := rc.Register(ctx, buf.Mem())
-	if err != nil {
+	if e.ch, err = channels(reg, reg); err != nil {
 		return err
 	}
-	defer reg.Close()
-	ch, err := rc.MemoryChannels(ctx, []int{1 - r}, reg, reg)
-	if err != nil {
-		return err
-	}
-	defer ch.Close()
 	// Packets land in a buffer of their own, twice the payload: unpacked
 	// into buf, they must not share bytes with it (a block's payload
 	// would overwrite packets another block still waits for).
-	pkt, err := rc.AllocBuffer(2 * maxBytes)
+	pkt, err := buffer(2 * maxBytes)
 	if err != nil {
 		return err
 	}
-	defer pkt.Close()
-	pktReg, err := rc.Register(ctx, pkt.Mem())
+	pktReg, err := register(pkt)
 	if err != nil {
 		return err
 	}
-	defer pktReg.Close()
-	chPkt, err := rc.MemoryChannels(ctx, []int{1 - r}, reg, pktReg)
-	if err != nil {
+	if e.chPkt, err = channels(reg, pktReg); err != nil {
 		return err
 	}
-	defer chPkt.Close()
-	scratch, err := rc.AllocBuffer(4096) // ping-pong times, the grid barrier
-	if err != nil {
+	if e.port, err = rc.PortChannels(ctx, []int{e.peer}, reg, reg, nil); err != nil {
+		// A refusal is agreed by every rank (each gets the same error),
+		// so both go on without the column; any other failure is one.
+		if e.portWhy = portRefusal(err); e.portWhy == "" {
+			return err
+		}
+		e.port = nil
+	} else {
+		closers = append(closers, e.port.Close)
+	}
+	if e.scratch, err = buffer(4096); err != nil {
 		return err
 	}
-	defer scratch.Close()
-	pp, err := msccl.CompileKernel(pingpongSrc, "pingpong", msccl.KernelOptions{})
-	if err != nil {
+	for _, k := range []struct {
+		k         **msccl.Kernel
+		src, name string
+	}{
+		{&e.pp, pingpongSrc, "pingpong"}, {&e.bw, bandwidthSrc, "bandwidth"},
+		{&e.pbw, portBandwidthSrc, "port_bandwidth"}, {&e.ov, overlapSrc, "overlap"}, {&e.pat, patternSrc, "pattern"},
+	} {
+		if *k.k, err = msccl.CompileKernel(k.src, k.name, msccl.KernelOptions{}); err != nil {
+			return err
+		}
+	}
+	if err := e.pingpong(); err != nil {
 		return err
 	}
-	bw, err := msccl.CompileKernel(bandwidthSrc, "bandwidth", msccl.KernelOptions{})
-	if err != nil {
+	if err := e.bandwidth(); err != nil {
 		return err
 	}
-	sync := func() error { return rc.Do(func() error { return cuda.StreamOf(0).Synchronize() }) }
+	return e.overlap()
+}
 
+// pingpong prints the round trip of a signal over the memory channel.
+func (e *example) pingpong() error {
 	const rounds = 1000
-	if err := rc.Do(func() error {
-		return pp.Launch(0, [3]uint32{1, 1, 1}, [3]uint32{32, 1, 1}, ch, int32(1-r), int32(rounds), scratch.DevicePtr())
-	}); err != nil {
-		return err
-	}
-	if err := sync(); err != nil {
-		return err
-	}
-	if err := ch.Check(); err != nil {
+	if err := e.barrier("the ping-pong"); err != nil {
 		return err
 	}
 	var ns [8]byte
-	if err := rc.Do(func() error { return cuda.MemcpyDtoH(ns[:], scratch.DevicePtr()) }); err != nil {
-		return err
-	}
-	if r == 0 {
-		fmt.Printf("ping-pong over a memory channel: %d round trips, %.2f us each\n\n", rounds, float64(binary.LittleEndian.Uint64(ns[:]))/rounds/1e3)
-		fmt.Printf("%-10s %12s %12s %12s\n", "bytes", "put GB/s", "get GB/s", "LL16 GB/s")
-	}
-	// The watchdog of the grid barrier: the handles' own records.
-	watch := ch.Watch()
-	syncer := scratch.DevicePtr() + 64
-	flag := uint32(0)
-	for size := int64(1 << 10); size <= maxBytes; size *= 4 {
-		var gbs [3]float64
-		for mode := range 3 {
-			blocks := uint32(min(max(size/(64<<10), 1), 64))
-			start := time.Now()
-			const iters = 20
-			c := ch
-			if mode == 2 {
-				c = chPkt
-			}
-			for range iters {
-				flag++
-				if err := rc.Do(func() error {
-					return bw.Launch(0, [3]uint32{blocks, 1, 1}, [3]uint32{512, 1, 1}, c, syncer, watch, int32(mode), uint64(size), flag)
-				}); err != nil {
-					return err
-				}
-			}
-			if err := sync(); err != nil {
-				return err
-			}
-			gbs[mode] = float64(size) * iters / time.Since(start).Seconds() / 1e9
-		}
-		if err := errors.Join(ch.Check(), chPkt.Check()); err != nil {
+	first := int32(1 - e.r) // rank 0 signals first, rank 1 answers
+	err := e.rc.Do(func() error {
+		if err := e.pp.Launch(0, [3]uint32{1, 1, 1}, [3]uint32{32, 1, 1}, e.ch, first, int32(rounds), e.scratch.DevicePtr()); err != nil {
 			return err
 		}
-		if r == 0 {
-			fmt.Printf("%-10d %12.2f %12.2f %12.2f\n", size, gbs[0], gbs[1], gbs[2])
+		if err := cuda.StreamOf(0).Synchronize(); err != nil {
+			return err
 		}
+		return cuda.MemcpyDtoH(ns[:], e.scratch.DevicePtr())
+	})
+	if err != nil {
+		return err
+	}
+	if err := e.ch.Check(); err != nil {
+		return err
+	}
+	if e.r == 0 {
+		fmt.Printf("ping-pong over a memory channel: %d round trips, %.2f us each\n\n", rounds, float64(binary.LittleEndian.Uint64(ns[:]))/rounds/1e3)
 	}
 	return nil
 }
+
+// portRefusal is the reason of err when it is PortChannels' refusal,
+// which every rank gets alike (the communicator agrees on it before
+// building anything), one line per rank joined with "; "; "" for any
+// other error.
+func portRefusal(err error) string {
+	const mark = "PortChannels refused: "
+	s := err.Error()
+	i := strings.Index(s, mark)
+	if i < 0 {
+		return ""
+	}
+	return strings.ReplaceAll(s[i+len(mark):], "\n", "; ")
+}
+
+// recv is where this rank receives: the second half of its buffer.
+func (e *example) recv() msccl.DevicePtr { return e.buf.DevicePtr() + maxBytes }

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,21 +17,35 @@ import (
 	"github.com/msccl-go/msccl-go/runtime/nvrtc/nvrtctest"
 )
 
+// entries is every example kernel: its file and entry point (main.go
+// compiles each by that name).
+var entries = map[string]string{
+	"pingpong.cu":       "pingpong",
+	"bandwidth.cu":      "bandwidth",
+	"port_bandwidth.cu": "port_bandwidth",
+	"overlap.cu":        "overlap",
+	"pattern.cu":        "pattern",
+}
+
 // TestKernelsCompile: every example kernel compiles to PTX with NVRTC and
 // the headers of this build (CI: Debian's NVRTC 11.8, no GPU).
 func TestKernelsCompile(t *testing.T) {
 	nvrtctest.Need(t)
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	files, _ := filepath.Glob("*.cu")
-	if len(files) < 2 {
-		t.Fatalf("kernels: %v", files)
+	if len(files) != len(entries) {
+		t.Errorf("kernels %v, want the %d of entries", files, len(entries))
 	}
 	for _, f := range files {
+		name, ok := entries[f]
+		if !ok {
+			t.Errorf("%s: not in entries", f)
+			continue
+		}
 		src, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		name := strings.TrimSuffix(f, ".cu")
 		k, err := msccl.CompileKernel(string(src), name, msccl.KernelOptions{Arch: "compute_90"})
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
@@ -36,6 +53,64 @@ func TestKernelsCompile(t *testing.T) {
 		if !strings.Contains(string(k.Image()), ".entry "+name) {
 			t.Errorf("%s: no entry %s", f, name)
 		}
+	}
+}
+
+// lcgRounds composes overlap.cu's loop: the same as running it.
+func TestLCGRounds(t *testing.T) {
+	for _, iters := range []int{0, 1, 2, 64, 1000} {
+		mul, add := lcgRounds(iters)
+		for _, x0 := range []uint32{0, 1, 0xdeadbeef, ^uint32(0)} {
+			x := x0
+			for range iters {
+				x = x*1664525 + 1013904223
+			}
+			if got := mul*x0 + add; got != x {
+				t.Errorf("%d rounds of %#x: composed %#x, looped %#x", iters, x0, got, x)
+			}
+		}
+	}
+}
+
+// Every (rank, mode, size) the example sends has a seed of its own, so a
+// receiver never passes its check on data another step left behind.
+func TestSeedsDistinct(t *testing.T) {
+	seen := map[uint32]string{}
+	add := func(r, mode int, size int64) {
+		s := seed(r, mode, size)
+		k := fmt.Sprintf("rank %d mode %d size %d", r, mode, size)
+		if old, ok := seen[s]; ok {
+			t.Errorf("%s and %s share seed %#x", old, k, s)
+		}
+		seen[s] = k
+	}
+	for r := range 2 {
+		for size := int64(1 << 10); size <= maxBytes; size *= 4 {
+			for mode := range nModes {
+				add(r, mode, size)
+			}
+		}
+		for mode := 8; mode < 8+6; mode++ { // the overlap example's
+			add(r, mode, overlapBytes)
+		}
+	}
+}
+
+// A refusal of PortChannels, which every rank gets alike, yields its
+// reason (the example then prints the port column as "-"); any other
+// error none. The refusal is the communicator's own: a one-rank job on
+// the cpu device asked for port channels without registrations.
+func TestPortRefusal(t *testing.T) {
+	rc := solo(t, "cpu")
+	_, err := rc.PortChannels(context.Background(), nil, nil, nil, nil)
+	if err == nil {
+		t.Fatal("PortChannels without registrations: no error")
+	}
+	if why := portRefusal(err); why != "rank 0: no local or remote registration" {
+		t.Errorf("portRefusal(%q) = %q", err, why)
+	}
+	if why := portRefusal(errors.New("msccl: PortChannels: cuMemcpyPeerAsync: invalid value")); why != "" {
+		t.Errorf("another error taken for a refusal: %q", why)
 	}
 }
 
@@ -167,5 +242,92 @@ func TestWaitWithoutSignal(t *testing.T) {
 	w, ok := kernels.DecodeWatch(rec.Bytes)
 	if !ok || w.Kind != kernels.WatchSignal || w.Block != 0 || w.Op != kernels.WatchUserOp || w.ChanType != 1 || w.Channel != 0 || w.Peer != 1 || w.Expected != 1 || w.Seen != 0 {
 		t.Errorf("record %+v (written: %v)", w, ok)
+	}
+}
+
+// solo opens a job of this one process on device, the launchers'
+// variables cleared so that it joins no job of the environment.
+func solo(t *testing.T, device string) *msccl.RankComm {
+	t.Helper()
+	for _, v := range []string{"MSCCL_RANK", "MSCCL_WORLD_SIZE", "RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"} {
+		t.Setenv(v, "")
+	}
+	rc, err := msccl.OpenComm(context.Background(), msccl.CommOptions{Device: device})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rc.Close() })
+	return rc
+}
+
+// oneRank is a one-process cuda job with the example's check kernel and
+// scratch buffer, or a skip where there is no GPU.
+func oneRank(t *testing.T) *example {
+	t.Helper()
+	if err := cuda.Init(); err != nil {
+		t.Skipf("no CUDA: %v", err)
+	}
+	rc := solo(t, "cuda")
+	e := &example{ctx: context.Background(), rc: rc}
+	var err error
+	if e.scratch, err = rc.AllocBuffer(4096); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.scratch.Close() })
+	if e.pat, err = msccl.CompileKernel(patternSrc, "pattern", msccl.KernelOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// The receivers' check passes on the data as sent and names the first
+// wrong word of data that differs; the overlap kernel's loop, run alone,
+// gives what lcgRounds composes.
+func TestGPUChecks(t *testing.T) {
+	e := oneRank(t)
+	const words = 1 << 18
+	buf, err := e.rc.AllocBuffer(4 * words)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer buf.Close()
+	out, err := e.rc.AllocBuffer(4 * words)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	if err := e.fill(buf.DevicePtr(), words, 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.verify("the pattern", buf.DevicePtr(), words, 7, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.verify("another seed", buf.DevicePtr(), words, 8, 1, 0); err == nil {
+		t.Error("data of seed 7 passed as seed 8's")
+	}
+	if err := e.rc.Do(func() error { return cuda.MemcpyHtoD(buf.DevicePtr()+4096, []byte{1, 2, 3, 4}) }); err != nil {
+		t.Fatal(err)
+	}
+	err = e.verify("one word changed", buf.DevicePtr(), words, 7, 1, 0)
+	if err == nil || !strings.Contains(err.Error(), "1 of 262144 received words are wrong, the first at byte 4096") {
+		t.Errorf("one word changed: %v", err)
+	}
+	ov, err := msccl.CompileKernel(overlapSrc, "overlap", msccl.KernelOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rounds = 100
+	err = e.rc.Do(func() error {
+		return ov.Launch(0, [3]uint32{8, 1, 1}, [3]uint32{256, 1, 1}, msccl.DevicePtr(0), msccl.DevicePtr(0), kernels.Watch{},
+			uint32(0), uint64(0), uint64(0), buf.DevicePtr(), out.DevicePtr(), uint64(words), int32(rounds))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mul, add := lcgRounds(rounds)
+	// Word 1024 of the input was changed above: its result differs.
+	err = e.verify("the loop", out.DevicePtr(), words, 7, mul, add)
+	if err == nil || !strings.Contains(err.Error(), "1 of 262144 received words are wrong, the first at byte 4096") {
+		t.Errorf("the loop: %v", err)
 	}
 }
