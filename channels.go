@@ -345,7 +345,7 @@ func (h *Handles) Check() error {
 			w.Rank, w.Block, w.What(), w.Channel, w.Peer, HandleTimeout, w.Expected, w.Seen))
 	}
 	if h.port != nil {
-		if err := h.port.failure(); err != nil {
+		if err := h.port.report(len(errs) > 0); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -364,6 +364,7 @@ func (h *Handles) Close() error {
 			if err := h.port.stop(HandleTimeout); err != nil {
 				return err // the handler may still run: keep its memory
 			}
+			errs = append(errs, h.port.dev.free())
 			h.port = nil
 		}
 		if h.dev != 0 {

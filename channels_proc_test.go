@@ -110,11 +110,24 @@ func TestChannelsProcs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
+	spawnChecked(t, 3, channelsRole+"=run", 30*time.Second, func(r int) []string {
+		return []string{
+			"refused: msccl: Register refused: rank 0: host memory of this process (a Go slice, or memory from C) cannot be mapped by the other ranks' processes",
+			fmt.Sprintf("rank %d got true from rank %d", r, (r+2)%3),
+		}
+	})
+}
+
+// spawnChecked runs n ranks of this test binary as processes with env
+// (VAR=value) set and checks that each exits 0 having printed every line
+// of want(rank).
+func spawnChecked(t *testing.T, n int, env string, timeout time.Duration, want func(r int) []string) {
+	t.Helper()
 	var mu sync.Mutex
-	stdout, stderr := make([]bytes.Buffer, 3), make([]bytes.Buffer, 3)
+	stdout, stderr := make([]bytes.Buffer, n), make([]bytes.Buffer, n)
 	job, err := bootstrap.Spawn(context.Background(), bootstrap.SpawnConfig{
-		N: 3, Argv: []string{""}, KeepGoing: true, Timeout: 30 * time.Second,
-		RankEnv: func(int) []string { return []string{channelsRole + "=run"} },
+		N: n, Argv: []string{""}, KeepGoing: true, Timeout: timeout,
+		RankEnv: func(int) []string { return []string{env} },
 		Stdout:  func(r int) io.Writer { return lockedWriter{&mu, &stdout[r]} },
 		Stderr:  func(r int) io.Writer { return lockedWriter{&mu, &stderr[r]} },
 	})
@@ -127,12 +140,9 @@ func TestChannelsProcs(t *testing.T) {
 	for r, s := range st {
 		out := stdout[r].String()
 		t.Logf("rank %d: %s", r, strings.TrimSpace(out))
-		for _, want := range []string{
-			"refused: msccl: Register refused: rank 0: host memory of this process (a Go slice, or memory from C) cannot be mapped by the other ranks' processes",
-			fmt.Sprintf("rank %d got true from rank %d", r, (r+2)%3),
-		} {
-			if s.ExitCode != 0 || !strings.Contains(out, want) {
-				t.Errorf("rank %d: %v, stdout %q, stderr %q: want %q", r, s, out, stderr[r].String(), want)
+		for _, w := range want(r) {
+			if s.ExitCode != 0 || !strings.Contains(out, w) {
+				t.Errorf("rank %d: %v, stdout %q, stderr %q: want %q", r, s, out, stderr[r].String(), w)
 			}
 		}
 	}

@@ -62,24 +62,29 @@ func TestMemoryChannelsCPU(t *testing.T) {
 		if err := hs.Check(); err != nil {
 			return err
 		}
-		// What a block's wait writes when its watchdog fires (common.cuh
-		// wd_report), here block 5 waiting on channel 1.
-		rec := hs.watch[5*kernels.WatchBytes:]
-		put := func(off int, v uint32) { binary.LittleEndian.PutUint32(rec[off:], v) }
-		put(4, uint32(r))
-		put(8, 5)
-		put(12, kernels.WatchUserOp)
-		put(20, 1)
-		put(24, uint32(peers[1]))
-		binary.LittleEndian.PutUint64(rec[32:], 3)
-		binary.LittleEndian.PutUint64(rec[40:], 2)
-		put(0, uint32(kernels.WatchSignal))
+		hs.timedOut(kernels.WatchSignal, 5, 1, peers[1], 3, 2)
 		want := fmt.Sprintf("rank %d block 5: signal wait on channel 1 (peer rank %d) timed out after 10s: expected 3, saw 2", r, peers[1])
 		if err := hs.Check(); err == nil || !strings.Contains(err.Error(), want) {
 			return fmt.Errorf("Check: %v, want %q", err, want)
 		}
 		return nil
 	})
+}
+
+// timedOut writes what block's wait writes when its watchdog fires
+// (common.cuh wd_report): a wait of kind what on channel ch for peer,
+// expecting expected and seeing seen.
+func (h *Handles) timedOut(what kernels.WatchKind, block, ch, peer int, expected, seen uint64) {
+	rec := h.watch[block*kernels.WatchBytes:]
+	put := func(off int, v uint32) { binary.LittleEndian.PutUint32(rec[off:], v) }
+	put(4, uint32(h.c.Rank()))
+	put(8, uint32(block))
+	put(12, kernels.WatchUserOp)
+	put(20, uint32(ch))
+	put(24, uint32(peer))
+	binary.LittleEndian.PutUint64(rec[32:], expected)
+	binary.LittleEndian.PutUint64(rec[40:], seen)
+	put(0, uint32(what))
 }
 
 // registered is a buffer of size bytes, each byte rank+1, registered

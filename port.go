@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,17 +21,17 @@ import (
 const PortFifoEntries = 1024
 
 // portProxy serves the FIFO of one set of port channels in a user's
-// kernel with a ProxyHandler, on a goroutine of this process.
+// kernel with a ProxyHandler, on a goroutine of this process locked to
+// its OS thread (the cuda device's copies are issued from a context
+// current there).
 type portProxy struct {
 	c      *RankComm
+	dev    portDevice
 	fifo   *kernels.FIFO
 	chans  []comm.UserChannel
 	local  *Registration
 	remote *Registration
 	h      ProxyHandler
-
-	// The FIFO's words, then the head word the producer counts on.
-	words []uint64
 
 	quit    atomic.Bool
 	wg      sync.WaitGroup
@@ -38,19 +40,48 @@ type portProxy struct {
 	err     error
 }
 
+// portDevice is what a port proxy does differently on each device: where
+// the FIFO lives and how a put, a signal and a flush move data. hostPort
+// serves the cpu device, cudaPort the cuda device.
+type portDevice interface {
+	// alloc makes the FIFO (entries, tail, flushed) and its head word
+	// and returns the FIFO's memory as this process reads it and the
+	// kernel's struct Fifo. In the rank's context.
+	alloc(entries uint64) ([]byte, kernels.Fifo, error)
+	// begin prepares the serving goroutine's locked OS thread; end
+	// undoes it there once serving is over, reporting what was left
+	// unfinished.
+	begin() error
+	end() error
+	// view is the n bytes at addr of m as this process maps them (nil
+	// where they are device memory: a Trigger then carries addresses
+	// only).
+	view(m comm.Memory, addr, n uint64) []byte
+	// put copies a put trigger's bytes (its addresses checked against
+	// the registered buffers); signal raises the peer's inbound word of
+	// channel ch by one, ordered behind every put issued before it.
+	put(t *Trigger) error
+	signal(ch int, to comm.Loc) error
+	// complete returns once every put and signal issued so far is done:
+	// a flush is published after it.
+	complete() error
+	// free releases what alloc made. In the rank's context, after end.
+	free() error
+	// describe says what a hang report should know of the device's
+	// proxy ("" for nothing).
+	describe() string
+}
+
 // PortChannels builds one port channel to each of peers (pairing as
 // MemoryChannels does), whose requests a proxy goroutine of this process
 // serves with h (nil: DefaultProxyHandler). Collective. A channel's src
 // is local's buffer, dst the peer's buffer of remote; puts copy between
 // them and a signal raises the peer's semaphore once the puts before it
-// are done. This build serves them on the cpu device (whose producers are
-// host code: kernels.Push); on cuda they are refused, with the reason.
+// are done. On the cpu device the producers are host code (kernels.Push);
+// on cuda a kernel's msccl::PortChannel, whose puts the proxy copies
+// with the copy engines (docs/primitives.md, "Port channels on cuda").
 func (c *RankComm) PortChannels(ctx context.Context, peers []int, local, remote *Registration, h ProxyHandler) (*Handles, error) {
-	why := ""
-	if c.gpu != nil {
-		why = "port channels in a user's kernel are served on the cpu device only in this build (the cuda proxy for them, which must signal device memory without queueing behind the kernel, is not written)"
-	}
-	hs, err := c.userChannels(ctx, "PortChannels", why, peers, local, remote)
+	hs, err := c.userChannels(ctx, "PortChannels", "", peers, local, remote)
 	if err != nil {
 		return nil, err
 	}
@@ -58,14 +89,23 @@ func (c *RankComm) PortChannels(ctx context.Context, peers []int, local, remote 
 		h = DefaultProxyHandler{}
 	}
 	p := &portProxy{c: c, chans: hs.chans.Chans, local: local, remote: remote, h: h}
-	hs.port = p
+	if c.gpu != nil {
+		_, builtin := h.(DefaultProxyHandler)
+		p.dev = newCUDAPort(c.gpu.Context(), !builtin)
+	} else {
+		p.dev = &hostPort{}
+	}
 	err = c.do(func() error {
 		watch, err := hs.newWatch()
 		if err != nil {
 			return err
 		}
-		var fifo kernels.Fifo
-		if fifo, err = p.alloc(); err != nil {
+		hs.port = p // Close frees what alloc made, even in part
+		mem, fifo, err := p.dev.alloc(PortFifoEntries)
+		if err != nil {
+			return err
+		}
+		if p.fifo, err = kernels.NewFIFO(mem, PortFifoEntries); err != nil {
 			return err
 		}
 		ph := make([]kernels.PortChannelHandle, len(peers))
@@ -81,35 +121,30 @@ func (c *RankComm) PortChannels(ctx context.Context, peers []int, local, remote 
 		}
 		return place(hs, ph)
 	})
+	if err == nil {
+		err = p.start()
+	}
 	if err != nil {
 		hs.Close()
 		return nil, fmt.Errorf("msccl: PortChannels: %w", err)
 	}
-	p.wg.Add(1)
-	go p.serve()
 	return hs, nil
 }
 
-// alloc makes the FIFO and its head word and returns them as the
-// kernel's struct Fifo sees them.
-func (p *portProxy) alloc() (kernels.Fifo, error) {
-	n := kernels.FIFOBytes(PortFifoEntries)
-	p.words = make([]uint64, n/8+1) // the FIFO, then the head word
-	mem := unsafe.Slice((*byte)(unsafe.Pointer(&p.words[0])), n)
-	f := kernels.Fifo{Size: PortFifoEntries, Entries: uint64(uintptr(unsafe.Pointer(&p.words[0])))}
-	f.Head = f.Entries + uint64(n)
-	f.Tail = f.Entries + 8*kernels.FifoEntryWords*PortFifoEntries
-	f.Flushed = f.Tail + 8
-	var err error
-	p.fifo, err = kernels.NewFIFO(mem, PortFifoEntries)
-	return f, err
+// fifoAt is the kernel's view of a FIFO of size entries at entries (the
+// tail and flushed words follow them) whose head word is at head.
+func fifoAt(entries, head, size uint64) kernels.Fifo {
+	tail := entries + 8*kernels.FifoEntryWords*size
+	return kernels.Fifo{Entries: entries, Head: head, Tail: tail, Flushed: tail + 8, Size: size}
 }
 
-// fifoMem is the FIFO's memory and head word as this process writes
-// them (a producer on the host: kernels.Push).
-func (p *portProxy) fifoMem() ([]byte, *atomic.Uint64) {
-	n := kernels.FIFOBytes(PortFifoEntries)
-	return unsafe.Slice((*byte)(unsafe.Pointer(&p.words[0])), n), (*atomic.Uint64)(unsafe.Pointer(&p.words[n/8]))
+// start runs serve on a goroutine of its own and returns once its
+// thread is ready (or why it is not).
+func (p *portProxy) start() error {
+	ready := make(chan error, 1)
+	p.wg.Add(1)
+	go p.serve(ready)
+	return <-ready
 }
 
 func (p *portProxy) fail(err error) {
@@ -128,8 +163,20 @@ func (p *portProxy) failure() error {
 
 // serve pops requests until stop; the first failure ends it (Check
 // reports it) and the kernel's flushes then time out under its watchdog.
-func (p *portProxy) serve() {
+func (p *portProxy) serve(ready chan<- error) {
 	defer p.wg.Done()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := p.dev.begin(); err != nil {
+		ready <- fmt.Errorf("rank %d's port proxy: %w", p.c.Rank(), err)
+		return
+	}
+	ready <- nil
+	defer func() {
+		if err := p.dev.end(); err != nil {
+			p.fail(fmt.Errorf("rank %d's port proxy: finishing its copies: %w", p.c.Rank(), err))
+		}
+	}()
 	for !p.quit.Load() {
 		e, ok := p.fifo.Pop()
 		if !ok {
@@ -145,7 +192,12 @@ func (p *portProxy) serve() {
 
 func (p *portProxy) handle(e kernels.Entry) error {
 	if e.Kind == kernels.FifoFlush {
-		p.fifo.Flushed(e.Seq) // every earlier request was handled before
+		// Every earlier request was handled before; its copies may
+		// still be running on the device.
+		if err := p.dev.complete(); err != nil {
+			return fmt.Errorf("request %d (flush): %w", e.Seq, err)
+		}
+		p.fifo.Flushed(e.Seq)
 		return nil
 	}
 	if (e.Kind != kernels.FifoPut && e.Kind != kernels.FifoSignal) || e.Chan >= len(p.chans) {
@@ -154,22 +206,24 @@ func (p *portProxy) handle(e kernels.Entry) error {
 	ch := p.chans[e.Chan]
 	t := Trigger{Rank: p.c.Rank(), Peer: ch.Peer, Channel: e.Chan, Seq: e.Seq}
 	var failed error
-	signal := func() {
-		if err := p.signal(e.Chan); err != nil && failed == nil {
+	note := func(err error) {
+		if err != nil && failed == nil {
 			failed = err
 		}
 	}
+	signal := func() { note(p.dev.signal(e.Chan, ch.Remote)) }
 	perform := signal
 	if e.Kind == kernels.FifoPut {
 		t.Kind, t.SrcPtr, t.DstPtr, t.Bytes = TriggerPut, e.Src, e.Dst, e.Size
-		var err error
-		if t.Src, err = p.bytesAt(e.Src, e.Size, p.local.r.Local); err != nil {
+		src, dst := p.local.r.Local, p.remote.r.Peers[ch.Peer]
+		if err := within(e.Src, e.Size, src); err != nil {
 			return fmt.Errorf("request %d: source: %w", e.Seq, err)
 		}
-		if t.Dst, err = p.bytesAt(e.Dst, e.Size, p.remote.r.Peers[ch.Peer]); err != nil {
+		if err := within(e.Dst, e.Size, dst); err != nil {
 			return fmt.Errorf("request %d: destination: %w", e.Seq, err)
 		}
-		perform = func() { copy(t.Dst, t.Src) }
+		t.Src, t.Dst = p.dev.view(src, e.Src, e.Size), p.dev.view(dst, e.Dst, e.Size)
+		perform = func() { note(p.dev.put(&t)) }
 	} else {
 		t.Kind = TriggerSignal
 	}
@@ -177,35 +231,101 @@ func (p *portProxy) handle(e kernels.Entry) error {
 	return errors.Join(res.Err, failed)
 }
 
-// bytesAt is [addr, addr+n) of m as this process maps it, or why not.
-func (p *portProxy) bytesAt(addr, n uint64, m comm.Memory) ([]byte, error) {
-	b, ok := m.(interface{ Bytes() []byte })
-	if !ok || m == nil {
-		return nil, fmt.Errorf("%#x: no mapped buffer", addr)
+// within says why [addr, addr+n) is not inside m, the registered buffer
+// a request must stay in (nil when it is).
+func within(addr, n uint64, m comm.Memory) error {
+	if m == nil {
+		return fmt.Errorf("%#x: no mapped buffer", addr)
 	}
-	base := memAddr(m)
-	if addr < base || addr+n > base+uint64(len(b.Bytes())) || addr+n < addr {
-		return nil, fmt.Errorf("[%#x, +%d) is outside the registered buffer [%#x, +%d)", addr, n, base, len(b.Bytes()))
+	base, size := memAddr(m), uint64(m.Size())
+	if addr < base || addr+n > base+size || addr+n < addr {
+		return fmt.Errorf("[%#x, +%d) is outside the registered buffer [%#x, +%d)", addr, n, base, size)
 	}
-	return b.Bytes()[addr-base : addr-base+n], nil
-}
-
-// signal raises the peer's semaphore of channel i by one.
-func (p *portProxy) signal(i int) error {
-	r := p.chans[i].Remote
-	b, ok := r.Mem.(interface{ Bytes() []byte })
-	if !ok {
-		return fmt.Errorf("channel %d: the peer's semaphore is not mapped here", i)
-	}
-	atomic.AddUint64((*uint64)(unsafe.Pointer(&b.Bytes()[r.Off])), 1)
 	return nil
 }
 
-// stop ends serve, giving up on a handler blocked past the timeout.
+// stop ends serve, giving up on a handler blocked past the timeout (the
+// FIFO must then stay: it may still wake; otherwise dev.free frees it).
 func (p *portProxy) stop(timeout time.Duration) error {
 	p.quit.Store(true)
 	if !proxyapi.WaitTimeout(&p.wg, timeout) {
 		return fmt.Errorf("msccl: rank %d's port proxy did not stop within %v: %s", p.c.Rank(), timeout, p.serving.Busy(0))
 	}
+	return nil
+}
+
+// report is the proxy's part of Handles.Check: its failure, or, when a
+// wait of the kernel timed out (stuck), the handler it is blocked in.
+func (p *portProxy) report(stuck bool) error {
+	if err := p.failure(); err != nil {
+		return err
+	}
+	if !stuck {
+		return nil
+	}
+	var why []string
+	if b := p.serving.Busy(0); b != "" {
+		why = append(why, b)
+	}
+	if d := p.dev.describe(); d != "" {
+		why = append(why, d)
+	}
+	if len(why) == 0 {
+		return nil
+	}
+	return fmt.Errorf("rank %d's port proxy: %s", p.c.Rank(), strings.Join(why, "; "))
+}
+
+// hostPort is the cpu device's: the FIFO in Go memory that the rank's
+// host producers write, puts copied and signals added by the proxy's
+// goroutine.
+type hostPort struct {
+	words []uint64 // the FIFO's words, then the head word
+}
+
+func (d *hostPort) alloc(entries uint64) ([]byte, kernels.Fifo, error) {
+	n := kernels.FIFOBytes(entries)
+	d.words = make([]uint64, n/8+1)
+	mem := unsafe.Slice((*byte)(unsafe.Pointer(&d.words[0])), n)
+	base := uint64(uintptr(unsafe.Pointer(&d.words[0])))
+	return mem, fifoAt(base, base+uint64(n), entries), nil
+}
+
+// fifoMem is the FIFO's memory and head word as this process writes
+// them (a producer on the host: kernels.Push).
+func (d *hostPort) fifoMem() ([]byte, *atomic.Uint64) {
+	n := len(d.words) - 1
+	return unsafe.Slice((*byte)(unsafe.Pointer(&d.words[0])), 8*n), (*atomic.Uint64)(unsafe.Pointer(&d.words[n]))
+}
+
+func (d *hostPort) begin() error     { return nil }
+func (d *hostPort) end() error       { return nil }
+func (d *hostPort) complete() error  { return nil }
+func (d *hostPort) free() error      { return nil }
+func (d *hostPort) describe() string { return "" }
+
+func (d *hostPort) view(m comm.Memory, addr, n uint64) []byte {
+	h, ok := m.(interface{ Bytes() []byte })
+	if !ok {
+		return nil
+	}
+	base := memAddr(m) // within checked the range
+	return h.Bytes()[addr-base : addr-base+n]
+}
+
+func (d *hostPort) put(t *Trigger) error {
+	if t.Src == nil || t.Dst == nil {
+		return fmt.Errorf("%s: its buffers are not mapped in this process", t)
+	}
+	copy(t.Dst, t.Src)
+	return nil
+}
+
+func (d *hostPort) signal(ch int, to comm.Loc) error {
+	b, ok := to.Mem.(interface{ Bytes() []byte })
+	if !ok {
+		return fmt.Errorf("channel %d: the peer's semaphore is not mapped here", ch)
+	}
+	atomic.AddUint64((*uint64)(unsafe.Pointer(&b.Bytes()[to.Off])), 1)
 	return nil
 }
