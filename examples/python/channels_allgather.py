@@ -106,7 +106,7 @@ def main(argv=None):
         run_allgather(y)
 
     def run_fused():
-        fused.launch(grid, block, [ch, ctypes.c_int32(rank), ctypes.c_int32(per), x, ctypes.c_uint64(n),
+        fused.launch(grid + per, block, [ch, ctypes.c_int32(rank), ctypes.c_int32(per), x, ctypes.c_uint64(n),
                                    ctypes.c_float(ALPHA), ctypes.c_float(BETA), buf])
 
     # torch's answer: the inputs all-gathered by torch.distributed.

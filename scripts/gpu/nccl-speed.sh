@@ -11,8 +11,10 @@
 #   2. under one MPS server: the same rows with --procs 4 --device cuda
 #      (one process per rank), then the ratio table procs / in-process;
 #   3. torch.distributed.all_reduce of 1 KiB under torchrun with
-#      LD_PRELOAD=libmsccl_nccl.so (python/tests/gpu/nccl_speed.py) next to
-#      msccl-bench --procs 4 at 1 KiB with as many iterations (ITERS).
+#      LD_PRELOAD=libmsccl_nccl.so (python/tests/gpu/nccl_speed.py: through
+#      ProcessGroupNCCL, ncclAllReduce directly by ctypes, and a torch op)
+#      next to msccl-bench --procs 4 at 1 KiB with as many iterations
+#      (ITERS); then one rank through the real NCCL and through ours.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -22,13 +24,15 @@ bench=$root/.gpu/bin/msccl-bench
 lib=$root/.gpu/lib/libmsccl_nccl.so
 iters=${ITERS:-2000}
 algos=${ALGOS:-"allreduce_allpairs_packet:1K:256K allreduce_twoshot:1M:256M"}
+skip_inproc=${SKIP_INPROC:-}
 [ -x "$bench" ] && [ -f "$lib" ] || { echo "nccl-speed.sh: build .gpu/bin/msccl-bench and .gpu/lib/libmsccl_nccl.so first (see the header)" >&2; exit 2; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$log"
 rc=0
 for a in $algos; do
+  [ -n "$skip_inproc" ] && break
   IFS=: read -r name b e <<<"$a"
   echo "== in-process: msccl-bench --algo $name --ranks 4 -b $b -e $e -f 4 -c --json" | tee -a "$log"
-  timeout 240 "$bench" --algo "$name" --ranks 4 -b "$b" -e "$e" -f 4 -c --json | tee "$out/inproc_$name.json" | tee -a "$log" || rc=1
+  timeout 240 "$bench" --algo "$name" --ranks 4 -b "$b" -e "$e" -f 4 -n 500 -w 50 -c --json | tee "$out/inproc_$name.json" | tee -a "$log" || rc=1
 done
 mps=$(mktemp -d)
 export CUDA_MPS_PIPE_DIRECTORY=$mps/pipe CUDA_MPS_LOG_DIRECTORY=$mps/log
@@ -38,7 +42,7 @@ trap 'echo quit | nvidia-cuda-mps-control; rm -rf "$mps"' EXIT
 for a in $algos; do
   IFS=: read -r name b e <<<"$a"
   echo "== MPS, one process per rank: msccl-bench --algo $name --procs 4 --device cuda -b $b -e $e -f 4 -c --json" | tee -a "$log"
-  timeout 300 "$bench" --algo "$name" --procs 4 --device cuda -b "$b" -e "$e" -f 4 -c --json | tee "$out/procs_$name.json" | tee -a "$log" || rc=1
+  timeout 300 "$bench" --algo "$name" --ranks 4 --procs 4 --device cuda -b "$b" -e "$e" -f 4 -n 500 -w 50 -c --json | tee "$out/procs_$name.json" | tee -a "$log" || rc=1
 done
 echo "== ratio: one process per rank (MPS) / ranks in one process" | tee -a "$log"
 python3 - "$out" $algos <<'PY' | tee -a "$log"
@@ -67,11 +71,16 @@ for a in sys.argv[2:]:
 PY
 small=${algos%% *}; small=${small%%:*}
 echo "== msccl-bench --algo $small --procs 4 --device cuda -b 1K -e 1K -n $iters -w 100" | tee -a "$log"
-timeout 200 "$bench" --algo "$small" --procs 4 --device cuda -b 1K -e 1K -n "$iters" -w 100 -c 2>&1 | tee -a "$log" || rc=1
+timeout 200 "$bench" --algo "$small" --ranks 4 --procs 4 --device cuda -b 1K -e 1K -n "$iters" -w 100 -c 2>&1 | tee -a "$log" || rc=1
 if command -v torchrun >/dev/null; then run=(torchrun); else run=(python3 -m torch.distributed.run); fi
 echo "== LD_PRELOAD=$lib ${run[*]} --standalone --nproc_per_node 4 python/tests/gpu/nccl_speed.py --bytes 1024 --iters $iters" | tee -a "$log"
 MSCCL_DEVICE=cuda MSCCL_CUDA_DEVICE=0 NCCL_NVLS_ENABLE=0 MSCCL_NCCL_FALLBACK=0 LD_PRELOAD=$lib timeout 200 \
   "${run[@]}" --standalone --nproc_per_node 4 python/tests/gpu/nccl_speed.py --bytes 1024 --iters "$iters" 2>&1 | tee -a "$log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+# torch's own cost of a call: one rank, through the real NCCL (the one
+# torch ships) and through the library (a world of one copies locally).
+echo "== one rank: real NCCL, then LD_PRELOAD=$lib" | tee -a "$log"
+NCCL_NVLS_ENABLE=0 timeout 120 "${run[@]}" --standalone --nproc_per_node 1 python/tests/gpu/nccl_speed.py --bytes 1024 --iters "$iters" 2>&1 | grep -v Warning | tee -a "$log"
+MSCCL_DEVICE=cuda MSCCL_CUDA_DEVICE=0 LD_PRELOAD=$lib timeout 120 "${run[@]}" --standalone --nproc_per_node 1 python/tests/gpu/nccl_speed.py --bytes 1024 --iters "$iters" 2>&1 | grep -v Warning | tee -a "$log"
 echo "== exit $rc" | tee -a "$log"
 exit $rc

@@ -11,7 +11,16 @@ wall time of one all_reduce call (queueing only, no synchronisation).
 Rank 0 prints one line per size:
 
     torch all_reduce BYTES bytes: T us/call (events), H us/call host, ranks N
+
+Two more loops split the time of a call between torch and the library:
+"direct" calls ncclAllReduce through ctypes on a communicator of its own
+(ncclGetUniqueId, ncclCommInitRank from the process's symbols, so the
+LD_PRELOADed library's) on torch's current stream, without
+ProcessGroupNCCL; "torch op" times x.add_(0) the same way, torch's own
+dispatch and launch cost for a one-kernel op.
 """
+
+import ctypes
 
 import argparse
 import os
@@ -19,6 +28,62 @@ import time
 
 import torch
 import torch.distributed as dist
+
+
+class UniqueId(ctypes.Structure):
+    _fields_ = [("internal", ctypes.c_char * 128)]
+
+
+NCCL = ctypes.CDLL(None)  # the process's symbols: LD_PRELOAD's come first
+
+
+def own_comm(rank, world):
+    """A communicator of this script's own, its id sent by rank 0."""
+    if not hasattr(NCCL, "ncclGetUniqueId"):
+        return None  # NCCL's symbols are not global (no LD_PRELOAD)
+    uid = UniqueId()
+    if rank == 0 and NCCL.ncclGetUniqueId(ctypes.byref(uid)) != 0:
+        raise SystemExit("ncclGetUniqueId failed")
+    box = [bytes(uid.internal) if rank == 0 else None]
+    dist.broadcast_object_list(box, src=0)
+    uid = UniqueId()
+    ctypes.memmove(ctypes.byref(uid), box[0], 128)
+    comm = ctypes.c_void_p()
+    rc = NCCL.ncclCommInitRank(ctypes.byref(comm), world, uid, rank)
+    if rc != 0:
+        raise SystemExit("ncclCommInitRank: %d" % rc)
+    return comm
+
+
+def timed(f, a):
+    for _ in range(a.warmup):
+        f()
+    torch.cuda.synchronize()
+    dist.barrier()
+    ev0 = torch.cuda.Event(enable_timing=True)
+    ev1 = torch.cuda.Event(enable_timing=True)
+    ev0.record()
+    t0 = time.perf_counter()
+    for _ in range(a.iters):
+        f()
+    host = (time.perf_counter() - t0) / a.iters * 1e6
+    ev1.record()
+    torch.cuda.synchronize()
+    return ev0.elapsed_time(ev1) / a.iters * 1e3, host
+
+
+def direct(comm, x, a):
+    f = NCCL.ncclAllReduce
+    f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+    ptr, n = x.data_ptr(), x.numel()
+    stream = torch.cuda.current_stream().cuda_stream
+
+    def call():
+        rc = f(ptr, ptr, n, 7, 0, comm, stream)  # ncclFloat32, ncclSum
+        if rc != 0:
+            raise SystemExit("ncclAllReduce: %d" % rc)
+
+    return timed(call, a)
 
 
 def main():
@@ -33,6 +98,7 @@ def main():
     dist.init_process_group("nccl")
     rank, world = dist.get_rank(), dist.get_world_size()
     failed = 0
+    comm = own_comm(rank, world)
     for nbytes in a.bytes:
         n = max(nbytes // 4, 1)
         x = torch.full((n,), float(rank + 1), device="cuda")
@@ -59,10 +125,14 @@ def main():
         if not torch.all(y == want).item():
             failed += 1
             print("rank %d: all_reduce of %d bytes: got %s, want %s" % (rank, nbytes, y[:4].tolist(), want), flush=True)
-        t = torch.tensor([dev, host], device="cuda")
+        d_dev, d_host = direct(comm, x, a) if comm else (0.0, 0.0)
+        o_dev, o_host = timed(lambda: x.add_(0.0), a)
+        t = torch.tensor([dev, host, d_dev, d_host, o_dev, o_host], device="cuda")
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         if rank == 0:
             print("torch all_reduce %d bytes: %.2f us/call (events), %.2f us/call host, ranks %d" % (nbytes, t[0].item(), t[1].item(), world), flush=True)
+            print("direct ncclAllReduce %d bytes: %.2f us/call (events), %.2f us/call host" % (nbytes, t[2].item(), t[3].item()), flush=True)
+            print("torch op x.add_(0) on %d bytes: %.2f us/call (events), %.2f us/call host" % (nbytes, t[4].item(), t[5].item()), flush=True)
     dist.destroy_process_group()
     if failed:
         raise SystemExit("rank %d: %d sizes failed" % (rank, failed))
