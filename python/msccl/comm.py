@@ -354,8 +354,8 @@ class Communicator(_prim._Released):
 
     def port_channels(self, local, peers, remote=None):
         """As memory_channels, for port channels: a proxy of this process
-        serves their requests (the default copy and signal). Refused on
-        cuda with the reason."""
+        serves their requests (the default copy and signal; on cuda with
+        the copy engines, from a stream of its own)."""
         return self._channels("port", local, peers, remote)
 
     def _channels(self, kind, local, peers, remote):

@@ -13,12 +13,15 @@ must run at once. Every rank joins over a gloo group and checks:
   3. a kernel of its own (msccl.Kernel) that signals and waits on each
      channel and reads the peer's first word through it, launched on
      torch's stream and again in the communicator's context (comm=);
-  4. port_channels refused on cuda with the reason, on every rank.
+  4. port_channels to every peer: a kernel puts this rank's words into
+     each peer's buffer with a signal, waits for the peer's, flushes and
+     reads what the peer put here.
 
 Each rank prints "rank R: N checks, F failed" and every failure; the exit
 status is non-zero when a check failed anywhere.
 """
 
+import ctypes
 import os
 import struct
 import sys
@@ -41,6 +44,21 @@ extern "C" __global__ void probe(const msccl::MemoryChannel* ch, int* out) {
   const msccl::MemoryChannel& c = ch[blockIdx.x];
   c.signal();
   out[blockIdx.x] = c.wait() ? c.read<int>(0) : -1;
+}
+"""
+
+PORT_PROBE = r"""
+#include <msccl/msccl.cuh>
+// Block b: put this rank's 16 words (buf[0, 16)) into words [16*(1+rank),
+// +16) of the peer of port channel b with a signal, wait for the peer's,
+// flush, and read the first word the peer put here.
+extern "C" __global__ void port_probe(const msccl::PortChannel* ch, int rank, int* out, const int* buf) {
+  if (threadIdx.x != 0) return;
+  const msccl::PortChannel& c = ch[blockIdx.x];
+  c.putWithSignal(64 * (1 + rank), 0, 64);
+  bool ok = c.wait();
+  ok = c.flush() && ok;
+  out[blockIdx.x] = ok ? ((const volatile int*)buf)[16 * (1 + c.sem.chan.peer)] : -1;
 }
 """
 
@@ -89,11 +107,22 @@ def main():
         check(out.cpu().tolist() == [p + 1 for p in peers], "%s: read %r, want %r" % (how, out.cpu().tolist(), [p + 1 for p in peers]))
         dist.barrier()  # every rank's words are read before they change
 
+    pbuf = comm.alloc_buffer(64 * (1 + world))
+    pbuf.tensor(torch.int32).fill_(rank + 1)
+    torch.cuda.synchronize()
+    pch = comm.port_channels(pbuf, peers)
+    kp = msccl.Kernel(PORT_PROBE, "port_probe")
+    out.fill_(0)
+    kp.launch(len(peers), 32, [pch, ctypes.c_int32(rank), out, pbuf])
+    torch.cuda.synchronize()
     try:
-        comm.port_channels(buf, peers).close()
-        check(False, "port_channels was not refused on cuda")
-    except msccl.Error as e:
-        check("served on the cpu device only" in str(e), "port_channels refusal: %s" % e)
+        pch.check()
+    except msccl.RunError as e:
+        check(False, "port channels: %s" % e)
+    check(out.cpu().tolist() == [p + 1 for p in peers], "port channels: read %r, want %r" % (out.cpu().tolist(), [p + 1 for p in peers]))
+    dist.barrier()  # every rank's puts are done before the buffers go
+    pch.close()
+    pbuf.close()
 
     ch.close()
     buf.close()
