@@ -62,23 +62,26 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if err = runRank(ctx, rc); err != nil {
-		// The peer's next step then fails quoting this reason instead
-		// of waiting for this rank.
-		rc.Fail(err)
-	}
+	err = runRank(ctx, rc)
 	return errors.Join(err, rc.Close())
 }
 
-func runRank(ctx context.Context, rc *msccl.RankComm) error {
+func runRank(ctx context.Context, rc *msccl.RankComm) (err error) {
 	if rc.Size() != 2 {
 		return fmt.Errorf("run it as 2 ranks (this job has %d)", rc.Size())
 	}
 	e := &example{ctx: ctx, rc: rc, r: rc.Rank(), peer: 1 - rc.Rank()}
+	// On failure, the peer's next step fails quoting this rank's reason
+	// (Fail) instead of waiting for it; then everything is closed in
+	// reverse, and a failure to close (a port proxy that would not stop)
+	// is the run's too.
 	var closers []func() error
 	defer func() {
+		if err != nil {
+			rc.Fail(err)
+		}
 		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
+			err = errors.Join(err, closers[i]())
 		}
 	}()
 	buffer := func(size int64) (*msccl.Buffer, error) {
@@ -102,7 +105,6 @@ func runRank(ctx context.Context, rc *msccl.RankComm) error {
 		}
 		return h, err
 	}
-	var err error
 	if e.buf, err = buffer(2 * maxBytes); err != nil {
 		return err
 	}
