@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"time"
 )
@@ -89,22 +88,9 @@ func (e *example) bandwidthMode(mode int, size int64, flag *uint32) (time.Durati
 	if err != nil {
 		return 0, fmt.Errorf("rank %d: %s: %w", e.r, what, err)
 	}
-	if err := e.checkHandles(); err != nil {
-		return 0, fmt.Errorf("%s: %w", what, err)
-	}
 	from := e.peer
 	if mode == modeCopy {
 		from = e.r
 	}
 	return d, e.verify(what, e.recv(), size/4, seed(from, mode, size), 1, 0)
-}
-
-// checkHandles reports the waits of every channel's watchdog that timed
-// out.
-func (e *example) checkHandles() error {
-	errs := []error{e.ch.Check(), e.chPkt.Check()}
-	if e.port != nil {
-		errs = append(errs, e.port.Check())
-	}
-	return errors.Join(errs...)
 }

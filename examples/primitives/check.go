@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
@@ -106,18 +107,25 @@ func (e *example) barrier(what string) error {
 
 // timed runs launch once to warm up (the first launch loads the module),
 // then iters times, and returns the time per launch once the stream is
-// done; every launch is queued in one Do, so the host's cost per launch
-// is a launch's, not a context switch's.
+// done; every timed launch is queued in one Do, so the host's cost per
+// launch is a launch's, not a context switch's. A wait that timed out in
+// the warm-up ends it there: every launch after it would wait as long.
 func (e *example) timed(iters int, launch func() error) (time.Duration, error) {
-	var d time.Duration
+	s := cuda.StreamOf(0)
 	err := e.rc.Do(func() error {
-		s := cuda.StreamOf(0)
 		if err := launch(); err != nil {
 			return err
 		}
-		if err := s.Synchronize(); err != nil {
-			return err
-		}
+		return s.Synchronize()
+	})
+	if err == nil {
+		err = e.checkHandles()
+	}
+	if err != nil {
+		return 0, err
+	}
+	var d time.Duration
+	err = e.rc.Do(func() error {
 		start := time.Now()
 		for range iters {
 			if err := launch(); err != nil {
@@ -130,5 +138,18 @@ func (e *example) timed(iters int, launch func() error) (time.Duration, error) {
 		d = time.Since(start) / time.Duration(iters)
 		return nil
 	})
+	if err == nil {
+		err = e.checkHandles()
+	}
 	return d, err
+}
+
+// checkHandles reports the waits of every channel's watchdog that timed
+// out (a record stays: once one is written, every later check fails).
+func (e *example) checkHandles() error {
+	errs := []error{e.ch.Check(), e.chPkt.Check()}
+	if e.port != nil {
+		errs = append(errs, e.port.Check())
+	}
+	return errors.Join(errs...)
 }
