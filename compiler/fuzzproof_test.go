@@ -38,71 +38,106 @@ import (
 // nine ranks), so `go test -fuzz FuzzProof` explores many.
 func FuzzProof(f *testing.F) {
 	srcs := proofSources(f)
-	// A sample of the sources (each algorithm at some rank count, a few
-	// fixtures), each unmutated and with one mutation, the kinds in turn:
-	// the seeds must take a few seconds, as CI fuzzes each target for 10 s
-	// including them, and the fuzzer reaches the other sources by
-	// mutating which.
-	for i, k := 0, 0; i < len(srcs); i, k = i+9, k+1 {
-		kind := byte(k % numProofMutations)
-		f.Add(uint16(i), uint8(i), uint8(i%3+1), []byte{})
-		f.Add(uint16(i), uint8(3*i+int(kind)), uint8(kind%5+1), []byte{kind, byte(i), byte(3 * kind), byte(5*i + int(kind)), 0x41})
-	}
-	// Inputs past the source plans compile a random chunk-level program
-	// (TestDifferential's generator, seeded by which) instead.
-	for k := 0; k < 4; k++ {
-		f.Add(uint16(len(srcs)+k), uint8(k), uint8(k%5), []byte{byte(k), 0, 0, byte(k), 0x41})
+	for _, in := range proofSeeds(srcs) {
+		f.Add(in.which, in.sizeSel, in.launches, in.data)
 	}
 	f.Fuzz(func(t *testing.T, which uint16, sizeSel, launches uint8, data []byte) {
-		var base *ir.Plan
-		name := ""
-		if k := int(which) % (len(srcs) + 64); k < len(srcs) {
-			base, name = srcs[k].plan(), srcs[k].name
-		} else {
-			prog := genProgram(rand.New(rand.NewSource(int64(which))))
-			p, _, ds := CompileSource("gen.msccl", []byte(prog), nil, Options{})
-			if ds.HasErrors() {
-				return
-			}
-			base, name = p, "generated program:\n"+prog
-		}
-		if base == nil {
-			return
-		}
-		p, desc := proofMutate(base, data)
-		if p == nil {
-			return
-		}
-		if ds := ir.Validate(p); ds.HasErrors() {
-			return // the decoder refuses it before any executor runs it
-		}
-		rule, err := p.SizeRule()
-		if err != nil {
-			return
-		}
-		size, ok := rule.Next(rule.Min + int64(sizeSel%8)*rule.Granularity)
+		c, ok := proofInput{which, sizeSel, launches, data}.prepare(srcs)
 		if !ok {
 			return
 		}
-		in, _, err := p.BufferBytes(size)
-		if err != nil || in*int64(len(p.GPUs)) > 4<<20 {
-			return // keep each input fast
-		}
-		what := fmt.Sprintf("%s, mutated: %s", name, desc)
-		n := 1 + int(launches%5)
-		// Bounded: a mutation can make a plan loop (a pipeline of tiny
-		// windows) or ask for huge scratch; the byte-level runs that
-		// follow move the same ops and bytes as this one.
-		sym, err := cpu.Run(p, cpu.Options{Size: size, Symbolic: true, Launches: n, MaxSteps: 2_000_000, MaxMemory: 1 << 30})
-		if err != nil {
-			return // refused at setup (a mutated index past a buffer) or too large: not a verdict
-		}
-		reds := proofReductions(p)
-		diffOne(t, &diffStats{}, p, what, size, n, reds)
-		if sym.OK() && len(reds) == len(diffReduces) {
-			consistentBits(t, what, p, size, n)
+		what := c.source + ", mutated: " + c.mutation
+		reds := proofReductions(c.p)
+		diffOne(t, &diffStats{}, c.p, what, c.size, c.launches, reds)
+		if c.sym.OK() && len(reds) == len(diffReduces) {
+			consistentBits(t, what, c.p, c.size, c.launches)
 		}
 	})
+}
+
+// A proofInput is one input of FuzzProof: which source plan, an index
+// into the sizes its rule admits, a launch count and the mutations.
+type proofInput struct {
+	which             uint16
+	sizeSel, launches uint8
+	data              []byte
+}
+
+// proofSeeds are FuzzProof's seeds: a sample of the sources (each
+// algorithm at some rank count, a few fixtures), each unmutated and with
+// one mutation, the kinds in turn. The seeds must take a few seconds, as
+// CI fuzzes each target for 10 s including them, and the fuzzer reaches
+// the other sources by mutating which. Inputs past the source plans
+// compile a random chunk-level program (TestDifferential's generator,
+// seeded by which) instead.
+func proofSeeds(srcs []*proofSource) []proofInput {
+	var out []proofInput
+	for i, k := 0, 0; i < len(srcs); i, k = i+9, k+1 {
+		kind := byte(k % numProofMutations)
+		out = append(out, proofInput{uint16(i), uint8(i), uint8(i%3 + 1), []byte{}})
+		out = append(out, proofInput{uint16(i), uint8(3*i + int(kind)), uint8(kind%5 + 1), []byte{kind, byte(i), byte(3 * kind), byte(5*i + int(kind)), 0x41}})
+	}
+	for k := 0; k < 4; k++ {
+		out = append(out, proofInput{uint16(len(srcs) + k), uint8(k), uint8(k % 5), []byte{byte(k), 0, 0, byte(k), 0x41}})
+	}
+	return out
+}
+
+// A proofCase is what one input runs: the mutated plan at one admitted
+// size and launch count, and its symbolic verdict there.
+type proofCase struct {
+	p                *ir.Plan
+	source, mutation string
+	size             int64
+	launches         int
+	sym              *cpu.Report
+}
+
+// prepare builds in's case from srcs; ok is false when the input makes
+// none (a program that does not compile, a mutation the decoder would
+// refuse, no admitted size, too large, or refused at setup).
+func (in proofInput) prepare(srcs []*proofSource) (c proofCase, ok bool) {
+	var base *ir.Plan
+	if k := int(in.which) % (len(srcs) + 64); k < len(srcs) {
+		base, c.source = srcs[k].plan(), srcs[k].name
+	} else {
+		prog := genProgram(rand.New(rand.NewSource(int64(in.which))))
+		p, _, ds := CompileSource("gen.msccl", []byte(prog), nil, Options{})
+		if ds.HasErrors() {
+			return c, false
+		}
+		base, c.source = p, "generated program:\n"+prog
+	}
+	if base == nil {
+		return c, false
+	}
+	c.p, c.mutation = proofMutate(base, in.data)
+	if c.p == nil {
+		return c, false
+	}
+	if ds := ir.Validate(c.p); ds.HasErrors() {
+		return c, false // the decoder refuses it before any executor runs it
+	}
+	rule, err := c.p.SizeRule()
+	if err != nil {
+		return c, false
+	}
+	if c.size, ok = rule.Next(rule.Min + int64(in.sizeSel%8)*rule.Granularity); !ok {
+		return c, false
+	}
+	n, _, err := c.p.BufferBytes(c.size)
+	if err != nil || n*int64(len(c.p.GPUs)) > 4<<20 {
+		return c, false // keep each input fast
+	}
+	c.launches = 1 + int(in.launches%5)
+	// Bounded: a mutation can make a plan loop (a pipeline of tiny
+	// windows) or ask for huge scratch; the byte-level runs that follow
+	// move the same ops and bytes as this one.
+	c.sym, err = cpu.Run(c.p, cpu.Options{Size: c.size, Symbolic: true, Launches: c.launches, MaxSteps: 2_000_000, MaxMemory: 1 << 30})
+	if err != nil {
+		return c, false // refused at setup (a mutated index past a buffer) or too large: not a verdict
+	}
+	return c, true
 }
 
 // consistentBits holds the rank-consistency claim of a plan proven at
@@ -146,7 +181,7 @@ func (s *proofSource) plan() *ir.Plan {
 // proofSources lists every library algorithm at 2–9 ranks (hierarchical
 // ones at 2 nodes) and every peer-plan fixture, in a fixed order so that
 // a corpus entry names the same plan on every machine.
-func proofSources(f *testing.F) []*proofSource {
+func proofSources(f testing.TB) []*proofSource {
 	files, _ := filepath.Glob("../algorithms/*.msccl")
 	sort.Strings(files)
 	var out []*proofSource
