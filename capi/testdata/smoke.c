@@ -29,7 +29,7 @@ static const char *ring =
 
 int main(void) {
     char *out = NULL, *err = NULL, *diags = NULL;
-    CHECK(msccl_abi_version() == 4, "abi %d", msccl_abi_version());
+    CHECK(msccl_abi_version() == 5, "abi %d", msccl_abi_version());
     CHECK(msccl_version(&out, &err) == 0 && strncmp(out, "libmsccl ", 9) == 0, "version %s", out ? out : err);
     msccl_free(out);
     out = NULL;
@@ -47,6 +47,10 @@ int main(void) {
     out = NULL;
 
     CHECK(msccl_verify(plan, NULL, &out, &err) == 0 && strstr(out, "\"ok\":true") && strstr(out, "\"verdict\":\"correct\""), "verify %s", out ? out : err);
+    msccl_free(out);
+    out = NULL;
+    CHECK(msccl_verify(plan, "{\"require_consistent\": true}", &out, &err) == 0 && strstr(out, "\"ok\":true") && strstr(out, "\"consistent\":true"),
+          "verify, consistency required: %s", out ? out : err);
     msccl_free(out);
     out = NULL;
 
