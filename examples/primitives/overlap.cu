@@ -31,6 +31,10 @@ extern "C" __global__ void overlap(const msccl::MemoryChannel* ch, msccl::Device
   u64 stride = (u64)(gridDim.x - commBlocks) * blockDim.x;
   for (u64 i = (u64)(blockIdx.x - commBlocks) * blockDim.x + threadIdx.x; i < n; i += stride) {
     u32 x = in[i];
+    // Not unrolled: the compiler would fold unrolled rounds into one
+    // multiply-add (the composition of affine maps is one), doing a
+    // fraction of the work the loop's length says.
+#pragma unroll 1
     for (int k = 0; k < iters; k++) x = x * 1664525u + 1013904223u;
     out[i] = x;
   }

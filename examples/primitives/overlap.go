@@ -17,7 +17,8 @@ const (
 	overlapCommBlocks = 16
 	overlapThreads    = 512
 	overlapIters      = 20 // timed launches per figure
-	// overlapRounds is the loop's first length; calibrate scales it.
+	// overlapRounds is the loop's first length, which the times of the
+	// put and the loop alone then scale.
 	overlapRounds = 64
 )
 

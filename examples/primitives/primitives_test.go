@@ -53,6 +53,29 @@ func TestKernelsCompile(t *testing.T) {
 		if !strings.Contains(string(k.Image()), ".entry "+name) {
 			t.Errorf("%s: no entry %s", f, name)
 		}
+		if name == "overlap" {
+			loopNotFolded(t, string(k.Image()))
+		}
+	}
+}
+
+// loopNotFolded: overlap.cu's loop does one multiply-add per round, as
+// the example's figures say: unrolled, the compiler composes rounds into
+// one multiply-add of other constants.
+func loopNotFolded(t *testing.T, ptx string) {
+	t.Helper()
+	n := 0
+	for _, l := range strings.Split(ptx, "\n") {
+		if !strings.Contains(l, "mad.lo") {
+			continue
+		}
+		n++
+		if !strings.HasSuffix(strings.TrimSpace(l), ", 1664525, 1013904223;") {
+			t.Errorf("overlap.cu: the loop's rounds are folded: %s", strings.TrimSpace(l))
+		}
+	}
+	if n != 1 {
+		t.Errorf("overlap.cu: %d multiply-adds in the PTX, want the loop's one", n)
 	}
 }
 
