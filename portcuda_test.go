@@ -72,6 +72,11 @@ func portCUDAChild(role string) int {
 		return fail("port channels", err)
 	}
 	defer ch.Close()
+	ph, err := ch.portHandleAt(0)
+	if err != nil {
+		return fail("handle", err)
+	}
+	fmt.Printf("rank %d: handle %v\n", r, ph.Fifo.Size == PortFifoEntries && ph.Src == uint64(buf.DevicePtr()) && ph.Dst == memAddr(reg.r.Peers[1-r]) && ph.Sem.Chan.RemoteInbound == 0 && ph.Fifo.Tail == ph.Fifo.Entries+8*4*PortFifoEntries)
 	k, err := portRoundsKernel("")
 	if err != nil {
 		return fail("compile", err)
@@ -155,6 +160,7 @@ func TestPortChannelsCUDAProcs(t *testing.T) {
 		t.Run(role, func(t *testing.T) {
 			spawnChecked(t, 2, portRole+"="+role, 90*time.Second, func(r int) []string {
 				want := []string{
+					fmt.Sprintf("rank %d: handle true", r),
 					fmt.Sprintf("rank %d: 0 words wrong, 0 waits ended by the watchdog", r),
 					fmt.Sprintf("rank %d: last round's words from rank %d: true", r, 1-r),
 				}
