@@ -8,7 +8,8 @@
 # put, signal and wait between two ranks) timed by msccl-bench with the
 # same two processes under MPS (--procs 2 -c) and with both ranks in one
 # process (graph replay, the command of perf.sh latency, run before MPS
-# starts), so that the log holds both round trips.
+# starts), so that the log holds both round trips. First, where gpu-pack
+# packed them, the package's GPU tests.
 # Build on a machine with Go, from the repo root:
 #   bash scripts/gpu-pack ./examples/primitives && go build -trimpath -o .gpu/bin/primitives ./examples/primitives
 # (gpu-pack also builds .gpu/bin/msccl-compile and msccl-bench), then on
@@ -26,6 +27,7 @@ for f in "$bin" "$bench" "$root/.gpu/bin/msccl-compile"; do
   [ -x "$f" ] || { echo "primitives.sh: $f is missing (build it as the header says)" >&2; exit 2; }
 done
 tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 rc=0
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$log"
 
@@ -45,6 +47,18 @@ executor() {
     printf "executor ping-pong (pingpong.msccl, %d hops), %s: %.2f us a run, %.2f us a hop, %.2f us a round trip\n", hops, label, $5, $5 / hops, 2 * $5 / hops
   }' "$tmp/bench.out" | tee -a "$log"
 }
+# The package's GPU tests (the receivers' check and the loop, the
+# ping-pong with both ends in one launch, a wait the watchdog ends),
+# where gpu-pack built them.
+if [ -x "$root/.gpu/examples_primitives.test" ]; then
+  echo "== go test ./examples/primitives (packed)" >>"$log"
+  (cd "$root/examples/primitives" && timeout "${TIMEOUT:-240}" "$root/.gpu/examples_primitives.test" -test.v -test.count=1) >"$tmp/tests.out" 2>&1 || {
+    echo "go test ./examples/primitives: exit $?" | tee -a "$log"; rc=1
+  }
+  cat "$tmp/tests.out" >>"$log"
+else
+  echo "go test ./examples/primitives: not packed (.gpu/examples_primitives.test), skipped" | tee -a "$log"
+fi
 "$root/.gpu/bin/msccl-compile" compile "$root/testdata/perf/pingpong.msccl" -D hops=$hops -o "$tmp/pingpong.json" >>"$log" 2>&1 || {
   echo "primitives.sh: msccl-compile of testdata/perf/pingpong.msccl failed (see $log)" | tee -a "$log"; exit 1
 }
@@ -56,8 +70,6 @@ if [ -z "${NO_MPS:-}" ]; then
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
   nvidia-cuda-mps-control -d || { echo "primitives.sh: nvidia-cuda-mps-control -d failed" >&2; exit 2; }
   trap 'echo quit | nvidia-cuda-mps-control; rm -rf "$tmp"' EXIT
-else
-  trap 'rm -rf "$tmp"' EXIT
 fi
 
 # The example's job: its variables in a subshell of its own, so that
@@ -92,5 +104,5 @@ executor "2 processes $sharing" --procs 2 --device cuda -c
 echo "== examples/primitives, rank 0 (both ranks' output: $log)"
 grep -v '^\s*$' "$tmp/rank0.out" | head -40
 sed -n 's/^primitives:/rank 1: &/p' "$tmp/rank1.out" | head -5
-grep '^executor ping-pong' "$log"
+grep -E '^executor ping-pong|^--- ' "$log"
 exit $rc
