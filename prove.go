@@ -83,8 +83,9 @@ type ProveOptions struct {
 var consistencies sync.Map // [32]byte -> *Consistency
 
 // ProveWith is Prove that also says whether p is rank-consistent. c is
-// nil when p is not proven (err says why) or has more than
-// compiler.ConsistencyMaxRanks ranks and o does not require consistency.
+// nil when p is not proven (err says why), and, when o does not require
+// consistency, for a plan of more than compiler.ConsistencyMaxRanks ranks
+// or one whose check could not run (a proven plan: err is nil).
 // With o.RequireConsistent, a proven plan that is not rank-consistent
 // comes back with c and an error naming the two output bytes that differ
 // (or the switch reduction, or the timing). Verdicts are cached by plan
@@ -98,10 +99,11 @@ func ProveWith(p *Plan, sm *SourceMap, o ProveOptions) (c *Consistency, err erro
 		return nil, err
 	}
 	c, err = consistencyOf(p, key, o.RequireConsistent)
-	if err != nil {
-		return nil, fmt.Errorf("plan %q: %w", p.Name, err)
-	}
-	if c == nil {
+	switch {
+	case err != nil && o.RequireConsistent:
+		return nil, fmt.Errorf("plan %q: cannot check rank consistency: %w", p.Name, err)
+	case err != nil || c == nil:
+		// As msccl-compile compile: proven, consistency unknown.
 		return nil, nil
 	}
 	if cerr := c.Err(); cerr != nil && o.RequireConsistent {
