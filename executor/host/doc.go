@@ -1,13 +1,17 @@
 // Package host runs one rank's share of a plan in this process, on CPU
 // threads, over memory the rank shares with the other ranks' processes
 // (runtime/comm with the CPU device, runtime/cpudev). It is a real
-// interpreter of real plans across real processes: every thread block is
-// a goroutine, semaphores, signals and LL packet flags are sync/atomic
-// operations on the shared words (sequentially consistent, which is
-// stronger than the release/acquire docs/model.md asks for), port
-// channels go through a per-rank proxy goroutine that serves requests in
-// order (a put's copy before the signal that follows it; flush waits for
-// the copies issued before it), and reductions and element types are
+// interpreter of real plans across real processes: the thread blocks of
+// a small launch are coroutines on the caller's thread (a wait that is
+// not met yields to the next block; a round of waiting blocks backs off
+// with cpudev.Backoff, so the thread never parks: a C caller's thread
+// would be handed off), those of a large one each a goroutine;
+// semaphores, signals and LL packet flags are sync/atomic operations on
+// the shared words (sequentially consistent, which is stronger than the
+// release/acquire docs/model.md asks for), port channels go through a
+// per-rank proxy goroutine that serves requests in order (a put's copy
+// before the signal that follows it; flush waits for the copies issued
+// before it), and reductions and element types are
 // executor/cpu's (cpu.Reducer), so results are bit-identical to the
 // reference executor's.
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"iter"
 	"runtime"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/internal/par"
 	"github.com/msccl-go/msccl-go/ir"
+	"github.com/msccl-go/msccl-go/runtime/cpudev"
 )
 
 // run is one launch of the plan on this rank.
@@ -120,8 +122,7 @@ func (e *Executor) Run(ctx context.Context, b *Buffers, dt cpu.DType, red ir.Red
 	if e.p.DoubleScratch {
 		rn.half = int64(l % 2)
 	}
-	// Blocks wait on each other: each needs a goroutine of its own.
-	errs := par.Each(len(b.progs), func(i int) error { return rn.block(&blk{id: i}, b.progs[i]) })
+	errs := rn.blocks(b.progs, b.size <= inlineMax)
 	if len(rn.stuck) > 0 {
 		h := &HangError{Rank: e.rank, Timeout: e.opt.Timeout, Cause: rn.cause, Stuck: rn.stuck}
 		if h.Cause == nil {
@@ -145,6 +146,97 @@ type blk struct {
 	red   cpu.Reducer
 	arena []byte // temporaries of the current op
 	srcs  [][]byte
+	// yield hands the caller's thread back to the driver (run.blocks)
+	// of a block run as a coroutine; nil otherwise.
+	yield func(struct{}) bool
+	// moved: the block passed a wait since it last yielded.
+	moved bool
+	// lone: the rank's only block, run on the caller's goroutine.
+	lone bool
+	bo   cpudev.Backoff // a lone block's pacing
+}
+
+// inlineMax is the largest message whose blocks run as coroutines on the
+// caller's thread rather than each on a goroutine: small messages are
+// all waiting, and a thread hand-off costs more than the whole call;
+// large ones are reductions and copies that several cores share.
+const inlineMax = 64 << 10
+
+// blocks runs the rank's blocks and returns their errors by block.
+// Inline, they run as coroutines on the calling goroutine (iter.Pull,
+// whose switches stay on this thread even when it is a C thread's, locked
+// to its goroutine): a block that finds its wait unmet yields, the driver
+// resumes the next, and only when a whole round of blocks is waiting does
+// the thread back off (cpudev.Backoff: spin, sched_yield, nanosleep),
+// never parking in the Go scheduler. Otherwise each block is a goroutine,
+// as blocks may wait on each other.
+func (rn *run) blocks(progs [][]xop, inline bool) []error {
+	if !inline && len(progs) > 1 {
+		return par.Each(len(progs), func(i int) error { return rn.block(&blk{id: i}, progs[i]) })
+	}
+	errs := make([]error, len(progs))
+	if len(progs) == 1 {
+		errs[0] = rn.block(&blk{id: 0, lone: true}, progs[0])
+		return errs
+	}
+	bls := make([]*blk, len(progs))
+	nexts := make([]func() (struct{}, bool), len(progs))
+	for i := range progs {
+		bl := &blk{id: i}
+		bls[i] = bl
+		var stop func()
+		nexts[i], stop = iter.Pull(func(yield func(struct{}) bool) {
+			bl.yield = yield
+			errs[i] = rn.block(bl, progs[i])
+		})
+		// Ends a coroutine still suspended if a block panics (the
+		// panic reaches the driver through next).
+		defer stop()
+	}
+	var bo cpudev.Backoff
+	for live := len(progs); live > 0; {
+		idle := true
+		for i, next := range nexts {
+			if next == nil {
+				continue
+			}
+			if _, ok := next(); !ok {
+				nexts[i], live, idle = nil, live-1, false
+			} else if bls[i].moved {
+				idle = false
+			}
+		}
+		if idle {
+			bo.Pause()
+		} else {
+			bo.Reset()
+		}
+	}
+	return errs
+}
+
+// pause waits between two polls of the block's current wait, i the
+// number of polls so far: a coroutine yields to the driver, a lone block
+// backs off itself, a goroutine spins, yields its P, then sleeps (it may
+// share the P with blocks that it waits for). It returns false when the
+// driver stopped the block.
+func (bl *blk) pause(i int) bool {
+	switch {
+	case bl.yield != nil:
+		bl.moved = i == 0
+		return bl.yield(struct{}{})
+	case bl.lone:
+		if i == 0 {
+			bl.bo.Reset()
+		}
+		bl.bo.Pause()
+	case i < 64:
+	case i < 256:
+		runtime.Gosched()
+	default:
+		time.Sleep(time.Duration(min(i-255, 50)) * 2 * time.Microsecond)
+	}
+	return true
 }
 
 // tmp returns n bytes of the block's arena, valid until the next op.
@@ -180,9 +272,9 @@ func (rn *run) block(bl *blk, prog []xop) error {
 	return nil
 }
 
-// await spins, then sleeps, until ready holds; it gives up (recording
-// what the block waits for) past the timeout, when another block gave
-// up, when a peer failed, or when ctx ends.
+// await polls until ready holds, pausing between polls (blk.pause); it
+// gives up (recording what the block waits for) past the timeout, when
+// another block gave up, when a peer failed, or when ctx ends.
 func (rn *run) await(bl *blk, x *xop, ready func() bool, what func() string) error {
 	start := time.Now()
 	dead := rn.e.c.Dead()
@@ -213,12 +305,8 @@ func (rn *run) await(bl *blk, x *xop, ready func() bool, what func() string) err
 			rn.abort.Store(true)
 			return errStopped
 		}
-		switch {
-		case i < 64:
-		case i < 256:
-			runtime.Gosched()
-		default:
-			time.Sleep(time.Duration(min(i-255, 50)) * 2 * time.Microsecond)
+		if !bl.pause(i) {
+			return errStopped
 		}
 	}
 }

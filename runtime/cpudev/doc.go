@@ -8,6 +8,10 @@
 // open and unlink), so a process that dies leaks nothing: the pages go
 // when the last descriptor and mapping do.
 //
-// cpudev owns allocation and mapping only; what runs on the memory is
-// executor/host's, how handles travel is runtime/comm's.
+// It also paces the threads that poll the memory for words other
+// processes write (Backoff): spin, sched_yield, nanosleep, never a park
+// in the Go scheduler.
+//
+// cpudev owns allocation, mapping and that pacing only; what runs on the
+// memory is executor/host's, how handles travel is runtime/comm's.
 package cpudev

@@ -1,0 +1,81 @@
+package cpudev
+
+import (
+	"syscall"
+	"time"
+)
+
+// Backoff paces a thread that polls words of shared memory which other
+// processes write (a peer's signal, an LL packet's flag), between one
+// poll that found nothing and the next. It never parks the goroutine in
+// the Go scheduler: a poll's caller may be a C thread that called into
+// Go (libmsccl_nccl.so), whose goroutine is locked to that thread, and
+// every park and wake-up of such a goroutine is a hand-off between OS
+// threads (futex wake, then sleep) costing tens to hundreds of µs on a
+// busy machine, more than a whole small collective. runtime.Gosched is
+// such a park for a locked goroutine too, so the yields here are the
+// kernel's.
+//
+// The phases: a few polls back to back (a peer that is running answers
+// within a µs or so); then one sched_yield per poll for YieldFor, which
+// gives this core to any thread waiting for it (on a machine with fewer
+// cores than ranks, that is the peer being waited for) and costs well
+// under a µs when no thread is; then nanosleep, 10 µs longer each time
+// up to MaxSleep, so a rank that waits long (a slow peer, a debugger)
+// stops burning its core. The sleep blocks the OS thread in the kernel,
+// which wakes it without the Go scheduler; the runtime takes the
+// thread's P for other goroutines if they need it.
+//
+// The zero value is ready; Reset starts the phases over after a poll
+// that found what it waited for.
+type Backoff struct {
+	polls int
+	since time.Time // the first yield
+	sleep time.Duration
+}
+
+// The phases' lengths. SpinPolls is small because polls are cheap but a
+// peer that is not running needs this core; YieldFor is several times a
+// wake-up from sleep, so a peer that answers within it never meets the
+// sleeps' latency.
+const (
+	SpinPolls = 64
+	YieldFor  = 500 * time.Microsecond
+	MaxSleep  = time.Millisecond
+	sleepStep = 10 * time.Microsecond
+)
+
+// Pause waits before the next poll, as long as the phase says.
+func (b *Backoff) Pause() {
+	b.polls++
+	switch {
+	case b.polls <= SpinPolls:
+		return
+	case b.polls == SpinPolls+1:
+		b.since = time.Now()
+		Yield()
+	case b.sleep == 0 && time.Since(b.since) < YieldFor:
+		Yield()
+	default:
+		b.sleep = min(b.sleep+sleepStep, MaxSleep)
+		sleep(b.sleep)
+	}
+}
+
+// Reset starts the phases over: the next wait begins with spinning.
+func (b *Backoff) Reset() { *b = Backoff{} }
+
+// Sleeping reports whether the backoff has reached its sleeping phase.
+func (b *Backoff) Sleeping() bool { return b.sleep > 0 }
+
+// Yield gives the calling thread's core to another runnable thread, if
+// any, without parking the goroutine (sched_yield).
+func Yield() { syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0) }
+
+// sleep blocks the calling thread for d in the kernel (nanosleep), not
+// in the Go scheduler. An interrupted sleep is not resumed: the caller
+// polls again, which is all a wake-up is for.
+func sleep(d time.Duration) {
+	ts := syscall.NsecToTimespec(int64(d))
+	syscall.Nanosleep(&ts, nil)
+}

@@ -1,0 +1,44 @@
+package cpudev
+
+import (
+	"testing"
+	"time"
+)
+
+// The backoff spins, yields for YieldFor, then sleeps longer each pause
+// up to MaxSleep; Reset starts over with spinning.
+func TestBackoffPhases(t *testing.T) {
+	var b Backoff
+	start := time.Now()
+	for range SpinPolls + 1 {
+		b.Pause()
+	}
+	if b.Sleeping() {
+		t.Fatal("sleeping after the spin polls")
+	}
+	for !b.Sleeping() {
+		b.Pause()
+	}
+	if d := time.Since(start); d < YieldFor {
+		t.Errorf("slept after yielding for %v, want %v first", d, YieldFor)
+	}
+	t0 := time.Now()
+	b.Pause() // the second sleep: 2 steps
+	if d := time.Since(t0); d < 2*sleepStep {
+		t.Errorf("a sleeping pause took %v, want at least %v", d, 2*sleepStep)
+	}
+	b.sleep = MaxSleep // where many sleeps lead, without the waiting
+	t0 = time.Now()
+	b.Pause()
+	if d := time.Since(t0); b.sleep != MaxSleep || d < MaxSleep {
+		t.Errorf("capped sleep %v took %v, want %v", b.sleep, d, MaxSleep)
+	}
+	b.Reset()
+	t0 = time.Now()
+	for range SpinPolls {
+		b.Pause()
+	}
+	if b.Sleeping() || time.Since(t0) > 50*time.Millisecond {
+		t.Errorf("after Reset: sleeping %v, %v for the spin polls", b.Sleeping(), time.Since(t0))
+	}
+}
