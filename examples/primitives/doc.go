@@ -6,8 +6,9 @@
 //   - a ping-pong: the round trip of a signal over a memory channel;
 //   - bandwidth from 1 KiB to 256 MiB: put, get and LL16 packets over a
 //     memory channel, a device copy within the rank's own memory by the
-//     same kernel (put and get as fractions of it), and putWithSignal over
-//     a port channel ("-", with the reason, where PortChannels is refused);
+//     same kernel (put and get as fractions of it) and by the driver
+//     (cuMemcpyAsync), and putWithSignal over a port channel ("-", with
+//     the reason, where PortChannels is refused);
 //   - overlap: a put to the peer and an elementwise loop over local data
 //     fused in one kernel, against the two as kernels one after the other.
 //
