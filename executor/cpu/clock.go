@@ -95,7 +95,10 @@ type vbottom struct {
 // node another clock has seen stays immutable once its owner has moved
 // to a new tag. (Per run, not global: the proofs of a plan run in
 // parallel, and a shared counter bounced between the cores.)
-type tagSource struct{ n uint64 }
+type tagSource struct {
+	n  uint64
+	sp *sparseRun // non-nil: the run's clocks are sparse (sparseclock.go)
+}
 
 func (t *tagSource) next() uint64 { t.n++; return t.n }
 
@@ -106,9 +109,17 @@ type vclock struct {
 	tag  uint64
 	lv   uint8 // inner levels (at least one)
 	ts   *tagSource
+	// A sparse clock (sp non-nil) holds its entries in ents, sorted by
+	// agent, instead of the tree; shared: another clock holds ents too.
+	sp     *sparseRun
+	ents   []sent
+	shared bool
 }
 
 func newVC(n int, ts *tagSource) *vclock {
+	if ts.sp != nil {
+		return &vclock{sp: ts.sp}
+	}
 	lv := uint8(1)
 	for c := vcFan * vcFan; c < n; c <<= vcBits {
 		lv++
@@ -178,6 +189,9 @@ func (c *vclock) share() {
 }
 
 func (c *vclock) get(i int) uint32 {
+	if c.sp != nil {
+		return sget(c.ents, int32(i))
+	}
 	n := c.root
 	for l := int(c.lv); l > 1; l-- {
 		if n == nil {
@@ -196,6 +210,10 @@ func (c *vclock) get(i int) uint32 {
 }
 
 func (c *vclock) set(i int, x uint32) {
+	if c.sp != nil {
+		c.sset(int32(i), x)
+		return
+	}
 	if c.get(i) != x {
 		c.root = c.setNode(c.root, int(c.lv), i, x)
 	}
@@ -223,12 +241,20 @@ func (c *vclock) assign(o *vclock) {
 	if c == o {
 		return
 	}
+	if c.sp != nil {
+		c.ents, c.shared, o.shared = o.ents, true, true
+		return
+	}
 	c.root = o.root
 	o.share()
 }
 
 // clone is a changeable copy of c.
 func (c *vclock) clone() *vclock {
+	if c.sp != nil {
+		c.shared = true
+		return &vclock{sp: c.sp, ents: c.ents, shared: true}
+	}
 	d := &vclock{root: c.root, tag: c.ts.next(), lv: c.lv, ts: c.ts}
 	c.share()
 	return d
@@ -236,6 +262,9 @@ func (c *vclock) clone() *vclock {
 
 // frozen is an unchangeable snapshot of c.
 func (c *vclock) frozen() *vclock {
+	if c.sp != nil {
+		return c.clone()
+	}
 	if c.tag == 0 {
 		return c
 	}
@@ -244,10 +273,25 @@ func (c *vclock) frozen() *vclock {
 	return d
 }
 
-func (c *vclock) reset() { c.root = nil }
+func (c *vclock) reset() { c.root, c.ents, c.shared = nil, nil, false }
+
+// empty reports whether c knows nothing.
+func (c *vclock) empty() bool { return c.root == nil && len(c.ents) == 0 }
+
+// freeze makes c, which nothing else holds, an unchangeable snapshot.
+func (c *vclock) freeze() {
+	c.tag = 0
+	c.shared = true
+}
 
 // join sets dst to the entrywise maximum of dst and src.
 func join(dst, src *vclock) {
+	if dst.sp != nil {
+		if dst != src {
+			dst.sjoin(src.ents, 0)
+		}
+		return
+	}
 	if dst == src || src.root == nil || dst.root == src.root {
 		return
 	}
@@ -353,6 +397,10 @@ func newClocks(n int, ts *tagSource) clocks { return clocks{E: newVC(n, ts), V: 
 // makes them differ in a few): joinPair walks both pairs at once and
 // joins each shared subtree once, for both.
 func (c clocks) join(o clocks) {
+	if c.E.sp != nil {
+		c.sjoin(o, 0)
+		return
+	}
 	if o.V == nil {
 		join(c.E, o.E)
 		return
@@ -468,6 +516,11 @@ func (c clocks) assign(o clocks) {
 // set sets agent a's entry of both clocks, keeping the subtrees E and V
 // share shared.
 func (c clocks) set(a int, x uint32) {
+	if c.E.sp != nil {
+		c.E.sset(int32(a), x)
+		c.V.sset(int32(a), x)
+		return
+	}
 	if c.E.get(a) == x && c.V.get(a) == x {
 		return
 	}
@@ -506,6 +559,8 @@ func (c clocks) frozen() clocks {
 	f := clocks{E: c.E.frozen()}
 	switch {
 	case c.V == nil:
+	case c.E.sp != nil:
+		f.V = c.V.frozen()
 	case c.V.root == c.E.root:
 		f.V = f.E
 	default:
@@ -565,4 +620,41 @@ type barrierResult struct {
 	c       clocks
 	t       float64
 	pending int
+}
+
+// recv joins clocks another agent published (a token, a packet, a
+// proxy's or a barrier's clocks) into c: the same join as join, but a
+// sparse clock counts the hop (sparseclock.go).
+func (c clocks) recv(o clocks) {
+	if c.E.sp != nil {
+		c.sjoin(o, 1)
+		return
+	}
+	c.join(o)
+}
+
+// recvE is recv for execution order alone (relaxed edges).
+func recvE(dst, src *vclock) {
+	if dst.sp != nil {
+		dst.sjoin(src.ents, 1)
+		return
+	}
+	join(dst, src)
+}
+
+// sjoin is join and recv on sparse clocks.
+func (c clocks) sjoin(o clocks, hop uint8) {
+	c.E.sjoin(o.E.ents, hop)
+	if o.V != nil {
+		c.V.sjoin(o.V.ents, hop)
+	}
+}
+
+// knows is the race check's question: is (a, e) ordered before the
+// holder, for visibility (v) or execution.
+func (c clocks) knows(a int, e uint32, v bool) bool {
+	if v {
+		return c.V.knows(a, e, true)
+	}
+	return c.E.knows(a, e, false)
 }

@@ -177,7 +177,7 @@ func (s *sim) data(b *block, op *rop, w, unit int64) (bool, string) {
 			}
 		}
 		if op.code == ir.OpPwsf {
-			b.pend.join(rs.proxyClk)
+			b.pend.recv(rs.proxyClk)
 			b.t = max(b.t, rs.proxyT)
 		}
 		if port {

@@ -8,30 +8,64 @@ import (
 	"github.com/msccl-go/msccl-go/ir"
 )
 
-// A proof's memory is mostly its happens-before clocks: every op that
-// changes a block's clock copies a path of the clock's tree, and the
-// race detector keeps a snapshot per access range, so what the clocks
-// hold grows with the ops run and, per op, with the agents (blocks,
-// proxies and hosts) whose entries change. Measured on the library's
-// ring allreduce (symbolic run, 4 launches, in process) as the peak of
-// the heap's object bytes, the figure checkHeap holds against the cap:
-// 2.1 KiB per op at 64 ranks (2 k agents), 2.8 KiB at 128 (8 k), 4.7
-// KiB at 256 (33 k). The fit below stays 11-24% above those points, so
-// that a run the estimate lets start is not then stopped by checkHeap;
-// run setup refuses a plan whose estimate is past Options.MaxMemory
+// A run first checks races on sparse clocks (sparseclock.go), whose
+// entries per clock do not grow with the agents, so the whole run (its
+// resolved ops, access history and clocks) grows with the ops alone.
+// Measured on the library's ring allreduce (symbolic run, 4 launches,
+// in process) as the peak of the heap's object bytes above what the
+// plan held before the run, the figure checkHeap holds against the
+// cap: 1.1 KiB per op at 64 ranks, 0.94 at 128, 0.88 at 256;
+// sparseBytesPerOp stays above them.
+//
+// A run its sparse clocks cannot decide is repeated on the exact clocks
+// (clock.go): every op that changes a block's clock copies a path of
+// the clock's tree, and the race detector keeps a snapshot per access
+// range, so what they hold grows with the ops run and, per op, with the
+// agents (blocks, proxies and hosts) whose entries change. Measured the
+// same way on the ring: 2.1 KiB per op at 64 ranks (2 k agents), 2.8
+// KiB at 128 (8 k), 4.7 KiB at 256 (33 k). The fit below stays 11-24%
+// above those points, so that a run the estimate lets start is not
+// then stopped by checkHeap.
+//
+// Run setup refuses a plan whose estimate is past Options.MaxMemory
 // before a clock exists.
 //
-// Estimate: ops × (clockBytesPerOp + agents/clockAgentsPerByte).
+// Estimates: sparse, ops × sparseBytesPerOp; exact, ops ×
+// (clockBytesPerOp + agents/clockAgentsPerByte).
 const (
+	sparseBytesPerOp   = 1280
 	clockBytesPerOp    = 2304
 	clockAgentsPerByte = 9
 )
 
 // ClockMemory estimates the bytes the happens-before clocks of a run of
-// p reach (the buffers come on top: BufferMemory). It saturates rather
-// than overflow.
+// p reach (the buffers come on top: BufferMemory): the sparse clocks'
+// estimate, which is what a run needs unless they leave an access
+// undecided (then the repeat on exact clocks is held to
+// ExactClockMemory). It saturates rather than overflow.
 func ClockMemory(p *ir.Plan) int64 {
-	maxTB, ops := 0, int64(0)
+	ops, _ := planOps(p)
+	if ops > (1<<62)/sparseBytesPerOp {
+		return 1 << 62
+	}
+	return ops * sparseBytesPerOp
+}
+
+// ExactClockMemory estimates the bytes the exact clocks of a run of p
+// reach. It saturates rather than overflow.
+func ExactClockMemory(p *ir.Plan) int64 {
+	ops, agents := planOps(p)
+	per := clockBytesPerOp + agents/clockAgentsPerByte
+	if ops > 0 && per > (1<<62)/ops {
+		return 1 << 62
+	}
+	return ops * per
+}
+
+// planOps counts p's ops (a pipeline and each op of its body) and the
+// agents of its clocks.
+func planOps(p *ir.Plan) (ops, agents int64) {
+	maxTB := 0
 	for r := range p.GPUs {
 		maxTB = max(maxTB, len(p.GPUs[r].ThreadBlocks))
 		for t := range p.GPUs[r].ThreadBlocks {
@@ -40,12 +74,7 @@ func ClockMemory(p *ir.Plan) int64 {
 			}
 		}
 	}
-	agents := int64(maxTB+2) * int64(len(p.GPUs))
-	per := clockBytesPerOp + agents/clockAgentsPerByte
-	if ops > 0 && per > (1<<62)/ops {
-		return 1 << 62
-	}
-	return ops * per
+	return ops, int64(maxTB+2) * int64(len(p.GPUs))
 }
 
 // MemoryError is a run refused, or stopped, for memory: Need is the
@@ -60,7 +89,7 @@ func (e *MemoryError) Error() string {
 	if e.Held {
 		return fmt.Sprintf("the run was stopped holding %s of memory, past its %s cap", human(e.Need), human(e.Max))
 	}
-	return fmt.Sprintf("the run needs about %s of memory for its happens-before clocks, past its %s cap", human(e.Need), human(e.Max))
+	return fmt.Sprintf("the run needs about %s of memory for its ops and happens-before clocks, past its %s cap", human(e.Need), human(e.Max))
 }
 
 // human prints a byte count to a tenth of its binary unit.
@@ -87,7 +116,11 @@ func (s *sim) maxMemory() int64 {
 // checkClockMemory refuses the run before its clocks are made when their
 // estimate is past the cap.
 func (s *sim) checkClockMemory() error {
-	if need := ClockMemory(s.p); need > s.maxMemory() {
+	need := ClockMemory(s.p)
+	if s.opt.exactClocks {
+		need = ExactClockMemory(s.p)
+	}
+	if need > s.maxMemory() {
 		return &MemoryError{Need: need, Max: s.maxMemory()}
 	}
 	return nil

@@ -102,12 +102,12 @@ func (d *detector) access(rank, arr int, lo, hi int64, a acc, c clocks) {
 	j := m.split(hi)
 	for k := i; k < j; k++ {
 		sg := &m.segs[k]
-		if sg.hasW && sg.w.exec != a.exec && c.V.get(int(sg.w.agent)) < sg.w.epoch && c.E.get(int(sg.w.pubAgent)) < sg.w.pubEpoch {
+		if sg.hasW && sg.w.exec != a.exec && !c.knows(int(sg.w.agent), sg.w.epoch, true) && !d.published(sg.w, c) {
 			d.report(rank, arr, sg.lo, sg.hi, sg.w, a)
 		}
 		if a.write {
 			for _, r := range sg.reads {
-				if r.exec != a.exec && c.E.get(int(r.agent)) < r.epoch {
+				if r.exec != a.exec && !c.knows(int(r.agent), r.epoch, false) {
 					d.report(rank, arr, sg.lo, sg.hi, r, a)
 				}
 			}
@@ -132,7 +132,19 @@ func (d *detector) access(rank, arr int, lo, hi int64, a acc, c clocks) {
 	}
 }
 
+// published reports whether the write w's kernel end, which publishes
+// it, is execution-ordered before c's holder. (A proxy's copies are
+// never published that way: pubEpoch is the largest epoch.)
+func (d *detector) published(w acc, c clocks) bool {
+	return w.pubEpoch != ^uint32(0) && c.knows(int(w.pubAgent), w.pubEpoch, false)
+}
+
 func (d *detector) report(rank, arr int, lo, hi int64, x, y acc) {
+	if sp := d.s.tags.sp; sp != nil {
+		// Not ordered by the sparse clocks: the exact run decides.
+		sp.miss = true
+		return
+	}
 	k := raceKey{x.place, y.place, rank, arr}
 	if i, ok := d.seen[k]; ok {
 		r := &d.races[i]
@@ -213,7 +225,7 @@ func (f *flagMap) ready(lo, hi int64, flag uint32, into clocks) (ok bool, t floa
 		if into.E != nil {
 			// A packet's arrival orders execution and shows its payload:
 			// it joins E into both (one walk where they share subtrees).
-			into.join(clocks{E: s.c.E, V: s.c.E})
+			into.recv(clocks{E: s.c.E, V: s.c.E})
 		}
 		t = max(t, s.t)
 		x = s.hi

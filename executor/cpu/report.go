@@ -20,7 +20,9 @@ type Options struct {
 	Trace    bool      // build a Chrome trace-event JSON of the first launch
 	Topology *Topology // cost model for the trace; nil means an H200 over NVLink
 	// MaxSteps bounds the op executions of the whole run (fuzzing feeds
-	// plans that would otherwise loop for minutes); 0 means 50 million.
+	// plans that would otherwise loop for minutes); 0 means 50 million
+	// plus Launches times the plan's op count (a pipeline and each op of
+	// its body counted once).
 	MaxSteps int64
 	// MaxMemory bounds the run's memory; 0 means 16 GiB. The simulated
 	// buffers of all ranks together (a plan with a billion scratch chunks
@@ -89,6 +91,10 @@ type Options struct {
 	// cons, when set, runs a consistency check instead of the result
 	// check (consistency.go).
 	cons *consMode
+
+	// exactClocks runs on the exact clocks from the start (Run sets it
+	// to repeat a run its sparse clocks could not decide).
+	exactClocks bool
 
 	// sched, when not zero, seeds a shuffled schedule (tests use it to
 	// show that verdicts do not depend on the interleaving).

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/msccl-go/msccl-go/internal/diag"
@@ -78,12 +79,32 @@ func run(p *ir.Plan, opt Options) (*Report, error) {
 	if p == nil {
 		return nil, fmt.Errorf("no plan")
 	}
+	rep, err := runMode(p, opt)
+	if errors.Is(err, errClockMiss) {
+		// The sparse clocks left an access unordered: the exact clocks
+		// say whether it races (sparseclock.go).
+		opt.exactClocks = true
+		rep, err = runMode(p, opt)
+	}
+	return rep, err
+}
+
+func runMode(p *ir.Plan, opt Options) (*Report, error) {
 	if opt.Symbolic && !opt.PerElement && opt.OnLaunch == nil {
 		return runRanges(p, opt)
 	}
 	s := &sim{p: p, opt: opt}
 	return s.start()
 }
+
+// sparse reports whether the run starts on sparse clocks: it checks
+// races, and it can be repeated (nothing streamed out).
+func (s *sim) sparse() bool {
+	return !s.opt.NoRaces && s.opt.OnLaunch == nil && !s.opt.exactClocks
+}
+
+// clockMiss reports whether the sparse clocks left an access unordered.
+func (s *sim) clockMiss() bool { return s.tags.sp != nil && s.tags.sp.miss }
 
 // start is Run once the mode is chosen (s.field set: the range mode).
 func (s *sim) start() (*Report, error) {
@@ -107,6 +128,9 @@ func (s *sim) start() (*Report, error) {
 	}
 	s.report = &Report{}
 	s.det = detector{mem: make([][numArrs]shadow, len(s.ranks)), seen: map[raceKey]int{}, s: s}
+	if s.sparse() {
+		s.tags.sp = newSparseRun(s)
+	}
 	s.tmpClk = newClocks(s.agents, &s.tags)
 	s.opClk = newClocks(s.agents, &s.tags)
 	s.none = newClocks(s.agents, &s.tags).frozen()
@@ -135,6 +159,9 @@ func (s *sim) start() (*Report, error) {
 	}
 	if err := s.schedule(hostPlace); err != nil {
 		return nil, err
+	}
+	if s.clockMiss() {
+		return nil, errClockMiss
 	}
 	s.finish()
 	return s.report, nil
@@ -180,7 +207,10 @@ func (s *sim) options() error {
 	}
 	s.maxSteps = o.MaxSteps
 	if s.maxSteps <= 0 {
-		s.maxSteps = 50_000_000
+		// Every op of the plan once per launch, and room for pipelines
+		// to loop: a 1024-rank ring runs 54 million ops in 4 launches.
+		ops, _ := planOps(s.p)
+		s.maxSteps = 50_000_000 + int64(s.launches)*ops
 	}
 	return nil
 }
@@ -190,22 +220,28 @@ func (s *sim) options() error {
 // outputs and writes the next inputs, then the next launch starts.
 func (s *sim) boundary(rs *rankState, l int, place int32) {
 	j := rs.hostClk
-	for _, b := range rs.blocks {
-		// The kernel's end is a nop for every block: what each acquired
-		// reaches the host.
-		j.join(b.clk)
-		j.join(b.pend)
-		// It also fences the rank's own blocks, so their writes become
-		// visible to the host. Another rank's write the blocks only know
-		// through relaxed edges (E) stays invisible: that rank publishes
-		// it at its own kernel's end (acc.pubEpoch), which the host here
-		// is not ordered after (docs/model.md: relaxed pairs never make
-		// data readable, and the host reads outputs when its own kernel
-		// ends).
-		j.set(b.agent, b.ph)
-	}
 	rs.hostEpoch++
-	j.set(rs.host, rs.hostEpoch)
+	switch {
+	case s.opt.NoRaces:
+	case s.tags.sp != nil:
+		s.sparseBoundary(rs, j)
+	default:
+		for _, b := range rs.blocks {
+			// The kernel's end is a nop for every block: what each
+			// acquired reaches the host.
+			j.join(b.clk)
+			j.join(b.pend)
+			// It also fences the rank's own blocks, so their writes
+			// become visible to the host. Another rank's write the
+			// blocks only know through relaxed edges (E) stays
+			// invisible: that rank publishes it at its own kernel's end
+			// (acc.pubEpoch), which the host here is not ordered after
+			// (docs/model.md: relaxed pairs never make data readable,
+			// and the host reads outputs when its own kernel ends).
+			j.set(b.agent, b.ph)
+		}
+		j.set(rs.host, rs.hostEpoch)
+	}
 	s.exec++
 	a := acc{agent: int32(rs.host), epoch: rs.hostEpoch, exec: s.exec, place: place, pubAgent: int32(rs.host), pubEpoch: rs.hostEpoch}
 	if l >= 0 {
@@ -244,7 +280,13 @@ func (s *sim) boundary(rs *rankState, l int, place int32) {
 		tEnd = max(tEnd, b.t)
 	}
 	for _, b := range rs.blocks {
-		b.clk.assign(j)
+		switch {
+		case s.opt.NoRaces:
+		case s.tags.sp != nil:
+			s.sparseStart(rs, b)
+		default:
+			b.clk.assign(j)
+		}
 		b.pend.clear()
 		b.ph++
 		b.pc, b.iter, b.inner = 0, 0, 0
@@ -274,7 +316,11 @@ func (s *sim) schedule(hostPlace []int32) error {
 				burst = int64(splitmix(&rnd)%3) + 1
 			}
 			for n := int64(0); !b.launchDone && n < burst; n++ {
-				if !s.step(b) {
+				ok := s.step(b)
+				if s.clockMiss() {
+					return errClockMiss
+				}
+				if !ok {
 					break
 				}
 				progress = true
@@ -294,6 +340,9 @@ func (s *sim) schedule(hostPlace []int32) error {
 		for _, rs := range s.ranks {
 			if rs.launch < s.launches && rs.done == len(rs.blocks) {
 				s.boundary(rs, rs.launch, hostPlace[rs.r])
+				if s.clockMiss() {
+					return errClockMiss
+				}
 				progress = true
 				if s.stream.err != nil {
 					return s.stream.err
@@ -397,20 +446,21 @@ func (s *sim) own(b *block, relaxed bool) clocks {
 	// Usually nothing is pending (a nop came since the last wait): the
 	// snapshot is then the block's clocks themselves.
 	if relaxed {
-		if b.pend.E.root == nil {
+		if b.pend.E.empty() {
 			return clocks{E: b.clk.E.frozen()}
 		}
 		c := b.clk.E.clone()
 		join(c, b.pend.E)
-		c.tag = 0 // nothing else holds c: freeze it in place
+		c.freeze() // nothing else holds c: freeze it in place
 		return clocks{E: c}
 	}
-	if b.pend.E.root == nil && b.pend.V.root == nil {
+	if b.pend.E.empty() && b.pend.V.empty() {
 		return b.clk.frozen()
 	}
 	c := clocks{E: b.clk.E.clone(), V: b.clk.V.clone()}
 	c.join(b.pend)
-	c.E.tag, c.V.tag = 0, 0
+	c.E.freeze()
+	c.V.freeze()
 	return c
 }
 
@@ -424,7 +474,7 @@ func (b *block) nop() {
 
 // proxyStep hands a request to the rank's in-order proxy.
 func (s *sim) proxyStep(rs *rankState, b *block) {
-	rs.proxyClk.join(b.clk)
+	rs.proxyClk.recv(b.clk)
 	rs.proxyEpoch++
 	rs.proxyClk.set(rs.proxy, rs.proxyEpoch)
 	rs.proxyT = max(rs.proxyT, b.t)
@@ -498,9 +548,9 @@ func (s *sim) wait(b *block, op *rop, relaxed bool) (bool, string) {
 		// Relaxed memory-channel waits order execution only; port waits
 		// always acquire (upstream has no relaxed port wait).
 		if tk.c.V != nil && (!relaxed || c.typ == ir.ChanPort) {
-			b.pend.join(tk.c)
+			b.pend.recv(tk.c)
 		} else {
-			join(b.pend.E, tk.c.E)
+			recvE(b.pend.E, tk.c.E)
 		}
 		b.t = max(b.t, tk.t)
 	}
@@ -525,7 +575,7 @@ func (s *sim) run(b *block, op *rop, w, unit int64) (bool, string) {
 	case ir.OpWait, ir.OpRlxWait:
 		return s.wait(b, op, op.code == ir.OpRlxWait)
 	case ir.OpFlush:
-		b.pend.join(rs.proxyClk)
+		b.pend.recv(rs.proxyClk)
 		b.t = max(b.t, rs.proxyT)
 	case ir.OpSemAcquire:
 		for _, id := range op.sems {
@@ -541,7 +591,7 @@ func (s *sim) run(b *block, op *rop, w, unit int64) (bool, string) {
 			}
 			tk := sm.q.pop()
 			s.tr.recv(tk)
-			b.pend.join(tk.c)
+			b.pend.recv(tk.c)
 			b.t = max(b.t, tk.t)
 		}
 	case ir.OpSemRelease:
@@ -564,8 +614,8 @@ func (s *sim) barrier(b *block, op *rop) (bool, string) {
 	}
 	if !b.inBarrier {
 		b.inBarrier, b.barGen = true, st.gen
-		st.acc.join(b.clk)
-		st.acc.join(b.pend)
+		st.acc.recv(b.clk)
+		st.acc.recv(b.pend)
 		st.acc.set(b.agent, b.ph)
 		st.t = max(st.t, b.t)
 		st.arrived++

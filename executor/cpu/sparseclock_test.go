@@ -1,0 +1,65 @@
+package cpu
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+)
+
+// TestSparseClocksAgree holds the sparse clocks to the exact ones on
+// every fixture and every single-point mutation of one (TestMutations-
+// Rejected's, most of them races): a sparse run either stops at an
+// access it cannot order (errClockMiss, and Run repeats it exactly) or
+// reports exactly what the exact run reports. A sparse clock that
+// claimed an order the exact clocks lack would pass a racy mutation
+// here, and fail this test.
+func TestSparseClocksAgree(t *testing.T) {
+	plans := fixtures(t)
+	for name, p := range collectivePlans() {
+		plans["direct/"+name] = p
+	}
+	decided, missed := 0, 0
+	var asIs []string // correct plans the sparse clocks did not prove
+	for _, name := range sortedNames(plans) {
+		p := plans[name]
+		cases := []mutation{{"as is", nil}}
+		cases = append(cases, mutations(p)...)
+		for _, m := range cases {
+			q := p
+			if m.apply != nil {
+				q = clonePlan(p)
+				m.apply(q)
+			}
+			opt := Options{Size: sizes(p)[0] * 4, DType: I32, Seed: 3, Launches: 3}
+			for _, sym := range []bool{false, true} {
+				opt.Symbolic = sym
+				exactOpt := opt
+				exactOpt.exactClocks = true
+				want, werr := runMode(q, exactOpt)
+				got, gerr := runMode(q, opt)
+				if errors.Is(gerr, errClockMiss) {
+					missed++
+					if m.apply == nil && werr == nil && want.OK() {
+						asIs = append(asIs, name)
+					}
+					continue
+				}
+				if (gerr == nil) != (werr == nil) || gerr != nil && gerr.Error() != werr.Error() {
+					t.Errorf("%s, %s, symbolic %v: sparse error %v, exact error %v", name, m.name, sym, gerr, werr)
+					continue
+				}
+				if gerr != nil {
+					continue
+				}
+				decided++
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("%s, %s, symbolic %v: sparse clocks report\n%s\nexact clocks report\n%s", name, m.name, sym, got, want)
+				}
+			}
+		}
+	}
+	t.Logf("%d runs decided by the sparse clocks, %d repeated on exact clocks; correct plans repeated: %v", decided, missed, asIs)
+	if decided == 0 {
+		t.Fatal("the sparse clocks decided nothing")
+	}
+}
