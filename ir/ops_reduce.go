@@ -15,6 +15,12 @@ import (
 // plan whose ops fix two different reductions serves none: the error
 // names two of them.
 func (p *Plan) FixedReduce() (ReduceOp, error) {
+	// Every launch asks (RunReduce), and the walk below spells each op's
+	// position: a plan with no op that fixes a reduction, nearly every
+	// plan, is answered by a walk that spells nothing.
+	if !p.fixesReduce() {
+		return ReduceNone, nil
+	}
 	fixed, where := ReduceNone, ""
 	var err error
 	var walk func(ops []Op, at string)
@@ -46,6 +52,34 @@ func (p *Plan) FixedReduce() (ReduceOp, error) {
 		return ReduceNone, err
 	}
 	return fixed, nil
+}
+
+// fixesReduce reports whether an op of p names min, max or prod.
+func (p *Plan) fixesReduce() bool {
+	var walk func(ops []Op) bool
+	walk = func(ops []Op) bool {
+		for i := range ops {
+			op := &ops[i]
+			if op.Code == OpPipeline {
+				if walk(op.Ops()) {
+					return true
+				}
+				continue
+			}
+			if red := op.ReduceOp(); op.Info().Reduces && red != ReduceNone && red != ReduceSum {
+				return true
+			}
+		}
+		return false
+	}
+	for r := range p.GPUs {
+		for b := range p.GPUs[r].ThreadBlocks {
+			if walk(p.GPUs[r].ThreadBlocks[b].Ops) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // RunReduce is the reduction a run of p applies when asked for red:
