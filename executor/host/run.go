@@ -1,6 +1,7 @@
 package host
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -274,42 +275,59 @@ func (rn *run) block(bl *blk, prog []xop) error {
 
 // await polls until ready holds, pausing between polls (blk.pause); it
 // gives up (recording what the block waits for) past the timeout, when
-// another block gave up, when a peer failed, or when ctx ends.
+// another block gave up, when a peer failed, or when ctx ends. Those
+// checks (a clock read, two channels) cost more than a poll, so they run
+// every watchEvery pauses, and at once when another block gave up.
 func (rn *run) await(bl *blk, x *xop, ready func() bool, what func() string) error {
+	if ready() {
+		return nil
+	}
 	start := time.Now()
-	dead := rn.e.c.Dead()
+	dead, done := rn.e.c.Dead(), rn.ctx.Done()
 	for i := 0; ; i++ {
-		if ready() {
-			return nil
-		}
-		timedOut := false
-		var cause error
-		select {
-		case <-dead:
-			cause = rn.e.c.Err()
-		case <-rn.ctx.Done():
-			cause = rn.ctx.Err()
-		default:
-			timedOut = time.Since(start) > rn.e.opt.Timeout
-		}
-		if timedOut || cause != nil || rn.abort.Load() {
-			if ready() { // a peer that failed may have done its part
-				return nil
+		if i%watchEvery == 0 || rn.abort.Load() {
+			timedOut := false
+			var cause error
+			select {
+			case <-dead:
+				cause = rn.e.c.Err()
+			default:
 			}
-			rn.mu.Lock()
-			if cause != nil && rn.cause == nil {
-				rn.cause = cause
+			select {
+			case <-done:
+				cause = cmp.Or(cause, rn.ctx.Err())
+			default:
 			}
-			rn.stuck = append(rn.stuck, Stuck{At: x.at, Op: x.code.String(), Waiting: what(), TimedOut: timedOut})
-			rn.mu.Unlock()
-			rn.abort.Store(true)
-			return errStopped
+			if cause == nil {
+				timedOut = time.Since(start) > rn.e.opt.Timeout
+			}
+			if timedOut || cause != nil || rn.abort.Load() {
+				if ready() { // a peer that failed may have done its part
+					return nil
+				}
+				rn.mu.Lock()
+				if cause != nil && rn.cause == nil {
+					rn.cause = cause
+				}
+				rn.stuck = append(rn.stuck, Stuck{At: x.at, Op: x.code.String(), Waiting: what(), TimedOut: timedOut})
+				rn.mu.Unlock()
+				rn.abort.Store(true)
+				return errStopped
+			}
 		}
 		if !bl.pause(i) {
 			return errStopped
 		}
+		if ready() {
+			return nil
+		}
 	}
 }
+
+// watchEvery is how many pauses of a wait pass between the watchdog's
+// checks: at most a few ms late in the sleeping phase, against timeouts
+// of seconds.
+const watchEvery = 8
 
 // clip narrows a reference to a pipeline window.
 func clip(r *ref, w, unit int64) (off, n int64) {

@@ -122,3 +122,25 @@ func threadSwitches() int64 {
 	}
 	return ru.Nvcsw
 }
+
+// BenchmarkRunSmall is one launch of a 1 KiB all-pairs allreduce on 2
+// in-process ranks, each on a locked thread as a C caller's is: the
+// host time of a small launch without the communicator's call path.
+func BenchmarkRunSmall(b *testing.B) {
+	p := compile(b, "allreduce_allpairs_packet", 2)
+	commtest.Check(b, execRanks(b, 2, 10*time.Second, onNode0, p, Options{}, func(ctx context.Context, c *comm.Comm, ex *Executor) error {
+		bufs, err := ex.Alloc(ctx, 1024)
+		if err != nil {
+			return err
+		}
+		defer bufs.Free()
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		for range b.N {
+			if err := ex.Run(ctx, bufs, cpu.F32, ir.ReduceSum); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+}
