@@ -8,6 +8,7 @@ import (
 
 	"github.com/msccl-go/msccl-go"
 	"github.com/msccl-go/msccl-go/ir"
+	"github.com/msccl-go/msccl-go/runtime/cpudev"
 )
 
 // ncclDataType_t: msccl-go's type where it has one, and the element size.
@@ -113,9 +114,13 @@ func (k *call) check() error {
 	return nil
 }
 
-// run runs k now.
-func (k *call) run() error {
-	ctx := context.Background()
+// onCThread is the context of a call run on the C caller's thread: its
+// goroutine is locked to that thread, which the cpu device's waits must
+// know (cpudev.WithLockedThread).
+var onCThread = cpudev.WithLockedThread(context.Background())
+
+// run runs k now, in ctx (onCThread on the caller's thread).
+func (k *call) run(ctx context.Context) error {
 	rc := k.c.rc
 	switch k.p2p {
 	case 1:
@@ -141,7 +146,7 @@ func (k *call) run() error {
 		// Data movement only (a reduction over one rank is a copy too):
 		// every type is its bytes.
 		cl.DType = msccl.U8
-		return k.issue(cl)
+		return k.issue(ctx, cl)
 	}
 	// handOverReason has sent every other type and reduction to the
 	// real NCCL.
@@ -157,28 +162,28 @@ func (k *call) run() error {
 	case opProd:
 		cl.Op = msccl.Prod
 	default:
-		return k.scaled(cl)
+		return k.scaled(ctx, cl)
 	}
-	return k.issue(cl)
+	return k.issue(ctx, cl)
 }
 
-func (k *call) issue(cl msccl.Call) error {
+func (k *call) issue(ctx context.Context, cl msccl.Call) error {
 	// The field, not OnStream: an option takes cl's address and would
 	// move it to the heap on every call.
 	if k.c.device == "cuda" {
 		cl.Stream = uintptr(k.stream)
 	}
-	return k.c.rc.Collective(context.Background(), cl)
+	return k.c.rc.Collective(ctx, cl)
 }
 
 // scaled runs ncclAvg (a sum, then the result divided by the ranks) and
 // PreMulSum (each input multiplied by the scalar, then a sum) on f32 on
 // the cpu device, where the scaling is a loop over host memory (the
 // other devices and types hand them over: handOverReason).
-func (k *call) scaled(cl msccl.Call) error {
+func (k *call) scaled(ctx context.Context, cl msccl.Call) error {
 	cl.Op = msccl.Sum
 	if k.op == opAvg {
-		if err := k.issue(cl); err != nil {
+		if err := k.issue(ctx, cl); err != nil {
 			return err
 		}
 		if cl.Out.Len() > 0 {
@@ -197,7 +202,7 @@ func (k *call) scaled(cl msccl.Call) error {
 		scaleF32(tmp, s)
 		cl.In = msccl.HostMem(tmp)
 	}
-	return k.issue(cl)
+	return k.issue(ctx, cl)
 }
 
 func scaleF32(b []byte, s float32) {

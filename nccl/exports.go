@@ -30,6 +30,7 @@ static long long msccl_group_current(void) { return msccl_group_id; }
 import "C"
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -457,7 +458,7 @@ func collective(comm unsafe.Pointer, k call) C.int {
 		if k.reason != "" {
 			return handOver(&k, k.reason)
 		}
-		return k.run()
+		return k.run(onCThread)
 	})
 }
 
@@ -704,7 +705,7 @@ func runBatch(calls []*call) error {
 		go func() {
 			defer wg.Done()
 			for _, k := range per[c] {
-				if err := k.run(); err != nil {
+				if err := k.run(context.Background()); err != nil {
 					record(c, err)
 					errs[i] = err
 					return

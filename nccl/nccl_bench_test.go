@@ -69,7 +69,23 @@ var usPerCall = regexp.MustCompile(`rank \d+: (?:nccl|go) ([0-9.]+) us/call`)
 // runBenchJob runs world processes made by cmd on the cpu device and
 // returns the mean over the ranks of their µs per call.
 func runBenchJob(b *testing.B, world int, cmd func(ctx context.Context, rank int, idFile string) *exec.Cmd) float64 {
-	idFile := filepath.Join(b.TempDir(), "id")
+	outs := runJob(b, world, cmd)
+	sum := 0.0
+	for r := range world {
+		m := usPerCall.FindSubmatch(outs[r])
+		if m == nil {
+			b.Fatalf("rank %d printed no µs per call:\n%s", r, outs[r])
+		}
+		v, _ := strconv.ParseFloat(string(m[1]), 64)
+		sum += v
+	}
+	return sum / float64(world)
+}
+
+// runJob runs world processes made by cmd on the cpu device and returns
+// what each printed; a rank that fails fails t.
+func runJob(t testing.TB, world int, cmd func(ctx context.Context, rank int, idFile string) *exec.Cmd) [][]byte {
+	idFile := filepath.Join(t.TempDir(), "id")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmds := make([]*exec.Cmd, world)
@@ -91,16 +107,39 @@ func runBenchJob(b *testing.B, world int, cmd func(ctx context.Context, rank int
 	for range world {
 		<-done
 	}
-	sum := 0.0
 	for r := range world {
-		m := usPerCall.FindSubmatch(outs[r])
-		if errs[r] != nil || m == nil {
-			b.Fatalf("rank %d of %s: %v\n%s", r, cmds[r].Path, errs[r], outs[r])
+		if errs[r] != nil {
+			t.Fatalf("rank %d of %s: %v\n%s", r, cmds[r].Path, errs[r], outs[r])
 		}
-		v, _ := strconv.ParseFloat(string(m[1]), 64)
-		sum += v
 	}
-	return sum / float64(world)
+	return outs
+}
+
+var sleeps = regexp.MustCompile(`rank (\d+): (\d+) voluntary context switches in (\d+) calls`)
+
+// A C thread that calls ncclAllReduce of 1 KiB on the cpu device is not
+// put to sleep to wait for its peers: each sleep of the locked goroutine
+// that runs a call from C is a hand-off between OS threads, which used
+// to cost more than the whole call (testdata/hostbench.c counts the
+// thread's voluntary context switches over its loop). A few are allowed
+// for a peer kept off its core longer than the waits' yielding phase.
+func TestCThreadKeepsRunning(t *testing.T) {
+	_, bin := buildC(t, "testdata/hostbench.c")
+	const world, calls = 2, 2000
+	outs := runJob(t, world, func(ctx context.Context, r int, idFile string) *exec.Cmd {
+		return exec.CommandContext(ctx, bin, strconv.Itoa(r), strconv.Itoa(world), idFile, strconv.Itoa(calls), strconv.Itoa(benchCount))
+	})
+	for r, out := range outs {
+		m := sleeps.FindSubmatch(out)
+		if m == nil {
+			t.Fatalf("rank %d printed no count of context switches:\n%s", r, out)
+		}
+		n, _ := strconv.Atoi(string(m[2]))
+		t.Logf("rank %d: %d voluntary context switches in %d calls", r, n, calls)
+		if n > calls/4 {
+			t.Errorf("rank %d: the C thread slept %d times in %d calls of 1 KiB", r, n, calls)
+		}
+	}
 }
 
 func median(v []float64) float64 {

@@ -123,7 +123,7 @@ func (e *Executor) Run(ctx context.Context, b *Buffers, dt cpu.DType, red ir.Red
 	if e.p.DoubleScratch {
 		rn.half = int64(l % 2)
 	}
-	errs := rn.blocks(b.progs, b.size <= inlineMax)
+	errs := rn.blocks(b.progs, b.size <= inlineMax, cpudev.LockedThread(ctx))
 	if len(rn.stuck) > 0 {
 		h := &HangError{Rank: e.rank, Timeout: e.opt.Timeout, Cause: rn.cause, Stuck: rn.stuck}
 		if h.Cause == nil {
@@ -169,15 +169,16 @@ const inlineMax = 64 << 10
 // to its goroutine): a block that finds its wait unmet yields, the driver
 // resumes the next, and only when a whole round of blocks is waiting does
 // the thread back off (cpudev.Backoff: spin, sched_yield, nanosleep),
-// never parking in the Go scheduler. Otherwise each block is a goroutine,
-// as blocks may wait on each other.
-func (rn *run) blocks(progs [][]xop, inline bool) []error {
+// never parking in the Go scheduler (locked: the caller's goroutine is
+// locked to its thread, so not even runtime.Gosched). Otherwise each
+// block is a goroutine, as blocks may wait on each other.
+func (rn *run) blocks(progs [][]xop, inline, locked bool) []error {
 	if !inline && len(progs) > 1 {
 		return par.Each(len(progs), func(i int) error { return rn.block(&blk{id: i}, progs[i]) })
 	}
 	errs := make([]error, len(progs))
 	if len(progs) == 1 {
-		errs[0] = rn.block(&blk{id: 0, lone: true}, progs[0])
+		errs[0] = rn.block(&blk{id: 0, lone: true, bo: cpudev.Backoff{Locked: locked}}, progs[0])
 		return errs
 	}
 	bls := make([]*blk, len(progs))
@@ -194,7 +195,7 @@ func (rn *run) blocks(progs [][]xop, inline bool) []error {
 		// panic reaches the driver through next).
 		defer stop()
 	}
-	var bo cpudev.Backoff
+	bo := cpudev.Backoff{Locked: locked}
 	for live := len(progs); live > 0; {
 		idle := true
 		for i, next := range nexts {

@@ -15,6 +15,7 @@ import (
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/comm"
 	"github.com/msccl-go/msccl-go/runtime/comm/commtest"
+	"github.com/msccl-go/msccl-go/runtime/cpudev"
 )
 
 // Blocks run as coroutines on the caller's thread up to inlineMax bytes
@@ -74,12 +75,15 @@ func TestWatchdogInlineAndGoroutines(t *testing.T) {
 }
 
 // A small collective on a goroutine locked to its thread (as every call
-// from C into Go is) does not put that thread to sleep to wait for its
+// from C into Go is), with the context saying so, does not put that thread to sleep to wait for its
 // blocks or its peers: each such sleep is a hand-off between OS threads
 // that cost more than the whole call. The thread's voluntary context
 // switches (RUSAGE_THREAD) count the sleeps; a few are allowed for a
 // peer that was off its core longer than the yielding phase lasts.
 func TestSmallRunKeepsItsThread(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("two in-process ranks on locked threads need a P each")
+	}
 	const launches = 400
 	p := compile(t, "allreduce_allpairs_packet", 2)
 	switches := make([]int64, 2)
@@ -91,6 +95,7 @@ func TestSmallRunKeepsItsThread(t *testing.T) {
 		defer b.Free()
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
+		ctx = cpudev.WithLockedThread(ctx)
 		for range 20 { // warm: the runtime's first goroutines and stacks
 			if err := ex.Run(ctx, b, cpu.F32, ir.ReduceSum); err != nil {
 				return err
@@ -136,6 +141,7 @@ func BenchmarkRunSmall(b *testing.B) {
 		defer bufs.Free()
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
+		ctx = cpudev.WithLockedThread(ctx)
 		for range b.N {
 			if err := ex.Run(ctx, bufs, cpu.F32, ir.ReduceSum); err != nil {
 				return err

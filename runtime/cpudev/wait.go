@@ -1,6 +1,8 @@
 package cpudev
 
 import (
+	"context"
+	"runtime"
 	"syscall"
 	"time"
 )
@@ -8,13 +10,15 @@ import (
 // Backoff paces a thread that polls words of shared memory which other
 // processes write (a peer's signal, an LL packet's flag), between one
 // poll that found nothing and the next. It never parks the goroutine in
-// the Go scheduler: a poll's caller may be a C thread that called into
+// the Go scheduler. A poll's caller may be a C thread that called into
 // Go (libmsccl_nccl.so), whose goroutine is locked to that thread, and
 // every park and wake-up of such a goroutine is a hand-off between OS
 // threads (futex wake, then sleep) costing tens to hundreds of µs on a
-// busy machine, more than a whole small collective. runtime.Gosched is
-// such a park for a locked goroutine too, so the yields here are the
-// kernel's.
+// busy machine, more than a whole small collective; runtime.Gosched is
+// such a hand-off for a locked goroutine too. So the yields and sleeps
+// here are the kernel's, and a goroutine that is not Locked also calls
+// runtime.Gosched before each, to let the goroutines it may be waiting
+// for (another rank of this process, a port proxy) have its P.
 //
 // The phases: a few polls back to back (a peer that is running answers
 // within a µs or so); then one sched_yield per poll for YieldFor, which
@@ -29,9 +33,12 @@ import (
 // The zero value is ready; Reset starts the phases over after a poll
 // that found what it waited for.
 type Backoff struct {
-	polls int
-	since time.Time // the first yield
-	sleep time.Duration
+	// Locked: the polling goroutine is locked to its OS thread
+	// (LockedThread), so it never calls runtime.Gosched.
+	Locked bool
+	polls  int
+	since  time.Time // the first yield
+	sleep  time.Duration
 }
 
 // The phases' lengths. SpinPolls is small because polls are cheap but a
@@ -53,17 +60,20 @@ func (b *Backoff) Pause() {
 		return
 	case b.polls == SpinPolls+1:
 		b.since = time.Now()
-		Yield()
-	case b.sleep == 0 && time.Since(b.since) < YieldFor:
-		Yield()
-	default:
-		b.sleep = min(b.sleep+sleepStep, MaxSleep)
-		sleep(b.sleep)
 	}
+	if !b.Locked {
+		runtime.Gosched()
+	}
+	if b.sleep == 0 && time.Since(b.since) < YieldFor {
+		Yield()
+		return
+	}
+	b.sleep = min(b.sleep+sleepStep, MaxSleep)
+	sleep(b.sleep)
 }
 
 // Reset starts the phases over: the next wait begins with spinning.
-func (b *Backoff) Reset() { *b = Backoff{} }
+func (b *Backoff) Reset() { *b = Backoff{Locked: b.Locked} }
 
 // Sleeping reports whether the backoff has reached its sleeping phase.
 func (b *Backoff) Sleeping() bool { return b.sleep > 0 }
@@ -78,4 +88,22 @@ func Yield() { syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0) }
 func sleep(d time.Duration) {
 	ts := syscall.NsecToTimespec(int64(d))
 	syscall.Nanosleep(&ts, nil)
+}
+
+// lockedKey marks a context (WithLockedThread).
+type lockedKey struct{}
+
+// WithLockedThread marks ctx as the context of a call whose goroutine is
+// locked to its OS thread, as every call from C into Go is: the waits of
+// the call then poll with a Locked Backoff. The mark is a promise the
+// caller makes; a goroutine that is not locked but carries it only
+// loses runtime.Gosched's pauses.
+func WithLockedThread(ctx context.Context) context.Context {
+	return context.WithValue(ctx, lockedKey{}, true)
+}
+
+// LockedThread reports whether ctx carries WithLockedThread's mark.
+func LockedThread(ctx context.Context) bool {
+	v, _ := ctx.Value(lockedKey{}).(bool)
+	return v
 }

@@ -1,6 +1,9 @@
 package cpudev
 
 import (
+	"context"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -40,5 +43,28 @@ func TestBackoffPhases(t *testing.T) {
 	}
 	if b.Sleeping() || time.Since(t0) > 50*time.Millisecond {
 		t.Errorf("after Reset: sleeping %v, %v for the spin polls", b.Sleeping(), time.Since(t0))
+	}
+}
+
+// A Backoff that is not Locked lets the other goroutines of its P run
+// from its first pause after the spin polls (with one P, the goroutine
+// it waits for could run no other way until preempted).
+func TestBackoffUnlockedSharesItsP(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	var ran atomic.Bool
+	go ran.Store(true)
+	var b Backoff
+	for range SpinPolls + 1 {
+		b.Pause()
+	}
+	if !ran.Load() {
+		t.Error("the other goroutine did not run during the first yielding pause")
+	}
+}
+
+func TestLockedThreadMark(t *testing.T) {
+	ctx := context.Background()
+	if LockedThread(ctx) || !LockedThread(WithLockedThread(ctx)) {
+		t.Error("LockedThread does not read WithLockedThread's mark")
 	}
 }
