@@ -53,9 +53,10 @@ func cmdCompile(args []string, stdout, stderr io.Writer) int {
 		return errorf(stderr, "compile", "--proof-memory: %v", err)
 	}
 	if _, ok := os.LookupEnv("GOMEMLIMIT"); !ok && !*noVerify {
-		// The collector runs at GOGC=400 (gc.go), which lets the heap
-		// grow to five times what is live: near the cap it must collect
-		// instead (a 256-rank proof peaked at 7 GB for 3 GB live).
+		// The collector runs at GOGC=400 for the compile and 100 for
+		// the proof (gc.go), which lets the heap grow to five and two
+		// times what is live: near the cap it must collect instead (a
+		// 256-rank proof peaked at 7 GB for 3 GB live).
 		debug.SetMemoryLimit(maxMem)
 	}
 	if !*noVerify {
@@ -94,6 +95,7 @@ func cmdCompile(args []string, stdout, stderr io.Writer) int {
 		return exitBad
 	}
 	if !*noVerify {
+		proofGC()
 		vds := compiler.VerifyWith(p, sm, compiler.VerifyOptions{Sizes: vs, DTypes: vt, MaxMemory: maxMem})
 		printDiags(stderr, vds, *df)
 		if vds.HasErrors() {

@@ -273,7 +273,13 @@ func (c *vclock) frozen() *vclock {
 	return d
 }
 
-func (c *vclock) reset() { c.root, c.ents, c.shared = nil, nil, false }
+func (c *vclock) reset() {
+	c.root = nil
+	if c.shared {
+		c.ents, c.shared = nil, false
+	}
+	c.ents = c.ents[:0] // c's own slice: keep its room
+}
 
 // empty reports whether c knows nothing.
 func (c *vclock) empty() bool { return c.root == nil && len(c.ents) == 0 }

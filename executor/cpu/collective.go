@@ -405,7 +405,7 @@ func (s *sim) checkLaunch(l int) {
 			}
 			var writer *Place
 			if wp >= 0 {
-				pl := s.places[wp]
+				pl := s.place(wp)
 				writer = &pl
 			}
 			// Fold into the open finding when this element continues it

@@ -25,13 +25,22 @@
 // carries its writer's epoch, so the reader (and what the reader computes
 // from it: a data dependency) is ordered after that write.
 //
-// The clocks have an entry per agent (every block, and a proxy and a host
-// per rank: 8448 for a 128-rank ring allreduce), so they are persistent
-// trees shared copy-on-write (clock.go): a token's or packet's snapshot is
-// a pointer, and a join visits only the subtrees the two clocks do not
-// share and that the receiver is not already known to dominate (each node
-// remembers the last two it absorbed). Proof memory then grows with what the clocks learn, not with
-// agents × snapshots.
+// A run first checks races on sparse clocks (sparseclock.go): per agent
+// held, an entry and how many joins it travelled, dropped past three;
+// at each kernel end a rank's host keeps its whole clock as a snapshot
+// and hands its blocks its own entry, which stands for the snapshot. Their
+// entries are never above the exact ones, so an access they order is
+// ordered; one they do not may be a path they dropped, so the run stops
+// there and Run repeats it on the exact clocks, whose report is the
+// verdict. The sparse pass costs the same per op at any rank count.
+//
+// The exact clocks have an entry per agent (every block, and a proxy and
+// a host per rank: 8448 for a 128-rank ring allreduce), so they are
+// persistent trees shared copy-on-write (clock.go): a token's or
+// packet's snapshot is a pointer, and a join visits only the subtrees
+// the two clocks do not share and that the receiver is not already known
+// to dominate (each node remembers the last two it absorbed). Their memory
+// then grows with what the clocks learn, not with agents × snapshots.
 //
 // Kernel boundaries: a launch's end orders everything its blocks did
 // before the host reads the outputs and writes the next inputs (our model

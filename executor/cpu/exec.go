@@ -354,7 +354,7 @@ func (s *sim) switchOp(b *block, op *rop, w, unit int64) (bool, string) {
 	case op.src[0].packet:
 		data = s.pktRead(b, ctx, pl, op.src[0].rank, so, n)
 	case op.code == ir.OpGlres:
-		g := op.src[0].group
+		g := s.members(b.rank, &op.src[0])
 		srcs := make([]payload, len(g))
 		for i, m := range g {
 			srcs[i] = s.load(ctx, pl, m, op.src[0].typ, so, n, b.launch)
@@ -364,14 +364,14 @@ func (s *sim) switchOp(b *block, op *rop, w, unit int64) (bool, string) {
 		data = s.load(ctx, pl, op.src[0].rank, op.src[0].typ, so, n, b.launch)
 	}
 	do, _ := clip(&op.dst[0], w, unit)
-	for _, m := range op.dst[0].group {
+	for _, m := range s.members(b.rank, &op.dst[0]) {
 		if op.dst[0].packet {
 			s.pktWrite(ctx, pl, m, do, data, b.launch, b.t+topo.OpLatencyUs+float64(2*n)/topo.SwitchGBps/1e3)
 			continue
 		}
 		s.store(ctx, pl, m, op.dst[0].typ, do, data, b.launch)
 	}
-	s.cost(b, 0, 0, n*int64(len(op.dst[0].group)), topo)
+	s.cost(b, 0, 0, n*int64(len(s.members(b.rank, &op.dst[0]))), topo)
 	return true, ""
 }
 

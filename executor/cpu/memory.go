@@ -33,7 +33,7 @@ import (
 // Estimates: sparse, ops × sparseBytesPerOp; exact, ops ×
 // (clockBytesPerOp + agents/clockAgentsPerByte).
 const (
-	sparseBytesPerOp   = 1280
+	sparseBytesPerOp   = 896
 	clockBytesPerOp    = 2304
 	clockAgentsPerByte = 9
 )

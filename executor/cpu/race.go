@@ -157,7 +157,7 @@ func (d *detector) report(rank, arr int, lo, hi int64, x, y acc) {
 	}
 	d.seen[k] = len(d.races)
 	mk := func(a acc) Access {
-		return Access{Place: d.s.places[a.place], Buffer: a.typ, BufferRank: rank, Off: lo - a.base, End: hi - a.base, Write: a.write}
+		return Access{Place: d.s.place(a.place), Buffer: a.typ, BufferRank: rank, Off: lo - a.base, End: hi - a.base, Write: a.write}
 	}
 	a, b := mk(x), mk(y)
 	d.races = append(d.races, RacePair{A: a, B: b, Cause: raceCause(d.s.p, a, b)})

@@ -20,34 +20,95 @@ const (
 // predefinedScratch is upstream's scratch size under reuse_resources.
 const predefinedScratch = 1 << 26
 
-// rref is a resolved buffer reference: whose buffer, which bytes.
+// rref is a resolved buffer reference: whose buffer, which bytes. A
+// run holds one per reference of every op of the plan (a 1024-rank ring
+// has 14 million ops), so it is kept small: 32 bytes.
 type rref struct {
-	rank   int
-	typ    ir.BufferType
 	off, n int64 // payload bytes in the referenced buffer, after tbg_info
+	rank   int
+	group  int32 // switch references: 1 + the issuing rank's switch channel; 0: none
+	typ    ir.BufferType
 	packet bool
-	group  []int // switch references: the ranks of the multicast group
+}
+
+// members returns the ranks of a switch reference's multicast group
+// (issuer: the rank whose op holds it), nil for other references.
+func (s *sim) members(issuer int, r *rref) []int {
+	if r.group == 0 {
+		return nil
+	}
+	return s.ranks[issuer].switches[r.group-1]
 }
 
 // rchan is a resolved channel of an op: the issuing rank's flat channel.
 type rchan struct {
+	flat int32
 	typ  ir.ChannelType
-	flat int
 }
 
-// rop is a resolved op; pipelines keep their body.
+// rop is a resolved op; pipelines keep their body. What only sync ops
+// and pipelines need is behind ropCtl (nil for data ops), which keeps
+// the op of a large plan small.
 type rop struct {
-	code      ir.OpCode
-	place     int32 // index into sim.places
-	src, dst  []rref
-	chans     []rchan
+	code     ir.OpCode
+	place    int32 // index into sim.places
+	src, dst []rref
+	chans    []rchan
+	reduce   ir.ReduceOp
+	*ropCtl
+}
+
+// ropCtl is a semaphore op's, a barrier's or a pipeline's part of a rop.
+type ropCtl struct {
 	sems      []int
-	reduce    ir.ReduceOp
 	barrierID int
 	numTBs    int
 	body      []rop
 	iters     int64
 	unit      int64
+}
+
+// placeRec is a Place in 20 bytes (one per op of the plan); place
+// builds the Place.
+type placeRec struct {
+	rank, block, op, inner int32
+	code                   ir.OpCode
+	host                   bool
+}
+
+func (s *sim) place(i int32) Place {
+	r := s.places[i]
+	if r.host {
+		return Place{Rank: int(r.rank), Block: -1, Op: -1, Inner: -1, OpName: "host"}
+	}
+	return Place{Rank: int(r.rank), Block: int(r.block), Op: int(r.op), Inner: int(r.inner), OpName: r.code.String()}
+}
+
+// refSlab hands out the small slices of resolved ops from large blocks,
+// so that a plan of millions of ops does not cost millions of
+// allocations (and their size-class rounding).
+type refSlab struct {
+	refs  []rref
+	chans []rchan
+}
+
+const slabLen = 4096
+
+func (sl *refSlab) takeRefs(n int) []rref   { return take(&sl.refs, n) }
+func (sl *refSlab) takeChans(n int) []rchan { return take(&sl.chans, n) }
+
+// take returns an empty slice with room for n from *slab, starting a
+// new block when the current one is full.
+func take[T any](slab *[]T, n int) []T {
+	if n == 0 {
+		return nil
+	}
+	if len(*slab)+n > cap(*slab) {
+		*slab = make([]T, 0, max(slabLen, n))
+	}
+	i := len(*slab)
+	*slab = (*slab)[:i+n]
+	return (*slab)[i : i : i+n]
 }
 
 // chanEnd is one end of a memory or port channel.
@@ -105,6 +166,10 @@ func (s *sim) setup() error {
 		s.ranks[r] = rs
 	}
 	s.pairChannels()
+	// One place per op and one per rank's host: sized once, since
+	// growing by appends left up to twice the array behind as garbage.
+	ops, _ := planOps(s.p)
+	s.places = make([]placeRec, 0, ops+int64(len(s.ranks)))
 	return s.placeBlocks()
 }
 
@@ -339,13 +404,17 @@ func (s *sim) resolveOps(r, b int, tb *ir.ThreadBlock, ops []ir.Op, outer int) (
 	return res, nil
 }
 
-func (s *sim) addPlace(pl Place) int32 {
-	s.places = append(s.places, pl)
+func (s *sim) addPlace(pl Place, code ir.OpCode) int32 {
+	s.places = append(s.places, placeRec{rank: int32(pl.Rank), block: int32(pl.Block), op: int32(pl.Op), inner: int32(pl.Inner), code: code, host: pl.Block < 0})
 	return int32(len(s.places) - 1)
 }
 
 func (s *sim) resolveOp(r int, tab *tbTable, tb *ir.ThreadBlock, op *ir.Op, pl Place) (rop, error) {
-	ro := rop{code: op.Code, place: s.addPlace(pl), reduce: op.ReduceOp(), barrierID: op.BarrierID(), numTBs: op.NumTBs()}
+	ro := rop{code: op.Code, place: s.addPlace(pl, op.Code), reduce: op.ReduceOp()}
+	switch {
+	case op.Code == ir.OpPipeline, op.Code == ir.OpBarrier, op.Code == ir.OpSemAcquire, op.Code == ir.OpSemRelease, len(op.SemaphoreIDs()) > 0:
+		ro.ropCtl = &ropCtl{barrierID: op.BarrierID(), numTBs: op.NumTBs()}
+	}
 	if op.Code >= ir.NumOps {
 		return ro, fmt.Errorf("invalid op code %d", op.Code)
 	}
@@ -386,6 +455,7 @@ func (s *sim) resolveOp(r int, tab *tbTable, tb *ir.ThreadBlock, op *ir.Op, pl P
 	if g := op.TBG(); g != nil && (g.TBGSize < 1 || g.TBID < 0 || g.TBID >= g.TBGSize) {
 		return ro, fmt.Errorf("tbg_info tb_id %d out of range for tbg_size %d", g.TBID, g.TBGSize)
 	}
+	ro.src, ro.dst = s.slab.takeRefs(len(op.Src)), s.slab.takeRefs(len(op.Dst))
 	for k := range op.Src {
 		ref, err := s.resolveRef(r, tab, op, &op.Src[k], op.IsPacketSrc(k))
 		if err != nil {
@@ -417,7 +487,10 @@ func (s *sim) resolveOp(r int, tab *tbTable, tb *ir.ThreadBlock, op *ir.Op, pl P
 			if flat < 0 || flat >= len(rs.chans[ir.ChanSlot(t)]) {
 				return ro, fmt.Errorf("channel_ids[%d]: gpu has no %s channel %d", j, t, flat)
 			}
-			ro.chans = append(ro.chans, rchan{typ: t, flat: flat})
+			if ro.chans == nil {
+				ro.chans = s.slab.takeChans(len(op.ChannelIDs))
+			}
+			ro.chans = append(ro.chans, rchan{typ: t, flat: int32(flat)})
 		}
 		if needChans && len(ro.chans) == 0 {
 			return ro, fmt.Errorf("%s names no channel", info.Name)
@@ -460,8 +533,8 @@ func (s *sim) resolveRef(r int, tab *tbTable, op *ir.Op, br *ir.BufRef, packet b
 			return ref, fmt.Errorf("block has no switch channel %d", br.SwitchID)
 		}
 		g := ids[br.SwitchID]
-		ref.group, ref.typ = rs.switches[g], rs.switchBuf[g]
-		for _, m := range ref.group {
+		ref.group, ref.typ = int32(g+1), rs.switchBuf[g]
+		for _, m := range rs.switches[g] {
 			if m < 0 || m >= len(s.ranks) {
 				return ref, fmt.Errorf("switch channel %d names rank %d of %d", br.SwitchID, m, len(s.ranks))
 			}
@@ -498,8 +571,8 @@ func (s *sim) resolveRef(r int, tab *tbTable, op *ir.Op, br *ir.BufRef, packet b
 		}
 		return nil
 	}
-	if ref.group != nil {
-		for _, m := range ref.group {
+	if ref.group != 0 {
+		for _, m := range s.members(r, &ref) {
 			if err := check(m); err != nil {
 				return ref, err
 			}

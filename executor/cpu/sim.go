@@ -17,7 +17,8 @@ type sim struct {
 	ranks    []*rankState
 	blocks   []*block
 	agents   int
-	places   []Place
+	places   []placeRec
+	slab     refSlab // resolved ops' references and channels
 	det      detector
 	rd       reducer
 	tmp      []byte
@@ -154,7 +155,7 @@ func (s *sim) start() (*Report, error) {
 	defer s.recycle()
 	hostPlace := make([]int32, len(s.ranks))
 	for r, rs := range s.ranks {
-		hostPlace[r] = s.addPlace(Place{Rank: r, Block: -1, Op: -1, Inner: -1, OpName: "host"})
+		hostPlace[r] = s.addPlace(Place{Rank: r, Block: -1, Op: -1, Inner: -1, OpName: "host"}, 0)
 		s.boundary(rs, -1, hostPlace[r])
 	}
 	if err := s.schedule(hostPlace); err != nil {
@@ -364,7 +365,7 @@ func (s *sim) schedule(hostPlace []int32) error {
 					continue
 				}
 				op, _, _ := b.current()
-				pl := s.places[op.place]
+				pl := s.place(op.place)
 				why := b.waiting
 				if why == "" && (op.code == ir.OpWait || op.code == ir.OpRlxWait) {
 					why = s.waitMsg(b, op)
@@ -502,7 +503,7 @@ func (s *sim) signal(b *block, op *rop, c rchan, relaxed bool) {
 	tk.place = op.place
 	tk.flow = s.tr.send(b)
 	if e.partner < 0 || e.peer < 0 || e.peer >= len(s.ranks) {
-		s.lost = append(s.lost, UnbalancedSignal{Place: s.places[op.place], Channel: s.chanName(rs, c) + ", which has no paired channel", Count: 1})
+		s.lost = append(s.lost, UnbalancedSignal{Place: s.place(op.place), Channel: s.chanName(rs, c) + ", which has no paired channel", Count: 1})
 		return
 	}
 	s.ranks[e.peer].chans[ir.ChanSlot(c.typ)][e.partner].in.push(tk)
@@ -654,7 +655,7 @@ func (s *sim) finish() {
 					q := &rs.chans[slot][j].in
 					if q.len() > 0 {
 						tk := q.front()
-						src := s.places[tk.place]
+						src := s.place(tk.place)
 						r.Unbalanced = append(r.Unbalanced, UnbalancedSignal{Place: src,
 							Channel: fmt.Sprintf("%s channel %d of rank %d (from rank %d)", []ir.ChannelType{ir.ChanMemory, ir.ChanPort}[slot], j, rs.r, src.Rank), Count: q.len()})
 					}
@@ -665,7 +666,7 @@ func (s *sim) finish() {
 				if v := sm.value(); v != sm.init {
 					pl := Place{Rank: rs.r, Block: -1, Op: -1, Inner: -1, OpName: "sem_release"}
 					if sm.q.len() > 0 {
-						pl = s.places[sm.q.front().place]
+						pl = s.place(sm.q.front().place)
 					}
 					r.Unbalanced = append(r.Unbalanced, UnbalancedSignal{Place: pl,
 						Channel: fmt.Sprintf("semaphore %d of rank %d (ends at %d, starts at %d)", id, rs.r, v, sm.init), Count: v - sm.init})

@@ -66,6 +66,7 @@ type sparseRun struct {
 	gen      uint32       // knows calls so far
 	miss     bool         // an access was not ordered
 	stack    []sent       // knows's pending host entries
+	merge    []sent       // sjoin's merge buffer
 	bulk     []sent       // boundary's gathered entries
 }
 
@@ -142,7 +143,9 @@ func (c *vclock) sjoin(src []sent, hop uint8) {
 	if !news {
 		return
 	}
-	out := make([]sent, 0, len(c.ents)+len(src))
+	// Merge into the run's buffer, then copy back into c's own slice
+	// where it has room: most joins then allocate nothing.
+	out := c.sp.merge[:0]
 	d := c.ents
 	for len(d) > 0 || len(src) > 0 {
 		switch {
@@ -165,7 +168,13 @@ func (c *vclock) sjoin(src []sent, hop uint8) {
 			d, src = d[1:], src[1:]
 		}
 	}
-	c.ents, c.shared = capSparse(out), false
+	out = capSparse(out)
+	c.sp.merge = out
+	if c.shared || cap(c.ents) < len(out) {
+		c.ents, c.shared = make([]sent, len(out), len(out)+len(out)/4+2), false
+	}
+	c.ents = c.ents[:len(out)]
+	copy(c.ents, out)
 }
 
 // capSparse drops the entries that travelled farthest while es is past

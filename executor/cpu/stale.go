@@ -103,7 +103,7 @@ func (s *sim) placeStaleReads() {
 			continue
 		}
 		if g, ok := m[f.Rank].at(f.Off); ok {
-			pl := s.places[g.place]
+			pl := s.place(g.place)
 			f.Reader = &pl
 		}
 	}

@@ -194,7 +194,7 @@ func (s *sim) checkRanges(l int) {
 				}
 				var writer *Place
 				if wp >= 0 {
-					pl := s.places[wp]
+					pl := s.place(wp)
 					writer = &pl
 				}
 				if open >= 0 && !(r.Findings[open].End == x && sh == openShape && wp == openWP && wl == openWL) {

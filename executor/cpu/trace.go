@@ -49,7 +49,7 @@ func newTracer(s *sim) *tracer {
 
 // slice records one op that ran from t0 to the block's current time.
 func (t *tracer) slice(b *block, op *rop, t0 float64, w int64) {
-	pl := t.s.places[op.place]
+	pl := t.s.place(op.place)
 	args := map[string]any{"op": pl.Path()}
 	if pl.Inner >= 0 {
 		args["window"] = w

@@ -150,7 +150,7 @@ func (s *sim) reportClobbers(rs *rankState, l int, changed func(lo, hi int64) bo
 		if !changed(lo, hi) {
 			continue
 		}
-		pl := s.places[g.place]
+		pl := s.place(g.place)
 		r.ClobberedBytes += hi - lo
 		if n := len(r.Clobbered); n > 0 && r.Clobbered[n-1].Rank == rs.r && r.Clobbered[n-1].Launch == l &&
 			r.Clobbered[n-1].End == lo && samePlace(r.Clobbered[n-1].Writer, &pl) {
