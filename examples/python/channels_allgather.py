@@ -2,7 +2,7 @@
 with an elementwise op, checked against torch (GPU only).
 
     pip install --no-build-isolation ./python
-    torchrun --nproc_per_node 2 examples/python/channels_allgather.py [--elements 1048576] [--per-peer 4]
+    torchrun --nproc_per_node 2 examples/python/channels_allgather.py [--elements 1048576] [--per-peer 32]
 
 Ranks may share one GPU (start the MPS daemon first: nvidia-cuda-mps-control
 -d) or have one each. Every rank joins an msccl Communicator over the torch
@@ -62,7 +62,7 @@ def timed(torch, fn, reps):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--elements", type=int, default=1 << 20, help="floats per rank (a multiple of 4)")
-    ap.add_argument("--per-peer", type=int, default=4, help="channels (blocks) per peer")
+    ap.add_argument("--per-peer", type=int, default=32, help="channels (blocks) per peer: the kernels have a block per channel, and a copy needs tens of blocks to reach the GPU's memory rate")
     ap.add_argument("--threads", type=int, default=512, help="threads per block")
     ap.add_argument("--reps", type=int, default=20, help="timed repetitions")
     args = ap.parse_args(argv)
