@@ -688,7 +688,8 @@ func runGroup(ops []groupOp) error {
 	return nil
 }
 
-// runBatch runs calls in order per communicator, communicators at once.
+// runBatch runs calls in order per communicator, communicators at once;
+// it runs on the C caller's thread (ncclGroupEnd).
 func runBatch(calls []*call) error {
 	per := map[*ncComm][]*call{}
 	var order []*ncComm
@@ -698,21 +699,33 @@ func runBatch(calls []*call) error {
 		}
 		per[k.c] = append(per[k.c], k)
 	}
+	if len(order) == 1 {
+		// One communicator: its calls run on this thread, as an
+		// ungrouped call does, rather than on a goroutine that this
+		// locked thread would sleep to wait for (a hand-off each way).
+		return runOn(onCThread, order[0], calls)
+	}
 	errs := make([]error, len(order))
 	var wg sync.WaitGroup
 	for i, c := range order {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for _, k := range per[c] {
-				if err := k.run(context.Background()); err != nil {
-					record(c, err)
-					errs[i] = err
-					return
-				}
-			}
+			errs[i] = runOn(context.Background(), c, per[c])
 		}()
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// runOn runs c's calls in order, in ctx; the first error is recorded on
+// c and ends them.
+func runOn(ctx context.Context, c *ncComm, calls []*call) error {
+	for _, k := range calls {
+		if err := k.run(ctx); err != nil {
+			record(c, err)
+			return err
+		}
+	}
+	return nil
 }
