@@ -13,7 +13,9 @@ Rank 0 prints one line per size:
     torch all_reduce BYTES bytes: T us/call (events), H us/call host, ranks N
 
 Two more loops split the time of a call between torch and the library:
-"direct" calls ncclAllReduce through ctypes on a communicator of its own
+a CUDA graph of 50
+all_reduces captured through ProcessGroupNCCL and replayed times the GPU
+side alone; "direct" calls ncclAllReduce through ctypes on a communicator of its own
 (ncclGetUniqueId, ncclCommInitRank from the process's symbols, so the
 LD_PRELOADed library's) on torch's current stream, without
 ProcessGroupNCCL; "torch op" times x.add_(0) the same way, torch's own
@@ -72,6 +74,28 @@ def timed(f, a):
     return ev0.elapsed_time(ev1) / a.iters * 1e3, host
 
 
+GRAPH_CALLS = 50
+
+
+def graphed(x, a):
+    """Per-call time of GRAPH_CALLS all_reduces captured in one CUDA graph
+    (ProcessGroupNCCL under capture), replayed: no host cost per call."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        dist.all_reduce(x)  # outside the capture first, as NCCL wants
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(GRAPH_CALLS):
+            dist.all_reduce(x)
+    torch.cuda.synchronize()
+    reps = max(a.iters // GRAPH_CALLS, 1)
+    dev, _ = timed(g.replay, argparse.Namespace(iters=reps, warmup=2))
+    return dev / GRAPH_CALLS
+
+
 def direct(comm, x, a):
     f = NCCL.ncclAllReduce
     f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
@@ -127,12 +151,14 @@ def main():
             print("rank %d: all_reduce of %d bytes: got %s, want %s" % (rank, nbytes, y[:4].tolist(), want), flush=True)
         d_dev, d_host = direct(comm, x, a) if comm else (0.0, 0.0)
         o_dev, o_host = timed(lambda: x.add_(0.0), a)
-        t = torch.tensor([dev, host, d_dev, d_host, o_dev, o_host], device="cuda")
+        g_dev = graphed(x, a)
+        t = torch.tensor([dev, host, d_dev, d_host, o_dev, o_host, g_dev], device="cuda")
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         if rank == 0:
             print("torch all_reduce %d bytes: %.2f us/call (events), %.2f us/call host, ranks %d" % (nbytes, t[0].item(), t[1].item(), world), flush=True)
             print("direct ncclAllReduce %d bytes: %.2f us/call (events), %.2f us/call host" % (nbytes, t[2].item(), t[3].item()), flush=True)
             print("torch op x.add_(0) on %d bytes: %.2f us/call (events), %.2f us/call host" % (nbytes, t[4].item(), t[5].item()), flush=True)
+            print("torch all_reduce %d bytes in a CUDA graph: %.2f us/call (events, %d calls a graph)" % (nbytes, t[6].item(), GRAPH_CALLS), flush=True)
     dist.destroy_process_group()
     if failed:
         raise SystemExit("rank %d: %d sizes failed" % (rank, failed))
