@@ -114,6 +114,10 @@ type vclock struct {
 	sp     *sparseRun
 	ents   []sent
 	shared bool
+	// borrowed: ents belong to another clock, which does not know (an
+	// op's view of its block's clock, borrow); a copy taken from c must
+	// copy them.
+	borrowed bool
 }
 
 func newVC(n int, ts *tagSource) *vclock {
@@ -242,16 +246,31 @@ func (c *vclock) assign(o *vclock) {
 		return
 	}
 	if c.sp != nil {
-		c.ents, c.shared, o.shared = o.ents, true, true
+		c.ents, c.shared, c.borrowed = o.ents, true, o.borrowed
+		if !o.borrowed {
+			o.shared = true
+		}
 		return
 	}
 	c.root = o.root
 	o.share()
 }
 
+// borrow makes c a view of o's entries for the length of one op, during
+// which o does not change; unlike assign it leaves o free to change in
+// place afterwards (a block's clock changes at every nop, and an op's
+// view of it is taken at every data op). Sparse clocks only.
+func (c clocks) borrow(o clocks) {
+	c.E.ents, c.E.shared, c.E.borrowed = o.E.ents, true, true
+	c.V.ents, c.V.shared, c.V.borrowed = o.V.ents, true, true
+}
+
 // clone is a changeable copy of c.
 func (c *vclock) clone() *vclock {
 	if c.sp != nil {
+		if c.borrowed {
+			return &vclock{sp: c.sp, ents: append([]sent(nil), c.ents...)}
+		}
 		c.shared = true
 		return &vclock{sp: c.sp, ents: c.ents, shared: true}
 	}
@@ -276,7 +295,7 @@ func (c *vclock) frozen() *vclock {
 func (c *vclock) reset() {
 	c.root = nil
 	if c.shared {
-		c.ents, c.shared = nil, false
+		c.ents, c.shared, c.borrowed = nil, false, false
 	}
 	c.ents = c.ents[:0] // c's own slice: keep its room
 }

@@ -23,7 +23,11 @@ type agentCtx struct {
 // its later accesses (each thread writes what it computed from the
 // packets it read: a data dependency), see pktRead.
 func (s *sim) blockCtx(b *block) agentCtx {
-	s.opClk.assign(b.clk)
+	if s.tags.sp != nil {
+		s.opClk.borrow(b.clk)
+	} else {
+		s.opClk.assign(b.clk)
+	}
 	return agentCtx{agent: b.agent, epoch: b.ph, clk: s.opClk, pubAgent: s.ranks[b.rank].host, pubEpoch: uint32(b.launch + 2)}
 }
 

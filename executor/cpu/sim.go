@@ -98,10 +98,12 @@ func runMode(p *ir.Plan, opt Options) (*Report, error) {
 	return s.start()
 }
 
-// sparse reports whether the run starts on sparse clocks: it checks
-// races, and it can be repeated (nothing streamed out).
+// sparse reports whether the run starts on sparse clocks: it can be
+// repeated should they leave an access unordered (nothing streamed
+// out), or it checks no races at all (NoRaces: its clocks only carry
+// its blocks' own entries, which cost less on sparse clocks).
 func (s *sim) sparse() bool {
-	return !s.opt.NoRaces && s.opt.OnLaunch == nil && !s.opt.exactClocks
+	return !s.opt.exactClocks && (s.opt.NoRaces || s.opt.OnLaunch == nil)
 }
 
 // clockMiss reports whether the sparse clocks left an access unordered.

@@ -63,11 +63,18 @@ type sparseRun struct {
 	snaps    [][]snapshot // [rank][host epoch]
 	seen     []uint32     // [rank] highest host epoch visited by the current knows
 	seenGen  []uint32     // [rank] knows call that set seen
-	gen      uint32       // knows calls so far
+	gen      uint32       // knows calls and gatherings so far: each is a generation
 	miss     bool         // an access was not ordered
 	stack    []sent       // knows's pending host entries
+	dense    []denseEnt   // [agent] sparseBoundary's gathering
+	touched  []int32      // agents gathered in dense
 	merge    []sent       // sjoin's merge buffer
-	bulk     []sent       // boundary's gathered entries
+}
+
+// denseEnt is an entry of a gathering; gen says which.
+type denseEnt struct {
+	sent
+	gen uint32
 }
 
 // snapshot is a host's clocks at one of its epochs, with the host
@@ -78,7 +85,7 @@ type snapshot struct {
 }
 
 func newSparseRun(s *sim) *sparseRun {
-	sp := &sparseRun{hostRank: make([]int32, s.agents), snaps: make([][]snapshot, len(s.ranks)),
+	sp := &sparseRun{hostRank: make([]int32, s.agents), dense: make([]denseEnt, s.agents), snaps: make([][]snapshot, len(s.ranks)),
 		seen: make([]uint32, len(s.ranks)), seenGen: make([]uint32, len(s.ranks))}
 	for i := range sp.hostRank {
 		sp.hostRank[i] = -1
@@ -106,7 +113,7 @@ func sget(es []sent, a int32) uint32 {
 func (c *vclock) sown() {
 	if c.shared {
 		c.ents = append([]sent(nil), c.ents...)
-		c.shared = false
+		c.shared, c.borrowed = false, false
 	}
 }
 
@@ -129,18 +136,9 @@ func (c *vclock) sjoin(src []sent, hop uint8) {
 	if len(src) == 0 {
 		return
 	}
-	// Usually c already holds everything src brings.
-	news := false
-	for _, x := range src {
-		if x.hops+hop > maxHops {
-			continue
-		}
-		if i, ok := find(c.ents, x.a); !ok || c.ents[i].e < x.e || c.ents[i].e == x.e && c.ents[i].hops > x.hops+hop {
-			news = true
-			break
-		}
-	}
-	if !news {
+	// Usually c already holds everything src brings: one walk over both
+	// (sorted) says so.
+	if !brings(c.ents, src, hop) {
 		return
 	}
 	// Merge into the run's buffer, then copy back into c's own slice
@@ -171,10 +169,27 @@ func (c *vclock) sjoin(src []sent, hop uint8) {
 	out = capSparse(out)
 	c.sp.merge = out
 	if c.shared || cap(c.ents) < len(out) {
-		c.ents, c.shared = make([]sent, len(out), len(out)+len(out)/4+2), false
+		c.ents, c.shared, c.borrowed = make([]sent, len(out), len(out)+len(out)/4+2), false, false
 	}
 	c.ents = c.ents[:len(out)]
 	copy(c.ents, out)
+}
+
+// brings reports whether joining src (hop further) would change d.
+func brings(d, src []sent, hop uint8) bool {
+	i := 0
+	for _, x := range src {
+		if x.hops+hop > maxHops {
+			continue
+		}
+		for i < len(d) && d[i].a < x.a {
+			i++
+		}
+		if i == len(d) || d[i].a != x.a || d[i].e < x.e || d[i].e == x.e && d[i].hops > x.hops+hop {
+			return true
+		}
+	}
+	return false
 }
 
 // capSparse drops the entries that travelled farthest while es is past
@@ -246,16 +261,18 @@ func (sp *sparseRun) hostsOf(es []sent) []sent {
 }
 
 // sparseBoundary is boundary's clock work on sparse clocks: the host's
-// clocks j gather every block's (one bulk merge rather than one merge
-// per block), set the blocks' and the host's entries, and are kept as
-// the snapshot of the host's new epoch.
+// clocks j gather every block's (one pass over all of them rather than
+// one merge per block: the latest entry per agent lands in a dense
+// table, and only the agents touched are sorted), set the blocks' and
+// the host's entries, and are kept as the snapshot of the host's new
+// epoch.
 func (s *sim) sparseBoundary(rs *rankState, j clocks) {
 	sp := s.tags.sp
 	for k, c := range []*vclock{j.E, j.V} {
-		b := sp.bulk[:0]
+		sp.gen++ // a new gathering: every dense entry is stale
 		for _, x := range c.ents {
 			if sp.hostRank[x.a] != int32(rs.r) { // the host's own entry is set below
-				b = append(b, x)
+				sp.gather(x)
 			}
 		}
 		for _, bl := range rs.blocks {
@@ -267,29 +284,38 @@ func (s *sim) sparseBoundary(rs *rankState, j clocks) {
 				for _, x := range sc.ents {
 					if x.hops < maxHops {
 						x.hops++
-						b = append(b, x)
+						sp.gather(x)
 					}
 				}
 			}
-			b = append(b, sent{int32(bl.agent), bl.ph, 0})
+			sp.gather(sent{int32(bl.agent), bl.ph, 0})
 		}
-		b = append(b, sent{int32(rs.host), rs.hostEpoch, 0})
-		slices.SortFunc(b, func(x, y sent) int {
-			if x.a != y.a {
-				return int(x.a) - int(y.a)
-			}
-			if x.e != y.e {
-				return int(y.e) - int(x.e) // the latest first
-			}
-			return int(x.hops) - int(y.hops)
-		})
-		b = slices.CompactFunc(b, func(x, y sent) bool { return x.a == y.a })
-		c.ents, c.shared = append([]sent(nil), b...), true
-		sp.bulk = b
+		sp.gather(sent{int32(rs.host), rs.hostEpoch, 0})
+		slices.Sort(sp.touched)
+		out := make([]sent, len(sp.touched))
+		for i, a := range sp.touched {
+			out[i] = sp.dense[a].sent
+		}
+		sp.touched = sp.touched[:0]
+		c.ents, c.shared, c.borrowed = out, true, false
 	}
 	sn := &sp.snaps[rs.r][rs.hostEpoch]
 	sn.e, sn.v = j.E.ents, j.V.ents
 	sn.eHosts, sn.vHosts = sp.hostsOf(sn.e), sp.hostsOf(sn.v)
+}
+
+// gather keeps x in the dense table if it is the latest entry of its
+// agent seen in this gathering (the nearer one on a tie).
+func (sp *sparseRun) gather(x sent) {
+	d := &sp.dense[x.a]
+	if d.gen != sp.gen {
+		*d = denseEnt{sent: x, gen: sp.gen}
+		sp.touched = append(sp.touched, x.a)
+		return
+	}
+	if x.e > d.e || x.e == d.e && x.hops < d.hops {
+		d.sent = x
+	}
 }
 
 // sparseStart gives a block at a launch's start the host's entry alone:
