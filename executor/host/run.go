@@ -147,14 +147,45 @@ type blk struct {
 	red   cpu.Reducer
 	arena []byte // temporaries of the current op
 	srcs  [][]byte
-	// yield hands the caller's thread back to the driver (run.blocks)
-	// of a block run as a coroutine; nil otherwise.
+	// yield hands the caller's thread back to block 0's pauses (or,
+	// once block 0 is done, to run.blocks) from a block run as a
+	// coroutine; nil otherwise.
 	yield func(struct{}) bool
 	// moved: the block passed a wait since it last yielded.
 	moved bool
-	// lone: the rank's only block, run on the caller's goroutine.
-	lone bool
-	bo   cpudev.Backoff // a lone block's pacing
+	// drive is set on block 0 of an inline launch: it runs on the
+	// caller's goroutine and its pauses resume the other blocks.
+	drive *driver
+}
+
+// driver resumes an inline launch's coroutine blocks from the caller's
+// goroutine and paces the thread.
+type driver struct {
+	nexts []func() (struct{}, bool) // by block; nil for block 0 and a block done
+	bls   []*blk
+	live  int // coroutines not done
+	bo    cpudev.Backoff
+}
+
+// round resumes each coroutine block once, until it yields or ends,
+// then backs off unless a block moved (moved: block 0 reached a new
+// wait).
+func (d *driver) round(moved bool) {
+	for i, next := range d.nexts {
+		if next == nil {
+			continue
+		}
+		if _, ok := next(); !ok {
+			d.nexts[i], d.live, moved = nil, d.live-1, true
+		} else if d.bls[i].moved {
+			moved = true
+		}
+	}
+	if moved {
+		d.bo.Reset()
+	} else {
+		d.bo.Pause()
+	}
 }
 
 // inlineMax is the largest message whose blocks run as coroutines on the
@@ -164,74 +195,56 @@ type blk struct {
 const inlineMax = 64 << 10
 
 // blocks runs the rank's blocks and returns their errors by block.
-// Inline, they run as coroutines on the calling goroutine (iter.Pull,
-// whose switches stay on this thread even when it is a C thread's, locked
-// to its goroutine): a block that finds its wait unmet yields, the driver
-// resumes the next, and only when a whole round of blocks is waiting does
-// the thread back off (cpudev.Backoff: spin, sched_yield, nanosleep),
-// never parking in the Go scheduler (locked: the caller's goroutine is
-// locked to its thread, so not even runtime.Gosched). Otherwise each
+// Inline, block 0 runs on the calling goroutine and the others as
+// coroutines (iter.Pull, whose switches stay on this thread even when it
+// is a C thread's, locked to its goroutine): a block that finds its wait
+// unmet yields, block 0's pause resumes the others in turn, and only when
+// a whole round of blocks is waiting does the thread back off
+// (cpudev.Backoff: spin, sched_yield, nanosleep), never parking in the
+// Go scheduler (locked: the caller's goroutine is locked to its thread,
+// so not even runtime.Gosched). Block 0 needs no coroutine of its own,
+// whose start and stack growth would cost µs a launch. Otherwise each
 // block is a goroutine, as blocks may wait on each other.
 func (rn *run) blocks(progs [][]xop, inline, locked bool) []error {
 	if !inline && len(progs) > 1 {
 		return par.Each(len(progs), func(i int) error { return rn.block(&blk{id: i}, progs[i]) })
 	}
 	errs := make([]error, len(progs))
-	if len(progs) == 1 {
-		errs[0] = rn.block(&blk{id: 0, lone: true, bo: cpudev.Backoff{Locked: locked}}, progs[0])
+	if len(progs) == 0 {
 		return errs
 	}
-	bls := make([]*blk, len(progs))
-	nexts := make([]func() (struct{}, bool), len(progs))
-	for i := range progs {
+	d := &driver{nexts: make([]func() (struct{}, bool), len(progs)), bls: make([]*blk, len(progs)), live: len(progs) - 1, bo: cpudev.Backoff{Locked: locked}}
+	for i := 1; i < len(progs); i++ {
 		bl := &blk{id: i}
-		bls[i] = bl
+		d.bls[i] = bl
 		var stop func()
-		nexts[i], stop = iter.Pull(func(yield func(struct{}) bool) {
+		d.nexts[i], stop = iter.Pull(func(yield func(struct{}) bool) {
 			bl.yield = yield
 			errs[i] = rn.block(bl, progs[i])
 		})
 		// Ends a coroutine still suspended if a block panics (the
-		// panic reaches the driver through next).
+		// panic reaches the caller through next).
 		defer stop()
 	}
-	bo := cpudev.Backoff{Locked: locked}
-	for live := len(progs); live > 0; {
-		idle := true
-		for i, next := range nexts {
-			if next == nil {
-				continue
-			}
-			if _, ok := next(); !ok {
-				nexts[i], live, idle = nil, live-1, false
-			} else if bls[i].moved {
-				idle = false
-			}
-		}
-		if idle {
-			bo.Pause()
-		} else {
-			bo.Reset()
-		}
+	errs[0] = rn.block(&blk{id: 0, drive: d}, progs[0])
+	for d.live > 0 {
+		d.round(false)
 	}
 	return errs
 }
 
 // pause waits between two polls of the block's current wait, i the
-// number of polls so far: a coroutine yields to the driver, a lone block
-// backs off itself, a goroutine spins, yields its P, then sleeps (it may
-// share the P with blocks that it waits for). It returns false when the
-// driver stopped the block.
+// number of polls so far: a coroutine yields to block 0, block 0 runs
+// a round of the others (driver.round), a goroutine spins, yields its
+// P, then sleeps (it may share the P with blocks that it waits for). It
+// returns false when the coroutine was stopped.
 func (bl *blk) pause(i int) bool {
 	switch {
 	case bl.yield != nil:
 		bl.moved = i == 0
 		return bl.yield(struct{}{})
-	case bl.lone:
-		if i == 0 {
-			bl.bo.Reset()
-		}
-		bl.bo.Pause()
+	case bl.drive != nil:
+		bl.drive.round(i == 0)
 	case i < 64:
 	case i < 256:
 		runtime.Gosched()
