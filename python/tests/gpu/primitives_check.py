@@ -13,7 +13,11 @@ must run at once. Every rank joins over a gloo group and checks:
   3. a kernel of its own (msccl.Kernel) that signals and waits on each
      channel and reads the peer's first word through it, launched on
      torch's stream and again in the communicator's context (comm=);
-  4. port_channels to every peer: a kernel puts this rank's words into
+  4. the same kernel built by CuPy's RawKernel (NVRTC) with
+     msccl.include_path() and the options msccl.Kernel uses, launched on
+     torch's stream with the handle array's device pointer (skipped where
+     CuPy is not installed);
+  5. port_channels to every peer: a kernel puts this rank's words into
      each peer's buffer with a signal, waits for the peer's, flushes and
      reads what the peer put here.
 
@@ -106,6 +110,27 @@ def main():
             check(False, "%s: %s" % (how, e))
         check(out.cpu().tolist() == [p + 1 for p in peers], "%s: read %r, want %r" % (how, out.cpu().tolist(), [p + 1 for p in peers]))
         dist.barrier()  # every rank's words are read before they change
+
+    try:
+        import cupy
+    except ImportError:
+        cupy = None
+        print("rank %d: CuPy is not installed: its RawKernel step is skipped" % rank)
+    if cupy is not None:
+        # kernels.CompileOptions: C++14, no FMA contraction, device code
+        # by default; the include path is the package's copy of the headers.
+        opts = ("-I" + msccl.include_path(), "--std=c++14", "--fmad=false", "-default-device")
+        rk = cupy.RawKernel(PROBE, "probe", options=opts, backend="nvrtc")
+        out.fill_(0)
+        with cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+            rk((len(peers),), (32,), (cupy.uint64(ch.ptr), cupy.uint64(out.data_ptr())))
+        torch.cuda.synchronize()
+        try:
+            ch.check()
+        except msccl.RunError as e:
+            check(False, "CuPy RawKernel: %s" % e)
+        check(out.cpu().tolist() == [p + 1 for p in peers], "CuPy RawKernel: read %r, want %r" % (out.cpu().tolist(), [p + 1 for p in peers]))
+        dist.barrier()
 
     pbuf = comm.alloc_buffer(64 * (1 + world))
     pbuf.tensor(torch.int32).fill_(rank + 1)
