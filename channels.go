@@ -333,7 +333,12 @@ func (h *Handles) Ptr() DevicePtr { return h.dev }
 
 // Check reads the watchdog's records: nil when no wait of a kernel that
 // used these handles timed out, else an error naming, for each block
-// that did, the rank, block, wait, channel, peer and counts.
+// that did, the rank, block, wait, channel, peer and counts. For port
+// channels it also reports a failed proxy (the request and why), a
+// handler blocked while a wait timed out, and, as an *UnflushedError,
+// the channels whose last puts no flush followed: call it once the
+// kernel has ended (it waits, up to a second, for the proxy to serve
+// what the kernel left in the FIFO).
 func (h *Handles) Check() error {
 	var errs []error
 	for b := 0; b+kernels.WatchBytes <= len(h.watch); b += kernels.WatchBytes {

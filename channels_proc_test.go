@@ -98,6 +98,27 @@ func channelsChild(string) int {
 	}
 	got := buf.Mem().host[64*prev : 64*prev+64]
 	fmt.Printf("rank %d got %v from rank %d\n", r, bytes.Equal(got, bytes.Repeat([]byte{byte(prev + 1)}, 64)), prev)
+	// No flush followed the put: Check says so. A flush on channel 1
+	// completes it but is not the put's channel's; one on channel 0 is.
+	put := UnflushedChannel{Channel: 0, Peer: next, Puts: 1, Bytes: 64, CompletedBy: -1}
+	if err := checkUnflushed(pc.Check(), r, put); err != nil {
+		return fail("unflushed", err)
+	}
+	if err := pc.pushFlush(ctx, 1); err != nil {
+		return fail("flush", err)
+	}
+	put.CompletedBy = 1
+	checked := pc.Check()
+	if err := checkUnflushed(checked, r, put); err != nil {
+		return fail("unflushed after a flush on channel 1", err)
+	}
+	if !strings.Contains(checked.Error(), "a later flush on channel 1 completed them") {
+		return fail("unflushed after a flush on channel 1", checked)
+	}
+	if err := pc.pushFlush(ctx, 0); err != nil {
+		return fail("flush", err)
+	}
+	fmt.Printf("rank %d: unflushed put reported, then cleared by its channel's flush: %v\n", r, pc.Check())
 	if err := rc.Barrier(ctx); err != nil {
 		return fail("barrier", err)
 	}
@@ -114,6 +135,7 @@ func TestChannelsProcs(t *testing.T) {
 		return []string{
 			"refused: msccl: Register refused: rank 0: host memory of this process (a Go slice, or memory from C) cannot be mapped by the other ranks' processes",
 			fmt.Sprintf("rank %d got true from rank %d", r, (r+2)%3),
+			fmt.Sprintf("rank %d: unflushed put reported, then cleared by its channel's flush: <nil>", r),
 		}
 	})
 }

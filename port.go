@@ -38,6 +38,7 @@ type portProxy struct {
 	serving proxyapi.Serving
 	mu      sync.Mutex
 	err     error
+	flushes flushTrack
 }
 
 // portDevice is what a port proxy does differently on each device: where
@@ -89,6 +90,7 @@ func (c *RankComm) PortChannels(ctx context.Context, peers []int, local, remote 
 		h = DefaultProxyHandler{}
 	}
 	p := &portProxy{c: c, chans: hs.chans.Chans, local: local, remote: remote, h: h}
+	p.flushes.chans = make([]chanPuts, len(peers))
 	if c.gpu != nil {
 		_, builtin := h.(DefaultProxyHandler)
 		p.dev = newCUDAPort(c.gpu.Context(), !builtin)
@@ -180,6 +182,7 @@ func (p *portProxy) serve(ready chan<- error) {
 	for !p.quit.Load() {
 		e, ok := p.fifo.Pop()
 		if !ok {
+			p.flushes.empty()
 			time.Sleep(5 * time.Microsecond)
 			continue
 		}
@@ -187,6 +190,7 @@ func (p *portProxy) serve(ready chan<- error) {
 			p.fail(fmt.Errorf("rank %d's port proxy: %w", p.c.Rank(), err))
 			return
 		}
+		p.flushes.served(e)
 	}
 }
 
@@ -254,26 +258,163 @@ func (p *portProxy) stop(timeout time.Duration) error {
 	return nil
 }
 
-// report is the proxy's part of Handles.Check: its failure, or, when a
-// wait of the kernel timed out (stuck), the handler it is blocked in.
+// report is the proxy's part of Handles.Check: its failure; or, when a
+// wait of the kernel timed out (stuck), the handler it is blocked in,
+// and the port channels whose last puts no flush followed.
 func (p *portProxy) report(stuck bool) error {
 	if err := p.failure(); err != nil {
-		return err
+		return err // the requests after the failed one were never served
 	}
-	if !stuck {
-		return nil
+	var errs []error
+	if stuck {
+		var why []string
+		if b := p.serving.Busy(0); b != "" {
+			why = append(why, b)
+		}
+		if d := p.dev.describe(); d != "" {
+			why = append(why, d)
+		}
+		if len(why) > 0 {
+			errs = append(errs, fmt.Errorf("rank %d's port proxy: %s", p.c.Rank(), strings.Join(why, "; ")))
+		}
 	}
-	var why []string
-	if b := p.serving.Busy(0); b != "" {
-		why = append(why, b)
+	if u := p.unflushed(unflushedWait); u != nil {
+		errs = append(errs, u)
 	}
-	if d := p.dev.describe(); d != "" {
-		why = append(why, d)
+	return errors.Join(errs...)
+}
+
+// unflushedWait bounds how long Check waits for the proxy to serve what
+// an ended kernel left in its FIFO before judging its flushes (a proxy
+// still busy after it, or a handler busy on one request for a tenth of
+// it, gets no verdict).
+const unflushedWait = time.Second
+
+// unflushed waits, up to within, until the serving goroutine has found
+// the FIFO empty in a poll that began after the call (the kernel had
+// ended by then, so every request it pushed has been served), and
+// reports the channels whose last puts no flush on the channel followed.
+// nil when there are none, or when the proxy did not get there in time.
+func (p *portProxy) unflushed(within time.Duration) *UnflushedError {
+	// Two more empty polls: the first may have begun before the call.
+	want := p.flushes.emptyPolls() + 2
+	deadline := time.Now().Add(within)
+	for p.flushes.emptyPolls() < want {
+		// A handler blocked on one request (the stuck report names it)
+		// gets no verdict either, without making Check wait the whole
+		// bound.
+		if p.failure() != nil || time.Now().After(deadline) || p.serving.Busy(within/10) != "" {
+			return nil
+		}
+		time.Sleep(20 * time.Microsecond)
 	}
-	if len(why) == 0 {
-		return nil
+	return p.flushes.report(p.c.Rank(), p.chans)
+}
+
+// flushTrack follows, for each port channel, the puts the proxy served
+// after the channel's last flush. Only the serving goroutine writes it.
+type flushTrack struct {
+	mu        sync.Mutex
+	chans     []chanPuts // by channel index
+	lastFlush uint64     // request number of the last flush on any channel
+	flushChan int        // its channel
+	empties   uint64     // polls that found the FIFO empty
+}
+
+// chanPuts are a channel's puts since its last flush.
+type chanPuts struct {
+	puts, bytes uint64
+	last        uint64 // request number of the latest
+}
+
+func (f *flushTrack) empty() {
+	f.mu.Lock()
+	f.empties++
+	f.mu.Unlock()
+}
+
+func (f *flushTrack) emptyPolls() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.empties
+}
+
+// served notes a request the handler is done with.
+func (f *flushTrack) served(e kernels.Entry) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var c *chanPuts
+	if e.Chan < len(f.chans) {
+		c = &f.chans[e.Chan]
 	}
-	return fmt.Errorf("rank %d's port proxy: %s", p.c.Rank(), strings.Join(why, "; "))
+	switch {
+	case e.Kind == kernels.FifoFlush:
+		f.lastFlush, f.flushChan = e.Seq, e.Chan
+		if c != nil {
+			*c = chanPuts{}
+		}
+	case e.Kind == kernels.FifoPut && c != nil:
+		c.puts++
+		c.bytes += e.Size
+		c.last = e.Seq
+	}
+}
+
+func (f *flushTrack) report(rank int, chans []comm.UserChannel) *UnflushedError {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var u *UnflushedError
+	for i, c := range f.chans {
+		if c.puts == 0 {
+			continue
+		}
+		if u == nil {
+			u = &UnflushedError{Rank: rank}
+		}
+		ch := UnflushedChannel{Channel: i, Peer: chans[i].Peer, Puts: c.puts, Bytes: c.bytes, CompletedBy: -1}
+		if f.lastFlush > c.last {
+			ch.CompletedBy = f.flushChan
+		}
+		u.Channels = append(u.Channels, ch)
+	}
+	return u
+}
+
+// UnflushedError is Handles.Check's report of port channels whose last
+// puts (put, putWithSignal) no flush on the same channel followed, once
+// the kernel had ended and the proxy had served every request it pushed.
+// A put's copy may run until a flush returns (on cuda the built-in proxy
+// queues it on a stream until then), so the kernel, its next launch or
+// the host may overwrite the source before it is read. A program that
+// flushes in a later launch on purpose tells this error apart with
+// errors.As; a flush on the channel clears it.
+type UnflushedError struct {
+	Rank     int
+	Channels []UnflushedChannel
+}
+
+// UnflushedChannel is one port channel of an UnflushedError: its index
+// in the handle array, its peer, and the puts and bytes since its last
+// flush.
+type UnflushedChannel struct {
+	Channel, Peer int
+	Puts, Bytes   uint64
+	// CompletedBy is the channel of a later flush that completed these
+	// puts too (-1: none did). That is enough where the thread that
+	// pushed the puts pushed that flush; Check cannot tell, so it
+	// reports them still.
+	CompletedBy int
+}
+
+func (e *UnflushedError) Error() string {
+	s := make([]string, len(e.Channels))
+	for i, c := range e.Channels {
+		s[i] = fmt.Sprintf("rank %d channel %d (peer rank %d): %d puts (%d bytes) with no flush after them", e.Rank, c.Channel, c.Peer, c.Puts, c.Bytes)
+		if c.CompletedBy >= 0 {
+			s[i] += fmt.Sprintf(" on the channel (a later flush on channel %d completed them, which covers only puts pushed by the thread that flushed)", c.CompletedBy)
+		}
+	}
+	return strings.Join(s, "; ") + ": flush() before reusing a put's source or ending the kernel"
 }
 
 // hostPort is the cpu device's: the FIFO in Go memory that the rank's

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -31,6 +33,73 @@ func pushPutSignal(h *Handles, src, dst, n uint64) {
 	mem, head := h.port.fifoMem()
 	kernels.Push(mem, PortFifoEntries, head, kernels.FifoPut, 0, src, dst, n)
 	kernels.Push(mem, PortFifoEntries, head, kernels.FifoSignal, 0, 0, 0, 0)
+}
+
+// pushFlush pushes a flush on port channel ch, as a kernel's fifo_flush
+// would, and waits until the proxy has published it.
+func (h *Handles) pushFlush(ctx context.Context, ch int) error {
+	mem, head := h.port.fifoMem()
+	seq := kernels.Push(mem, PortFifoEntries, head, kernels.FifoFlush, ch, 0, 0, 0)
+	flushed := (*atomic.Uint64)(unsafe.Pointer(&mem[8*(kernels.FifoEntryWords*PortFifoEntries+1)]))
+	for flushed.Load() <= seq {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("flushed %d, want > %d: %w", flushed.Load(), seq, err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
+}
+
+// checkUnflushed is nil when err is an *UnflushedError of rank whose
+// channels are want, and its message names them as the user reads it.
+func checkUnflushed(err error, rank int, want ...UnflushedChannel) error {
+	var u *UnflushedError
+	if !errors.As(err, &u) || u.Rank != rank || !reflect.DeepEqual(u.Channels, want) {
+		return fmt.Errorf("Check: %v, want an UnflushedError of rank %d with %+v", err, rank, want)
+	}
+	for _, c := range want {
+		line := fmt.Sprintf("rank %d channel %d (peer rank %d): %d puts (%d bytes) with no flush after them", rank, c.Channel, c.Peer, c.Puts, c.Bytes)
+		if !strings.Contains(err.Error(), line) || !strings.Contains(err.Error(), "flush() before reusing a put's source or ending the kernel") {
+			return fmt.Errorf("Check: %q lacks %q or the fix", err, line)
+		}
+	}
+	return nil
+}
+
+// A put that no flush on its channel follows is Check's UnflushedError
+// once the proxy has served it (naming the rank, channel, peer, puts and
+// bytes); a flush in a later "launch" clears it; put, signal and flush
+// together are clean.
+func TestPortUnflushed(t *testing.T) {
+	portPair(t, nil, func(ctx context.Context, rc *RankComm, _ *Buffer, _ *Registration, hs *Handles, h kernels.PortChannelHandle) error {
+		r := rc.Rank()
+		if err := hs.Check(); err != nil {
+			return fmt.Errorf("Check before any request: %v", err)
+		}
+		// A first launch: two puts, the second with a signal, no flush.
+		mem, head := hs.port.fifoMem()
+		kernels.Push(mem, PortFifoEntries, head, kernels.FifoPut, 0, h.Src, h.Dst+64, 32)
+		pushPutSignal(hs, h.Src, h.Dst, 64)
+		if err := checkUnflushed(hs.Check(), r, UnflushedChannel{Channel: 0, Peer: 1 - r, Puts: 2, Bytes: 96, CompletedBy: -1}); err != nil {
+			return err
+		}
+		// A second launch flushes.
+		if err := hs.pushFlush(ctx, 0); err != nil {
+			return err
+		}
+		if err := hs.Check(); err != nil {
+			return fmt.Errorf("Check after the flush: %v", err)
+		}
+		// put, signal, flush in one launch.
+		pushPutSignal(hs, h.Src, h.Dst, 64)
+		if err := hs.pushFlush(ctx, 0); err != nil {
+			return err
+		}
+		if err := hs.Check(); err != nil {
+			return fmt.Errorf("Check after put, signal and flush: %v", err)
+		}
+		return rc.Barrier(ctx)
+	})
 }
 
 // waitInbound waits until channel i's inbound word reaches v.
@@ -87,19 +156,13 @@ func TestPortChannelsCPU(t *testing.T) {
 		}
 		// Bytes [1024, 1088) of the peer's buffer get this rank's.
 		pushPutSignal(hs, h.Src, h.Dst+1024, 64)
-		mem, head := hs.port.fifoMem()
-		flush := kernels.Push(mem, PortFifoEntries, head, kernels.FifoFlush, 0, 0, 0, 0)
-		flushed := (*atomic.Uint64)(unsafe.Pointer(&mem[8*(kernels.FifoEntryWords*PortFifoEntries+1)]))
+		if err := hs.pushFlush(ctx, 0); err != nil {
+			return err
+		}
 		if err := hs.waitInbound(ctx, 0, 1); err != nil {
 			return err
 		}
 		deadline := time.Now().Add(5 * time.Second)
-		for flushed.Load() <= flush {
-			if time.Now().After(deadline) {
-				return fmt.Errorf("flushed %d, want > %d", flushed.Load(), flush)
-			}
-			time.Sleep(time.Millisecond)
-		}
 		if got := data[1024:1088]; !bytes.Equal(got, bytes.Repeat([]byte{byte(2 - r)}, 64)) || data[1023] != byte(r+1) || data[1088] != byte(r+1) {
 			return fmt.Errorf("bytes [1023, 1089) are %v", data[1023:1089])
 		}
@@ -112,6 +175,7 @@ func TestPortChannelsCPU(t *testing.T) {
 		if err := rc.Barrier(ctx); err != nil {
 			return err
 		}
+		mem, head := hs.port.fifoMem()
 		kernels.Push(mem, PortFifoEntries, head, kernels.FifoPut, 0, h.Src, h.Dst+4090, 64)
 		for hs.port.failure() == nil {
 			if time.Now().After(deadline) {
