@@ -77,7 +77,16 @@ func portCUDAChild(role string) int {
 		return fail("handle", err)
 	}
 	fmt.Printf("rank %d: handle %v\n", r, ph.Fifo.Size == PortFifoEntries && ph.Src == uint64(buf.DevicePtr()) && ph.Dst == memAddr(reg.r.Peers[1-r]) && ph.Sem.Chan.RemoteInbound == 0 && ph.Fifo.Tail == ph.Fifo.Entries+8*4*PortFifoEntries)
-	k, err := portRoundsKernel("")
+	if role == "unflushed" {
+		if err := portUnflushedRun(rc, ch); err != nil {
+			return fail("unflushed", err)
+		}
+		if err := rc.Barrier(ctx); err != nil {
+			return fail("barrier", err)
+		}
+		return 0
+	}
+	k, err := portKernel("port_rounds", "")
 	if err != nil {
 		return fail("compile", err)
 	}
@@ -126,25 +135,60 @@ func portLastRound(b []byte, from int) bool {
 	return true
 }
 
-func portRoundsKernel(arch string) (*Kernel, error) {
-	src, err := os.ReadFile("testdata/kernels/port_rounds.cu")
+// portUnflushedRun launches port_unflushed twice on one block: a put
+// that no flush follows, which Check must report as an UnflushedError
+// naming this rank, channel 0 and the peer; then a flush alone (a later
+// launch flushing on purpose), after which Check must be clean.
+func portUnflushedRun(rc *RankComm, ch *Handles) error {
+	r := rc.Rank()
+	k, err := portKernel("port_unflushed", "")
+	if err != nil {
+		return err
+	}
+	launch := func(put, flush int32) error {
+		return rc.Do(func() error {
+			if err := k.Launch(0, [3]uint32{1, 1, 1}, [3]uint32{32, 1, 1}, ch, put, flush); err != nil {
+				return err
+			}
+			return cuda.StreamOf(0).Synchronize()
+		})
+	}
+	if err := launch(1, 0); err != nil {
+		return err
+	}
+	if err := checkUnflushed(ch.Check(), r, UnflushedChannel{Channel: 0, Peer: 1 - r, Puts: 1, Bytes: 64, CompletedBy: -1}); err != nil {
+		return err
+	}
+	fmt.Printf("rank %d: put without flush reported\n", r)
+	if err := launch(0, 1); err != nil {
+		return err
+	}
+	fmt.Printf("rank %d: Check after the flush: %v\n", r, ch.Check())
+	return nil
+}
+
+// portKernel compiles testdata/kernels/name.cu's entry point name.
+func portKernel(name, arch string) (*Kernel, error) {
+	src, err := os.ReadFile("testdata/kernels/" + name + ".cu")
 	if err != nil {
 		return nil, err
 	}
-	return CompileKernel(string(src), "port_rounds", KernelOptions{Arch: arch})
+	return CompileKernel(string(src), name, KernelOptions{Arch: arch})
 }
 
-// The kernel of the cuda test compiles with this build's headers (no
+// The kernels of the cuda tests compile with this build's headers (no
 // GPU needed: NVRTC only).
 func TestPortRoundsCompiles(t *testing.T) {
 	nvrtctest.Need(t)
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	k, err := portRoundsKernel("compute_90")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(k.Image()), ".entry port_rounds") {
-		t.Errorf("PTX lacks port_rounds")
+	for _, name := range []string{"port_rounds", "port_unflushed"} {
+		k, err := portKernel(name, "compute_90")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(k.Image()), ".entry "+name) {
+			t.Errorf("PTX lacks %s", name)
+		}
 	}
 }
 
@@ -171,4 +215,19 @@ func TestPortChannelsCUDAProcs(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A kernel that puts on a port channel and ends without a flush
+// (port_unflushed.cu): Check names the rank, channel and peer as an
+// UnflushedError, and a later launch's flush clears it, with two ranks
+// as two processes. Skips without CUDA.
+func TestPortUnflushedCUDAProcs(t *testing.T) {
+	spawnsOn(t, "cuda")
+	spawnChecked(t, 2, portRole+"=unflushed", 90*time.Second, func(r int) []string {
+		return []string{
+			fmt.Sprintf("rank %d: handle true", r),
+			fmt.Sprintf("rank %d: put without flush reported", r),
+			fmt.Sprintf("rank %d: Check after the flush: <nil>", r),
+		}
+	})
 }
