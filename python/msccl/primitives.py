@@ -126,7 +126,14 @@ class Channels(_Released, _DeviceArray):
 
     def check(self):
         """Raise RunError naming each wait a kernel's watchdog ended (rank,
-        block, channel, peer, counts) and a failed port proxy."""
+        block, channel, peer, counts) and a failed port proxy.
+
+        Call it once the kernel has ended. For port channels it also names
+        each channel whose last puts no flush on that channel followed
+        ("rank R channel C (peer rank P): N puts (B bytes) with no flush
+        after them: flush() before reusing a put's source or ending the
+        kernel"): their copies may still be running. A flush on the
+        channel, in this launch or a later one, clears it."""
         _lib.call("msccl_handles_check", self._live("handle array"))
 
     def close(self):

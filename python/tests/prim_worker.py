@@ -140,6 +140,19 @@ def port(comm, buf):
     if got != bytes([pred + 1]) * 64:
         fail(rank, "the predecessor's put: %r" % got[:8])
     ch.check()
+    # A put no flush follows: check names the rank, channel and peer (the
+    # proxy has served it by then); a flush on the channel clears it.
+    push(fifo, PUT, 0, buf.ptr + 1024, dst + 1024 + 64 * rank, 64)
+    try:
+        ch.check()
+        fail(rank, "check passed a put with no flush after it")
+    except msccl.RunError as e:
+        want = "rank %d channel 0 (peer rank %d): 1 puts (64 bytes) with no flush after them" % (rank, succ)
+        if want not in str(e) or "flush() before reusing a put's source" not in str(e):
+            fail(rank, "check: %s, want %r" % (e, want))
+    seq = push(fifo, FLUSH, 0)
+    wait_for(rank, "the second flush", lambda: u64(fifo[3]).value >= seq)
+    ch.check()
     barrier(comm)
     # A put outside the registered buffers fails the proxy; check names it.
     push(fifo, PUT, 0, buf.ptr, dst + SIZE - 8, 64)
