@@ -258,9 +258,9 @@ func (p *portProxy) stop(timeout time.Duration) error {
 	return nil
 }
 
-// report is the proxy's part of Handles.Check: its failure; or, when a
-// wait of the kernel timed out (stuck), the handler it is blocked in,
-// and the port channels whose last puts no flush followed.
+// report is the proxy's part of Handles.Check: its failure; otherwise
+// the handler it is blocked in when a wait of the kernel timed out
+// (stuck), and the port channels whose last puts no flush followed.
 func (p *portProxy) report(stuck bool) error {
 	if err := p.failure(); err != nil {
 		return err // the requests after the failed one were never served
