@@ -17,8 +17,9 @@ import (
 // busy machine, more than a whole small collective; runtime.Gosched is
 // such a hand-off for a locked goroutine too. So the yields and sleeps
 // here are the kernel's, and a goroutine that is not Locked also calls
-// runtime.Gosched before each, to let the goroutines it may be waiting
-// for (another rank of this process, a port proxy) have its P.
+// runtime.Gosched now and then (GoschedEvery), to let the goroutines it
+// may be waiting for (another rank of this process, a port proxy) have
+// its P.
 //
 // The phases: a few polls back to back (a peer that is running answers
 // within a µs or so); then one sched_yield per poll for YieldFor, which
@@ -61,16 +62,24 @@ func (b *Backoff) Pause() {
 	case b.polls == SpinPolls+1:
 		b.since = time.Now()
 	}
-	if !b.Locked {
+	yielding := b.sleep == 0 && time.Since(b.since) < YieldFor
+	if !b.Locked && (!yielding || (b.polls-SpinPolls)%GoschedEvery == 1) {
 		runtime.Gosched()
 	}
-	if b.sleep == 0 && time.Since(b.since) < YieldFor {
+	if yielding {
 		Yield()
 		return
 	}
 	b.sleep = min(b.sleep+sleepStep, MaxSleep)
 	sleep(b.sleep)
 }
+
+// GoschedEvery is how many yielding pauses of a Backoff that is not
+// Locked pass between its runtime.Gosched calls (the first yielding
+// pause has one, and so has every sleep). Each Gosched wakes an idle
+// thread of the runtime to look for work while a P is idle: a thread
+// woken for nothing, on a machine whose cores the ranks need.
+const GoschedEvery = 16
 
 // Reset starts the phases over: the next wait begins with spinning.
 func (b *Backoff) Reset() { *b = Backoff{Locked: b.Locked} }
