@@ -52,3 +52,22 @@ func TestBufferMemory(t *testing.T) {
 		t.Fatalf("BufferMemory at %d = %d, want saturation at MaxInt64", big, n)
 	}
 }
+
+// TestMaxStepsDefault: the default step bound leaves room for every op of
+// the plan in every launch on top of 50 million (a 1024-rank ring runs
+// 54.5 million ops in 4 launches, past a flat 50 million).
+func TestMaxStepsDefault(t *testing.T) {
+	p := loadPlan(t, filepath.Join(fixtureDir, "allreduce.json"))
+	ops, _ := planOps(p)
+	s := &sim{p: p, opt: Options{Size: 8 << 10, DType: F32, Launches: 4}}
+	if err := s.options(); err != nil {
+		t.Fatal(err)
+	}
+	if want := 50_000_000 + 4*ops; s.maxSteps != want {
+		t.Errorf("default MaxSteps = %d, want %d", s.maxSteps, want)
+	}
+	s = &sim{p: p, opt: Options{Size: 8 << 10, DType: F32, MaxSteps: 7}}
+	if err := s.options(); err != nil || s.maxSteps != 7 {
+		t.Errorf("MaxSteps 7: got %d, %v", s.maxSteps, err)
+	}
+}

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"errors"
+	"path/filepath"
 	"reflect"
 	"testing"
 )
@@ -61,5 +62,29 @@ func TestSparseClocksAgree(t *testing.T) {
 	t.Logf("%d runs decided by the sparse clocks, %d repeated on exact clocks; correct plans repeated: %v", decided, missed, asIs)
 	if decided == 0 {
 		t.Fatal("the sparse clocks decided nothing")
+	}
+}
+
+// TestExactRepeatMemory: a run the sparse clocks cannot decide (a racy
+// fixture) is repeated on the exact clocks, and that repeat is held to
+// their own estimate: under a cap between the two estimates the sparse
+// pass runs and the repeat is refused with ExactClockMemory's figure;
+// under a cap above both, the race is reported.
+func TestExactRepeatMemory(t *testing.T) {
+	p := loadPlan(t, filepath.Join(fixtureDir, "reduce_tbg.json"))
+	sparse, exact := ClockMemory(p), ExactClockMemory(p)
+	if sparse >= exact {
+		t.Fatalf("estimates: sparse %d, exact %d", sparse, exact)
+	}
+	opt := Options{Size: sizes(p)[0], DType: F32, MaxMemory: (sparse + exact) / 2}
+	_, err := Run(p, opt)
+	var me *MemoryError
+	if !errors.As(err, &me) || me.Need != exact {
+		t.Errorf("cap between the estimates: got %v, want a MemoryError needing %d", err, exact)
+	}
+	opt.MaxMemory = 1 << 30
+	rep, err := Run(p, opt)
+	if err != nil || len(rep.Races) == 0 {
+		t.Errorf("cap 1 GiB: got %v, %v; want the fixture's race", err, rep)
 	}
 }
