@@ -4,18 +4,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 
+	cudaexec "github.com/msccl-go/msccl-go/executor/cuda"
 	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/ir"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
 )
 
 // The cuda device's collectives. The caller's buffers are device memory
-// (PyTorch's tensors) and its stream is where everything goes:
-// stream-ordered device-to-device copies stage the input into the rank's
-// registered buffers, the rank's kernel is launched behind them, and the
-// output is copied back behind the kernel. Nothing waits on the host, so
+// (PyTorch's tensors) and its stream is where everything goes. The
+// rank's kernel stages the caller's buffers itself (executor/cuda
+// kstage.go): it copies the input into the rank's registered input
+// before the plan's ops and the output back after them, with the copies
+// passed as a kernel parameter, so a call is one launch. An input that a
+// peer's kernel may reach before this rank's has copied it, and more
+// spans than the parameter holds, are staged instead by stream-ordered
+// device-to-device copies ahead of the launch (output: behind it), as
+// every call is with MSCCL_STAGE=copy. Nothing waits on the host, so
 // the call is ordered with the caller's other work as a kernel of its
 // own would be, and a CUDA graph capture of the stream records it.
 //
@@ -47,10 +54,35 @@ type gpuExec interface {
 	outBytes() int64
 	// prepare makes what a launch of (dt, red) needs without launching.
 	prepare(dt DType, red ReduceOp) error
+	// kernelStage says which staging copies the kernel can make itself:
+	// the input's (cudaexec.InputInKernel) and the output's; neither
+	// with MSCCL_STAGE=copy.
+	kernelStage() (in, out bool)
 	// enqueue launches the collective on stream, behind the work queued
-	// on it, without waiting: once prepared, capturable.
-	enqueue(dt DType, red ReduceOp, stream uintptr) error
+	// on it, without waiting, the kernel making st's copies: once
+	// prepared, capturable.
+	enqueue(dt DType, red ReduceOp, stream uintptr, st cudaexec.Staging) error
 	close() error
+}
+
+// stageInKernel is the cuda device's staging when MSCCL_STAGE is unset:
+// true stages in the kernel, false with copy-engine copies around the
+// launch (the path every call took before the kernel could stage).
+const stageInKernel = true
+
+// stageMode reads MSCCL_STAGE: "kernel" or "copy", or unset for
+// stageInKernel.
+func stageMode() (kernel bool, err error) {
+	switch v := os.Getenv("MSCCL_STAGE"); v {
+	case "":
+		return stageInKernel, nil
+	case "kernel":
+		return true, nil
+	case "copy":
+		return false, nil
+	default:
+		return false, diag.Errorc(diag.CodeBadOptions, "msccl: MSCCL_STAGE=%q: want kernel (the rank's kernel copies the caller's buffers) or copy (copy-engine copies around the launch)", v)
+	}
 }
 
 // gpuDevice is the cuda device of a communicator.
@@ -117,17 +149,34 @@ func (c gpuColl) prepare(dt DType, red ReduceOp) error { return c.x.prepare(dt, 
 func (c gpuColl) close() error                         { return c.x.close() }
 
 func (c gpuColl) run(_ context.Context, dt DType, red ReduceOp, in Mem, ins []ir.Span, out Mem, outs []ir.Span, stream uintptr) error {
-	for _, s := range ins {
-		if err := c.ops.copy(c.x.input()+uint64(s.Dst), uint64(in.dev)+uint64(s.Src), s.N, stream); err != nil {
-			return fmt.Errorf("msccl: staging the input: %w", err)
-		}
+	kin, kout := c.x.kernelStage()
+	st, before, after := cudaexec.SplitStaging(absSpans(ins, c.x.input(), uint64(in.dev)), absSpans(outs, uint64(out.dev), c.x.output()), kin, kout)
+	if err := c.copies(before, stream); err != nil {
+		return fmt.Errorf("msccl: staging the input: %w", err)
 	}
-	if err := c.x.enqueue(dt, red, stream); err != nil {
+	if err := c.x.enqueue(dt, red, stream, st); err != nil {
 		return err
 	}
-	for _, s := range outs {
-		if err := c.ops.copy(uint64(out.dev)+uint64(s.Dst), c.x.output()+uint64(s.Src), s.N, stream); err != nil {
-			return fmt.Errorf("msccl: staging the output: %w", err)
+	if err := c.copies(after, stream); err != nil {
+		return fmt.Errorf("msccl: staging the output: %w", err)
+	}
+	return nil
+}
+
+// absSpans are spans between buffers at dst and src, as device addresses.
+func absSpans(spans []ir.Span, dst, src uint64) []cudaexec.Span {
+	out := make([]cudaexec.Span, len(spans))
+	for i, s := range spans {
+		out[i] = cudaexec.Span{Dst: dst + uint64(s.Dst), Src: src + uint64(s.Src), N: uint64(s.N)}
+	}
+	return out
+}
+
+// copies queues spans as copy-engine copies on stream.
+func (c gpuColl) copies(spans []cudaexec.Span, stream uintptr) error {
+	for _, s := range spans {
+		if err := c.ops.copy(s.Dst, s.Src, int64(s.N), stream); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -143,11 +192,22 @@ func (g rankGPU) open(ctx context.Context, p *Plan, size int64) (gpuExec, error)
 	if err != nil {
 		return nil, err
 	}
-	ex, b, err := g.rc.openAt(ctx, p, size)
+	kernel, err := stageMode()
 	if err != nil {
 		return nil, err
 	}
-	return &rankGPUExec{ex: ex, b: b, in: in, out: out}, nil
+	// With kernel staging every launch of the plan runs the kernel's
+	// _stage instance; with copies, the plain one RankExec runs.
+	ex, err := cudaexec.OpenRank(ctx, g.rc.c, p, cudaexec.Options{StageInKernel: kernel})
+	if err != nil {
+		return nil, err
+	}
+	b, err := ex.Alloc(ctx, size)
+	if err != nil {
+		ex.Close()
+		return nil, err
+	}
+	return &rankGPUExec{ex: ex, b: b, in: in, out: out, kernel: kernel}, nil
 }
 
 func (rankGPU) captureStatus(stream uintptr) (int, error) {
@@ -158,23 +218,31 @@ func (rankGPU) copy(dst, src uint64, n int64, stream uintptr) error {
 	return cuda.MemcpyAsync(cuda.DevicePtr(dst), cuda.DevicePtr(src), n, cuda.StreamOf(stream))
 }
 
-// rankGPUExec is a RankExec and its buffers at one size: RankExec.Prepare
-// binds, RankExec.Enqueue launches on the caller's stream without waiting.
+// rankGPUExec is a rank executor and its buffers at one size: Prepare
+// binds, Enqueue or EnqueueStaged launches on the caller's stream without
+// waiting. kernel: opened with StageInKernel.
 type rankGPUExec struct {
-	ex      *RankExec
-	b       *RankBuffers
+	ex      *cudaexec.RankExecutor
+	b       *cudaexec.RankBuffers
 	in, out int64
+	kernel  bool
 }
 
-func (x *rankGPUExec) input() uint64   { return uint64(x.b.InputPtr()) }
-func (x *rankGPUExec) output() uint64  { return uint64(x.b.OutputPtr()) }
+func (x *rankGPUExec) input() uint64   { return uint64(x.b.Input()) }
+func (x *rankGPUExec) output() uint64  { return uint64(x.b.Output()) }
 func (x *rankGPUExec) inBytes() int64  { return x.in }
 func (x *rankGPUExec) outBytes() int64 { return x.out }
 
-func (x *rankGPUExec) prepare(dt DType, red ReduceOp) error { return x.ex.Prepare(x.b, dt, red) }
+func (x *rankGPUExec) kernelStage() (bool, bool) { return x.ex.InputInKernel(), x.kernel }
 
-func (x *rankGPUExec) enqueue(dt DType, red ReduceOp, stream uintptr) error {
-	return x.ex.Enqueue(x.b, dt, red, stream)
+// The LL packet width is the executor's default (0), as RankComm.Open's.
+func (x *rankGPUExec) prepare(dt DType, red ReduceOp) error { return x.ex.Prepare(x.b, dt, red, 0) }
+
+func (x *rankGPUExec) enqueue(dt DType, red ReduceOp, stream uintptr, st cudaexec.Staging) error {
+	if x.kernel {
+		return x.ex.EnqueueStaged(x.b, dt, red, 0, cuda.StreamOf(stream), st)
+	}
+	return x.ex.Enqueue(x.b, dt, red, 0, cuda.StreamOf(stream))
 }
 
 // close frees the buffers and the plan's channels (both collective on

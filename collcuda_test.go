@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	cudaexec "github.com/msccl-go/msccl-go/executor/cuda"
 	"github.com/msccl-go/msccl-go/ir"
+	"github.com/msccl-go/msccl-go/kernels"
 	"github.com/msccl-go/msccl-go/runtime/cuda"
 )
 
@@ -20,10 +22,15 @@ type fakeGPU struct {
 	mem     map[uint64][]byte
 	next    uint64
 	status  map[uintptr]int
-	copies  int
+	copies  int // copy-engine copies
 	opens   int
 	prepare int
 	launch  int
+	// kin, kout are what its executors' kernels stage (kernelStage);
+	// kcopies counts the copies they made.
+	kin, kout bool
+	kcopies   int
+	atLaunch  int // copies when the last launch was queued
 }
 
 func newFakeGPU() *fakeGPU {
@@ -103,11 +110,34 @@ func (e *fakeExec) prepare(dt DType, red ReduceOp) error {
 	return nil
 }
 
-func (e *fakeExec) enqueue(dt DType, red ReduceOp, s uintptr) error {
+func (e *fakeExec) kernelStage() (bool, bool) { return e.g.kin, e.g.kout }
+
+// stage makes a kernel's staging copies, refusing what a real kernel
+// would not take.
+func (e *fakeExec) stage(spans []cudaexec.Span, allowed bool) error {
+	if len(spans) > 0 && !allowed || len(spans) > kernels.StageSpans {
+		return fmt.Errorf("fake: the kernel was given %d spans (allowed: %v)", len(spans), allowed)
+	}
+	for _, x := range spans {
+		if err := e.g.copy(x.Dst, x.Src, int64(x.N), 0); err != nil {
+			return err
+		}
+		e.g.copies--
+		e.g.kcopies++
+	}
+	return nil
+}
+
+func (e *fakeExec) enqueue(dt DType, red ReduceOp, s uintptr, st cudaexec.Staging) error {
 	if !e.prepared || dt != ir.I32 || red != ir.ReduceSum {
 		return fmt.Errorf("fake: launch of %s/%s unprepared or not i32 sum", dt, red)
 	}
 	e.g.launch++
+	e.g.atLaunch = e.g.copies
+	if err := e.stage(st.In, e.g.kin); err != nil {
+		return err
+	}
+	defer e.stage(st.Out, e.g.kout)
 	in, _ := e.g.at(e.in, e.inN)
 	out, _ := e.g.at(e.out, e.outN)
 	const n = 4
@@ -135,8 +165,24 @@ func (e *fakeExec) enqueue(dt DType, red ReduceOp, s uintptr) error {
 // registered buffers padded, the results come back without a pad byte,
 // an unpadded size is one copy each way, and capture takes only
 // prepared runs and queues no allocation.
+//
+// It runs once per staging: by copy-engine copies only (MSCCL_STAGE=copy),
+// in the kernel for the output only (a plan whose peers read inputs), and
+// in the kernel both ways.
 func TestCUDAStaging(t *testing.T) {
-	g := newFakeGPU()
+	for _, mode := range []struct {
+		name      string
+		kin, kout bool
+	}{{"copy", false, false}, {"kernel output", false, true}, {"kernel", true, true}} {
+		t.Run(mode.name, func(t *testing.T) {
+			g := newFakeGPU()
+			g.kin, g.kout = mode.kin, mode.kout
+			testCUDAStaging(t, g)
+		})
+	}
+}
+
+func testCUDAStaging(t *testing.T, g *fakeGPU) {
 	s := newCollState(gpuDevice{g})
 	ctx := context.Background()
 	const world = 4
@@ -171,7 +217,7 @@ func TestCUDAStaging(t *testing.T) {
 				binary.LittleEndian.PutUint32(ib[4*i:], uint32(vals[i]))
 			}
 			cl := Call{Collective: p.Collective, In: DeviceMem(cuda.DevicePtr(in), inB), Out: DeviceMem(cuda.DevicePtr(out), outB), DType: I32, Plan: p, Stream: 7}
-			copies := g.copies
+			copies, kcopies := g.copies, g.kcopies
 			if err := do(cl); err != nil {
 				t.Fatalf("%s n=%d: %v", tc.algo, n, err)
 			}
@@ -182,8 +228,18 @@ func TestCUDAStaging(t *testing.T) {
 				}
 			}
 			msg := p.Collective.MessageSize(inB, outB)
-			if rule, _ := p.SizeRule(); rule.Admits(msg) && g.copies-copies != 2 {
-				t.Errorf("%s n=%d: an unpadded size took %d copies, want one each way", tc.algo, n, g.copies-copies)
+			engine, kernel := g.copies-copies, g.kcopies-kcopies
+			if rule, _ := p.SizeRule(); rule.Admits(msg) {
+				want := map[bool]int{true: 0, false: 1}
+				if engine+kernel != 2 || engine != want[g.kin]+want[g.kout] {
+					t.Errorf("%s n=%d: an unpadded size took %d copy-engine and %d kernel copies, want one each way (kernel: input %v, output %v)", tc.algo, n, engine, kernel, g.kin, g.kout)
+				}
+			}
+			// What the kernel may stage it stages, unless there are more
+			// spans than its parameter holds.
+			engineIn, engineOut := g.atLaunch-copies, g.copies-g.atLaunch
+			if g.kin && engineIn > 0 && engineIn <= kernels.StageSpans || g.kout && engineOut > 0 && engineOut <= kernels.StageSpans {
+				t.Errorf("%s n=%d: %d input and %d output spans copied by the copy engine, which the kernel could have staged (input %v, output %v)", tc.algo, n, engineIn, engineOut, g.kin, g.kout)
 			}
 			// The same call under capture: prepared, so it is queued
 			// with nothing opened or prepared.
@@ -252,5 +308,27 @@ func TestCUDAStaging(t *testing.T) {
 	}
 	if err := do(cl); err == nil || !strings.Contains(err.Error(), "closed") {
 		t.Errorf("after close: %v", err)
+	}
+}
+
+// TestStageMode: MSCCL_STAGE picks the cuda device's staging, unset is
+// the default constant, and a misspelling is an error naming both values.
+func TestStageMode(t *testing.T) {
+	for _, tc := range []struct {
+		env    string
+		kernel bool
+		err    string
+	}{{"", stageInKernel, ""}, {"kernel", true, ""}, {"copy", false, ""}, {"memcpy", false, `MSCCL_STAGE="memcpy": want kernel`}} {
+		t.Setenv("MSCCL_STAGE", tc.env)
+		kernel, err := stageMode()
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "copy") {
+				t.Errorf("MSCCL_STAGE=%q: %v, want %q", tc.env, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || kernel != tc.kernel {
+			t.Errorf("MSCCL_STAGE=%q: kernel %v, %v; want %v", tc.env, kernel, err, tc.kernel)
+		}
 	}
 }

@@ -118,6 +118,8 @@ var deviceStructs = []struct {
 	{reflect.TypeOf(BlockBarrier{}), "BlockBarrier"},
 	{reflect.TypeOf(TraceHeader{}), "TraceHeader"},
 	{reflect.TypeOf(TraceRecord{}), "TraceRecord"},
+	{reflect.TypeOf(StageSpan{}), "StageSpan"},
+	{reflect.TypeOf(Stage{}), "Stage"},
 }
 
 // GeneratedFile is one file go generate writes, its path relative to the
@@ -207,6 +209,8 @@ func abiHeader() []byte {
 	b.WriteString("#ifndef ABI_OFFSETOF\n#define ABI_OFFSETOF(T, m) ((unsigned long long)&(((T*)0)->m))\n#endif\n")
 	b.WriteString("\n// Limits.\n")
 	fmt.Fprintf(&b, "#define MAXR %d  // sources, and destinations, of one op: ir.MaxRefsPerOp\n", MaxRefs)
+	fmt.Fprintf(&b, "#define STAGE_SPANS %d  // staging copies each way in one launch's Stage: kernels.StageSpans\n", StageSpans)
+	fmt.Fprintf(&b, "#define STAGE_BARRIER 0x%xu  // the staging grid barrier's id in a watchdog record\n", StageBarrier)
 	return b.Bytes()
 }
 

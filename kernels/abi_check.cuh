@@ -74,3 +74,13 @@ static_assert(ABI_OFFSETOF(TraceRecord, start) == 0, "TraceRecord.start: offset 
 static_assert(ABI_OFFSETOF(TraceRecord, end) == 8, "TraceRecord.end: offset differs from kernels.TraceRecord.End");
 static_assert(ABI_OFFSETOF(TraceRecord, op) == 16, "TraceRecord.op: offset differs from kernels.TraceRecord.Op");
 static_assert(ABI_OFFSETOF(TraceRecord, iter) == 20, "TraceRecord.iter: offset differs from kernels.TraceRecord.Iter");
+static_assert(sizeof(StageSpan) == 24, "sizeof(StageSpan) differs from kernels.StageSpan");
+static_assert(ABI_OFFSETOF(StageSpan, dst) == 0, "StageSpan.dst: offset differs from kernels.StageSpan.Dst");
+static_assert(ABI_OFFSETOF(StageSpan, src) == 8, "StageSpan.src: offset differs from kernels.StageSpan.Src");
+static_assert(ABI_OFFSETOF(StageSpan, n) == 16, "StageSpan.n: offset differs from kernels.StageSpan.N");
+static_assert(sizeof(Stage) == 400, "sizeof(Stage) differs from kernels.Stage");
+static_assert(ABI_OFFSETOF(Stage, grid) == 0, "Stage.grid: offset differs from kernels.Stage.Grid");
+static_assert(ABI_OFFSETOF(Stage, nin) == 8, "Stage.nin: offset differs from kernels.Stage.NIn");
+static_assert(ABI_OFFSETOF(Stage, nout) == 12, "Stage.nout: offset differs from kernels.Stage.NOut");
+static_assert(ABI_OFFSETOF(Stage, in) == 16, "Stage.in: offset differs from kernels.Stage.In");
+static_assert(ABI_OFFSETOF(Stage, out) == 208, "Stage.out: offset differs from kernels.Stage.Out");

@@ -50,6 +50,28 @@ struct Args {
   u32 traceCap, pad;
 };
 
+// StageSpan is one staging copy the _stage instance makes itself: n
+// bytes from src to dst, device addresses of this process (the caller's
+// buffer on one side, the rank's registered buffer on the other).
+struct StageSpan {
+  u64 dst, src, n;
+};
+
+// Stage is a launch's staging, the _stage instance's second parameter,
+// passed by value: a captured graph's kernel node keeps it, and a launch
+// needs no upload. The prologue copies the nin input spans, the epilogue
+// the nout output spans (executor/cuda kstage.go decides which spans, if
+// any, the kernel copies); with both counts 0 the launch does what the
+// plain instance does. grid is the rank's grid barrier: a generation
+// counter that only grows (block_barrier), so it needs no reset between
+// launches or graph replays.
+struct Stage {
+  BlockBarrier* grid;
+  u32 nin, nout;
+  StageSpan in[STAGE_SPANS];
+  StageSpan out[STAGE_SPANS];
+};
+
 // The GPU timeline (kernels.TraceHeader, kernels.TraceRecord): the
 // instance compiled with MSCCL_TRACE records every op it runs, from
 // %globaltimer, into a buffer the host preallocated; the others do not
@@ -442,6 +464,30 @@ DEV void op_pkt_port(Env& e, const DOp& op, u32 off, u32 unit, bool waitSrc) {
   if (n > 0) fifo_push(e.a->fifo, FIFO_PUT, c.index, (u64)s.p, (u64)d.p, 2ull * n, &e.w);
 }
 
+// ---- in-kernel staging (MSCCL_STAGE) ----
+
+#ifdef MSCCL_STAGE
+// stage_copy copies spans[0..n): each block its 16-byte-aligned share of
+// each span, so the whole grid moves it. The span is picked with constant
+// indices: indexing the parameter array with a run-time index would copy
+// it into every thread's local memory.
+DEV void stage_copy(const StageSpan* spans, u32 n, u32 nblocks) {
+  n = n < STAGE_SPANS ? n : STAGE_SPANS;
+  for (u32 i = 0; i < n; i++) {
+    StageSpan s = spans[0];
+#pragma unroll
+    for (u32 j = 1; j < STAGE_SPANS; j++) {
+      if (j == i) s = spans[j];
+    }
+    u64 per = ((s.n + nblocks - 1) / nblocks + 15) & ~15ull;
+    u64 off = per * blockIdx.x;
+    if (off >= s.n) continue;
+    u64 len = s.n - off < per ? s.n - off : per;
+    msccl::copy_big((char*)s.dst + off, (const char*)s.src + off, len, threadIdx.x, blockDim.x);
+  }
+}
+#endif
+
 // ---- the interpreter ----
 
 template <int DT, int PK>
@@ -552,8 +598,18 @@ DEV void exec_op(Env& e, const DOp& op, u32 off, u32 unit) {
   }
 }
 
+// STAGE_PARAM is run_block's parameter st, the launch's staging, in the
+// _stage instance only, so that the other instances' PTX, symbol names
+// included, does not depend on staging (TestPTXGolden).
+#ifdef MSCCL_STAGE
+#define STAGE_PARAM , const Stage* st
+#else
+#define STAGE_PARAM
+#endif
+
+// run_block runs block blockIdx.x of the rank's plan.
 template <int DT, int PK>
-DEV void run_block(const Args* a) {
+DEV void run_block(const Args* a STAGE_PARAM) {
   extern __shared__ int4 smem[];
   __shared__ u64 epoch;
   __shared__ u32 aborted;
@@ -588,6 +644,16 @@ DEV void run_block(const Args* a) {
     th->launch = epoch;
   }
 #endif
+#ifdef MSCCL_STAGE
+  // The prologue: the input is the plan's once every block has copied its
+  // share (the executor stages in the kernel only inputs no peer reads or
+  // writes, so only this rank's blocks need to see it).
+  if (st->nin > 0) {
+    e.w.op = h->nops;  // a hang here is reported past the plan's ops
+    stage_copy(st->in, st->nin, a->nblocks);
+    block_barrier(st->grid, a->nblocks, STAGE_BARRIER, &e.w);
+  }
+#endif
   for (u32 i = 0; i < h->nops; i++) {
     const DOp& op = ops[i];
     e.w.op = i;
@@ -615,6 +681,18 @@ DEV void run_block(const Args* a) {
 #endif
     }
   }
+#ifdef MSCCL_STAGE
+  // The epilogue: every write into this rank's output, its peers'
+  // included, is ordered before the end of its own blocks' ops by their
+  // waits (docs/model.md), so after a barrier of every block and a fence
+  // the output is final and any block may copy any part of it.
+  if (st->nout > 0) {
+    e.w.op = h->nops;
+    block_barrier(st->grid, a->nblocks, STAGE_BARRIER, &e.w);
+    __threadfence();
+    stage_copy(st->out, st->nout, a->nblocks);
+  }
+#endif
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence();
@@ -626,8 +704,15 @@ DEV void run_block(const Args* a) {
   }
 }
 
+#ifdef MSCCL_STAGE
+#define MSCCL_KERNEL(name, DT, PK)                                                         \
+  extern "C" __global__ void __launch_bounds__(1024, 1) name(const Args* a, const Stage st) { \
+    run_block<DT, PK>(a, &st);                                                             \
+  }
+#else
 #define MSCCL_KERNEL(name, DT, PK) \
   extern "C" __global__ void __launch_bounds__(1024, 1) name(const Args* a) { run_block<DT, PK>(a); }
+#endif
 
 // The instances (one data type and packet width per compiled module) are
 // appended by kernels.Source, which keeps each NVRTC run short.

@@ -56,6 +56,15 @@ func TraceSourceFor(dt ir.DType, llWidth int) (string, error) {
 	return instance(dt, llWidth, "#define MSCCL_TRACE 1\n", "_trace")
 }
 
+// StageSourceFor is SourceFor's staging instance (entry point
+// KernelName(dt, llWidth) + "_stage"): compiled with MSCCL_STAGE, it takes
+// a Stage by value after the Args pointer and copies its spans itself, a
+// prologue before the plan's ops and an epilogue after them. The other
+// instances do not contain that code.
+func StageSourceFor(dt ir.DType, llWidth int) (string, error) {
+	return instance(dt, llWidth, "#define MSCCL_STAGE 1\n", "_stage")
+}
+
 // instance is the translation unit of one kernel instance: pre (defines
 // before the knobs), the knobs, the source, and the entry point
 // KernelName(dt, llWidth) + suffix.

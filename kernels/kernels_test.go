@@ -142,3 +142,52 @@ func TestCompileTracePTX(t *testing.T) {
 		t.Errorf("PTX has no entry %s_trace", name)
 	}
 }
+
+// TestCompileStagePTX compiles the staging instance of every data type
+// and packet width: its entry takes the Args pointer and a Stage of
+// kernels.Stage's size by value, and the other instances contain none of
+// its code.
+func TestCompileStagePTX(t *testing.T) {
+	plain, err := SourceFor(ir.F32, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(plain, "#define MSCCL_STAGE") {
+		t.Fatal("MSCCL_STAGE defined in the plain instance")
+	}
+	nvrtctest.Need(t)
+	cases := [][2]int{}
+	for _, dt := range ir.DTypes {
+		for _, ll := range []int{8, 16} {
+			cases = append(cases, [2]int{int(dt), ll})
+		}
+	}
+	if fulltest.Sample() {
+		cases = cases[:1]
+	}
+	for _, c := range cases {
+		dt, ll := ir.DType(c[0]), c[1]
+		name, err := KernelName(dt, ll)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name += "_stage"
+		t.Run(name, func(t *testing.T) {
+			src, err := StageSourceFor(dt, ll)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(src, "#define MSCCL_STAGE 1\n") {
+				t.Fatal("MSCCL_STAGE not defined in the staging instance")
+			}
+			ptx, log, err := nvrtc.Compile(src, name+".cu", CompileOptions("compute_90"))
+			if err != nil {
+				t.Fatalf("%v\n%s", err, log)
+			}
+			want := fmt.Sprintf(".param .align 8 .b8 %s_param_1[%d]", name, StageBytes)
+			if !strings.Contains(string(ptx), ".entry "+name) || !strings.Contains(string(ptx), want) {
+				t.Errorf("PTX has no entry %s taking %q", name, want)
+			}
+		})
+	}
+}

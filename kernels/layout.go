@@ -23,6 +23,7 @@ const (
 	ChanBytes    = int(unsafe.Sizeof(Chan{}))
 	WatchBytes   = int(unsafe.Sizeof(WatchRecord{}))
 	BarrierBytes = int(unsafe.Sizeof(BlockBarrier{}))
+	StageBytes   = int(unsafe.Sizeof(Stage{}))
 )
 
 // Op is one entry of a block's op table (struct DOp). Its refs are
@@ -207,6 +208,36 @@ func (a *Args) Encode() []byte {
 	le.PutUint64(b[unsafe.Offsetof(a.Trace):], a.Trace)
 	le.PutUint32(b[unsafe.Offsetof(a.TraceCap):], a.TraceCap)
 	return b
+}
+
+// StageSpans is how many input spans, and output spans, one launch of the
+// _stage instance copies itself (STAGE_SPANS): Stage is a kernel
+// parameter, so its size is fixed. More spans are copied by the host's
+// copy engine instead (executor/cuda kstage.go).
+const StageSpans = 8
+
+// StageBarrier is the barrier id a block that timed out in the staging
+// grid barrier reports (WatchRecord.Channel of WatchBarrier): above every
+// plan barrier id.
+const StageBarrier = 0xffff
+
+// StageSpan is one copy the kernel makes of a launch's staging (struct
+// StageSpan): N bytes from Src to Dst, device addresses.
+type StageSpan struct {
+	Dst uint64 `c:"dst"`
+	Src uint64 `c:"src"`
+	N   uint64 `c:"n"`
+}
+
+// Stage is the second parameter of the _stage instance (struct Stage),
+// passed by value: Grid is the rank's grid barrier (a BlockBarrier), In
+// the prologue's copies, Out the epilogue's.
+type Stage struct {
+	Grid uint64                `c:"grid"`
+	NIn  uint32                `c:"nin"`
+	NOut uint32                `c:"nout"`
+	In   [StageSpans]StageSpan `c:"in"`
+	Out  [StageSpans]StageSpan `c:"out"`
 }
 
 // WatchRecord is what a block that timed out wrote about itself (struct

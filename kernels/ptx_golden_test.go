@@ -16,15 +16,15 @@ import (
 )
 
 // TestPTXGolden holds the executor's PTX still: the sha256 of every
-// instance (each data type, both LL widths, with and without MSCCL_TRACE)
-// for compute_90 must match kernels/testdata/ptx.golden, which records the
+// instance (each data type, both LL widths; plain, MSCCL_TRACE and
+// MSCCL_STAGE) for compute_90 must match kernels/testdata/ptx.golden, which records the
 // NVRTC version that produced it. A refactoring of the device headers
 // (kernels/include/msccl) must leave these bytes alone; a change meant to
 // alter the kernel rewrites the file (MSCCL_UPDATE_PTX=1) and is measured
 // on a GPU. Another NVRTC version emits other PTX, so there the test skips.
 func TestPTXGolden(t *testing.T) {
 	nvrtctest.Need(t)
-	fulltest.Skip(t, "compiles 32 kernel instances")
+	fulltest.Skip(t, "compiles 48 kernel instances")
 	major, minor, err := nvrtc.Version()
 	if err != nil {
 		t.Fatal(err)
@@ -34,16 +34,16 @@ func TestPTXGolden(t *testing.T) {
 	fmt.Fprintf(&got, "nvrtc %d.%d compute_90\n", major, minor)
 	for _, dt := range ir.DTypes {
 		for _, ll := range []int{8, 16} {
-			for _, trace := range []bool{false, true} {
+			for _, inst := range []struct {
+				suffix string
+				source func(ir.DType, int) (string, error)
+			}{{"", SourceFor}, {"_trace", TraceSourceFor}, {"_stage", StageSourceFor}} {
 				name, err := KernelName(dt, ll)
 				if err != nil {
 					t.Fatal(err)
 				}
-				src, err := SourceFor(dt, ll)
-				if trace {
-					name += "_trace"
-					src, err = TraceSourceFor(dt, ll)
-				}
+				name += inst.suffix
+				src, err := inst.source(dt, ll)
 				if err != nil {
 					t.Fatal(err)
 				}

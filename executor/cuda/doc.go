@@ -24,7 +24,9 @@
 // (rankexec.go): the same op-table builder and kernel, over the peers'
 // buffers and semaphore words that the communicator (runtime/comm on the
 // runtime/cudadev device) mapped into this process through CUDA IPC; its
-// port channels are copied by the kernel's threads (PortCopySM).
+// port channels are copied by the kernel's threads (PortCopySM). With
+// Options.StageInKernel its kernel also copies a collective's staging
+// between the caller's buffers and the rank's (EnqueueStaged, kstage.go).
 //
 // cudaexec builds on runtime/cuda and runtime/nvrtc and the kernels
 // package (OpenRank also on runtime/comm and runtime/cudadev); it must not import the CPU executor outside tests (that is the

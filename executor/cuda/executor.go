@@ -84,6 +84,10 @@ type Options struct {
 	// fallback: a Call.Stream must be a stream of that context, as it is of
 	// device 0's on the default path.
 	Devices []int
+	// StageInKernel (OpenRank only) runs the kernel's _stage instance,
+	// which makes a collective's staging copies itself
+	// (RankExecutor.EnqueueStaged, kstage.go).
+	StageInKernel bool
 }
 
 // Executor runs one plan; it owns the per-rank streams, channels,
@@ -141,6 +145,7 @@ type rankRes struct {
 	epoch    cuda.DevicePtr
 	doneCnt  cuda.DevicePtr
 	fifoHead cuda.DevicePtr
+	grid     cuda.DevicePtr    // the staging grid barrier (a kernels.BlockBarrier)
 	inbound  [2]cuda.DevicePtr // [memory, port] inbound semaphores, one u64 per channel
 	portIn   *cuda.HostMem     // the port inbound semaphores: mapped host memory the proxy stores to
 	expected [2]cuda.DevicePtr // signals consumed so far, one u64 per channel
@@ -176,6 +181,11 @@ func Open(p *ir.Plan, opt Options) (*Executor, error) {
 	}
 	if err := checkPlan(p, opt.AllowMulticast); err != nil {
 		return nil, err
+	}
+	if opt.StageInKernel {
+		// Its callers stage on their own streams (stage.go), not through
+		// the kernel's parameter.
+		return nil, diag.Errorc(diag.CodeBadOptions, "cudaexec: StageInKernel is an option of OpenRank (one process per rank); Open stages with its own copies")
 	}
 	rule, err := openRule(p, &opt)
 	if err != nil {
@@ -395,9 +405,13 @@ func (e *Executor) function(dt ir.DType, ll int) (*fnEntry, error) {
 func (e *Executor) kernelImage(dt ir.DType, ll int) (name string, img []byte, err error) {
 	src, err := kernels.SourceFor(dt, ll)
 	name, _ = kernels.KernelName(dt, ll)
-	if e.opt.Trace > 0 {
+	switch {
+	case e.opt.Trace > 0:
 		src, err = kernels.TraceSourceFor(dt, ll)
 		name += "_trace"
+	case e.opt.StageInKernel:
+		src, err = kernels.StageSourceFor(dt, ll)
+		name += "_stage"
 	}
 	if err != nil {
 		return "", nil, err

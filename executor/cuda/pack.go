@@ -65,7 +65,7 @@ func packTables(tables []kernels.Table, rank int) (blob []byte, offsAt, argsAt i
 func carveStatic(rs *rankRes, g *ir.GPU, inbound [2]bool) error {
 	nc := rs.nchan[0] + rs.nchan[1]
 	size := int64(16*nc) + int64(kernels.ChanBytes*nc) + int64(4*len(g.Semaphores)) +
-		int64(kernels.BarrierBytes*maxBarriers) + 64 + 4096
+		int64(kernels.BarrierBytes*(maxBarriers+1)) + 64 + 4096
 	var err error
 	if rs.static, err = cuda.Malloc(size); err != nil {
 		return err
@@ -92,6 +92,7 @@ func carveStatic(rs *rankRes, g *ir.GPU, inbound [2]bool) error {
 	rs.epoch = take(8)
 	rs.doneCnt = take(8)
 	rs.fifoHead = take(8)
+	rs.grid = take(int64(kernels.BarrierBytes))
 	return nil
 }
 

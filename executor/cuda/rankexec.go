@@ -55,6 +55,12 @@ type RankExecutor struct {
 	// out of step with the peers', so no later Run can be right.
 	broken error
 	closed bool
+	// stage is the kernel's staging parameter of the next launch
+	// (Options.StageInKernel; counts zero outside EnqueueStaged);
+	// stageIn is InputInKernel of the plan and rank, stageInWhy why not.
+	stage      kernels.Stage
+	stageIn    bool
+	stageInWhy string
 }
 
 // openRule is what Open and OpenRank both do to a checked plan: derive its
@@ -117,6 +123,8 @@ func OpenRank(ctx context.Context, c *comm.Comm, p *ir.Plan, opt Options) (*Rank
 		e.Close()
 		return nil, fmt.Errorf("cudaexec: rank %d: %w", e.rank, err)
 	}
+	e.stage.Grid = uint64(e.rs.grid)
+	e.stageIn, e.stageInWhy = InputInKernel(p, e.rank)
 	return e, nil
 }
 
@@ -671,6 +679,11 @@ func (e *RankExecutor) Prepare(b *RankBuffers, dt ir.DType, red ir.ReduceOp, ll 
 func (e *RankExecutor) Enqueue(b *RankBuffers, dt ir.DType, red ir.ReduceOp, ll int, s *cuda.Stream) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	return e.enqueue(b, dt, red, ll, s)
+}
+
+// enqueue is Enqueue with e.mu held; EnqueueStaged's launch too.
+func (e *RankExecutor) enqueue(b *RankBuffers, dt ir.DType, red ir.ReduceOp, ll int, s *cuda.Stream) error {
 	if err := e.watchdog(); err != nil {
 		e.refused()
 		return err
@@ -791,7 +804,16 @@ func (e *RankExecutor) submit(b *RankBuffers, dt ir.DType, red ir.ReduceOp, ll i
 		return err
 	}
 	arg := uint64(rb.args)
-	if err := rb.fn.fn.Launch([3]uint32{uint32(e.rs.nblocks), 1, 1}, [3]uint32{rb.threads, 1, 1}, rb.smem, s, unsafe.Pointer(&arg)); err != nil {
+	grid, block := [3]uint32{uint32(e.rs.nblocks), 1, 1}, [3]uint32{rb.threads, 1, 1}
+	if e.k.opt.StageInKernel {
+		// The _stage instance's second parameter, by value (the driver
+		// copies it during the call; with no spans the kernel does what
+		// the plain instance does).
+		err = rb.fn.fn.Launch(grid, block, rb.smem, s, unsafe.Pointer(&arg), unsafe.Pointer(&e.stage))
+	} else {
+		err = rb.fn.fn.Launch(grid, block, rb.smem, s, unsafe.Pointer(&arg))
+	}
+	if err != nil {
 		e.broken = err
 		return fmt.Errorf("cudaexec: launching rank %d: %w", e.rank, err)
 	}

@@ -49,15 +49,7 @@ func openRankOracle(t *testing.T, mode cudadev.IPC) {
 	if ok, why, err := cuda.VMMSupported(0); mode == cudadev.IPCVMM && (err != nil || !ok) {
 		t.Skipf("no VMM handles: %s %v", why, err)
 	}
-	dev, err := cudadev.Open(cudadev.Options{IPC: mode})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := dev.Close(); err != nil {
-			t.Error(err)
-		}
-	}()
+	dev := openDevice(t, cudadev.Options{IPC: mode})
 	// One node: ranks declared on two nodes in one process would launch
 	// in rounds per node only (rankrounds.go groups the ranks whose
 	// memory this process maps), so their queued launches could stand

@@ -540,6 +540,9 @@ func (h *HangError) Error() string {
 			fmt.Fprintf(&b, ": expected flag %d, saw %d", w.Expected, w.Seen)
 		case kernels.WatchBarrier:
 			fmt.Fprintf(&b, " %d: %d of %d blocks arrived", w.Channel, w.Seen, w.Expected)
+			if w.Channel == kernels.StageBarrier {
+				b.WriteString(" (the staging grid barrier, before the kernel's input copies end or its output copies begin)")
+			}
 		case kernels.WatchSemaphore:
 			fmt.Fprintf(&b, " %d: value %d", w.Channel, w.Seen)
 		}

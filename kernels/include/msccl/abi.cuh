@@ -97,3 +97,5 @@
 
 // Limits.
 #define MAXR 10  // sources, and destinations, of one op: ir.MaxRefsPerOp
+#define STAGE_SPANS 8  // staging copies each way in one launch's Stage: kernels.StageSpans
+#define STAGE_BARRIER 0xffffu  // the staging grid barrier's id in a watchdog record
