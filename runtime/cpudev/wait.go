@@ -17,16 +17,16 @@ import (
 // busy machine, more than a whole small collective; runtime.Gosched is
 // such a hand-off for a locked goroutine too. So the yields and sleeps
 // here are the kernel's, and a goroutine that is not Locked also calls
-// runtime.Gosched now and then (GoschedEvery), to let the goroutines it
+// runtime.Gosched now and then (goschedEvery), to let the goroutines it
 // may be waiting for (another rank of this process, a port proxy) have
 // its P.
 //
 // The phases: a few polls back to back (a peer that is running answers
-// within a µs or so); then one sched_yield per poll for YieldFor, which
+// within a µs or so); then one sched_yield per poll for yieldFor, which
 // gives this core to any thread waiting for it (on a machine with fewer
 // cores than ranks, that is the peer being waited for) and costs well
 // under a µs when no thread is; then nanosleep, 10 µs longer each time
-// up to MaxSleep, so a rank that waits long (a slow peer, a debugger)
+// up to maxSleep, so a rank that waits long (a slow peer, a debugger)
 // stops burning its core. The sleep blocks the OS thread in the kernel,
 // which wakes it without the Go scheduler; the runtime takes the
 // thread's P for other goroutines if they need it.
@@ -42,14 +42,14 @@ type Backoff struct {
 	sleep  time.Duration
 }
 
-// The phases' lengths. SpinPolls is small because polls are cheap but a
-// peer that is not running needs this core; YieldFor is several times a
+// The phases' lengths. spinPolls is small because polls are cheap but a
+// peer that is not running needs this core; yieldFor is several times a
 // wake-up from sleep, so a peer that answers within it never meets the
 // sleeps' latency.
 const (
-	SpinPolls = 64
-	YieldFor  = 500 * time.Microsecond
-	MaxSleep  = time.Millisecond
+	spinPolls = 64
+	yieldFor  = 500 * time.Microsecond
+	maxSleep  = time.Millisecond
 	sleepStep = 10 * time.Microsecond
 )
 
@@ -57,39 +57,39 @@ const (
 func (b *Backoff) Pause() {
 	b.polls++
 	switch {
-	case b.polls <= SpinPolls:
+	case b.polls <= spinPolls:
 		return
-	case b.polls == SpinPolls+1:
+	case b.polls == spinPolls+1:
 		b.since = time.Now()
 	}
-	yielding := b.sleep == 0 && time.Since(b.since) < YieldFor
-	if !b.Locked && (!yielding || (b.polls-SpinPolls)%GoschedEvery == 1) {
+	yielding := b.sleep == 0 && time.Since(b.since) < yieldFor
+	if !b.Locked && (!yielding || (b.polls-spinPolls)%goschedEvery == 1) {
 		runtime.Gosched()
 	}
 	if yielding {
-		Yield()
+		yield()
 		return
 	}
-	b.sleep = min(b.sleep+sleepStep, MaxSleep)
+	b.sleep = min(b.sleep+sleepStep, maxSleep)
 	sleep(b.sleep)
 }
 
-// GoschedEvery is how many yielding pauses of a Backoff that is not
+// goschedEvery is how many yielding pauses of a Backoff that is not
 // Locked pass between its runtime.Gosched calls (the first yielding
 // pause has one, and so has every sleep). Each Gosched wakes an idle
 // thread of the runtime to look for work while a P is idle: a thread
 // woken for nothing, on a machine whose cores the ranks need.
-const GoschedEvery = 16
+const goschedEvery = 16
 
 // Reset starts the phases over: the next wait begins with spinning.
 func (b *Backoff) Reset() { *b = Backoff{Locked: b.Locked} }
 
-// Sleeping reports whether the backoff has reached its sleeping phase.
-func (b *Backoff) Sleeping() bool { return b.sleep > 0 }
+// sleeping reports whether the backoff has reached its sleeping phase.
+func (b *Backoff) sleeping() bool { return b.sleep > 0 }
 
-// Yield gives the calling thread's core to another runnable thread, if
+// yield gives the calling thread's core to another runnable thread, if
 // any, without parking the goroutine (sched_yield).
-func Yield() { syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0) }
+func yield() { syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0) }
 
 // sleep blocks the calling thread for d in the kernel (nanosleep), not
 // in the Go scheduler. An interrupted sleep is not resumed: the caller

@@ -8,41 +8,41 @@ import (
 	"time"
 )
 
-// The backoff spins, yields for YieldFor, then sleeps longer each pause
-// up to MaxSleep; Reset starts over with spinning.
+// The backoff spins, yields for yieldFor, then sleeps longer each pause
+// up to maxSleep; Reset starts over with spinning.
 func TestBackoffPhases(t *testing.T) {
 	var b Backoff
 	start := time.Now()
-	for range SpinPolls + 1 {
+	for range spinPolls + 1 {
 		b.Pause()
 	}
-	if b.Sleeping() {
+	if b.sleeping() {
 		t.Fatal("sleeping after the spin polls")
 	}
-	for !b.Sleeping() {
+	for !b.sleeping() {
 		b.Pause()
 	}
-	if d := time.Since(start); d < YieldFor {
-		t.Errorf("slept after yielding for %v, want %v first", d, YieldFor)
+	if d := time.Since(start); d < yieldFor {
+		t.Errorf("slept after yielding for %v, want %v first", d, yieldFor)
 	}
 	t0 := time.Now()
 	b.Pause() // the second sleep: 2 steps
 	if d := time.Since(t0); d < 2*sleepStep {
 		t.Errorf("a sleeping pause took %v, want at least %v", d, 2*sleepStep)
 	}
-	b.sleep = MaxSleep // where many sleeps lead, without the waiting
+	b.sleep = maxSleep // where many sleeps lead, without the waiting
 	t0 = time.Now()
 	b.Pause()
-	if d := time.Since(t0); b.sleep != MaxSleep || d < MaxSleep {
-		t.Errorf("capped sleep %v took %v, want %v", b.sleep, d, MaxSleep)
+	if d := time.Since(t0); b.sleep != maxSleep || d < maxSleep {
+		t.Errorf("capped sleep %v took %v, want %v", b.sleep, d, maxSleep)
 	}
 	b.Reset()
 	t0 = time.Now()
-	for range SpinPolls {
+	for range spinPolls {
 		b.Pause()
 	}
-	if b.Sleeping() || time.Since(t0) > 50*time.Millisecond {
-		t.Errorf("after Reset: sleeping %v, %v for the spin polls", b.Sleeping(), time.Since(t0))
+	if b.sleeping() || time.Since(t0) > 50*time.Millisecond {
+		t.Errorf("after Reset: sleeping %v, %v for the spin polls", b.sleeping(), time.Since(t0))
 	}
 }
 
@@ -54,7 +54,7 @@ func TestBackoffUnlockedSharesItsP(t *testing.T) {
 	var ran atomic.Bool
 	go ran.Store(true)
 	var b Backoff
-	for range SpinPolls + 1 {
+	for range spinPolls + 1 {
 		b.Pause()
 	}
 	if !ran.Load() {
