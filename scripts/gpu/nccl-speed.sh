@@ -14,7 +14,8 @@
 #      LD_PRELOAD=libmsccl_nccl.so (python/tests/gpu/nccl_speed.py: through
 #      ProcessGroupNCCL, ncclAllReduce directly by ctypes, and a torch op)
 #      next to msccl-bench --procs 4 at 1 KiB with as many iterations
-#      (ITERS); then one rank through the real NCCL and through ours.
+#      (ITERS); then one rank through the real NCCL and through ours
+#      (ONE_RANK=0 skips it). SKIP_INPROC=1 skips part 1.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -77,10 +78,12 @@ echo "== LD_PRELOAD=$lib ${run[*]} --standalone --nproc_per_node 4 python/tests/
 MSCCL_DEVICE=cuda MSCCL_CUDA_DEVICE=0 NCCL_NVLS_ENABLE=0 MSCCL_NCCL_FALLBACK=0 LD_PRELOAD=$lib timeout 200 \
   "${run[@]}" --standalone --nproc_per_node 4 python/tests/gpu/nccl_speed.py --bytes 1024 --iters "$iters" 2>&1 | tee -a "$log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
-# torch's own cost of a call: one rank, through the real NCCL (the one
-# torch ships) and through the library (a world of one copies locally).
-echo "== one rank: real NCCL, then LD_PRELOAD=$lib" | tee -a "$log"
-NCCL_NVLS_ENABLE=0 timeout 120 "${run[@]}" --standalone --nproc_per_node 1 python/tests/gpu/nccl_speed.py --bytes 1024 --iters "$iters" 2>&1 | grep -v Warning | tee -a "$log"
-MSCCL_DEVICE=cuda MSCCL_CUDA_DEVICE=0 LD_PRELOAD=$lib timeout 120 "${run[@]}" --standalone --nproc_per_node 1 python/tests/gpu/nccl_speed.py --bytes 1024 --iters "$iters" 2>&1 | grep -v Warning | tee -a "$log"
+if [ "${ONE_RANK:-1}" != 0 ]; then  # ONE_RANK=0 skips this part
+  # torch's own cost of a call: one rank, through the real NCCL (the one
+  # torch ships) and through the library (a world of one copies locally).
+  echo "== one rank: real NCCL, then LD_PRELOAD=$lib" | tee -a "$log"
+  NCCL_NVLS_ENABLE=0 timeout 120 "${run[@]}" --standalone --nproc_per_node 1 python/tests/gpu/nccl_speed.py --bytes 1024 --iters "$iters" 2>&1 | grep -v Warning | tee -a "$log"
+  MSCCL_DEVICE=cuda MSCCL_CUDA_DEVICE=0 LD_PRELOAD=$lib timeout 120 "${run[@]}" --standalone --nproc_per_node 1 python/tests/gpu/nccl_speed.py --bytes 1024 --iters "$iters" 2>&1 | grep -v Warning | tee -a "$log"
+fi
 echo "== exit $rc" | tee -a "$log"
 exit $rc
