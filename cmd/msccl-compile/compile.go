@@ -53,8 +53,8 @@ func cmdCompile(args []string, stdout, stderr io.Writer) int {
 		return errorf(stderr, "compile", "--proof-memory: %v", err)
 	}
 	if _, ok := os.LookupEnv("GOMEMLIMIT"); !ok && !*noVerify {
-		// The collector runs at GOGC=400 for the compile and 100 for
-		// the proof (gc.go), which lets the heap grow to five and two
+		// The collector runs at GOGC=400 for the compile and 50 for
+		// the proof (gc.go), which lets the heap grow to five and 1.5
 		// times what is live: near the cap it must collect instead (a
 		// 256-rank proof peaked at 7 GB for 3 GB live).
 		debug.SetMemoryLimit(maxMem)

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/msccl-go/msccl-go/internal/diag"
 	"github.com/msccl-go/msccl-go/ir"
@@ -51,7 +52,7 @@ type rchan struct {
 // the op of a large plan small.
 type rop struct {
 	code     ir.OpCode
-	place    int32 // index into sim.places
+	place    int32 // its place number (sim.place)
 	src, dst []rref
 	chans    []rchan
 	reduce   ir.ReduceOp
@@ -68,20 +69,44 @@ type ropCtl struct {
 	unit      int64
 }
 
-// placeRec is a Place in 20 bytes (one per op of the plan); place
-// builds the Place.
-type placeRec struct {
-	rank, block, op, inner int32
-	code                   ir.OpCode
-	host                   bool
+// Places are numbered in the order setup resolves the ops, block by
+// block (each op, then a pipeline's body ops), then the hosts'. Only the
+// hosts' are stored: place finds an op's from its block's first place,
+// since a record per op cost 20 bytes of each of a plan's millions.
+
+// addPlace numbers the next place: an op's (pl.Block ≥ 0, during setup)
+// or a host's (after).
+func (s *sim) addPlace(pl Place) int32 {
+	if pl.Block >= 0 {
+		s.opPlaces++
+		return s.opPlaces - 1
+	}
+	s.hostPlaces = append(s.hostPlaces, pl)
+	return s.opPlaces + int32(len(s.hostPlaces)-1)
 }
 
+// place is the Place numbered i.
 func (s *sim) place(i int32) Place {
-	r := s.places[i]
-	if r.host {
-		return Place{Rank: int(r.rank), Block: -1, Op: -1, Inner: -1, OpName: "host"}
+	if i >= s.opPlaces {
+		return s.hostPlaces[i-s.opPlaces]
 	}
-	return Place{Rank: int(r.rank), Block: int(r.block), Op: int(r.op), Inner: int(r.inner), OpName: r.code.String()}
+	// The last block whose first place is not past i (blocks without
+	// ops share their successor's).
+	k := sort.Search(len(s.blocks), func(k int) bool { return s.blocks[k].first > i }) - 1
+	b := s.blocks[k]
+	off := i - b.first
+	pc, inner := int(off), -1
+	if b.offs != nil {
+		pc = sort.Search(len(b.offs), func(j int) bool { return b.offs[j] > off }) - 1
+		if d := off - b.offs[pc]; d > 0 {
+			inner = int(d) - 1
+		}
+	}
+	op := &b.plan.Ops[pc]
+	if inner >= 0 {
+		op = &op.Ops()[inner]
+	}
+	return Place{Rank: b.rank, Block: b.tb, Op: pc, Inner: inner, OpName: op.Code.String()}
 }
 
 // refSlab hands out the small slices of resolved ops from large blocks,
@@ -90,21 +115,31 @@ func (s *sim) place(i int32) Place {
 type refSlab struct {
 	refs  []rref
 	chans []rchan
+	chunk int // length of a new block; 0: slabLen
 }
 
 const slabLen = 4096
 
-func (sl *refSlab) takeRefs(n int) []rref   { return take(&sl.refs, n) }
-func (sl *refSlab) takeChans(n int) []rchan { return take(&sl.chans, n) }
+func (sl *refSlab) takeRefs(n int) []rref   { return take(&sl.refs, n, sl.chunk) }
+func (sl *refSlab) takeChans(n int) []rchan { return take(&sl.chans, n, sl.chunk) }
+
+// reset lets the slab hand out its current blocks again: whatever it
+// handed out before is no longer used.
+func (sl *refSlab) reset() {
+	sl.refs, sl.chans = sl.refs[:0], sl.chans[:0]
+}
 
 // take returns an empty slice with room for n from *slab, starting a
 // new block when the current one is full.
-func take[T any](slab *[]T, n int) []T {
+func take[T any](slab *[]T, n, chunk int) []T {
 	if n == 0 {
 		return nil
 	}
+	if chunk == 0 {
+		chunk = slabLen
+	}
 	if len(*slab)+n > cap(*slab) {
-		*slab = make([]T, 0, max(slabLen, n))
+		*slab = make([]T, 0, max(chunk, n))
 	}
 	i := len(*slab)
 	*slab = (*slab)[:i+n]
@@ -166,10 +201,6 @@ func (s *sim) setup() error {
 		s.ranks[r] = rs
 	}
 	s.pairChannels()
-	// One place per op and one per rank's host: sized once, since
-	// growing by appends left up to twice the array behind as garbage.
-	ops, _ := planOps(s.p)
-	s.places = make([]placeRec, 0, ops+int64(len(s.ranks)))
 	return s.placeBlocks()
 }
 
@@ -358,18 +389,47 @@ func (s *sim) placeBlocks() error {
 		rs := s.ranks[r]
 		for b := range p.GPUs[r].ThreadBlocks {
 			tb := &p.GPUs[r].ThreadBlocks[b]
-			ops, err := s.resolveOps(r, b, tb, tb.Ops, -1)
-			if err != nil {
+			// Every op is resolved here, so that a plan that cannot run
+			// is refused before it starts, then dropped: a block
+			// resolves its current op again when it reaches it
+			// (sim.resolved). Keeping them cost about 190 bytes an op
+			// for the whole run, 2.6 GB for a 1024-rank ring.
+			first := s.opPlaces
+			if _, err := s.resolveOps(r, b, tb, tb.Ops, -1); err != nil {
 				return err
 			}
-			blk := &block{agent: b*n + r, rank: r, tb: b, ops: ops}
+			blk := &block{agent: b*n + r, rank: r, tb: b, plan: tb, tab: newTBTable(tb), first: first, offs: pipelineOffsets(tb.Ops), curPC: -1, hdrPC: -1}
+			blk.slab.chunk = 4
 			rs.blocks = append(rs.blocks, blk)
 			s.blocks = append(s.blocks, blk)
 		}
 		rs.proxy, rs.host = maxTB*n+r, (maxTB+1)*n+r
 	}
 	s.agents = (maxTB + 2) * n
+	s.slab = refSlab{} // setup's resolved ops are garbage now
 	return nil
+}
+
+// pipelineOffsets returns each op's place offset in its block when the
+// block has pipelines (a pipeline's body ops follow it), nil when op i
+// is offset i.
+func pipelineOffsets(ops []ir.Op) []int32 {
+	var offs []int32
+	for i := range ops {
+		if ops[i].Code == ir.OpPipeline {
+			offs = make([]int32, len(ops))
+			break
+		}
+	}
+	if offs == nil {
+		return nil
+	}
+	o := int32(0)
+	for i := range ops {
+		offs[i] = o
+		o += 1 + int32(len(ops[i].Ops()))
+	}
+	return offs
 }
 
 // tbTable is a block's channel and remote-buffer tables by channel type.
@@ -395,7 +455,7 @@ func (s *sim) resolveOps(r, b int, tb *ir.ThreadBlock, ops []ir.Op, outer int) (
 		if outer >= 0 {
 			pl = Place{Rank: r, Block: b, Op: outer, Inner: i, OpName: ops[i].Code.String()}
 		}
-		ro, err := s.resolveOp(r, tab, tb, &ops[i], pl)
+		ro, err := s.resolveOp(r, tab, tb, &ops[i], pl, s.addPlace(pl), &s.slab)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", pl.Path(), err)
 		}
@@ -404,13 +464,10 @@ func (s *sim) resolveOps(r, b int, tb *ir.ThreadBlock, ops []ir.Op, outer int) (
 	return res, nil
 }
 
-func (s *sim) addPlace(pl Place, code ir.OpCode) int32 {
-	s.places = append(s.places, placeRec{rank: int32(pl.Rank), block: int32(pl.Block), op: int32(pl.Op), inner: int32(pl.Inner), code: code, host: pl.Block < 0})
-	return int32(len(s.places) - 1)
-}
-
-func (s *sim) resolveOp(r int, tab *tbTable, tb *ir.ThreadBlock, op *ir.Op, pl Place) (rop, error) {
-	ro := rop{code: op.Code, place: s.addPlace(pl, op.Code), reduce: op.ReduceOp()}
+// resolveOp resolves op (place: its number, addPlace), taking its
+// references and channels from sl.
+func (s *sim) resolveOp(r int, tab *tbTable, tb *ir.ThreadBlock, op *ir.Op, pl Place, place int32, sl *refSlab) (rop, error) {
+	ro := rop{code: op.Code, place: place, reduce: op.ReduceOp()}
 	switch {
 	case op.Code == ir.OpPipeline, op.Code == ir.OpBarrier, op.Code == ir.OpSemAcquire, op.Code == ir.OpSemRelease, len(op.SemaphoreIDs()) > 0:
 		ro.ropCtl = &ropCtl{barrierID: op.BarrierID(), numTBs: op.NumTBs()}
@@ -455,7 +512,7 @@ func (s *sim) resolveOp(r int, tab *tbTable, tb *ir.ThreadBlock, op *ir.Op, pl P
 	if g := op.TBG(); g != nil && (g.TBGSize < 1 || g.TBID < 0 || g.TBID >= g.TBGSize) {
 		return ro, fmt.Errorf("tbg_info tb_id %d out of range for tbg_size %d", g.TBID, g.TBGSize)
 	}
-	ro.src, ro.dst = s.slab.takeRefs(len(op.Src)), s.slab.takeRefs(len(op.Dst))
+	ro.src, ro.dst = sl.takeRefs(len(op.Src)), sl.takeRefs(len(op.Dst))
 	for k := range op.Src {
 		ref, err := s.resolveRef(r, tab, op, &op.Src[k], op.IsPacketSrc(k))
 		if err != nil {
@@ -488,7 +545,7 @@ func (s *sim) resolveOp(r int, tab *tbTable, tb *ir.ThreadBlock, op *ir.Op, pl P
 				return ro, fmt.Errorf("channel_ids[%d]: gpu has no %s channel %d", j, t, flat)
 			}
 			if ro.chans == nil {
-				ro.chans = s.slab.takeChans(len(op.ChannelIDs))
+				ro.chans = sl.takeChans(len(op.ChannelIDs))
 			}
 			ro.chans = append(ro.chans, rchan{typ: t, flat: int32(flat)})
 		}

@@ -10,44 +10,53 @@ import (
 
 // sim is one run of a plan.
 type sim struct {
-	p        *ir.Plan
-	opt      Options
-	red      ir.ReduceOp
-	in, out  int64
-	ranks    []*rankState
-	blocks   []*block
-	agents   int
-	places   []placeRec
-	slab     refSlab // resolved ops' references and channels
-	det      detector
-	rd       reducer
-	tmp      []byte
-	tags     tagSource
-	tmpClk   clocks
-	opClk    clocks
-	none     clocks // empty, what NoRaces sends instead of a block's clocks
-	exec     uint64
-	steps    int64
-	maxSteps int64
-	launches int
-	report   *Report
-	lost     []UnbalancedSignal
-	tr       *tracer
-	stream   streamer
-	expArena []byte
-	rec      recipe       // checkFast's view of a launch's inputs (recipe.go)
-	lanes    []byte       // checkFast's reduced values, one byte per element
-	exp      []byte       // checkFast's expected bytes of one piece
-	enc      *[256]uint32 // checkFast's lane-to-element encoding
-	sym      *symState    // writers and explanation state (symbolic.go, writers.go)
-	field    *field       // the range mode's arithmetic (symrange.go); nil in the other modes
-	vout     [][]vdata    // range mode: [launch][rank] outputs at the end of each launch
+	p          *ir.Plan
+	opt        Options
+	red        ir.ReduceOp
+	in, out    int64
+	ranks      []*rankState
+	blocks     []*block
+	agents     int
+	opPlaces   int32   // places of ops (setup.go: addPlace, place)
+	hostPlaces []Place // the hosts' places, numbered after the ops'
+	slab       refSlab // resolved ops' references and channels
+	det        detector
+	rd         reducer
+	tmp        []byte
+	tags       tagSource
+	tmpClk     clocks
+	opClk      clocks
+	none       clocks // empty, what NoRaces sends instead of a block's clocks
+	exec       uint64
+	steps      int64
+	maxSteps   int64
+	launches   int
+	report     *Report
+	lost       []UnbalancedSignal
+	tr         *tracer
+	stream     streamer
+	expArena   []byte
+	rec        recipe       // checkFast's view of a launch's inputs (recipe.go)
+	lanes      []byte       // checkFast's reduced values, one byte per element
+	exp        []byte       // checkFast's expected bytes of one piece
+	enc        *[256]uint32 // checkFast's lane-to-element encoding
+	sym        *symState    // writers and explanation state (symbolic.go, writers.go)
+	field      *field       // the range mode's arithmetic (symrange.go); nil in the other modes
+	vout       [][]vdata    // range mode: [launch][rank] outputs at the end of each launch
 }
 
 // block is one thread block of one rank, run as a state machine.
 type block struct {
 	agent, rank, tb int
-	ops             []rop
+	plan            *ir.ThreadBlock
+	tab             *tbTable
+	first           int32   // place of the block's first op
+	offs            []int32 // place of op i is first+offs[i]; nil: first+i
+	cur             rop     // the op at (curPC, curInner), resolved
+	curPC, curInner int     // curPC -1: none
+	hdrPC           int     // the pipeline whose iters and unit are cached; -1: none
+	iters, unit     int64
+	slab            refSlab // cur's references and channels
 	pc              int
 	iter            int64
 	inner           int
@@ -157,7 +166,7 @@ func (s *sim) start() (*Report, error) {
 	defer s.recycle()
 	hostPlace := make([]int32, len(s.ranks))
 	for r, rs := range s.ranks {
-		hostPlace[r] = s.addPlace(Place{Rank: r, Block: -1, Op: -1, Inner: -1, OpName: "host"}, 0)
+		hostPlace[r] = s.addPlace(Place{Rank: r, Block: -1, Op: -1, Inner: -1, OpName: "host"})
 		s.boundary(rs, -1, hostPlace[r])
 	}
 	if err := s.schedule(hostPlace); err != nil {
@@ -366,7 +375,7 @@ func (s *sim) schedule(hostPlace []int32) error {
 				if b.launchDone {
 					continue
 				}
-				op, _, _ := b.current()
+				op, _, _ := s.current(b)
 				pl := s.place(op.place)
 				why := b.waiting
 				if why == "" && (op.code == ir.OpWait || op.code == ir.OpRlxWait) {
@@ -380,14 +389,16 @@ func (s *sim) schedule(hostPlace []int32) error {
 }
 
 // current is the op the block runs next with its pipeline window.
-func (b *block) current() (*rop, int64, int64) {
-	for b.pc < len(b.ops) {
-		op := &b.ops[b.pc]
-		if op.code != ir.OpPipeline {
-			return op, 0, 1 << 62
+func (s *sim) current(b *block) (*rop, int64, int64) {
+	ops := b.plan.Ops
+	for b.pc < len(ops) {
+		op := &ops[b.pc]
+		if op.Code != ir.OpPipeline {
+			return s.resolved(b, -1), 0, 1 << 62
 		}
-		if b.iter < op.iters && len(op.body) > 0 {
-			return &op.body[b.inner], b.iter * op.unit, op.unit
+		s.pipeline(b)
+		if b.iter < b.iters && len(op.Ops()) > 0 {
+			return s.resolved(b, b.inner), b.iter * b.unit, b.unit
 		}
 		b.pc++
 		b.iter, b.inner = 0, 0
@@ -395,16 +406,16 @@ func (b *block) current() (*rop, int64, int64) {
 	return nil, 0, 0
 }
 
-func (b *block) advance() {
-	op := &b.ops[b.pc]
-	if op.code == ir.OpPipeline {
+func (s *sim) advance(b *block) {
+	op := &b.plan.Ops[b.pc]
+	if op.Code == ir.OpPipeline {
 		b.inner++
-		if b.inner < len(op.body) {
+		if b.inner < len(op.Ops()) {
 			return
 		}
 		b.inner = 0
 		b.iter++
-		if b.iter < op.iters {
+		if s.pipeline(b); b.iter < b.iters {
 			return
 		}
 		b.iter = 0
@@ -412,9 +423,47 @@ func (b *block) advance() {
 	b.pc++
 }
 
+// pipeline caches the iterations and window of the pipeline at b.pc
+// (setup checked them).
+func (s *sim) pipeline(b *block) {
+	if b.hdrPC == b.pc {
+		return
+	}
+	it := b.plan.Ops[b.pc].Iter()
+	b.hdrPC, b.unit, b.iters = b.pc, int64(it.UnitSize), s.ranks[b.rank].lay.PipelineIters(it)
+}
+
+// resolved is the block's op at pc (inner: in the pipeline there, or
+// -1), resolved as setup resolved it, once per visit: a blocked op is
+// retried from its cache.
+func (s *sim) resolved(b *block, inner int) *rop {
+	if b.curPC == b.pc && b.curInner == inner {
+		return &b.cur
+	}
+	op := &b.plan.Ops[b.pc]
+	place := b.first + int32(b.pc)
+	if b.offs != nil {
+		place = b.first + b.offs[b.pc]
+	}
+	pl := Place{Rank: b.rank, Block: b.tb, Op: b.pc, Inner: inner, OpName: op.Code.String()}
+	if inner >= 0 {
+		op = &op.Ops()[inner]
+		place += 1 + int32(inner)
+		pl.OpName = op.Code.String()
+	}
+	b.slab.reset()
+	ro, err := s.resolveOp(b.rank, b.tab, b.plan, op, pl, place, &b.slab)
+	if err != nil {
+		// Setup resolved the same op of the same plan without error.
+		panic(fmt.Sprintf("cpu: %s resolved at setup but not now: %v", pl.Path(), err))
+	}
+	b.cur, b.curPC, b.curInner = ro, b.pc, inner
+	return &b.cur
+}
+
 // step runs the block's next op; false means it is blocked.
 func (s *sim) step(b *block) bool {
-	op, w, unit := b.current()
+	op, w, unit := s.current(b)
 	if op == nil {
 		b.launchDone = true
 		s.ranks[b.rank].done++
@@ -436,7 +485,7 @@ func (s *sim) step(b *block) bool {
 	if s.tr != nil && b.launch == 0 {
 		s.tr.slice(b, op, t0, w)
 	}
-	b.advance()
+	s.advance(b)
 	return true
 }
 

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/msccl-go/msccl-go/ir"
 )
 
 // TestSparseClocksAgree holds the sparse clocks to the exact ones on
@@ -86,5 +88,42 @@ func TestExactRepeatMemory(t *testing.T) {
 	rep, err := Run(p, opt)
 	if err != nil || len(rep.Races) == 0 {
 		t.Errorf("cap 1 GiB: got %v, %v; want the fixture's race", err, rep)
+	}
+}
+
+// TestPlaceNumbers: every op's place number, counted in setup's order
+// (each op, then a pipeline's body), names that op, in plans with and
+// without pipelines (a place is found from its block, not stored).
+func TestPlaceNumbers(t *testing.T) {
+	for _, name := range []string{"allreduce_pipeline.json", "allreduce.json"} {
+		p := loadPlan(t, filepath.Join(fixtureDir, name))
+		s := &sim{p: p, opt: Options{Size: sizes(p)[0], DType: F32}}
+		if err := s.options(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.setup(); err != nil {
+			t.Fatal(err)
+		}
+		id := int32(0)
+		check := func(r, b, op, inner int, code ir.OpCode) {
+			want := Place{Rank: r, Block: b, Op: op, Inner: inner, OpName: code.String()}
+			if got := s.place(id); got != want {
+				t.Errorf("%s: place %d is %v, want %v", name, id, got, want)
+			}
+			id++
+		}
+		for r := range p.GPUs {
+			for b, tb := range p.GPUs[r].ThreadBlocks {
+				for i, op := range tb.Ops {
+					check(r, b, i, -1, op.Code)
+					for j, in := range op.Ops() {
+						check(r, b, i, j, in.Code)
+					}
+				}
+			}
+		}
+		if id != s.opPlaces {
+			t.Errorf("%s: %d ops, %d places", name, id, s.opPlaces)
+		}
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"sort"
 )
 
-// wseg says that op place (index into sim.places), running in launch
+// wseg says that op place (a place number, sim.place), running in launch
 // launch, was the last to write bytes [lo, hi) of a backing array.
 type wseg struct {
 	lo, hi int64
