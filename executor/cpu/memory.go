@@ -10,12 +10,15 @@ import (
 
 // A run first checks races on sparse clocks (sparseclock.go), whose
 // entries per clock do not grow with the agents, so the whole run (its
-// resolved ops, access history and clocks) grows with the ops alone.
-// Measured on the library's ring allreduce (symbolic run, 4 launches,
-// in process) as the peak of the heap's object bytes above what the
-// plan held before the run, the figure checkHeap holds against the
-// cap: 1.1 KiB per op at 64 ranks, 0.94 at 128, 0.88 at 256;
-// sparseBytesPerOp stays above them.
+// access history, clocks and setup's resolution of every op, which it
+// drops once checked) grows with the ops alone. Measured on the
+// library's ring allreduce (symbolic run, 4 launches, in process) as
+// the peak of the heap's object bytes above what the plan held before
+// the run, the figure checkHeap holds against the cap, while setup still
+// kept the resolved ops: 1.1 KiB per op at 64 ranks, 0.94 at 128, 0.88
+// at 256, 0.62-0.77 at 512; sparseBytesPerOp stays above them, and
+// keeps a 1024-rank ring's two runs (12.2 GB estimated each) one after
+// the other under a 16 GiB cap.
 //
 // A run its sparse clocks cannot decide is repeated on the exact clocks
 // (clock.go): every op that changes a block's clock copies a path of
