@@ -15,14 +15,15 @@ import (
 
 // The cuda device's collectives. The caller's buffers are device memory
 // (PyTorch's tensors) and its stream is where everything goes. The
-// rank's kernel stages the caller's buffers itself (executor/cuda
-// kstage.go): it copies the input into the rank's registered input
-// before the plan's ops and the output back after them, with the copies
-// passed as a kernel parameter, so a call is one launch. An input that a
-// peer's kernel may reach before this rank's has copied it, and more
-// spans than the parameter holds, are staged instead by stream-ordered
-// device-to-device copies ahead of the launch (output: behind it), as
-// every call is with MSCCL_STAGE=copy. Nothing waits on the host, so
+// caller's buffers are staged into the rank's registered ones by
+// stream-ordered device-to-device copies ahead of the launch (output:
+// behind it). With MSCCL_STAGE=kernel the rank's kernel stages them
+// itself (executor/cuda kstage.go): it copies the input into the rank's
+// registered input before the plan's ops and the output back after them,
+// with the copies passed as a kernel parameter, so a call is one launch;
+// an input that a peer's kernel may reach before this rank's has copied
+// it, and more spans than the parameter holds, still go by copies.
+// Nothing waits on the host, so
 // the call is ordered with the caller's other work as a kernel of its
 // own would be, and a CUDA graph capture of the stream records it.
 //
@@ -67,8 +68,10 @@ type gpuExec interface {
 
 // stageInKernel is the cuda device's staging when MSCCL_STAGE is unset:
 // true stages in the kernel, false with copy-engine copies around the
-// launch (the path every call took before the kernel could stage).
-const stageInKernel = true
+// launch. The kernel's staging has not run on a GPU yet (its oracle test
+// is TestGPURankStaged): until it has, the default is the copies, which
+// every GPU run so far has checked.
+const stageInKernel = false
 
 // stageMode reads MSCCL_STAGE: "kernel" or "copy", or unset for
 // stageInKernel.
