@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,21 +22,36 @@ import (
 
 // group connects n ranks inside this process (each over its own TCP
 // connection, exactly as separate processes would) and runs f on each.
+//
+// The unique ID names a port that was free when it was made; another
+// process (CI runs packages in parallel) may bind it before rank 0 does.
+// Then no rank gets past Connect, f never ran, and the job is tried again
+// on a new ID, as a launcher would.
 func group(t *testing.T, n int, timeout time.Duration, f func(b *Bootstrap) error) []error {
 	t.Helper()
-	id := loopbackID(t)
-	return par.Each(n, func(r int) error {
-		cfg := Config{Rank: r, World: n, LocalRank: r, LocalWorld: n, Node: fmt.Sprintf("node%d", r%2), ID: id, Timeout: timeout}
-		b, err := Connect(context.Background(), cfg)
-		if err != nil {
+	for attempt := 1; ; attempt++ {
+		id := loopbackID(t)
+		var rootInUse atomic.Bool
+		errs := par.Each(n, func(r int) error {
+			cfg := Config{Rank: r, World: n, LocalRank: r, LocalWorld: n, Node: fmt.Sprintf("node%d", r%2), ID: id, Timeout: timeout}
+			b, err := Connect(context.Background(), cfg)
+			if err != nil {
+				if r == 0 && (errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")) {
+					rootInUse.Store(true)
+				}
+				return err
+			}
+			err = f(b)
+			if cerr := b.Close(); err == nil {
+				err = cerr
+			}
 			return err
+		})
+		if !rootInUse.Load() || attempt == 3 {
+			return errs
 		}
-		err = f(b)
-		if cerr := b.Close(); err == nil {
-			err = cerr
-		}
-		return err
-	})
+		t.Logf("attempt %d: rank 0's port was taken (%v); again on a new ID", attempt, errs[0])
+	}
 }
 
 func noErrors(t *testing.T, errs []error) {
