@@ -112,7 +112,11 @@ func TestSmallRunKeepsItsThread(t *testing.T) {
 	}))
 	for r, n := range switches {
 		t.Logf("rank %d: %d voluntary context switches in %d launches", r, n, launches)
-		if n > launches/4 {
+		// Parking on every wait slept 368-380 times in 400 launches; the
+		// inline launch sleeps 0-21 times on a quiet 2-core machine and
+		// 111 under .ci/run's parallel packages, where the backoff's
+		// yields find no idle core and it falls back to sleeping.
+		if n > launches*3/4 {
 			t.Errorf("rank %d: the calling thread slept %d times in %d launches of 1 KiB", r, n, launches)
 		}
 	}
