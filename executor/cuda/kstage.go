@@ -91,7 +91,8 @@ func inGroups(gs []ir.RankGroup, rank int) bool {
 // caller stages with copies only), and the input spans when inputOK
 // (InputInKernel), each as long as there are at most
 // kernels.StageSpans of them; the rest are copied before the launch
-// (before) and after it (after). Empty spans are dropped.
+// (before) and after it (after). Empty spans are dropped; the results
+// may share ins and outs.
 func SplitStaging(ins, outs []Span, inputOK, outputOK bool) (kernel Staging, before, after []Span) {
 	ins, outs = nonEmpty(ins), nonEmpty(outs)
 	if inputOK && len(ins) <= kernels.StageSpans {
@@ -107,14 +108,25 @@ func SplitStaging(ins, outs []Span, inputOK, outputOK bool) (kernel Staging, bef
 	return kernel, before, after
 }
 
+// nonEmpty is s without its empty spans: s itself when none is empty
+// (every call of a communicator splits its spans here, and the common
+// case should not copy them again), else a new slice.
 func nonEmpty(s []Span) []Span {
-	var out []Span
-	for _, x := range s {
-		if x.N > 0 {
-			out = append(out, x)
+	if len(s) == 0 {
+		return nil
+	}
+	for i, x := range s {
+		if x.N == 0 {
+			out := append([]Span(nil), s[:i]...)
+			for _, y := range s[i+1:] {
+				if y.N > 0 {
+					out = append(out, y)
+				}
+			}
+			return out
 		}
 	}
-	return out
+	return s
 }
 
 // InputInKernel is InputInKernel for this executor's rank (decided once,
